@@ -1,0 +1,4 @@
+export { assert, assertNever, AssertionError } from "./assert.ts";
+export { SvcError, isSvcError, errorMessage } from "./errors.ts";
+export { createPrng, type Prng } from "./prng.ts";
+export { silentLogger, type Logger, type LogLevel } from "./logger.ts";

@@ -1,0 +1,37 @@
+// Exit codes and the one place where an error becomes what the operator sees.
+
+import { SvcError, errorMessage } from "../util/errors.ts";
+
+export const ExitCode = {
+  ok: 0,
+  /** The command ran and failed (node unreachable, check found damage, I/O error). */
+  failure: 1,
+  /** The command line or the configuration is wrong; nothing was done. */
+  usage: 2,
+} as const;
+
+/** An error that ends a command with a given exit code after printing its message. */
+export class CliExit extends Error {
+  constructor(readonly exitCode: number, message: string) {
+    super(message);
+  }
+}
+
+export function usageError(message: string): CliExit {
+  return new CliExit(ExitCode.usage, message);
+}
+
+/** Print an error for a terminal and return the exit code that fits it. */
+export function reportError(e: unknown): number {
+  if (e instanceof CliExit) {
+    if (e.message !== "") process.stderr.write(`svc: ${e.message}\n`);
+    return e.exitCode;
+  }
+  if (e instanceof SvcError) {
+    process.stderr.write(`svc: ${e.describe()}\n`);
+    return e.code.startsWith("CONFIG_") || e.code === "USAGE" ? ExitCode.usage : ExitCode.failure;
+  }
+  process.stderr.write(`svc: ${errorMessage(e)}\n`);
+  if (e instanceof Error && e.stack !== undefined && process.env.SVC_DEBUG === "1") process.stderr.write(`${e.stack}\n`);
+  return ExitCode.failure;
+}

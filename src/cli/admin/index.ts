@@ -1,0 +1,13 @@
+// `svc admin <command>` (also the binary invoked as `svc-admin`): one file per command.
+
+import { defineCommand, type CommandDef } from "citty";
+
+// Each admin command lives in its own file and is listed here.
+// biome-ignore lint: citty's CommandDef is generic over each command's own args.
+const subCommands: Record<string, () => Promise<CommandDef<any>>> = {
+};
+
+export const adminCommand = defineCommand({
+  meta: { name: "admin", description: "Administer a node (svc-admin)" },
+  subCommands,
+});

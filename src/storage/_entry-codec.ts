@@ -1,0 +1,49 @@
+// Binary form of a Raft log entry inside a WAL record:
+//   u64 term | u64 index | u64 timestampMs | u8 kind | data
+// u64 values are written as two u32 halves; svc never uses values above 2^53.
+
+import type { Entry, EntryKind } from "../raft/types.ts";
+
+export const entryHeaderBytes = 25;
+
+const kindCodes: Record<EntryKind, number> = { normal: 1, config: 2, noop: 3 };
+const kindsByCode: Record<number, EntryKind | undefined> = { 1: "normal", 2: "config", 3: "noop" };
+
+export function writeU64(view: DataView, offset: number, value: number): void {
+  view.setUint32(offset, Math.floor(value / 0x1_0000_0000), true);
+  view.setUint32(offset + 4, value >>> 0, true);
+}
+
+export function readU64(view: DataView, offset: number): number {
+  return view.getUint32(offset, true) * 0x1_0000_0000 + view.getUint32(offset + 4, true);
+}
+
+export function encodeEntry(entry: Entry): Uint8Array {
+  const out = new Uint8Array(entryHeaderBytes + entry.data.length);
+  const view = new DataView(out.buffer);
+  writeU64(view, 0, entry.term);
+  writeU64(view, 8, entry.index);
+  writeU64(view, 16, entry.timestampMs);
+  out[24] = kindCodes[entry.kind];
+  out.set(entry.data, entryHeaderBytes);
+  return out;
+}
+
+/** Decode an entry payload; null when it is not a well-formed entry. */
+export function decodeEntry(payload: Uint8Array): Entry | null {
+  if (payload.length < entryHeaderBytes) return null;
+  const view = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  const kind = kindsByCode[payload[24] ?? 0];
+  if (kind === undefined) return null;
+  const term = readU64(view, 0);
+  const index = readU64(view, 8);
+  if (index < 1 || term < 1) return null;
+  return {
+    term,
+    index,
+    timestampMs: readU64(view, 16),
+    kind,
+    // A copy: the segment buffer it came from is not kept.
+    data: payload.slice(entryHeaderBytes),
+  };
+}

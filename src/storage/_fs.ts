@@ -1,0 +1,41 @@
+// Durable file primitives. Bun.write never fsyncs, so everything that must survive a
+// crash goes through these real syscalls.
+
+import * as fs from "node:fs";
+import { dirname } from "node:path";
+
+/** fsync a directory so that a rename or a create inside it is durable. */
+export function fsyncDir(dir: string): void {
+  const fd = fs.openSync(dir, "r");
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Replace `path` with `data` atomically: write a temp file, fsync it, rename, fsync the directory. */
+export function writeFileAtomic(path: string, data: Uint8Array | string): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  const fd = fs.openSync(tmp, "w", 0o640);
+  try {
+    fs.writeFileSync(fd, data);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(tmp, path);
+  fsyncDir(dirname(path));
+}
+
+export function ensureDir(dir: string, mode = 0o750): void {
+  fs.mkdirSync(dir, { recursive: true, mode });
+}
+
+/** Write all of `data` at the current position of `fd` (writeSync may write less than asked). */
+export function writeFully(fd: number, data: Uint8Array): void {
+  let offset = 0;
+  while (offset < data.length) {
+    offset += fs.writeSync(fd, data, offset, data.length - offset);
+  }
+}

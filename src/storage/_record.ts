@@ -1,0 +1,57 @@
+// Record framing shared by every svc file that holds records (WAL segments, hard state):
+//   u32 payload length | u32 crc32(length ‖ type ‖ payload) | u8 type | payload
+// The CRC covers the length too, so a flipped bit in a length field is caught rather
+// than silently misframing everything after it.
+
+export const recordHeaderBytes = 9;
+/** A record larger than this is damage, not data: decoding never trusts a bigger length. */
+export const recordPayloadBytesMax = 256 * 1024 * 1024;
+
+export function crc32Record(lengthAndType: Uint8Array, payload: Uint8Array): number {
+  let crc = Bun.hash.crc32(lengthAndType);
+  crc = Bun.hash.crc32(payload, crc);
+  return crc >>> 0;
+}
+
+/** Encode one record into `out` at `offset`; returns the offset after it. */
+export function encodeRecordInto(out: Uint8Array, offset: number, type: number, payload: Uint8Array): number {
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  view.setUint32(offset, payload.length, true);
+  out[offset + 8] = type;
+  const lengthAndType = new Uint8Array(5);
+  lengthAndType.set(out.subarray(offset, offset + 4), 0);
+  lengthAndType[4] = type;
+  view.setUint32(offset + 4, crc32Record(lengthAndType, payload), true);
+  out.set(payload, offset + recordHeaderBytes);
+  return offset + recordHeaderBytes + payload.length;
+}
+
+export function encodeRecord(type: number, payload: Uint8Array): Uint8Array {
+  const out = new Uint8Array(recordHeaderBytes + payload.length);
+  encodeRecordInto(out, 0, type, payload);
+  return out;
+}
+
+export type DecodedRecord =
+  | { kind: "record"; type: number; payload: Uint8Array; end: number }
+  /** Fewer bytes remain than the header or the payload needs. */
+  | { kind: "short" }
+  /** The bytes at this offset are not a valid record. */
+  | { kind: "bad"; reason: string };
+
+export function decodeRecordAt(buf: Uint8Array, offset: number): DecodedRecord {
+  if (buf.length - offset < recordHeaderBytes) return { kind: "short" };
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const length = view.getUint32(offset, true);
+  if (length > recordPayloadBytesMax) return { kind: "bad", reason: `record length ${length} exceeds the limit` };
+  const end = offset + recordHeaderBytes + length;
+  if (end > buf.length) return { kind: "short" };
+  const type = buf[offset + 8] ?? 0;
+  const lengthAndType = new Uint8Array(5);
+  lengthAndType.set(buf.subarray(offset, offset + 4), 0);
+  lengthAndType[4] = type;
+  const payload = buf.subarray(offset + recordHeaderBytes, end);
+  const expected = view.getUint32(offset + 4, true);
+  if (crc32Record(lengthAndType, payload) !== expected) return { kind: "bad", reason: "checksum mismatch" };
+  return { kind: "record", type, payload, end };
+}

@@ -1,0 +1,11 @@
+export { Wal, listSegments, segmentName, parseSegmentName, type SegmentInfo, type WalOpenResult } from "./wal.ts";
+export { readSegment, scanSegment, nextValidRecord, type SegmentScan } from "./_segment.ts";
+export { readHardState, writeHardState, initialHardState, type StoredHardState } from "./hardstate.ts";
+export {
+  SnapshotStore, verifySnapshot, readSnapshotMeta, sha256File, snapshotDirName, parseSnapshotDirName,
+  snapshotStateFile, snapshotMetaFile, snapshotFormatVersion, fsyncFile,
+  type SnapshotEntry, type SnapshotFileMeta,
+} from "./snapshots.ts";
+export { lockDataDir, type DataDirLock } from "./lock.ts";
+export { writeFileAtomic, fsyncDir, ensureDir } from "./_fs.ts";
+export { dataPaths, type DataPaths } from "./paths.ts";

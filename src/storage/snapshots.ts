@@ -1,0 +1,201 @@
+// Snapshots under raft/snapshots/<term>-<index>/ (16 hex digits each): state.db, an
+// image of the store, and meta.json. A snapshot is built in a `.tmp-` directory, every
+// file fsynced, meta.json written last, then renamed into place and the parent fsynced:
+// a directory without a readable meta.json is incomplete and never used.
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import type { Membership } from "../raft/types.ts";
+import { SvcError } from "../util/errors.ts";
+import { ensureDir, fsyncDir } from "./_fs.ts";
+
+export const snapshotFormatVersion = 1;
+export const snapshotStateFile = "state.db";
+export const snapshotMetaFile = "meta.json";
+
+export interface SnapshotFileMeta {
+  formatVersion: number;
+  clusterId: string;
+  index: number;
+  term: number;
+  membership: Membership;
+  /** ISO 8601 UTC. */
+  createdAt: string;
+  stateSha256: string;
+  stateSizeBytes: number;
+}
+
+export interface SnapshotEntry {
+  name: string;
+  dir: string;
+  term: number;
+  index: number;
+  /** null when meta.json is missing or unreadable: an incomplete snapshot. */
+  meta: SnapshotFileMeta | null;
+}
+
+const hex16 = (n: number): string => n.toString(16).padStart(16, "0");
+
+export function snapshotDirName(term: number, index: number): string {
+  return `${hex16(term)}-${hex16(index)}`;
+}
+
+export function parseSnapshotDirName(name: string): { term: number; index: number } | null {
+  const m = /^([0-9a-f]{16})-([0-9a-f]{16})$/.exec(name);
+  if (m === null) return null;
+  return { term: Number.parseInt(m[1] ?? "", 16), index: Number.parseInt(m[2] ?? "", 16) };
+}
+
+export function readSnapshotMeta(dir: string): SnapshotFileMeta | null {
+  try {
+    const v = JSON.parse(fs.readFileSync(join(dir, snapshotMetaFile), "utf8")) as Partial<SnapshotFileMeta>;
+    if (
+      typeof v.index !== "number" || typeof v.term !== "number" || typeof v.stateSha256 !== "string" ||
+      typeof v.formatVersion !== "number" || typeof v.membership !== "object" || v.membership === null
+    ) {
+      return null;
+    }
+    return v as SnapshotFileMeta;
+  } catch {
+    return null;
+  }
+}
+
+/** SHA-256 of a file, read in chunks so a large image never sits in memory whole. */
+export async function sha256File(path: string): Promise<string> {
+  const hasher = new Bun.CryptoHasher("sha256");
+  const stream = Bun.file(path).stream();
+  for await (const chunk of stream) hasher.update(chunk);
+  return hasher.digest("hex");
+}
+
+export type SnapshotCheck = { ok: true } | { ok: false; reason: string };
+
+/** Whether a snapshot's files are whole: meta matches its name, state.db matches its checksum. */
+export async function verifySnapshot(entry: SnapshotEntry): Promise<SnapshotCheck> {
+  const meta = entry.meta;
+  if (meta === null) return { ok: false, reason: "meta.json is missing or unreadable (incomplete snapshot)" };
+  if (meta.formatVersion !== snapshotFormatVersion) return { ok: false, reason: `unsupported format ${meta.formatVersion}` };
+  if (meta.index !== entry.index || meta.term !== entry.term) return { ok: false, reason: "meta.json does not match the directory name" };
+  const statePath = join(entry.dir, snapshotStateFile);
+  if (!fs.existsSync(statePath)) return { ok: false, reason: "state.db is missing" };
+  const sha = await sha256File(statePath);
+  if (sha !== meta.stateSha256) return { ok: false, reason: `state.db checksum mismatch (expected ${meta.stateSha256}, found ${sha})` };
+  return { ok: true };
+}
+
+export class SnapshotStore {
+  constructor(readonly dir: string) {
+    ensureDir(dir);
+  }
+
+  /** Snapshot directories, oldest first (by index, then term). Temp directories are skipped. */
+  list(): SnapshotEntry[] {
+    if (!fs.existsSync(this.dir)) return [];
+    const out: SnapshotEntry[] = [];
+    for (const name of fs.readdirSync(this.dir)) {
+      const parsed = parseSnapshotDirName(name);
+      if (parsed === null) continue;
+      const dir = join(this.dir, name);
+      out.push({ name, dir, ...parsed, meta: readSnapshotMeta(dir) });
+    }
+    return out.sort((a, b) => a.index - b.index || a.term - b.term);
+  }
+
+  /** The newest snapshot that verifies, checking from newest to oldest; damaged ones are reported. */
+  async latestValid(onInvalid: (entry: SnapshotEntry, reason: string) => void = () => {}): Promise<SnapshotEntry | null> {
+    const all = this.list();
+    for (let i = all.length - 1; i >= 0; i--) {
+      const entry = all[i];
+      if (entry === undefined) continue;
+      const check = await verifySnapshot(entry);
+      if (check.ok) return entry;
+      onInvalid(entry, check.reason);
+    }
+    return null;
+  }
+
+  /** Newest snapshot with a readable meta.json, without hashing state.db. */
+  latest(): SnapshotEntry | null {
+    const all = this.list().filter((e) => e.meta !== null);
+    return all[all.length - 1] ?? null;
+  }
+
+  /** A fresh temp directory to build a snapshot in; commit() or discard() it. */
+  beginTemp(): string {
+    const dir = join(this.dir, `.tmp-${process.pid}-${Date.now()}-${Math.floor(Math.random() * 1e9)}`);
+    fs.mkdirSync(dir, { mode: 0o750 });
+    return dir;
+  }
+
+  discard(tempDir: string): void {
+    fs.rmSync(tempDir, { recursive: true, force: true });
+  }
+
+  /**
+   * Finish a snapshot whose state.db is already in `tempDir`: fsync it, hash it, write
+   * meta.json last, rename into place and fsync the parent.
+   */
+  async commit(
+    tempDir: string,
+    meta: Omit<SnapshotFileMeta, "formatVersion" | "stateSha256" | "stateSizeBytes" | "createdAt"> & { createdAt?: string },
+  ): Promise<SnapshotEntry> {
+    const statePath = join(tempDir, snapshotStateFile);
+    fsyncFile(statePath);
+    const full: SnapshotFileMeta = {
+      formatVersion: snapshotFormatVersion,
+      clusterId: meta.clusterId,
+      index: meta.index,
+      term: meta.term,
+      membership: meta.membership,
+      createdAt: meta.createdAt ?? new Date().toISOString(),
+      stateSha256: await sha256File(statePath),
+      stateSizeBytes: fs.statSync(statePath).size,
+    };
+    const metaPath = join(tempDir, snapshotMetaFile);
+    fs.writeFileSync(metaPath, `${JSON.stringify(full, null, 2)}\n`, { mode: 0o640 });
+    fsyncFile(metaPath);
+    fsyncDir(tempDir);
+    const name = snapshotDirName(meta.term, meta.index);
+    const finalDir = join(this.dir, name);
+    if (fs.existsSync(finalDir)) {
+      // The same snapshot again (e.g. an install of one already held): keep the existing one.
+      this.discard(tempDir);
+    } else {
+      fs.renameSync(tempDir, finalDir);
+      fsyncDir(this.dir);
+    }
+    return { name, dir: finalDir, term: meta.term, index: meta.index, meta: readSnapshotMeta(finalDir) };
+  }
+
+  /** Remove all but the newest `keepCount` complete snapshots, and stale temp directories. */
+  prune(keepCount: number): string[] {
+    const removed: string[] = [];
+    const complete = this.list().filter((e) => e.meta !== null);
+    for (const entry of complete.slice(0, Math.max(0, complete.length - keepCount))) {
+      fs.rmSync(entry.dir, { recursive: true, force: true });
+      removed.push(entry.dir);
+    }
+    for (const name of fs.readdirSync(this.dir)) {
+      if (name.startsWith(".tmp-") && !name.startsWith(`.tmp-${process.pid}-`)) {
+        fs.rmSync(join(this.dir, name), { recursive: true, force: true });
+        removed.push(join(this.dir, name));
+      }
+    }
+    if (removed.length > 0) fsyncDir(this.dir);
+    return removed;
+  }
+}
+
+export function fsyncFile(path: string): void {
+  const fd = fs.openSync(path, "r");
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+export function snapshotError(message: string, hint?: string): SvcError {
+  return new SvcError("SNAPSHOT_INVALID", message, hint === undefined ? {} : { hint });
+}

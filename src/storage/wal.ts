@@ -1,0 +1,299 @@
+// The write-ahead log: Raft entries in segment files `<seq>-<first_index>.wal` (16 hex
+// digits each) under raft/wal/. Appends are written at once and made durable by sync():
+// one fdatasync covers every record written since the last, which is group commit.
+// Nothing may be acknowledged before the sync() that covers it has returned.
+//
+// A later record for index i replaces the earlier records for i and everything after
+// it (a follower's conflicting suffix being overwritten), so replay keeps the newest.
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import type { Entry } from "../raft/types.ts";
+import { assert } from "../util/assert.ts";
+import { SvcError } from "../util/errors.ts";
+import type { Logger } from "../util/logger.ts";
+import { encodeRecordInto, recordHeaderBytes } from "./_record.ts";
+import { encodeEntry } from "./_entry-codec.ts";
+import { ensureDir, fsyncDir, writeFully } from "./_fs.ts";
+import { readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
+
+export interface SegmentInfo {
+  readonly seq: number;
+  readonly firstIndex: number;
+  readonly path: string;
+  readonly name: string;
+  /** Highest entry index written to the segment; 0 when it holds none yet. */
+  maxIndex: number;
+  sizeBytes: number;
+}
+
+export interface WalOptions {
+  segmentSizeBytes: number;
+  logger: Logger;
+}
+
+export interface WalOpenResult {
+  wal: Wal;
+  /** The log as replayed: contiguous, newest record for each index, in index order. */
+  entries: Entry[];
+  /** Bytes cut from a torn tail, 0 when the log ended cleanly. */
+  truncatedBytes: number;
+}
+
+const hex16 = (n: number): string => n.toString(16).padStart(16, "0");
+
+export function segmentName(seq: number, firstIndex: number): string {
+  return `${hex16(seq)}-${hex16(firstIndex)}.wal`;
+}
+
+export function parseSegmentName(name: string): { seq: number; firstIndex: number } | null {
+  const m = /^([0-9a-f]{16})-([0-9a-f]{16})\.wal$/.exec(name);
+  if (m === null) return null;
+  return { seq: Number.parseInt(m[1] ?? "", 16), firstIndex: Number.parseInt(m[2] ?? "", 16) };
+}
+
+/** Segment files in a directory, in sequence order. Other files are ignored. */
+export function listSegments(dir: string): SegmentInfo[] {
+  if (!fs.existsSync(dir)) return [];
+  const segments: SegmentInfo[] = [];
+  for (const name of fs.readdirSync(dir)) {
+    const parsed = parseSegmentName(name);
+    if (parsed === null) continue;
+    const path = join(dir, name);
+    segments.push({ ...parsed, name, path, maxIndex: 0, sizeBytes: fs.statSync(path).size });
+  }
+  return segments.sort((a, b) => a.seq - b.seq);
+}
+
+export class Wal {
+  private fd: number | null = null;
+  private unsyncedBytes = 0;
+  private lastIndexValue: number;
+
+  private constructor(
+    readonly dir: string,
+    private readonly options: WalOptions,
+    private readonly segmentList: SegmentInfo[],
+    lastIndex: number,
+  ) {
+    this.lastIndexValue = lastIndex;
+  }
+
+  /**
+   * Open the WAL in `dir`, replaying every segment. A torn tail of the last segment is
+   * truncated and logged; damage anywhere else throws WAL_CORRUPT naming the file and offset.
+   */
+  static open(dir: string, options: WalOptions): WalOpenResult {
+    ensureDir(dir);
+    const segments = listSegments(dir);
+    const entries: Entry[] = [];
+    let truncatedBytes = 0;
+    for (let i = 0; i < segments.length; i++) {
+      const segment = segments[i];
+      assert(segment !== undefined, "segment index in range");
+      const isLast = i === segments.length - 1;
+      const scan = readSegment(segment.path);
+      if (scan.damage !== null) {
+        if (!isLast || scan.damage.validRecordAfter) throw corruption(segment, scan);
+        truncatedBytes = scan.sizeBytes - scan.damage.offset;
+        options.logger.warn("recovery: truncated a torn write at the end of the WAL", {
+          file: segment.path, offset: scan.damage.offset, bytes: truncatedBytes, reason: scan.damage.reason,
+        });
+        truncateFile(segment.path, scan.damage.offset);
+        segment.sizeBytes = scan.damage.offset;
+      }
+      for (const entry of scan.entries) {
+        mergeEntry(entries, entry, segment);
+        segment.maxIndex = Math.max(segment.maxIndex, entry.index);
+      }
+    }
+    const lastIndex = entries.length === 0 ? 0 : (entries[entries.length - 1]?.index ?? 0);
+    const wal = new Wal(dir, options, segments, lastIndex);
+    return { wal, entries, truncatedBytes };
+  }
+
+  get lastIndex(): number {
+    return this.lastIndexValue;
+  }
+
+  segments(): readonly SegmentInfo[] {
+    return this.segmentList;
+  }
+
+  /**
+   * Write entries after (or replacing a suffix of) the log. Not durable until sync().
+   * Entries must be contiguous and start at most one past the last index.
+   */
+  append(entries: readonly Entry[]): void {
+    const first = entries[0];
+    if (first === undefined) return;
+    assert(first.index <= this.lastIndexValue + 1 || this.lastIndexValue === 0, "WAL append leaves no gap");
+    this.rollIfFull(first.index);
+    const payloads = entries.map(encodeEntry);
+    let total = 0;
+    for (const p of payloads) total += recordHeaderBytes + p.length;
+    const buf = new Uint8Array(total);
+    let offset = 0;
+    let expected = first.index;
+    for (let i = 0; i < payloads.length; i++) {
+      const entry = entries[i];
+      assert(entry !== undefined && entry.index === expected, "WAL append entries are contiguous");
+      expected++;
+      offset = encodeRecordInto(buf, offset, RecordType.entry, payloads[i] ?? new Uint8Array());
+    }
+    const segment = this.currentSegment();
+    writeFully(this.openFd(), buf);
+    segment.sizeBytes += total;
+    this.unsyncedBytes += total;
+    const last = entries[entries.length - 1];
+    assert(last !== undefined, "non-empty append");
+    this.lastIndexValue = last.index;
+    segment.maxIndex = Math.max(segment.maxIndex, last.index);
+  }
+
+  /** Make every appended record durable (one fdatasync for all of them). */
+  sync(): void {
+    if (this.unsyncedBytes === 0 || this.fd === null) return;
+    fs.fdatasyncSync(this.fd);
+    this.unsyncedBytes = 0;
+  }
+
+  /** Start a new segment at the next append even if the current one is not full. */
+  roll(nextIndex = this.lastIndexValue + 1): SegmentInfo | null {
+    const current = this.segmentList[this.segmentList.length - 1];
+    if (current !== undefined && current.maxIndex === 0) return null;
+    return this.startSegment(nextIndex);
+  }
+
+  /**
+   * Start over after a snapshot replaced the whole log: new entries begin at
+   * `nextIndex`; every older segment becomes removable (see removeSegmentsBefore).
+   */
+  resetTo(nextIndex: number): void {
+    this.startSegment(nextIndex);
+    this.lastIndexValue = nextIndex - 1;
+  }
+
+  /**
+   * Remove the segments whose entries are all at or below `index` (covered by a snapshot),
+   * oldest first, never the segment being written, and only while `mayRemove(segment)`
+   * agrees (WAL archiving keeps a segment until it is archived). Returns what was removed.
+   */
+  removeSegmentsCoveredBy(index: number, mayRemove: (s: SegmentInfo) => boolean = () => true): SegmentInfo[] {
+    const removed: SegmentInfo[] = [];
+    while (this.segmentList.length > 1) {
+      const oldest = this.segmentList[0];
+      assert(oldest !== undefined, "non-empty segment list");
+      if (oldest.maxIndex > index || !mayRemove(oldest)) break;
+      fs.rmSync(oldest.path, { force: true });
+      this.segmentList.shift();
+      removed.push(oldest);
+    }
+    if (removed.length > 0) fsyncDir(this.dir);
+    return removed;
+  }
+
+  close(): void {
+    if (this.fd === null) return;
+    this.sync();
+    fs.closeSync(this.fd);
+    this.fd = null;
+  }
+
+  private currentSegment(): SegmentInfo {
+    const segment = this.segmentList[this.segmentList.length - 1];
+    assert(segment !== undefined, "a segment exists before writing");
+    return segment;
+  }
+
+  private rollIfFull(nextIndex: number): void {
+    const current = this.segmentList[this.segmentList.length - 1];
+    if (current === undefined || current.sizeBytes >= this.options.segmentSizeBytes) this.startSegment(nextIndex);
+  }
+
+  private startSegment(firstIndex: number): SegmentInfo {
+    // The finished segment is synced before the next exists, so only the last segment
+    // can ever have a torn tail.
+    if (this.fd !== null) {
+      fs.fdatasyncSync(this.fd);
+      fs.closeSync(this.fd);
+      this.fd = null;
+      this.unsyncedBytes = 0;
+    }
+    const last = this.segmentList[this.segmentList.length - 1];
+    const seq = last === undefined ? 1 : last.seq + 1;
+    const name = segmentName(seq, firstIndex);
+    const path = join(this.dir, name);
+    const fd = fs.openSync(path, "wx", 0o640);
+    const header = segmentHeaderPayload(seq, firstIndex);
+    const buf = new Uint8Array(recordHeaderBytes + header.length);
+    encodeRecordInto(buf, 0, RecordType.header, header);
+    writeFully(fd, buf);
+    fs.fdatasyncSync(fd);
+    fsyncDir(this.dir);
+    this.fd = fd;
+    const segment: SegmentInfo = { seq, firstIndex, path, name, maxIndex: 0, sizeBytes: buf.length };
+    this.segmentList.push(segment);
+    return segment;
+  }
+
+  private openFd(): number {
+    if (this.fd === null) {
+      const segment = this.currentSegment();
+      this.fd = fs.openSync(segment.path, "a");
+    }
+    return this.fd;
+  }
+}
+
+function mergeEntry(entries: Entry[], entry: Entry, segment: SegmentInfo): void {
+  const first = entries[0];
+  if (first === undefined) {
+    entries.push(entry);
+    return;
+  }
+  const lastIndex = first.index + entries.length - 1;
+  if (entry.index === lastIndex + 1) {
+    entries.push(entry);
+  } else if (entry.index >= first.index && entry.index <= lastIndex) {
+    // A newer record for an index replaces it and everything after it.
+    entries.length = entry.index - first.index;
+    entries.push(entry);
+  } else if (entry.index < first.index || entry.index === segment.firstIndex) {
+    // The log was started over at this segment (resetTo after a snapshot install, with
+    // the crash coming before the older segments were removed): the older entries are
+    // superseded. The node checks that a snapshot covers whatever precedes the log.
+    entries.length = 0;
+    entries.push(entry);
+  } else {
+    throw new SvcError("WAL_CORRUPT", `WAL segment ${segment.path} jumps from index ${lastIndex} to ${entry.index}`, {
+      hint: walWayOut,
+      details: { file: segment.path },
+    });
+  }
+}
+
+const walWayOut =
+  "run `svc admin wal-repair --skip-corrupted` (entries after the damage are lost on this node and fetched again from the leader), " +
+  "or stop the node, remove the contents of raft/ and store/ under the data directory, and start it to rebuild from the leader";
+
+function corruption(segment: SegmentInfo, scan: SegmentScan): SvcError {
+  const damage = scan.damage;
+  assert(damage !== null, "corruption has damage");
+  return new SvcError(
+    "WAL_CORRUPT",
+    `WAL is corrupt: ${segment.path} at byte offset ${damage.offset}: ${damage.reason}` +
+      (damage.afterIndex > 0 ? ` (after entry ${damage.afterIndex})` : ""),
+    { hint: walWayOut, details: { file: segment.path, offset: damage.offset, afterIndex: damage.afterIndex } },
+  );
+}
+
+function truncateFile(path: string, sizeBytes: number): void {
+  const fd = fs.openSync(path, "r+");
+  try {
+    fs.ftruncateSync(fd, sizeBytes);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}

@@ -1,0 +1,161 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import * as fs from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Wal, listSegments } from "../../src/storage/index.ts";
+import type { Entry } from "../../src/raft/types.ts";
+import { isSvcError, silentLogger } from "../../src/util/index.ts";
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const d = fs.mkdtempSync(join(tmpdir(), "svc-wal-"));
+  dirs.push(d);
+  return d;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function entry(index: number, term = 1, size = 20): Entry {
+  const data = new Uint8Array(size);
+  for (let i = 0; i < size; i++) data[i] = (index * 31 + i) & 0xff;
+  return { term, index, kind: "normal", timestampMs: 1_700_000_000_000 + index, data };
+}
+
+const opts = { segmentSizeBytes: 64 * 1024 * 1024, logger: silentLogger };
+
+function writeEntries(dir: string, count: number, segmentSizeBytes = opts.segmentSizeBytes): void {
+  const { wal } = Wal.open(dir, { ...opts, segmentSizeBytes });
+  for (let i = 1; i <= count; i++) {
+    wal.append([entry(i)]);
+    wal.sync();
+  }
+  wal.close();
+}
+
+describe("wal", () => {
+  test("replays what was appended, across segment rolls", () => {
+    const dir = tempDir();
+    writeEntries(dir, 50, 400);
+    expect(listSegments(dir).length).toBeGreaterThan(3);
+    const { entries, truncatedBytes } = Wal.open(dir, opts);
+    expect(truncatedBytes).toBe(0);
+    expect(entries.map((e) => e.index)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    expect(entries[9]).toEqual(entry(10));
+  });
+
+  test("truncation at every byte offset of the last record recovers all earlier records", () => {
+    const dir = tempDir();
+    writeEntries(dir, 5);
+    const [segment] = listSegments(dir);
+    if (segment === undefined) throw new Error("no segment");
+    const full = fs.readFileSync(segment.path);
+    // The last record is 9 header bytes + 25 entry header bytes + 20 data bytes.
+    const lastRecordStart = full.length - (9 + 25 + 20);
+    for (let cut = lastRecordStart; cut < full.length; cut++) {
+      fs.writeFileSync(segment.path, full.subarray(0, cut));
+      const { wal, entries, truncatedBytes } = Wal.open(dir, opts);
+      expect(entries.map((e) => e.index)).toEqual([1, 2, 3, 4]);
+      expect(truncatedBytes).toBe(cut - lastRecordStart);
+      expect(fs.statSync(segment.path).size).toBe(lastRecordStart);
+      // The log goes on after the cut: the next append lands right after entry 4.
+      wal.append([entry(5, 2)]);
+      wal.close();
+      expect(Wal.open(dir, opts).entries.at(-1)).toEqual(entry(5, 2));
+    }
+  });
+
+  test("a flipped bit anywhere before the tail is detected as corruption", () => {
+    const dir = tempDir();
+    writeEntries(dir, 4);
+    const [segment] = listSegments(dir);
+    if (segment === undefined) throw new Error("no segment");
+    const full = new Uint8Array(fs.readFileSync(segment.path));
+    const lastRecordStart = full.length - (9 + 25 + 20);
+    for (let offset = 0; offset < lastRecordStart; offset++) {
+      for (const bit of [0, 3, 7]) {
+        const damaged = full.slice();
+        damaged[offset] = (damaged[offset] ?? 0) ^ (1 << bit);
+        fs.writeFileSync(segment.path, damaged);
+        let error: unknown = null;
+        try {
+          Wal.open(dir, opts).wal.close();
+        } catch (e) {
+          error = e;
+        }
+        if (!isSvcError(error, "WAL_CORRUPT")) throw new Error(`bit ${bit} of byte ${offset} went undetected`);
+        expect(error.message).toContain(segment.path);
+        expect(error.message).toContain("offset");
+        expect(error.hint).toContain("wal-repair --skip-corrupted");
+      }
+    }
+  });
+
+  test("damage in a segment that is not the last is corruption even at its end", () => {
+    const dir = tempDir();
+    writeEntries(dir, 30, 300);
+    const [first] = listSegments(dir);
+    if (first === undefined) throw new Error("no segment");
+    const size = fs.statSync(first.path).size;
+    fs.truncateSync(first.path, size - 3);
+    expect(() => Wal.open(dir, opts)).toThrow(/WAL is corrupt/);
+  });
+
+  test("a later record for an index replaces that index and everything after it", () => {
+    const dir = tempDir();
+    const { wal } = Wal.open(dir, opts);
+    wal.append([entry(1), entry(2), entry(3), entry(4)]);
+    wal.append([entry(3, 2), entry(4, 2)]);
+    wal.append([entry(5, 2)]);
+    wal.close();
+    const { entries } = Wal.open(dir, opts);
+    expect(entries.map((e) => [e.index, e.term])).toEqual([[1, 1], [2, 1], [3, 2], [4, 2], [5, 2]]);
+  });
+
+  test("segments wholly covered by a snapshot are removed, the current one never", () => {
+    const dir = tempDir();
+    writeEntries(dir, 40, 300);
+    const { wal } = Wal.open(dir, { ...opts, segmentSizeBytes: 300 });
+    const before = wal.segments().length;
+    const removed = wal.removeSegmentsCoveredBy(20);
+    expect(removed.length).toBeGreaterThan(0);
+    expect(removed.every((s) => s.maxIndex <= 20)).toBe(true);
+    expect(wal.segments().length).toBe(before - removed.length);
+    const { entries } = Wal.open(dir, opts);
+    expect(entries[0]?.index).toBeLessThanOrEqual(21);
+    expect(entries.at(-1)?.index).toBe(40);
+    wal.removeSegmentsCoveredBy(1_000);
+    expect(listSegments(dir).length).toBe(1);
+  });
+
+  test("a segment kept back by the archiver stops removal there", () => {
+    const dir = tempDir();
+    writeEntries(dir, 40, 300);
+    const { wal } = Wal.open(dir, { ...opts, segmentSizeBytes: 300 });
+    const oldest = wal.segments()[0];
+    const removed = wal.removeSegmentsCoveredBy(40, (s) => s !== oldest);
+    expect(removed).toEqual([]);
+  });
+
+  test("resetTo starts the log over after a snapshot install", () => {
+    const dir = tempDir();
+    writeEntries(dir, 10);
+    const { wal } = Wal.open(dir, opts);
+    wal.resetTo(101);
+    wal.append([entry(101, 3)]);
+    wal.removeSegmentsCoveredBy(100);
+    wal.close();
+    const { entries } = Wal.open(dir, opts);
+    expect(entries.map((e) => e.index)).toEqual([101]);
+  });
+});
+
+test("a log started over is replayed from its new start even if old segments remain", () => {
+  const dir = tempDir();
+  writeEntries(dir, 10);
+  const { wal } = Wal.open(dir, opts);
+  wal.resetTo(101);
+  wal.append([entry(101, 3), entry(102, 3)]);
+  wal.close();
+  expect(Wal.open(dir, opts).entries.map((e) => e.index)).toEqual([101, 102]);
+});

@@ -1,0 +1,21 @@
+// Collects every problem found in one file, each placed at its key's line when it can be found.
+
+import type { Locator } from "./_locate.ts";
+import { formatKeyPath, type PathSegment } from "./_path.ts";
+import type { ConfigProblem } from "./types.ts";
+
+export class Problems {
+  readonly list: ConfigProblem[] = [];
+
+  constructor(private readonly locate: Locator) {}
+
+  add(segments: readonly PathSegment[], message: string): void {
+    const at = this.locate(segments);
+    const keyPath = formatKeyPath(segments);
+    this.list.push(at === undefined ? { keyPath, message } : { line: at.line, column: at.column, keyPath, message });
+  }
+
+  get count(): number {
+    return this.list.length;
+  }
+}

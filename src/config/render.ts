@@ -1,0 +1,90 @@
+// Writes a config file: what the installer puts in /etc/svc/config.toml and what dev-cluster
+// gives each node. The text parses back to the same Config; keys absent from a draft take
+// the documented defaults and are still written out, with a comment, so the file documents itself.
+
+import { assert } from "../util/index.ts";
+import { MIB, ROOT_FIELDS, type FieldSpec, type TableSpec } from "./schema.ts";
+import type { AddressInput, ConfigDraft } from "./types.ts";
+
+const COMMENT_COLUMN = 35;
+
+/** A line with a trailing comment, the comments aligned as in the documented example. */
+function note(line: string, comment: string): string {
+  return `${line.padEnd(COMMENT_COLUMN - 1)} # ${comment}`;
+}
+
+export function renderConfigToml(draft: ConfigDraft): string {
+  const listen = draft.listen ?? {};
+  const cluster = draft.cluster ?? {};
+  const wal = draft.wal ?? {};
+  const raft = draft.raft ?? {};
+  const members = cluster.members ?? [];
+  const lines = [
+    `node_id = ${tomlString(draft.nodeId)}`,
+    `data_dir = ${tomlString(draft.dataDir ?? stringDefault(ROOT_FIELDS, "data_dir"))}`,
+    `max_memory_mb = ${megabytes(draft.maxMemoryBytes, ROOT_FIELDS, "max_memory_mb")}`,
+    note(`snapshot_interval = ${draft.snapshotIntervalEntries ?? intDefault(ROOT_FIELDS, "snapshot_interval")}`, "log entries between automatic snapshots"),
+    "",
+    note("[listen]", "where this node binds"),
+    `client = ${address(listen.client, "listen", "client")}`,
+    `admin = ${address(listen.admin, "listen", "admin")}`,
+    note(`peer = ${address(listen.peer, "listen", "peer")}`, "Raft over TCP and gossip over UDP"),
+    "",
+    "[cluster]",
+    note(`bootstrap = ${cluster.bootstrap ?? false}`, "true on one node only, the first time a new cluster starts"),
+    note(members.length === 0 ? "members = []" : "members = [", "how the nodes reach each other"),
+    ...members.map((m) => `  { id = ${tomlString(m.id)}, peer = ${address(m.peer)}, client = ${address(m.client)}, admin = ${address(m.admin)} },`),
+    ...(members.length === 0 ? [] : ["]"]),
+    "",
+    "[wal]",
+    note(`archive_command = ${tomlString(wal.archiveCommand ?? "")}`, 'e.g. "cp %p /var/backups/svc/wal/%f"; empty: no archiving'),
+    note(`archive_timeout = ${seconds(wal.archiveTimeoutMs)}`, "seconds"),
+    `segment_size_mb = ${megabytes(wal.segmentSizeBytes, sub("wal"), "segment_size_mb")}`,
+    "",
+    "[raft]",
+    `heartbeat_interval_ms = ${raft.heartbeatIntervalMs ?? intDefault(sub("raft"), "heartbeat_interval_ms")}`,
+    note(`election_timeout_ms = ${raft.electionTimeoutMs ?? intDefault(sub("raft"), "election_timeout_ms")}`, "at least 5 × heartbeat_interval_ms"),
+  ];
+  return lines.join("\n") + "\n";
+}
+
+/** A TOML basic string. JSON escapes are TOML escapes too, except that TOML also forbids a raw DEL. */
+export function tomlString(value: string): string {
+  return JSON.stringify(value).replaceAll("\u007f", "\\u007F");
+}
+
+function address(value: AddressInput | undefined, table?: string, key?: string): string {
+  if (value !== undefined) return tomlString(typeof value === "string" ? value : value.raw);
+  assert(table !== undefined && key !== undefined, "member addresses have no default");
+  return tomlString(stringDefault(sub(table), key));
+}
+
+function megabytes(bytes: number | undefined, spec: TableSpec, key: string): number {
+  if (bytes === undefined) return intDefault(spec, key);
+  assert(Number.isInteger(bytes / MIB), `${key} is a whole number of megabytes`);
+  return bytes / MIB;
+}
+
+function seconds(ms: number | undefined): number {
+  if (ms === undefined) return intDefault(sub("wal"), "archive_timeout");
+  assert(Number.isInteger(ms / 1000), "archive_timeout is a whole number of seconds");
+  return ms / 1000;
+}
+
+function sub(table: string): TableSpec {
+  const spec = ROOT_FIELDS[table];
+  assert(spec?.kind === "table", `${table} is a table`);
+  return spec.fields;
+}
+
+function intDefault(spec: TableSpec, key: string): number {
+  const field: FieldSpec | undefined = spec[key];
+  assert(field?.kind === "int" && field.default !== undefined, `${key} has an integer default`);
+  return field.default;
+}
+
+function stringDefault(spec: TableSpec, key: string): string {
+  const field: FieldSpec | undefined = spec[key];
+  assert((field?.kind === "string" || field?.kind === "address") && field.default !== undefined, `${key} has a string default`);
+  return field.default;
+}

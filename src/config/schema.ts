@@ -1,0 +1,78 @@
+// The keys a config file may hold, their TOML types, bounds and defaults. One table drives
+// validation, "did you mean" suggestions and the renderer's comments, so they cannot disagree.
+
+export const MIB = 1024 * 1024;
+
+export type FieldSpec =
+  | { readonly kind: "int"; readonly min: number; readonly max: number; readonly default?: number; readonly unit?: string }
+  | { readonly kind: "string"; readonly default?: string }
+  | { readonly kind: "bool"; readonly default: boolean }
+  | { readonly kind: "address"; readonly default?: string }
+  | { readonly kind: "table"; readonly fields: TableSpec }
+  | { readonly kind: "members" };
+
+export type TableSpec = Readonly<Record<string, FieldSpec>>;
+
+export const NODE_ID_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+
+export const MEMBER_FIELDS: TableSpec = {
+  id: { kind: "string" },
+  peer: { kind: "address" },
+  client: { kind: "address" },
+  admin: { kind: "address" },
+};
+
+export const ROOT_FIELDS: TableSpec = {
+  node_id: { kind: "string" },
+  data_dir: { kind: "string", default: "/var/lib/svc" },
+  max_memory_mb: { kind: "int", min: 64, max: 1_048_576, default: 2048, unit: "megabytes" },
+  snapshot_interval: { kind: "int", min: 1, max: 100_000_000, default: 10_000, unit: "log entries" },
+  listen: {
+    kind: "table",
+    fields: {
+      client: { kind: "address", default: "0.0.0.0:7878" },
+      admin: { kind: "address", default: "0.0.0.0:9090" },
+      peer: { kind: "address", default: "0.0.0.0:7879" },
+    },
+  },
+  cluster: {
+    kind: "table",
+    fields: {
+      bootstrap: { kind: "bool", default: false },
+      members: { kind: "members" },
+    },
+  },
+  wal: {
+    kind: "table",
+    fields: {
+      archive_command: { kind: "string", default: "" },
+      archive_timeout: { kind: "int", min: 1, max: 86_400, default: 60, unit: "seconds" },
+      segment_size_mb: { kind: "int", min: 1, max: 1024, default: 64, unit: "megabytes" },
+    },
+  },
+  raft: {
+    kind: "table",
+    fields: {
+      heartbeat_interval_ms: { kind: "int", min: 10, max: 10_000, default: 100, unit: "milliseconds" },
+      election_timeout_ms: { kind: "int", min: 50, max: 600_000, default: 1000, unit: "milliseconds" },
+    },
+  },
+};
+
+/** The election timeout must leave room for several lost heartbeats before a follower campaigns. */
+export const ELECTION_TO_HEARTBEAT_RATIO_MIN = 5;
+
+/** Every key path in the schema (without array indexes), for suggesting a key that sits in another table. */
+export function allKeyPaths(): string[] {
+  const out: string[] = [];
+  const walk = (spec: TableSpec, prefix: string): void => {
+    for (const [key, field] of Object.entries(spec)) {
+      const path = prefix === "" ? key : `${prefix}.${key}`;
+      out.push(path);
+      if (field.kind === "table") walk(field.fields, path);
+      if (field.kind === "members") walk(MEMBER_FIELDS, `${path}[]`);
+    }
+  };
+  walk(ROOT_FIELDS, "");
+  return out;
+}

@@ -1,0 +1,92 @@
+// The validated configuration of one svc node. Values carry their unit in the name; the TOML
+// file uses the operator's units (megabytes, seconds) and parse converts them once, here.
+// A Config is deeply frozen: it is read from many places and never changes while a node runs.
+
+/** A "host:port" string split into its parts; `raw` is the text as written, for messages and rendering. */
+export interface Address {
+  readonly host: string;
+  readonly port: number;
+  readonly raw: string;
+}
+
+export interface Member {
+  readonly id: string;
+  readonly peer: Address;
+  readonly client: Address;
+  readonly admin: Address;
+}
+
+export interface Config {
+  readonly nodeId: string;
+  readonly dataDir: string;
+  /** max_memory_mb × 2^20. */
+  readonly maxMemoryBytes: number;
+  /** Log entries between automatic snapshots (snapshot_interval). */
+  readonly snapshotIntervalEntries: number;
+  /** Where this node binds. */
+  readonly listen: {
+    readonly client: Address;
+    readonly admin: Address;
+    readonly peer: Address;
+  };
+  readonly cluster: {
+    /** True on one node only, the first time a new cluster starts. */
+    readonly bootstrap: boolean;
+    /** How the nodes reach each other; when non-empty it includes nodeId. */
+    readonly members: readonly Member[];
+  };
+  readonly wal: {
+    /** Empty: no archiving. %p is the segment path, %f its file name, %% a percent sign. */
+    readonly archiveCommand: string;
+    /** archive_timeout × 1000. */
+    readonly archiveTimeoutMs: number;
+    /** segment_size_mb × 2^20. */
+    readonly segmentSizeBytes: number;
+  };
+  readonly raft: {
+    readonly heartbeatIntervalMs: number;
+    /** At least 5 × heartbeatIntervalMs. */
+    readonly electionTimeoutMs: number;
+  };
+}
+
+/**
+ * One thing wrong with a configuration file. `keyPath` is written as in the file with array
+ * indexes, e.g. `cluster.members[1].peer`; empty for problems with the file as a whole.
+ * line and column are 1-based and present when the place could be found in the text.
+ */
+export interface ConfigProblem {
+  readonly line?: number;
+  readonly column?: number;
+  readonly keyPath: string;
+  readonly message: string;
+}
+
+export type ConfigResult =
+  | { readonly ok: true; readonly config: Config }
+  | { readonly ok: false; readonly problems: readonly ConfigProblem[] };
+
+/** An address given to the renderer: either "host:port" or a parsed Address. */
+export type AddressInput = string | Address;
+
+export interface MemberDraft {
+  readonly id: string;
+  readonly peer: AddressInput;
+  readonly client: AddressInput;
+  readonly admin: AddressInput;
+}
+
+/**
+ * What renderConfigToml takes: a Config, or only the fields a generator cares about; the rest
+ * take the documented defaults. A Config is a ConfigDraft.
+ */
+export interface ConfigDraft {
+  readonly nodeId: string;
+  readonly dataDir?: string;
+  readonly maxMemoryBytes?: number;
+  readonly snapshotIntervalEntries?: number;
+  readonly listen?: { readonly client?: AddressInput; readonly admin?: AddressInput; readonly peer?: AddressInput };
+  readonly cluster?: { readonly bootstrap?: boolean; readonly members?: readonly MemberDraft[] };
+  readonly wal?: { readonly archiveCommand?: string; readonly archiveTimeoutMs?: number; readonly segmentSizeBytes?: number };
+  readonly raft?: { readonly heartbeatIntervalMs?: number; readonly electionTimeoutMs?: number };
+}

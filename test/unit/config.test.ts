@@ -1,0 +1,342 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  defaultConfig,
+  formatProblem,
+  loadConfigFile,
+  parseConfig,
+  renderConfigToml,
+  summarizeConfig,
+  type ConfigProblem,
+  type ConfigResult,
+} from "../../src/config/index.ts";
+
+const THREE_NODES = `node_id = "node1"
+data_dir = "/var/lib/svc"
+max_memory_mb = 2048
+snapshot_interval = 10000          # log entries between automatic snapshots
+
+[listen]                           # where this node binds
+client = "0.0.0.0:7878"
+admin  = "0.0.0.0:9090"
+peer   = "0.0.0.0:7879"            # Raft over TCP and gossip over UDP
+
+[cluster]
+bootstrap = false
+members = [
+  { id = "node1", peer = "10.0.0.1:7879", client = "10.0.0.1:7878", admin = "10.0.0.1:9090" },
+  { id = "node2", peer = "10.0.0.2:7879", client = "10.0.0.2:7878", admin = "10.0.0.2:9090" },
+  { id = "node3", peer = "10.0.0.3:7879", client = "10.0.0.3:7878", admin = "10.0.0.3:9090" },
+]
+
+[wal]
+archive_command = ""
+archive_timeout = 60               # seconds
+segment_size_mb = 64
+
+[raft]
+heartbeat_interval_ms = 100
+election_timeout_ms = 1000
+`;
+
+function problemsOf(result: ConfigResult): readonly ConfigProblem[] {
+  if (result.ok) throw new Error("expected problems, the config was accepted");
+  return result.problems;
+}
+
+function only(text: string, keyPath: string): ConfigProblem {
+  const found = problemsOf(parseConfig(text, "config.toml")).filter((p) => p.keyPath === keyPath);
+  expect(found).toHaveLength(1);
+  return found[0]!;
+}
+
+function lineOf(text: string, needle: string): number {
+  const index = text.split("\n").findIndex((line) => line.includes(needle));
+  expect(index).toBeGreaterThanOrEqual(0);
+  return index + 1;
+}
+
+describe("config: a valid file", () => {
+  test("the design's example file parses to a Config with units in names", () => {
+    const result = parseConfig(THREE_NODES, "config.toml");
+    if (!result.ok) throw new Error(JSON.stringify(result.problems));
+    const c = result.config;
+    expect(c.nodeId).toBe("node1");
+    expect(c.maxMemoryBytes).toBe(2048 * 1024 * 1024);
+    expect(c.snapshotIntervalEntries).toBe(10000);
+    expect(c.listen.client).toEqual({ host: "0.0.0.0", port: 7878, raw: "0.0.0.0:7878" });
+    expect(c.cluster.members).toHaveLength(3);
+    expect(c.cluster.members[1]?.peer).toEqual({ host: "10.0.0.2", port: 7879, raw: "10.0.0.2:7879" });
+    expect(c.wal.archiveTimeoutMs).toBe(60_000);
+    expect(c.wal.segmentSizeBytes).toBe(64 * 1024 * 1024);
+    expect(c.raft).toEqual({ heartbeatIntervalMs: 100, electionTimeoutMs: 1000 });
+  });
+
+  test("absent keys take the documented defaults", () => {
+    const result = parseConfig(`node_id = "a"\n`, "config.toml");
+    if (!result.ok) throw new Error(JSON.stringify(result.problems));
+    const c = result.config;
+    expect(c.dataDir).toBe("/var/lib/svc");
+    expect(c.maxMemoryBytes).toBe(2048 * 1024 * 1024);
+    expect(c.snapshotIntervalEntries).toBe(10000);
+    expect(c.listen.client.raw).toBe("0.0.0.0:7878");
+    expect(c.listen.admin.raw).toBe("0.0.0.0:9090");
+    expect(c.listen.peer.raw).toBe("0.0.0.0:7879");
+    expect(c.cluster).toEqual({ bootstrap: false, members: [] });
+    expect(c.wal).toEqual({ archiveCommand: "", archiveTimeoutMs: 60_000, segmentSizeBytes: 64 * 1024 * 1024 });
+    expect(c.raft).toEqual({ heartbeatIntervalMs: 100, electionTimeoutMs: 1000 });
+  });
+
+  test("the config is deeply frozen", () => {
+    const result = parseConfig(THREE_NODES, "config.toml");
+    if (!result.ok) throw new Error("rejected");
+    expect(Object.isFrozen(result.config)).toBe(true);
+    expect(Object.isFrozen(result.config.cluster.members)).toBe(true);
+    expect(Object.isFrozen(result.config.cluster.members[0]?.peer)).toBe(true);
+  });
+
+  test("members may be written as [[cluster.members]] tables", () => {
+    const text = `node_id = "n1"\n[[cluster.members]]\nid = "n1"\npeer = "h1:1"\nclient = "h1:2"\nadmin = "h1:3"\n`;
+    const result = parseConfig(text, "config.toml");
+    if (!result.ok) throw new Error(JSON.stringify(result.problems));
+    expect(result.config.cluster.members[0]?.admin.port).toBe(3);
+  });
+
+  test("an IPv6 address in brackets is accepted", () => {
+    const result = parseConfig(`node_id = "a"\n[listen]\nclient = "[::1]:7878"\n`, "config.toml");
+    if (!result.ok) throw new Error(JSON.stringify(result.problems));
+    expect(result.config.listen.client).toEqual({ host: "::1", port: 7878, raw: "[::1]:7878" });
+  });
+
+  test("summarizeConfig names the node, data dir, listeners, member count and bootstrap on one line", () => {
+    const result = parseConfig(THREE_NODES, "config.toml");
+    if (!result.ok) throw new Error("rejected");
+    const line = summarizeConfig(result.config);
+    expect(line).not.toContain("\n");
+    expect(line).toBe("node_id=node1 data_dir=/var/lib/svc client=0.0.0.0:7878 admin=0.0.0.0:9090 peer=0.0.0.0:7879 members=3 bootstrap=false");
+  });
+});
+
+describe("config: the embedded default", () => {
+  test("runs one bootstrapping node on loopback with data in ./svc-data", () => {
+    const c = defaultConfig();
+    expect(c.nodeId).toBe("node1");
+    expect(c.dataDir).toBe("./svc-data");
+    expect(c.listen.client.raw).toBe("127.0.0.1:7878");
+    expect(c.listen.admin.raw).toBe("127.0.0.1:9090");
+    expect(c.listen.peer.raw).toBe("127.0.0.1:7879");
+    expect(c.cluster.bootstrap).toBe(true);
+    expect(c.cluster.members).toEqual([
+      {
+        id: "node1",
+        peer: { host: "127.0.0.1", port: 7879, raw: "127.0.0.1:7879" },
+        client: { host: "127.0.0.1", port: 7878, raw: "127.0.0.1:7878" },
+        admin: { host: "127.0.0.1", port: 9090, raw: "127.0.0.1:9090" },
+      },
+    ]);
+  });
+});
+
+describe("config: rendering", () => {
+  test("a rendered Config parses back to the same Config", () => {
+    for (const source of [THREE_NODES, renderConfigToml(defaultConfig())]) {
+      const first = parseConfig(source, "a.toml");
+      if (!first.ok) throw new Error(JSON.stringify(first.problems));
+      const again = parseConfig(renderConfigToml(first.config), "b.toml");
+      if (!again.ok) throw new Error(JSON.stringify(again.problems));
+      expect(again.config).toEqual(first.config);
+    }
+  });
+
+  test("a partial draft is filled with defaults and parses", () => {
+    const text = renderConfigToml({
+      nodeId: "node2",
+      dataDir: "/tmp/svc \"quoted\"\\dir",
+      listen: { client: "127.0.0.1:17878", admin: "127.0.0.1:19090", peer: "127.0.0.1:17879" },
+      wal: { archiveCommand: "cp %p /backup/%f" },
+    });
+    const result = parseConfig(text, "gen.toml");
+    if (!result.ok) throw new Error(JSON.stringify(result.problems));
+    expect(result.config.dataDir).toBe("/tmp/svc \"quoted\"\\dir");
+    expect(result.config.wal.archiveCommand).toBe("cp %p /backup/%f");
+    expect(result.config.listen.admin.port).toBe(19090);
+    expect(result.config.raft.electionTimeoutMs).toBe(1000);
+  });
+});
+
+describe("config: problems", () => {
+  test("a TOML syntax error gives its line and column", () => {
+    const problems = problemsOf(parseConfig(`node_id = "a"\nmax_memory_mb = = 3\n`, "config.toml"));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]?.line).toBe(2);
+    expect(problems[0]?.column).toBeGreaterThan(1);
+    expect(problems[0]?.message).toContain("TOML syntax error");
+  });
+
+  test("an unknown key is reported with a did-you-mean suggestion and its line", () => {
+    const text = THREE_NODES.replace("heartbeat_interval_ms", "heartbeat_intervl_ms");
+    const p = only(text, "raft.heartbeat_intervl_ms");
+    expect(p.message).toContain('did you mean "heartbeat_interval_ms"');
+    expect(p.line).toBe(lineOf(text, "heartbeat_intervl_ms"));
+    expect(p.column).toBe(1);
+  });
+
+  test("an unknown key inside a member is reported at that member's line", () => {
+    const text = THREE_NODES.replace('{ id = "node2", peer', '{ id = "node2", peeer');
+    const p = only(text, "cluster.members[1].peeer");
+    expect(p.message).toContain('did you mean "peer"');
+    expect(p.line).toBe(lineOf(text, "peeer"));
+    expect(p.column).toBe(text.split("\n")[p.line! - 1]!.indexOf("peeer") + 1);
+  });
+
+  test("a key in the wrong table says which table it belongs in", () => {
+    const text = `node_id = "a"\narchive_command = "cp %p /x/%f"\n`;
+    const p = only(text, "archive_command");
+    expect(p.message).toContain("belongs in [wal]");
+    expect(p.line).toBe(2);
+  });
+
+  test("unknown tables and unknown top-level keys are both reported", () => {
+    const text = `node_id = "a"\nsnapshot_intervall = 5\n[raftt]\nx = 1\n`;
+    const problems = problemsOf(parseConfig(text, "config.toml"));
+    expect(problems.map((p) => p.keyPath).sort()).toEqual(["raftt", "snapshot_intervall"]);
+    expect(problems.find((p) => p.keyPath === "raftt")?.message).toContain('did you mean "raft"');
+  });
+
+  test("a wrong type names the expected and the given type", () => {
+    const text = `node_id = "a"\nmax_memory_mb = "abc"\n[cluster]\nbootstrap = "yes"\n[raft]\nheartbeat_interval_ms = 100.5\n`;
+    expect(only(text, "max_memory_mb").message).toBe('expected an integer, got string "abc"');
+    expect(only(text, "cluster.bootstrap").message).toContain('expected a boolean (true or false), got string "yes"');
+    expect(only(text, "raft.heartbeat_interval_ms").message).toBe("expected an integer, got float 100.5");
+  });
+
+  test("an out-of-range value names the range and its unit", () => {
+    const text = `node_id = "a"\nmax_memory_mb = 10\n[wal]\nsegment_size_mb = 4096\n`;
+    expect(only(text, "max_memory_mb").message).toBe("must be between 64 and 1048576 megabytes, got 10");
+    expect(only(text, "wal.segment_size_mb").message).toBe("must be between 1 and 1024 megabytes, got 4096");
+    expect(only(text, "wal.segment_size_mb").line).toBe(4);
+  });
+
+  test("a bad node_id and a missing node_id are problems", () => {
+    expect(only(`node_id = "no spaces"\n`, "node_id").message).toContain("A-Z a-z 0-9 _ . -");
+    expect(only(`data_dir = "/x"\n`, "node_id").message).toContain("required");
+  });
+
+  test("a malformed address or port is reported", () => {
+    const text = `node_id = "a"\n[listen]\nclient = "localhost"\nadmin = "localhost:70000"\n`;
+    expect(only(text, "listen.client").message).toContain('expected "host:port"');
+    expect(only(text, "listen.admin").message).toContain("between 1 and 65535");
+  });
+
+  test("the same port twice in [listen] is a problem even on different hosts", () => {
+    const text = `node_id = "a"\n[listen]\nclient = "127.0.0.1:7000"\nadmin = "0.0.0.0:7000"\n`;
+    const p = only(text, "listen.admin");
+    expect(p.message).toContain("port 7000 is also used by listen.client");
+    expect(p.line).toBe(4);
+  });
+
+  test("election_timeout_ms under 5 × heartbeat_interval_ms is a problem that says so", () => {
+    const text = `node_id = "a"\n[raft]\nheartbeat_interval_ms = 300\nelection_timeout_ms = 1000\n`;
+    const p = only(text, "raft.election_timeout_ms");
+    expect(p.message).toContain("at least 5 × raft.heartbeat_interval_ms (5 × 300 = 1500)");
+  });
+
+  test("duplicate member ids are reported at the second one", () => {
+    const text = THREE_NODES.replace('{ id = "node3"', '{ id = "node2"');
+    const p = only(text, "cluster.members[2].id");
+    expect(p.message).toContain('duplicate member id "node2"');
+    expect(p.line).toBe(lineOf(text, '{ id = "node2", peer = "10.0.0.3'));
+  });
+
+  test("duplicate member addresses are reported, across kinds too", () => {
+    const text = THREE_NODES.replace('peer = "10.0.0.3:7879"', 'peer = "10.0.0.2:7879"').replace('client = "10.0.0.3:7878"', 'client = "10.0.0.1:9090"');
+    expect(only(text, "cluster.members[2].peer").message).toContain("also cluster.members[1].peer");
+    expect(only(text, "cluster.members[2].client").message).toContain("also cluster.members[0].admin");
+  });
+
+  test("a member address on 0.0.0.0 is a problem: other nodes cannot dial it", () => {
+    const text = THREE_NODES.replace('peer = "10.0.0.2:7879"', 'peer = "0.0.0.0:7879"');
+    expect(only(text, "cluster.members[1].peer").message).toContain("bind-all");
+  });
+
+  test("a member missing a required key is reported at the member", () => {
+    const text = THREE_NODES.replace(', admin = "10.0.0.2:9090"', "");
+    const p = only(text, "cluster.members[1].admin");
+    expect(p.message).toContain("required");
+    expect(p.line).toBe(lineOf(text, '{ id = "node2"'));
+  });
+
+  test("node_id missing from a non-empty member list says to add it or fix node_id", () => {
+    const text = THREE_NODES.replace('node_id = "node1"', 'node_id = "node4"');
+    const p = only(text, "cluster.members");
+    expect(p.message).toContain('node_id "node4" is not among the members (node1, node2, node3)');
+    expect(p.message).toContain("add a member");
+    expect(p.message).toContain("fix node_id");
+    expect(p.line).toBe(lineOf(text, "members = ["));
+  });
+
+  test("bootstrap with members that leave out this node names bootstrap", () => {
+    const text = THREE_NODES.replace('node_id = "node1"', 'node_id = "node4"').replace("bootstrap = false", "bootstrap = true");
+    expect(only(text, "cluster.members").message).toStartWith("bootstrap = true but");
+  });
+
+  test("bootstrap with no members is a problem", () => {
+    const text = `node_id = "a"\n[cluster]\nbootstrap = true\n`;
+    const p = only(text, "cluster.bootstrap");
+    expect(p.message).toContain("needs cluster.members");
+    expect(p.line).toBe(3);
+  });
+
+  test("every problem in a file is reported, not only the first", () => {
+    const text = THREE_NODES
+      .replace("max_memory_mb = 2048", "max_memory_mb = 1")
+      .replace('admin  = "0.0.0.0:9090"', 'admin  = "0.0.0.0:7878"')
+      .replace("segment_size_mb = 64", "segment_size_mb = \"big\"")
+      .replace("election_timeout_ms = 1000", "election_timeout_ms = 100")
+      .replace('{ id = "node3"', '{ id = "node2"')
+      .replace("[wal]", "[wal]\narchive_comand = \"x\"");
+    const keys = problemsOf(parseConfig(text, "config.toml")).map((p) => p.keyPath).sort();
+    expect(keys).toEqual([
+      "cluster.members[2].id",
+      "listen.admin",
+      "max_memory_mb",
+      "raft.election_timeout_ms",
+      "wal.archive_comand",
+      "wal.segment_size_mb",
+    ]);
+  });
+
+  test("formatProblem renders file:line:column: key path: message", () => {
+    expect(formatProblem({ line: 12, column: 3, keyPath: "cluster.members[1].peer", message: "bad" }, "config.toml")).toBe(
+      "config.toml:12:3: cluster.members[1].peer: bad",
+    );
+    expect(formatProblem({ keyPath: "node_id", message: "required key is missing" }, "c.toml")).toBe("c.toml: node_id: required key is missing");
+    expect(formatProblem({ line: 2, column: 5, keyPath: "", message: "TOML syntax error: x" }, "c.toml")).toBe("c.toml:2:5: TOML syntax error: x");
+  });
+
+  test("locations survive multi-line strings and comments with brackets", () => {
+    const text = `node_id = "a"\ndata_dir = """\n/x\n[not a table]\n"""\n# [raft] in a comment\n[raft]\nheartbeat_interval_ms = "x"\n`;
+    expect(only(text, "raft.heartbeat_interval_ms").line).toBe(8);
+  });
+});
+
+describe("config: loading a file", () => {
+  test("loadConfigFile reads and validates a file", () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-config-"));
+    try {
+      const path = join(dir, "config.toml");
+      writeFileSync(path, THREE_NODES);
+      expect(loadConfigFile(path).ok).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a missing file is one problem that says it cannot be read", () => {
+    const problems = problemsOf(loadConfigFile("/nonexistent/svc/config.toml"));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]?.message).toContain("cannot read the config file");
+  });
+});

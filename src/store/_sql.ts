@@ -1,0 +1,156 @@
+// A small SQL lexer: enough to split a string into statements, find each statement's
+// leading keyword, and see identifiers, without being fooled by strings, quoted
+// identifiers or comments. The checks decide what may enter the log before it does.
+
+import { SvcError } from "../util/errors.ts";
+
+export interface SqlShape {
+  /** Upper-cased leading keyword of each non-empty statement. */
+  keywords: string[];
+  /** Every bare or quoted identifier, lower-cased. */
+  identifiers: Set<string>;
+}
+
+export function lexSql(sql: string): SqlShape {
+  const keywords: string[] = [];
+  const identifiers = new Set<string>();
+  let expectKeyword = true;
+  // Inside CREATE TRIGGER … BEGIN … END the body's semicolons do not end the statement.
+  let wordsInStatement = 0;
+  let isTrigger = false;
+  let blockDepth = 0;
+  let i = 0;
+  const n = sql.length;
+  while (i < n) {
+    const c = sql[i] ?? "";
+    if (c === "-" && sql[i + 1] === "-") {
+      const end = sql.indexOf("\n", i);
+      i = end === -1 ? n : end + 1;
+    } else if (c === "/" && sql[i + 1] === "*") {
+      const end = sql.indexOf("*/", i + 2);
+      i = end === -1 ? n : end + 2;
+    } else if (c === "'") {
+      i = skipQuoted(sql, i, "'");
+      expectKeyword = false;
+    } else if (c === '"' || c === "`") {
+      const end = skipQuoted(sql, i, c);
+      identifiers.add(sql.slice(i + 1, end - 1).replaceAll(c + c, c).toLowerCase());
+      i = end;
+      expectKeyword = false;
+    } else if (c === "[") {
+      const end = sql.indexOf("]", i);
+      const stop = end === -1 ? n : end + 1;
+      identifiers.add(sql.slice(i + 1, stop - 1).toLowerCase());
+      i = stop;
+      expectKeyword = false;
+    } else if (c === ";") {
+      if (blockDepth === 0) {
+        expectKeyword = true;
+        wordsInStatement = 0;
+        isTrigger = false;
+      }
+      i++;
+    } else if (/[A-Za-z_]/.test(c)) {
+      let j = i + 1;
+      while (j < n && /[A-Za-z0-9_$]/.test(sql[j] ?? "")) j++;
+      const word = sql.slice(i, j);
+      const upper = word.toUpperCase();
+      if (expectKeyword) keywords.push(upper);
+      wordsInStatement++;
+      if (wordsInStatement <= 4 && upper === "TRIGGER" && keywords.at(-1) === "CREATE") isTrigger = true;
+      if (isTrigger && (upper === "BEGIN" || upper === "CASE")) blockDepth++;
+      if (isTrigger && upper === "END" && blockDepth > 0) blockDepth--;
+      identifiers.add(word.toLowerCase());
+      expectKeyword = false;
+      i = j;
+    } else {
+      if (!/\s/.test(c)) expectKeyword = false;
+      i++;
+    }
+  }
+  return { keywords, identifiers };
+}
+
+function skipQuoted(sql: string, start: number, quote: string): number {
+  let i = start + 1;
+  while (i < sql.length) {
+    if (sql[i] === quote) {
+      if (sql[i + 1] === quote) {
+        i += 2;
+        continue;
+      }
+      return i + 1;
+    }
+    i++;
+  }
+  return sql.length;
+}
+
+/** Statements that would make nodes differ, or that fight the store's own transactions. */
+const refusedInWrites: Record<string, string> = {
+  ATTACH: "ATTACH would read a file that differs between nodes",
+  DETACH: "DETACH is not supported (ATTACH is refused)",
+  PRAGMA: "PRAGMAs change connection behaviour that must be the same on every node",
+  BEGIN: "a batch of statements is already one transaction",
+  COMMIT: "a batch of statements is already one transaction",
+  END: "a batch of statements is already one transaction",
+  ROLLBACK: "a batch of statements is already one transaction; a failing statement rolls the batch back",
+  SAVEPOINT: "a batch of statements is already one transaction",
+  RELEASE: "a batch of statements is already one transaction",
+  VACUUM: "VACUUM cannot run inside the batch transaction; snapshots compact the store",
+};
+
+const readKeywords = new Set(["SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"]);
+const readPragmas = new Set([
+  "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list",
+  "integrity_check", "quick_check", "page_count", "page_size", "freelist_count", "user_version", "schema_version",
+  "compile_options", "function_list", "collation_list",
+]);
+
+export const internalTablePrefix = "_svc_";
+
+function sqlError(message: string, hint?: string): SvcError {
+  return new SvcError("SQL_REFUSED", message, hint === undefined ? {} : { hint });
+}
+
+function checkCommon(sql: string, shape: SqlShape): void {
+  if (shape.keywords.length === 0) throw sqlError("empty SQL statement");
+  if (shape.keywords.length > 1) {
+    throw sqlError(`one statement per entry, found ${shape.keywords.length} in "${abbreviate(sql)}"`,
+      "send each statement as its own element of \"statements\" (they still run as one transaction)");
+  }
+  for (const id of shape.identifiers) {
+    if (id.startsWith(internalTablePrefix)) throw sqlError(`names starting with ${internalTablePrefix} are reserved for svc's own tables`);
+    if (id === "load_extension") throw sqlError("load_extension is not allowed: every node must run the same code");
+  }
+}
+
+/** Refuse a statement that must not enter the log; returns its leading keyword. */
+export function checkWriteStatement(sql: string): string {
+  const shape = lexSql(sql);
+  checkCommon(sql, shape);
+  const keyword = shape.keywords[0] ?? "";
+  const why = refusedInWrites[keyword];
+  if (why !== undefined) throw sqlError(`${keyword} is not allowed in a write: ${why}`);
+  return keyword;
+}
+
+/** Refuse a statement that is not a read. */
+export function checkReadStatement(sql: string): void {
+  const shape = lexSql(sql);
+  checkCommon(sql, shape);
+  const keyword = shape.keywords[0] ?? "";
+  if (!readKeywords.has(keyword)) {
+    throw sqlError(`${keyword} is not a read; send writes to POST /v1/execute`);
+  }
+  if (keyword === "PRAGMA") {
+    const m = /^\s*pragma\s+(?:[A-Za-z_][\w]*\.)?([A-Za-z_][\w]*)\s*(=)?/i.exec(sql.replace(/--[^\n]*\n|\/\*[\s\S]*?\*\//g, " "));
+    const name = (m?.[1] ?? "").toLowerCase();
+    if (!readPragmas.has(name) || m?.[2] === "=") throw sqlError(`PRAGMA ${name} is not allowed in a query`);
+  }
+}
+
+export function abbreviate(sql: string, max = 80): string {
+  const flat = sql.replace(/\s+/g, " ").trim();
+  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
+}

@@ -1,0 +1,41 @@
+// What a normal Raft entry carries for the store: a batch of SQL statements, or a
+// change of the replicated write-pause flag. Encoded as JSON; validated when decoded.
+
+export type SqlValue = string | number | boolean | null;
+
+export interface Statement {
+  sql: string;
+  params: SqlValue[];
+}
+
+export type Command =
+  | { op: "execute"; statements: Statement[] }
+  | { op: "pause_writes" }
+  | { op: "resume_writes" };
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export function encodeCommand(command: Command): Uint8Array {
+  return encoder.encode(JSON.stringify(command));
+}
+
+/** Decode an entry's command; null when the bytes are not a command this version knows. */
+export function decodeCommand(data: Uint8Array): Command | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(decoder.decode(data));
+  } catch {
+    return null;
+  }
+  if (typeof v !== "object" || v === null) return null;
+  const op = (v as { op?: unknown }).op;
+  if (op === "pause_writes" || op === "resume_writes") return { op };
+  if (op !== "execute") return null;
+  const statements = (v as { statements?: unknown }).statements;
+  if (!Array.isArray(statements)) return null;
+  for (const s of statements) {
+    if (typeof s !== "object" || s === null || typeof s.sql !== "string" || !Array.isArray(s.params)) return null;
+  }
+  return { op, statements: statements as Statement[] };
+}

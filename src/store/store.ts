@@ -1,0 +1,297 @@
+// The tensor store: the SQLite state machine at store/state.db. It applies committed
+// entries deterministically, records the applied index in the same transaction as the
+// entries it applied (so a restart replays exactly what the store has not seen), and
+// answers reads on a separate read-only connection.
+//
+// All of a call to apply() is one SQLite transaction; each entry inside it is a
+// savepoint, so a failing statement rolls back its own batch only and is reported.
+
+import { Database, type Statement as SqliteStatement } from "bun:sqlite";
+import * as fs from "node:fs";
+import { dirname } from "node:path";
+import { decodeMembership, emptyMembership, type Entry, type Membership } from "../raft/types.ts";
+import { assert } from "../util/assert.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+import { decodeCommand, type SqlValue } from "./command.ts";
+import { DeterministicFunctions } from "./determinism.ts";
+import { checkReadStatement, internalTablePrefix } from "./_sql.ts";
+
+export interface StatementResult {
+  rowsAffected: number;
+  lastInsertId: number;
+}
+
+export type ApplyResult =
+  | { kind: "execute"; ok: true; results: StatementResult[] }
+  | { kind: "execute"; ok: false; statementIndex: number; message: string }
+  | { kind: "pause_writes" | "resume_writes" | "config" | "noop" }
+  /** An entry this version cannot read; skipped identically on every node of this version. */
+  | { kind: "unreadable" };
+
+export interface QueryResult {
+  columns: string[];
+  rows: unknown[][];
+}
+
+export interface StoreStats {
+  totalEntries: number;
+  tables: { name: string; rows: number }[];
+  sizeBytes: number;
+}
+
+export interface StoreMeta {
+  appliedIndex: number;
+  appliedTerm: number;
+  membership: Membership;
+  clusterId: string;
+  writesPaused: boolean;
+}
+
+const metaTable = `${internalTablePrefix}meta`;
+const statementCacheSizeMax = 512;
+
+export class Store {
+  private readonly db: Database;
+  private readonly reader: Database;
+  private readonly functions = new DeterministicFunctions();
+  private readonly statements = new Map<string, SqliteStatement>();
+  private readonly setMetaStmt: SqliteStatement;
+  private metaValue: StoreMeta;
+
+  private constructor(readonly path: string, cacheKib: number) {
+    this.db = new Database(path, { create: true });
+    this.db.run("PRAGMA journal_mode = WAL");
+    // The Raft WAL is what makes writes durable; the store is derived and replayed from
+    // it, so it needs consistency across a crash, not an fsync per transaction.
+    this.db.run("PRAGMA synchronous = NORMAL");
+    this.db.run(`PRAGMA cache_size = -${cacheKib}`);
+    this.db.run("PRAGMA foreign_keys = ON");
+    this.db.run(`CREATE TABLE IF NOT EXISTS ${metaTable} (key TEXT PRIMARY KEY, value) WITHOUT ROWID`);
+    this.functions.install(this.db);
+    this.setMetaStmt = this.db.prepare(`INSERT OR REPLACE INTO ${metaTable} (key, value) VALUES (?, ?)`);
+    this.metaValue = this.readMeta();
+    this.reader = new Database(path, { readonly: true });
+    this.reader.run(`PRAGMA cache_size = -${Math.max(2048, Math.floor(cacheKib / 4))}`);
+  }
+
+  /**
+   * Open (creating if absent) the store. Throws STORE_DAMAGED when the file is not a
+   * healthy SQLite database; the node then rebuilds it from a snapshot and the WAL.
+   */
+  static open(path: string, options: { cacheKib?: number; check?: boolean } = {}): Store {
+    fs.mkdirSync(dirname(path), { recursive: true, mode: 0o750 });
+    let store: Store | null = null;
+    try {
+      store = new Store(path, options.cacheKib ?? 64 * 1024);
+      if (options.check !== false) {
+        const problems = store.integrityProblems("quick_check");
+        if (problems.length > 0) throw new Error(problems.slice(0, 3).join("; "));
+      }
+      return store;
+    } catch (e) {
+      store?.close();
+      throw new SvcError("STORE_DAMAGED", `the store ${path} is damaged: ${errorMessage(e)}`, {
+        hint: "svc rebuilds it from the latest snapshot and the WAL when the file is removed",
+        cause: e,
+      });
+    }
+  }
+
+  /** Replace the store file with a snapshot's image (copy, fsync, rename). */
+  static installImage(imagePath: string, storePath: string): void {
+    fs.mkdirSync(dirname(storePath), { recursive: true, mode: 0o750 });
+    const tmp = `${storePath}.installing`;
+    fs.copyFileSync(imagePath, tmp);
+    const fd = fs.openSync(tmp, "r");
+    fs.fsyncSync(fd);
+    fs.closeSync(fd);
+    for (const suffix of ["-wal", "-shm"]) fs.rmSync(storePath + suffix, { force: true });
+    fs.renameSync(tmp, storePath);
+    const dirFd = fs.openSync(dirname(storePath), "r");
+    fs.fsyncSync(dirFd);
+    fs.closeSync(dirFd);
+  }
+
+  get meta(): Readonly<StoreMeta> {
+    return this.metaValue;
+  }
+
+  /** Apply committed entries, in order, as one transaction. */
+  apply(entries: readonly Entry[]): ApplyResult[] {
+    const results: ApplyResult[] = [];
+    if (entries.length === 0) return results;
+    const meta = { ...this.metaValue };
+    this.db.run("BEGIN IMMEDIATE");
+    try {
+      for (const entry of entries) {
+        assert(entry.index === meta.appliedIndex + 1, `entries apply in order (applied ${meta.appliedIndex}, got ${entry.index})`);
+        results.push(this.applyOne(entry, meta));
+        meta.appliedIndex = entry.index;
+        meta.appliedTerm = entry.term;
+      }
+      this.setMetaStmt.run("applied_index", meta.appliedIndex);
+      this.setMetaStmt.run("applied_term", meta.appliedTerm);
+      this.db.run("COMMIT");
+    } catch (e) {
+      if (this.db.inTransaction) this.db.run("ROLLBACK");
+      throw e;
+    }
+    this.metaValue = meta;
+    return results;
+  }
+
+  /** Record the cluster this store's data belongs to (bootstrap, init-cluster). */
+  setClusterId(clusterId: string): void {
+    this.setMetaStmt.run("cluster_id", clusterId);
+    this.metaValue = { ...this.metaValue, clusterId };
+  }
+
+  query(sql: string, params: readonly SqlValue[]): QueryResult {
+    checkReadStatement(sql);
+    let stmt: SqliteStatement;
+    try {
+      stmt = this.reader.prepare(sql);
+    } catch (e) {
+      throw new SvcError("SQL_ERROR", errorMessage(e));
+    }
+    try {
+      const rows = stmt.values(...(params as never[])) as unknown[][];
+      return { columns: stmt.columnNames, rows: rows.map((r) => r.map(toJsonValue)) };
+    } catch (e) {
+      throw new SvcError("SQL_ERROR", errorMessage(e));
+    } finally {
+      stmt.finalize();
+    }
+  }
+
+  stats(): StoreStats {
+    const tables = this.userTables().map((name) => {
+      const row = this.reader.query(`SELECT count(*) AS n FROM "${name.replaceAll('"', '""')}"`).get() as { n: number };
+      return { name, rows: row.n };
+    });
+    let sizeBytes = 0;
+    for (const suffix of ["", "-wal"]) {
+      try {
+        sizeBytes += fs.statSync(this.path + suffix).size;
+      } catch {
+        // absent
+      }
+    }
+    return { totalEntries: tables.reduce((sum, t) => sum + t.rows, 0), tables, sizeBytes };
+  }
+
+  /** Problems SQLite's integrity check finds; empty when the store is sound. */
+  integrityProblems(check: "quick_check" | "integrity_check" = "integrity_check"): string[] {
+    const rows = this.db.query(`PRAGMA ${check}`).values() as unknown[][];
+    const messages = rows.map((r) => String(r[0]));
+    return messages.length === 1 && messages[0] === "ok" ? [] : messages;
+  }
+
+  /** Make the store's file self-contained (for copying) by checkpointing its SQLite WAL. */
+  checkpoint(): void {
+    this.db.run("PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+
+  close(): void {
+    for (const stmt of this.statements.values()) stmt.finalize();
+    this.statements.clear();
+    this.reader?.close();
+    this.db.close();
+  }
+
+  private userTables(): string[] {
+    const rows = this.reader
+      .query("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+      .values() as string[][];
+    return rows.map((r) => r[0] ?? "").filter((n) => !n.startsWith(internalTablePrefix));
+  }
+
+  private applyOne(entry: Entry, meta: StoreMeta): ApplyResult {
+    switch (entry.kind) {
+      case "noop":
+        return { kind: "noop" };
+      case "config": {
+        const membership = decodeMembership(entry.data);
+        if (membership === null) return { kind: "unreadable" };
+        meta.membership = membership;
+        this.setMetaStmt.run("membership", JSON.stringify(membership));
+        return { kind: "config" };
+      }
+      case "normal":
+        return this.applyCommand(entry, meta);
+    }
+  }
+
+  private applyCommand(entry: Entry, meta: StoreMeta): ApplyResult {
+    const command = decodeCommand(entry.data);
+    if (command === null) return { kind: "unreadable" };
+    switch (command.op) {
+      case "pause_writes":
+      case "resume_writes":
+        meta.writesPaused = command.op === "pause_writes";
+        this.setMetaStmt.run("writes_paused", meta.writesPaused ? 1 : 0);
+        return { kind: command.op };
+      case "execute":
+        return this.functions.withEntry(entry.term, entry.index, entry.timestampMs, () => this.executeBatch(command.statements));
+    }
+  }
+
+  private executeBatch(statements: readonly { sql: string; params: SqlValue[] }[]): ApplyResult {
+    this.db.run("SAVEPOINT entry");
+    const results: StatementResult[] = [];
+    for (let i = 0; i < statements.length; i++) {
+      const s = statements[i];
+      assert(s !== undefined, "statement in range");
+      try {
+        const r = this.prepared(s.sql).run(...(s.params as never[]));
+        results.push({ rowsAffected: r.changes, lastInsertId: Number(r.lastInsertRowid) });
+      } catch (e) {
+        this.db.run("ROLLBACK TO entry");
+        this.db.run("RELEASE entry");
+        return { kind: "execute", ok: false, statementIndex: i, message: errorMessage(e) };
+      }
+    }
+    this.db.run("RELEASE entry");
+    return { kind: "execute", ok: true, results };
+  }
+
+  private prepared(sql: string): SqliteStatement {
+    let stmt = this.statements.get(sql);
+    if (stmt === undefined) {
+      stmt = this.db.prepare(sql);
+      if (this.statements.size >= statementCacheSizeMax) {
+        const oldest = this.statements.keys().next().value;
+        if (oldest !== undefined) {
+          this.statements.get(oldest)?.finalize();
+          this.statements.delete(oldest);
+        }
+      }
+      this.statements.set(sql, stmt);
+    }
+    return stmt;
+  }
+
+  private readMeta(): StoreMeta {
+    const rows = this.db.query(`SELECT key, value FROM ${metaTable}`).all() as { key: string; value: unknown }[];
+    const map = new Map(rows.map((r) => [r.key, r.value]));
+    let membership: Membership = emptyMembership;
+    const rawMembership = map.get("membership");
+    if (typeof rawMembership === "string") {
+      membership = decodeMembership(new TextEncoder().encode(rawMembership)) ?? emptyMembership;
+    }
+    return {
+      appliedIndex: Number(map.get("applied_index") ?? 0),
+      appliedTerm: Number(map.get("applied_term") ?? 0),
+      membership,
+      clusterId: String(map.get("cluster_id") ?? ""),
+      writesPaused: Number(map.get("writes_paused") ?? 0) === 1,
+    };
+  }
+}
+
+/** Rows go out as JSON: blobs as base64 strings, 64-bit integers as numbers. */
+function toJsonValue(v: unknown): unknown {
+  if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
+  if (typeof v === "bigint") return Number(v);
+  return v;
+}

@@ -1,0 +1,156 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import * as fs from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Store, encodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, type Command } from "../../src/store/index.ts";
+import { encodeMembership, type Entry } from "../../src/raft/types.ts";
+import { isSvcError } from "../../src/util/index.ts";
+
+const dirs: string[] = [];
+const stores: Store[] = [];
+function tempDir(): string {
+  const d = fs.mkdtempSync(join(tmpdir(), "svc-store-"));
+  dirs.push(d);
+  return d;
+}
+function openStore(path = join(tempDir(), "state.db")): Store {
+  const s = Store.open(path);
+  stores.push(s);
+  return s;
+}
+afterEach(() => {
+  for (const s of stores.splice(0)) s.close();
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function exec(index: number, ...sql: (string | [string, unknown[]])[]): Entry {
+  const command: Command = {
+    op: "execute",
+    statements: sql.map((s) => (typeof s === "string" ? { sql: s, params: [] } : { sql: s[0], params: s[1] as never })),
+  };
+  return { term: 1, index, kind: "normal", timestampMs: 1_700_000_000_000 + index * 1000, data: encodeCommand(command) };
+}
+
+function dump(store: Store): unknown {
+  return store.query("SELECT * FROM t ORDER BY rowid", []).rows;
+}
+
+describe("store", () => {
+  test("two stores fed the same entries end with identical contents, whatever the clock and randomness", () => {
+    const entries = [
+      exec(1, "CREATE TABLE t (id INTEGER PRIMARY KEY, r INTEGER, b BLOB, d TEXT, c TEXT DEFAULT CURRENT_TIMESTAMP, j REAL, u INTEGER, s TEXT)"),
+      exec(2, "INSERT INTO t (r, b, d, j, u, s) VALUES (random(), randomblob(16), datetime('now'), julianday('now'), unixepoch(), strftime('%Y-%m-%d %H:%M:%f'))"),
+      exec(3, "INSERT INTO t (r, b, d, j, u, s) VALUES (random(), randomblob(3), date('now', '+1 day'), julianday(), unixepoch('now'), time())"),
+      exec(4, "INSERT INTO t (r, d, s) VALUES (abs(random()) % 1000, CURRENT_DATE, CURRENT_TIME)", "UPDATE t SET r = r + random() % 7"),
+    ];
+    const a = openStore();
+    a.apply(entries.slice(0, 2));
+    Bun.sleepSync(5);
+    a.apply(entries.slice(2));
+    const b = openStore();
+    Bun.sleepSync(5);
+    for (const e of entries) b.apply([e]);
+    expect(dump(a)).toEqual(dump(b));
+    const rows = dump(a) as unknown[][];
+    // The values come from the entries: entry 2's timestamp, not the machine's clock.
+    expect(rows[0]?.[3]).toBe("2023-11-14 22:13:22");
+    expect(rows[0]?.[4]).toBe("2023-11-14 22:13:22");
+    expect(rows[1]?.[3]).toBe("2023-11-15");
+    expect(rows[0]?.[1]).not.toBe(rows[1]?.[1]);
+  });
+
+  test("a failing statement rolls back its own batch only and is reported", () => {
+    const s = openStore();
+    const results = s.apply([
+      exec(1, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT UNIQUE)"),
+      exec(2, ["INSERT INTO t (v) VALUES (?)", ["a"]]),
+      exec(3, ["INSERT INTO t (v) VALUES (?)", ["b"]], ["INSERT INTO t (v) VALUES (?)", ["a"]]),
+      exec(4, "INSERT INTO t (v) VALUES ('c')", "INSERT INTO nowhere VALUES (1)"),
+      exec(5, ["INSERT INTO t (v) VALUES (?)", ["d"]]),
+    ]);
+    expect(results[2]).toMatchObject({ kind: "execute", ok: false, statementIndex: 1 });
+    expect((results[2] as { message: string }).message).toContain("UNIQUE constraint failed");
+    expect(results[3]).toMatchObject({ ok: false, statementIndex: 1 });
+    expect((results[3] as { message: string }).message).toContain("no such table");
+    expect(results[4]).toEqual({ kind: "execute", ok: true, results: [{ rowsAffected: 1, lastInsertId: 2 }] });
+    expect(s.query("SELECT v FROM t ORDER BY v", []).rows).toEqual([["a"], ["d"]]);
+    expect(s.meta.appliedIndex).toBe(5);
+  });
+
+  test("the applied index survives a reopen with the data it covers", () => {
+    const path = join(tempDir(), "state.db");
+    const s = Store.open(path);
+    s.apply([exec(1, "CREATE TABLE t (v)"), exec(2, "INSERT INTO t VALUES (1)")]);
+    s.close();
+    const again = openStore(path);
+    expect(again.meta.appliedIndex).toBe(2);
+    expect(again.meta.appliedTerm).toBe(1);
+    expect(again.stats().totalEntries).toBe(1);
+  });
+
+  test("membership, the write pause and noops are applied and recorded", () => {
+    const s = openStore();
+    const ts = 1;
+    s.apply([
+      { term: 1, index: 1, kind: "config", timestampMs: ts, data: encodeMembership({ voters: ["n1"], learners: [] }) },
+      { term: 1, index: 2, kind: "noop", timestampMs: 0, data: new Uint8Array() },
+      { term: 1, index: 3, kind: "normal", timestampMs: ts, data: encodeCommand({ op: "pause_writes" }) },
+    ]);
+    expect(s.meta.membership.voters).toEqual(["n1"]);
+    expect(s.meta.writesPaused).toBe(true);
+    s.apply([{ term: 1, index: 4, kind: "normal", timestampMs: ts, data: encodeCommand({ op: "resume_writes" }) }]);
+    expect(s.meta.writesPaused).toBe(false);
+  });
+
+  test("stats count rows across user tables but not svc's own", () => {
+    const s = openStore();
+    s.apply([exec(1, "CREATE TABLE a (v)", "CREATE TABLE b (v)", "INSERT INTO a VALUES (1), (2)", "INSERT INTO b VALUES (3)")]);
+    const stats = s.stats();
+    expect(stats.totalEntries).toBe(3);
+    expect(stats.tables).toEqual([{ name: "a", rows: 2 }, { name: "b", rows: 1 }]);
+  });
+
+  test("statements that would differ between nodes are refused before the log", () => {
+    for (const sql of [
+      "ATTACH DATABASE 'x.db' AS x", "PRAGMA journal_mode = DELETE", "BEGIN", "COMMIT", "select load_extension('x')",
+      "INSERT INTO t VALUES (1); DROP TABLE t", "DELETE FROM _svc_meta", "VACUUM", "   ",
+    ]) {
+      let err: unknown = null;
+      try { checkWriteStatement(sql); } catch (e) { err = e; }
+      expect(isSvcError(err, "SQL_REFUSED")).toBe(true);
+    }
+    expect(checkWriteStatement("insert into t values ('a;b', \"x;\") -- ; trailing")).toBe("INSERT");
+    expect(checkWriteStatement("CREATE TRIGGER tr AFTER INSERT ON t BEGIN UPDATE t SET v = CASE WHEN 1 THEN 2 END; INSERT INTO u VALUES (1); END")).toBe("CREATE");
+  });
+
+  test("queries accept reads only", () => {
+    expect(() => checkReadStatement("SELECT 1")).not.toThrow();
+    expect(() => checkReadStatement("PRAGMA table_info(t)")).not.toThrow();
+    expect(() => checkReadStatement("INSERT INTO t VALUES (1)")).toThrow(/not a read/);
+    expect(() => checkReadStatement("PRAGMA user_version = 3")).toThrow(/not allowed/);
+    const s = openStore();
+    s.apply([exec(1, "CREATE TABLE t (v)")]);
+    expect(() => s.query("SELECT * FROM missing", [])).toThrow(/no such table/);
+  });
+
+  test("a snapshot image taken off the main thread carries its applied index and data", async () => {
+    const dir = tempDir();
+    const s = openStore(join(dir, "state.db"));
+    s.apply([exec(1, "CREATE TABLE t (v)"), exec(2, "INSERT INTO t VALUES ('x')")]);
+    const image = await createSnapshotImage(join(dir, "state.db"), join(dir, "image.db"));
+    expect(image.appliedIndex).toBe(2);
+    expect(image.appliedTerm).toBe(1);
+    const restored = openStore(join(tempDir(), "copy.db"));
+    restored.close();
+    Store.installImage(join(dir, "image.db"), restored.path);
+    const reopened = openStore(restored.path);
+    expect(reopened.meta.appliedIndex).toBe(2);
+    expect(reopened.query("SELECT v FROM t", []).rows).toEqual([["x"]]);
+  });
+
+  test("a file that is not a database is reported as damaged", () => {
+    const path = join(tempDir(), "state.db");
+    fs.writeFileSync(path, "this is not sqlite".repeat(400));
+    expect(() => Store.open(path)).toThrow(/damaged/);
+  });
+});

@@ -5,6 +5,8 @@ import { defineCommand, type CommandDef } from "citty";
 // Each admin command lives in its own file and is listed here.
 // biome-ignore lint: citty's CommandDef is generic over each command's own args.
 const subCommands: Record<string, () => Promise<CommandDef<any>>> = {
+  "cleanup-snapshots": () => import("./cleanup-snapshots.ts").then((m) => m.cleanupSnapshotsCommand),
+  "cleanup-wal-archive": () => import("./cleanup-wal-archive.ts").then((m) => m.cleanupWalArchiveCommand),
 };
 
 export const adminCommand = defineCommand({

@@ -1,0 +1,37 @@
+// What the outbound and inbound connection handlers share, and the guard every socket callback
+// runs under: nothing a peer sends, and no bug of ours, may throw out of a Bun socket callback.
+
+import { AssertionError, errorMessage, type Logger } from "../util/index.ts";
+import type { ResolvedOptions } from "./_options.ts";
+import type { Count } from "./_stats.ts";
+
+export interface TransportContext {
+  readonly options: ResolvedOptions;
+  readonly logger: Logger;
+  readonly count: Count;
+  /** The current cluster id ("" until the node joins one). */
+  clusterId(): string;
+}
+
+/**
+ * Runs a socket callback. A failure is logged and answered by onFailure (which closes the
+ * connection). A failed assertion is a bug in svc and stays fatal: it is rethrown outside the
+ * socket callback, where it stops the process as every failed assertion does.
+ */
+export function guard(logger: Logger, what: string, body: () => void, onFailure: () => void): void {
+  try {
+    body();
+  } catch (e) {
+    logger.error(`peer transport: ${what} failed: ${errorMessage(e)}`);
+    try {
+      onFailure();
+    } catch (closeError) {
+      logger.error(`peer transport: closing after a failed ${what} failed too: ${errorMessage(closeError)}`);
+    }
+    if (e instanceof AssertionError) {
+      queueMicrotask(() => {
+        throw e;
+      });
+    }
+  }
+}

@@ -1,0 +1,242 @@
+// The peer listener and the connections peers dial to this node. A connection must open with a
+// valid handshake; from then on its identity is the sender id it named, and it carries that
+// peer's messages to us (our messages to the peer go over the connection we dial). Anything
+// malformed closes the connection, is logged at warn with the remote address, and is counted.
+
+import type { Socket, TCPSocketListener } from "bun";
+import { errorMessage, SvcError } from "../util/index.ts";
+import { guard, type TransportContext } from "./_context.ts";
+import { Reassembler } from "./_fragment.ts";
+import { CALLER_TYPE_MIN, describeFrameError, encodeFrame, FrameDecoder, FrameType } from "./_frame.ts";
+import { decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsAcceptor } from "./_hello.ts";
+import type { TransportCounters } from "./_stats.ts";
+
+type Timer = ReturnType<typeof setTimeout>;
+type PeerSocket = Socket<undefined>;
+
+/** After refusing a handshake, how long the peer gets to read the reason before a hard close. */
+const REJECT_LINGER_MS = 1_000;
+
+interface InboundConn {
+  /** "address:port" of the remote end, for logs. */
+  readonly remote: string;
+  readonly decoder: FrameDecoder;
+  readonly reassembler: Reassembler;
+  /** Set by a valid handshake; null before. */
+  peerId: string | null;
+  /** No more frames are processed once the connection is being closed. */
+  closing: boolean;
+  /** Handshake deadline, then (after a refusal) the linger before the hard close. */
+  timer: Timer | null;
+}
+
+export interface InboundHooks {
+  /** Counters of a configured peer, or null for an id this node does not know. */
+  countersOf(peerId: string): TransportCounters | null;
+  deliver(fromPeerId: string, type: number, payload: Uint8Array): void;
+}
+
+export class InboundServer {
+  readonly #ctx: TransportContext;
+  readonly #hooks: InboundHooks;
+  #listener: TCPSocketListener<undefined> | null = null;
+  /** Every accepted socket still open. Invariant: size ≤ inboundConnectionsMax. */
+  readonly #conns = new Map<PeerSocket, InboundConn>();
+  /** The newest handshaken connection of each peer. */
+  readonly #byPeer = new Map<string, PeerSocket>();
+
+  constructor(ctx: TransportContext, hooks: InboundHooks) {
+    this.#ctx = ctx;
+    this.#hooks = hooks;
+  }
+
+  /** Binds the listener; returns the bound port. */
+  start(): number {
+    const { hostname, port } = this.#ctx.options.listen;
+    const logger = this.#ctx.logger;
+    const withConn = (what: string, socket: PeerSocket, body: (conn: InboundConn) => void) => {
+      const conn = this.#conns.get(socket);
+      if (conn === undefined || conn.closing) return;
+      guard(logger, what, () => body(conn), () => this.#hardClose(socket, conn));
+    };
+    try {
+      this.#listener = Bun.listen({
+        hostname,
+        port,
+        socket: {
+          binaryType: "uint8array",
+          open: (socket) => guard(logger, "accept", () => this.#onOpen(socket), () => socket.terminate()),
+          data: (socket, chunk) => withConn("data", socket, (conn) => this.#onData(socket, conn, chunk)),
+          close: (socket) => guard(logger, "close", () => this.#onClose(socket), () => {}),
+          error: (socket, error) => withConn("socket", socket, (conn) => {
+            logger.warn(`peer transport: connection from ${conn.remote} failed: ${errorMessage(error)}`, { remote: conn.remote });
+            this.#hardClose(socket, conn);
+          }),
+        },
+      });
+    } catch (e) {
+      throw new SvcError("TRANSPORT_LISTEN_FAILED", `cannot listen for peers on ${hostname}:${port}: ${errorMessage(e)}`, {
+        hint: "check that no other process uses the peer port and that the address belongs to this host",
+        cause: e,
+      });
+    }
+    return this.#listener.port;
+  }
+
+  hasPeer(peerId: string): boolean {
+    return this.#byPeer.has(peerId);
+  }
+
+  /** Closes every accepted connection; peers redial and handshake again. */
+  dropAll(): void {
+    for (const [socket, conn] of this.#conns) this.#hardClose(socket, conn);
+  }
+
+  close(): void {
+    this.#listener?.stop(true);
+    this.#listener = null;
+    this.dropAll();
+  }
+
+  #onOpen(socket: PeerSocket): void {
+    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    const { options, logger, count } = this.#ctx;
+    if (this.#conns.size >= options.inboundConnectionsMax) {
+      count(null, "handshakeRejects");
+      logger.warn(`peer transport: refusing connection from ${remote}: already ${this.#conns.size} peer connections open`, {
+        remote, reason: "too many connections",
+      });
+      socket.terminate();
+      return;
+    }
+    const conn: InboundConn = {
+      remote,
+      decoder: new FrameDecoder(HELLO_FRAME_BYTES_MAX),
+      reassembler: new Reassembler(options.frameBytesMax),
+      peerId: null,
+      closing: false,
+      timer: null,
+    };
+    this.#conns.set(socket, conn);
+    socket.setNoDelay(true);
+    conn.timer = setTimeout(
+      () => guard(logger, "handshake timeout", () => this.#refuse(socket, conn, `no handshake within ${options.handshakeTimeoutMs} ms`, null), () => this.#hardClose(socket, conn)),
+      options.handshakeTimeoutMs,
+    );
+  }
+
+  #counters(conn: InboundConn): TransportCounters | null {
+    return conn.peerId === null ? null : this.#hooks.countersOf(conn.peerId);
+  }
+
+  #onData(socket: PeerSocket, conn: InboundConn, chunk: Uint8Array): void {
+    this.#ctx.count(this.#counters(conn), "bytesIn", chunk.byteLength);
+    const error = conn.decoder.push(chunk, (type, payload) => this.#onFrame(socket, conn, type, payload));
+    if (error !== null) this.#badFrame(socket, conn, describeFrameError(error));
+  }
+
+  #onFrame(socket: PeerSocket, conn: InboundConn, type: number, payload: Uint8Array): boolean {
+    this.#ctx.count(this.#counters(conn), "framesIn");
+    if (conn.peerId === null) return this.#onHandshake(socket, conn, type, payload);
+    const peerId = conn.peerId;
+    if (type === FrameType.fragment) {
+      const result = conn.reassembler.push(payload);
+      switch (result.kind) {
+        case "partial":
+          return true;
+        case "error":
+          this.#badFrame(socket, conn, result.reason);
+          return false;
+        case "message":
+          this.#hooks.deliver(peerId, result.type, result.payload);
+          return !conn.closing;
+      }
+    }
+    if (type < CALLER_TYPE_MIN) {
+      this.#badFrame(socket, conn, `unexpected frame of type ${type} after the handshake`);
+      return false;
+    }
+    this.#hooks.deliver(peerId, type, payload);
+    return !conn.closing;
+  }
+
+  #onHandshake(socket: PeerSocket, conn: InboundConn, type: number, payload: Uint8Array): boolean {
+    const { options, logger, count } = this.#ctx;
+    if (type !== FrameType.hello) {
+      this.#badFrame(socket, conn, `expected a handshake, got a frame of type ${type}`);
+      return false;
+    }
+    const hello = decodeHello(payload);
+    if ("error" in hello) {
+      this.#refuse(socket, conn, hello.error, null);
+      return false;
+    }
+    const refusal = refuseAsAcceptor(hello, options.nodeId, this.#ctx.clusterId());
+    if (refusal !== null) {
+      this.#refuse(socket, conn, refusal, this.#hooks.countersOf(hello.senderId));
+      return false;
+    }
+    const reply = encodeFrame(FrameType.hello, encodeHello({ clusterId: this.#ctx.clusterId(), senderId: options.nodeId, targetId: hello.senderId }));
+    const peerCounters = this.#hooks.countersOf(hello.senderId);
+    const writtenBytes = socket.write(reply);
+    count(peerCounters, "framesOut");
+    if (writtenBytes > 0) count(peerCounters, "bytesOut", writtenBytes);
+    if (writtenBytes !== reply.byteLength) {
+      // A fresh socket always takes a few dozen bytes; if not, the connection is already broken.
+      logger.warn(`peer transport: could not answer the handshake of peer ${hello.senderId} at ${conn.remote}`, { peer: hello.senderId, remote: conn.remote });
+      this.#hardClose(socket, conn);
+      return false;
+    }
+    if (conn.timer !== null) clearTimeout(conn.timer);
+    conn.timer = null;
+    conn.peerId = hello.senderId;
+    conn.decoder.payloadBytesMax = options.frameBytesMax;
+    const previous = this.#byPeer.get(hello.senderId);
+    this.#byPeer.set(hello.senderId, socket);
+    if (previous !== undefined) {
+      // The peer redialled (it restarted, or its old connection died unnoticed): newest wins.
+      const old = this.#conns.get(previous);
+      if (old !== undefined) this.#hardClose(previous, old);
+    }
+    logger.debug(`peer transport: accepted connection from peer ${hello.senderId} at ${conn.remote}`, { peer: hello.senderId, remote: conn.remote });
+    return true;
+  }
+
+  /** Refuses a handshake: the peer is told why, then the connection closes. */
+  #refuse(socket: PeerSocket, conn: InboundConn, reason: string, counters: TransportCounters | null): void {
+    const { logger, count } = this.#ctx;
+    count(counters, "handshakeRejects");
+    logger.warn(`peer transport: refused peer connection from ${conn.remote}: ${reason}`, { remote: conn.remote, reason });
+    conn.closing = true;
+    if (conn.timer !== null) clearTimeout(conn.timer);
+    socket.end(encodeFrame(FrameType.reject, new TextEncoder().encode(reason)));
+    conn.timer = setTimeout(() => socket.terminate(), REJECT_LINGER_MS);
+  }
+
+  #badFrame(socket: PeerSocket, conn: InboundConn, reason: string): void {
+    const { logger, count } = this.#ctx;
+    count(this.#counters(conn), "badFrames");
+    const who = conn.peerId === null ? "" : ` (peer ${conn.peerId})`;
+    logger.warn(`peer transport: closing connection from ${conn.remote}${who}: ${reason}`, { remote: conn.remote, peer: conn.peerId, reason });
+    this.#hardClose(socket, conn);
+  }
+
+  #hardClose(socket: PeerSocket, conn: InboundConn): void {
+    conn.closing = true;
+    socket.terminate();
+    this.#onClose(socket);
+  }
+
+  #onClose(socket: PeerSocket): void {
+    const conn = this.#conns.get(socket);
+    if (conn === undefined) return;
+    this.#conns.delete(socket);
+    conn.closing = true;
+    if (conn.timer !== null) clearTimeout(conn.timer);
+    conn.timer = null;
+    if (conn.peerId !== null && this.#byPeer.get(conn.peerId) === socket) {
+      this.#byPeer.delete(conn.peerId);
+      this.#ctx.logger.debug(`peer transport: peer ${conn.peerId} at ${conn.remote} disconnected`, { peer: conn.peerId, remote: conn.remote });
+    }
+  }
+}

@@ -1,0 +1,311 @@
+// The connection this node dials to one peer, and that peer's outgoing queue. It sends its
+// handshake, waits for the peer's, then writes queued frames, keeping the unwritten rest of a
+// write for the next drain. A lost or refused connection is redialled with backoff; messages stay
+// queued (within bounds) meanwhile, and the ones in a write cut short by the loss are gone.
+
+import type { Socket } from "bun";
+import { errorMessage } from "../util/index.ts";
+import { reconnectDelayMs } from "./_backoff.ts";
+import { guard, type TransportContext } from "./_context.ts";
+import { describeFrameError, encodeFrame, FrameDecoder, FrameType } from "./_frame.ts";
+import { decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsDialer } from "./_hello.ts";
+import { parsePeerAddress } from "./_options.ts";
+import { SendQueue } from "./_send_queue.ts";
+import { zeroCounters, type TransportCounters } from "./_stats.ts";
+
+type State = "connecting" | "handshaking" | "ready" | "waiting" | "closed";
+
+/** One dial. Callbacks of an attempt that is no longer current are ignored. */
+interface Attempt {
+  socket: Socket<undefined> | null;
+  readonly decoder: FrameDecoder;
+}
+
+type Timer = ReturnType<typeof setTimeout>;
+
+/** TCP keepalive probes start after this much silence, to notice a peer host that vanished. */
+const KEEPALIVE_IDLE_MS = 10_000;
+
+export class OutboundPeer {
+  readonly peerId: string;
+  readonly counters: TransportCounters = zeroCounters();
+  readonly #ctx: TransportContext;
+  readonly #queue: SendQueue;
+  #address: string;
+  #hostname: string;
+  #port: number;
+  #state: State = "waiting";
+  #attempt: Attempt | null = null;
+  /** Consecutive failed dials; drives the backoff and quiets repeated warnings. */
+  #failuresInRow = 0;
+  #everConnected = false;
+  /** Bytes handed to write() only in part; the rest goes first on the next drain. */
+  #pending: Uint8Array | null = null;
+  #pendingOffset = 0;
+  #flushScheduled = false;
+  /** Connect or handshake deadline, or the reconnect delay: one at a time. */
+  #timer: Timer | null = null;
+  #stallTimer: Timer | null = null;
+
+  constructor(ctx: TransportContext, peerId: string, address: string) {
+    this.#ctx = ctx;
+    this.peerId = peerId;
+    const { hostname, port } = parsePeerAddress(peerId, address);
+    this.#address = address;
+    this.#hostname = hostname;
+    this.#port = port;
+    const o = ctx.options;
+    this.#queue = new SendQueue(
+      { messagesMax: o.queueMessagesMax, bytesMax: o.queueBytesMax },
+      { messagesMax: o.bulkQueueMessagesMax, bytesMax: o.bulkQueueBytesMax },
+      o.fragmentBytes,
+    );
+  }
+
+  get address(): string {
+    return this.#address;
+  }
+  get connected(): boolean {
+    return this.#state === "ready";
+  }
+  get queuedMessages(): number {
+    return this.#queue.messages;
+  }
+  get queuedBytes(): number {
+    return this.#queue.bytes;
+  }
+
+  start(): void {
+    this.#dial();
+  }
+
+  /** Enqueues one message; false (and counted) when its lane is full. */
+  send(type: number, payload: Uint8Array, bulk: boolean): boolean {
+    if (this.#state === "closed") return false;
+    const queued = bulk ? this.#queue.pushBulk(type, payload) : this.#queue.pushControl(type, payload);
+    if (!queued) {
+      this.#ctx.count(this.counters, "queueDrops");
+      return false;
+    }
+    this.#scheduleFlush();
+    return true;
+  }
+
+  /** Points the peer at a new address and redials at once. Throws on a malformed address. */
+  setAddress(address: string): void {
+    if (address === this.#address) return;
+    const { hostname, port } = parsePeerAddress(this.peerId, address);
+    this.#address = address;
+    this.#hostname = hostname;
+    this.#port = port;
+    this.redial(`address changed to ${address}`);
+  }
+
+  /** Drops the current connection (if any) and dials again now, without backoff. */
+  redial(reason: string): void {
+    if (this.#state === "closed") return;
+    this.#ctx.logger.info(`peer transport: redialling peer ${this.peerId}: ${reason}`, { peer: this.peerId });
+    this.#dropAttempt();
+    this.#failuresInRow = 0;
+    this.#dial();
+  }
+
+  close(): void {
+    this.#dropAttempt();
+    this.#state = "closed";
+    this.#queue.clear();
+  }
+
+  #dial(): void {
+    this.#clearTimer();
+    const attempt: Attempt = { socket: null, decoder: new FrameDecoder(HELLO_FRAME_BYTES_MAX) };
+    this.#attempt = attempt;
+    this.#state = "connecting";
+    const { connectTimeoutMs } = this.#ctx.options;
+    this.#timer = setTimeout(() => this.#fail(attempt, `not connected within ${connectTimeoutMs} ms`, false), connectTimeoutMs);
+
+    const logger = this.#ctx.logger;
+    const current = (socket: Socket<undefined>): boolean => {
+      if (this.#attempt === attempt) return true;
+      socket.terminate();
+      return false;
+    };
+    const failure = () => this.#fail(attempt, "internal error", false);
+    try {
+      Bun.connect({
+        hostname: this.#hostname,
+        port: this.#port,
+        socket: {
+          binaryType: "uint8array",
+          open: (socket) => guard(logger, "open", () => current(socket) && this.#onOpen(attempt, socket), failure),
+          data: (socket, chunk) => guard(logger, "data", () => current(socket) && this.#onData(attempt, chunk), failure),
+          drain: (socket) => guard(logger, "drain", () => current(socket) && this.#flush(), failure),
+          close: (_socket, error) => guard(logger, "close", () => this.#fail(attempt, error === undefined ? "connection closed" : errorMessage(error), true), () => {}),
+          connectError: (_socket, error) => guard(logger, "connectError", () => this.#fail(attempt, `cannot connect: ${errorMessage(error)}`, true), () => {}),
+          error: (_socket, error) => guard(logger, "error", () => this.#fail(attempt, errorMessage(error), false), () => {}),
+        },
+      }).catch(() => {
+        // Reported through connectError.
+      });
+    } catch (e) {
+      this.#fail(attempt, `cannot connect: ${errorMessage(e)}`, true);
+    }
+  }
+
+  #onOpen(attempt: Attempt, socket: Socket<undefined>): void {
+    attempt.socket = socket;
+    socket.setNoDelay(true);
+    socket.setKeepAlive(true, KEEPALIVE_IDLE_MS);
+    this.#state = "handshaking";
+    this.#clearTimer();
+    const { handshakeTimeoutMs } = this.#ctx.options;
+    this.#timer = setTimeout(() => this.#fail(attempt, `no handshake within ${handshakeTimeoutMs} ms`, false), handshakeTimeoutMs);
+    const hello = encodeHello({ clusterId: this.#ctx.clusterId(), senderId: this.#ctx.options.nodeId, targetId: this.peerId });
+    this.#pending = encodeFrame(FrameType.hello, hello);
+    this.#pendingOffset = 0;
+    this.#ctx.count(this.counters, "framesOut");
+    this.#flush();
+  }
+
+  #onData(attempt: Attempt, chunk: Uint8Array): void {
+    this.#ctx.count(this.counters, "bytesIn", chunk.byteLength);
+    const error = attempt.decoder.push(chunk, (type, payload) => this.#onFrame(attempt, type, payload));
+    if (error !== null) {
+      this.#ctx.count(this.counters, "badFrames");
+      this.#fail(attempt, describeFrameError(error), false, "warn");
+    }
+  }
+
+  /** The acceptor speaks only once: its handshake or its refusal. */
+  #onFrame(attempt: Attempt, type: number, payload: Uint8Array): boolean {
+    const { count, logger, options } = this.#ctx;
+    count(this.counters, "framesIn");
+    if (type === FrameType.reject) {
+      count(this.counters, "handshakeRejects");
+      const reason = new TextDecoder().decode(payload);
+      this.#fail(attempt, `peer refused the handshake: ${reason}`, false, "warn");
+      return false;
+    }
+    if (type !== FrameType.hello || this.#state !== "handshaking") {
+      count(this.counters, "badFrames");
+      this.#fail(attempt, `unexpected frame of type ${type} from the accepting side`, false, "warn");
+      return false;
+    }
+    const hello = decodeHello(payload);
+    const refusal = "error" in hello ? hello.error : refuseAsDialer(hello, options.nodeId, this.#ctx.clusterId(), this.peerId);
+    if (refusal !== null) {
+      count(this.counters, "handshakeRejects");
+      this.#fail(attempt, `refusing the peer's handshake: ${refusal}`, false, "warn");
+      return false;
+    }
+    this.#clearTimer();
+    this.#state = "ready";
+    if (this.#everConnected) count(this.counters, "reconnects");
+    this.#everConnected = true;
+    const level = this.#failuresInRow > 0 ? "info" : "debug";
+    logger[level](`peer transport: connected to peer ${this.peerId} at ${this.#address}`, { peer: this.peerId, remote: this.#address });
+    this.#failuresInRow = 0;
+    this.#flush();
+    return true;
+  }
+
+  #scheduleFlush(): void {
+    if (this.#flushScheduled || this.#state !== "ready") return;
+    this.#flushScheduled = true;
+    // Messages sent in the same turn of the event loop go out in one write.
+    queueMicrotask(() => {
+      this.#flushScheduled = false;
+      const attempt = this.#attempt;
+      if (attempt !== null) guard(this.#ctx.logger, "flush", () => this.#flush(), () => this.#fail(attempt, "internal error", false));
+    });
+  }
+
+  #flush(): void {
+    const attempt = this.#attempt;
+    const socket = attempt?.socket;
+    if (attempt === null || socket === null || socket === undefined) return;
+    for (;;) {
+      if (this.#pending === null) {
+        if (this.#state !== "ready") break;
+        const batch = this.#queue.takeBatch(this.#ctx.options.writeBatchBytesMin);
+        if (batch === null) break;
+        this.#ctx.count(this.counters, "framesOut", batch.frames);
+        this.#pending = batch.bytes;
+        this.#pendingOffset = 0;
+      }
+      const restBytes = this.#pending.byteLength - this.#pendingOffset;
+      const writtenBytes = socket.write(this.#pending, this.#pendingOffset, restBytes);
+      if (writtenBytes < 0) {
+        this.#fail(attempt, "socket closed while writing", false);
+        return;
+      }
+      this.#ctx.count(this.counters, "bytesOut", writtenBytes);
+      this.#pendingOffset += writtenBytes;
+      if (writtenBytes < restBytes) {
+        // The kernel buffer is full: resume on drain, unless the peer stops reading altogether.
+        if (writtenBytes > 0 || this.#stallTimer === null) this.#armStallTimer(attempt);
+        return;
+      }
+      this.#pending = null;
+    }
+    this.#clearStallTimer();
+  }
+
+  #armStallTimer(attempt: Attempt): void {
+    this.#clearStallTimer();
+    const { writeStallTimeoutMs } = this.#ctx.options;
+    this.#stallTimer = setTimeout(
+      () => this.#fail(attempt, `peer read nothing for ${writeStallTimeoutMs} ms`, false, "warn"),
+      writeStallTimeoutMs,
+    );
+  }
+
+  /**
+   * Ends an attempt and schedules the next dial. A lost connection is logged once at warn; a
+   * peer that stays unreachable is logged at warn on the first failure and at debug after.
+   */
+  #fail(attempt: Attempt, reason: string, socketClosed: boolean, level?: "warn"): void {
+    if (this.#attempt !== attempt) return;
+    const wasReady = this.#state === "ready";
+    if (socketClosed) attempt.socket = null;
+    this.#dropAttempt();
+    const logger = this.#ctx.logger;
+    const fields = { peer: this.peerId, remote: this.#address, reason };
+    if (wasReady) {
+      logger.warn(`peer transport: lost connection to peer ${this.peerId} at ${this.#address}: ${reason}; reconnecting`, fields);
+    } else {
+      this.#ctx.count(this.counters, "dialFailures");
+      this.#failuresInRow++;
+      const quiet = this.#failuresInRow > 1 && level === undefined;
+      logger[quiet ? "debug" : "warn"](`peer transport: cannot reach peer ${this.peerId} at ${this.#address}: ${reason}; retrying`, fields);
+    }
+    const { reconnectDelayMsMin, reconnectDelayMsMax, random } = this.#ctx.options;
+    const delayMs = reconnectDelayMs(this.#failuresInRow, reconnectDelayMsMin, reconnectDelayMsMax, random);
+    this.#state = "waiting";
+    this.#timer = setTimeout(() => guard(logger, "dial", () => this.#dial(), () => {}), delayMs);
+  }
+
+  /** Forgets the current attempt and closes its socket; its late callbacks are then ignored. */
+  #dropAttempt(): void {
+    const attempt = this.#attempt;
+    this.#attempt = null;
+    this.#clearTimer();
+    this.#clearStallTimer();
+    this.#pending = null;
+    if (this.#state !== "closed") this.#state = "waiting";
+    if (attempt === null) return;
+    const socket = attempt.socket;
+    attempt.socket = null;
+    socket?.terminate();
+  }
+
+  #clearTimer(): void {
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+  }
+
+  #clearStallTimer(): void {
+    if (this.#stallTimer !== null) clearTimeout(this.#stallTimer);
+    this.#stallTimer = null;
+  }
+}

@@ -1,0 +1,54 @@
+// Counters of the peer transport. Every event is counted in the totals; it is also counted for a
+// peer when it can be attributed to a configured peer (a raw connection that sends garbage before
+// naming itself cannot be, and an id it claims is not trusted to create a series).
+
+export interface TransportCounters {
+  /** Frames decoded from peers (handshakes and fragments included). */
+  framesIn: number;
+  /** Frames handed to sockets. */
+  framesOut: number;
+  bytesIn: number;
+  bytesOut: number;
+  /** Connections closed for bad framing: garbage, bad CRC, oversized or unexpected frames. */
+  badFrames: number;
+  /** Handshakes refused, by this node or by the peer. */
+  handshakeRejects: number;
+  /** Outbound connections established again after the first one to the peer. */
+  reconnects: number;
+  /** Outbound dials that failed to connect or to complete the handshake. */
+  dialFailures: number;
+  /** Messages refused by send(): lane full, unknown peer or oversized. */
+  queueDrops: number;
+}
+
+export interface PeerStats extends Readonly<TransportCounters> {
+  readonly address: string;
+  /** Our outbound connection to the peer has completed its handshake. */
+  readonly connected: boolean;
+  /** The peer's connection to us has completed its handshake. */
+  readonly inboundConnected: boolean;
+  readonly queuedMessages: number;
+  readonly queuedBytes: number;
+}
+
+export interface TransportStats {
+  readonly totals: Readonly<TransportCounters>;
+  readonly peers: Readonly<Record<string, PeerStats>>;
+}
+
+export function zeroCounters(): TransportCounters {
+  return {
+    framesIn: 0, framesOut: 0, bytesIn: 0, bytesOut: 0, badFrames: 0,
+    handshakeRejects: 0, reconnects: 0, dialFailures: 0, queueDrops: 0,
+  };
+}
+
+/** Adds to the totals and, when known, to one peer's counters. */
+export type Count = (peer: TransportCounters | null, field: keyof TransportCounters, amount?: number) => void;
+
+export function counterSink(totals: TransportCounters): Count {
+  return (peer, field, amount = 1) => {
+    totals[field] += amount;
+    if (peer !== null) peer[field] += amount;
+  };
+}

@@ -1,0 +1,182 @@
+// The peer transport: opaque typed messages between the nodes of a cluster over TCP. Each node
+// dials one connection to every peer for what it sends, and accepts the peers' connections for
+// what it receives. Delivery is best effort and in order per connection: messages queued when a
+// connection breaks may be lost, and a full queue refuses new ones. Raft retransmits.
+
+import { AssertionError, assert, errorMessage, silentLogger, type Logger } from "../util/index.ts";
+import type { TransportContext } from "./_context.ts";
+import { CALLER_TYPE_MAX, CALLER_TYPE_MIN } from "./_frame.ts";
+import { InboundServer } from "./_inbound.ts";
+import { checkId, parsePeerAddress, resolveOptions, type MessageHandler, type ResolvedOptions, type TransportOptions } from "./_options.ts";
+import { OutboundPeer } from "./_outbound.ts";
+import { counterSink, zeroCounters, type Count, type PeerStats, type TransportCounters, type TransportStats } from "./_stats.ts";
+
+export interface SendOptions {
+  /**
+   * Large, non-urgent messages (snapshot chunks): cut into fragments and interleaved with
+   * control messages, under the bulk lane's bounds. The payload is not copied: do not change it.
+   */
+  readonly bulk?: boolean;
+}
+
+export interface Transport {
+  /** The bound peer port (after start()). */
+  readonly port: number;
+  /** Binds the peer listener; returns the bound port. Throws SvcError TRANSPORT_LISTEN_FAILED. */
+  start(): number;
+  /**
+   * The peers to send to, id → "host:port" (this node's own id is ignored). New peers are
+   * dialled, changed addresses redialled, removed peers disconnected and their queues dropped.
+   * Throws SvcError TRANSPORT_BAD_ADDRESS (changing nothing) on a malformed address.
+   */
+  setPeers(peers: ReadonlyMap<string, string> | Readonly<Record<string, string>>): void;
+  /**
+   * Queues a message of a caller type (0x10–0xff) for a peer. False, counted as a queue drop,
+   * when the peer is unknown, the payload exceeds frameBytesMax or the lane is full.
+   */
+  send(peerId: string, type: number, payload: Uint8Array, options?: SendOptions): boolean;
+  /** Adopts a cluster id (a new node that installed its first snapshot); reconnects everything. */
+  setClusterId(clusterId: string): void;
+  stats(): TransportStats;
+  /** Closes the listener and every connection and stops redialling. */
+  close(): void;
+}
+
+class PeerTransport implements Transport {
+  readonly #options: ResolvedOptions;
+  readonly #logger: Logger;
+  readonly #onMessage: MessageHandler;
+  readonly #totals: TransportCounters = zeroCounters();
+  readonly #count: Count = counterSink(this.#totals);
+  #clusterId: string;
+  readonly #peers = new Map<string, OutboundPeer>();
+  readonly #inbound: InboundServer;
+  readonly #context: TransportContext;
+  #port = 0;
+  #closed = false;
+
+  constructor(options: TransportOptions) {
+    this.#options = resolveOptions(options);
+    this.#logger = options.logger ?? silentLogger;
+    this.#onMessage = options.onMessage;
+    this.#clusterId = options.clusterId;
+    const ctx: TransportContext = {
+      options: this.#options,
+      logger: this.#logger,
+      count: this.#count,
+      clusterId: () => this.#clusterId,
+    };
+    this.#inbound = new InboundServer(ctx, {
+      countersOf: (peerId) => this.#peers.get(peerId)?.counters ?? null,
+      deliver: (from, type, payload) => this.#deliver(from, type, payload),
+    });
+    this.#context = ctx;
+  }
+
+  get port(): number {
+    return this.#port;
+  }
+
+  start(): number {
+    assert(!this.#closed, "transport started after close");
+    assert(this.#port === 0, "transport started twice");
+    this.#port = this.#inbound.start();
+    this.#logger.info(`peer transport: listening on ${this.#options.listen.hostname}:${this.#port}`);
+    return this.#port;
+  }
+
+  setPeers(peers: ReadonlyMap<string, string> | Readonly<Record<string, string>>): void {
+    assert(!this.#closed, "setPeers after close");
+    const wanted = new Map(peers instanceof Map ? peers : Object.entries(peers));
+    wanted.delete(this.#options.nodeId);
+    // Check everything first so that a bad entry throws before anything changes.
+    for (const [id, address] of wanted) {
+      checkId("peer id", id);
+      parsePeerAddress(id, address);
+    }
+    const added = new Map<string, OutboundPeer>();
+    for (const [id, address] of wanted) {
+      if (!this.#peers.has(id)) added.set(id, new OutboundPeer(this.#context, id, address));
+    }
+    for (const [id, peer] of this.#peers) {
+      const address = wanted.get(id);
+      if (address === undefined) {
+        peer.close();
+        this.#peers.delete(id);
+        this.#logger.info(`peer transport: peer ${id} removed`, { peer: id });
+      } else {
+        peer.setAddress(address);
+      }
+    }
+    for (const [id, peer] of added) {
+      this.#peers.set(id, peer);
+      peer.start();
+    }
+  }
+
+  send(peerId: string, type: number, payload: Uint8Array, options?: SendOptions): boolean {
+    assert(Number.isInteger(type) && type >= CALLER_TYPE_MIN && type <= CALLER_TYPE_MAX, "message type in the caller range 0x10-0xff");
+    const peer = this.#peers.get(peerId);
+    if (peer === undefined) {
+      this.#count(null, "queueDrops");
+      return false;
+    }
+    if (payload.byteLength > this.#options.frameBytesMax) {
+      this.#count(peer.counters, "queueDrops");
+      this.#logger.warn(`peer transport: dropping a ${payload.byteLength}-byte message to peer ${peerId}: over the ${this.#options.frameBytesMax}-byte limit`, { peer: peerId });
+      return false;
+    }
+    return peer.send(type, payload, options?.bulk === true);
+  }
+
+  setClusterId(clusterId: string): void {
+    checkId("cluster id", clusterId);
+    if (clusterId === this.#clusterId) return;
+    this.#logger.info(`peer transport: cluster id is now ${JSON.stringify(clusterId)}; reconnecting to peers`);
+    this.#clusterId = clusterId;
+    this.#inbound.dropAll();
+    for (const peer of this.#peers.values()) peer.redial("cluster id changed");
+  }
+
+  stats(): TransportStats {
+    const peers: Record<string, PeerStats> = {};
+    for (const [id, peer] of this.#peers) {
+      peers[id] = {
+        ...peer.counters,
+        address: peer.address,
+        connected: peer.connected,
+        inboundConnected: this.#inbound.hasPeer(id),
+        queuedMessages: peer.queuedMessages,
+        queuedBytes: peer.queuedBytes,
+      };
+    }
+    return { totals: { ...this.#totals }, peers };
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#inbound.close();
+    for (const peer of this.#peers.values()) peer.close();
+    this.#peers.clear();
+  }
+
+  /** The caller's handler must not throw; if it does, the connection survives and it is logged. */
+  #deliver(fromPeerId: string, type: number, payload: Uint8Array): void {
+    if (this.#closed) return;
+    try {
+      this.#onMessage(fromPeerId, type, payload);
+    } catch (e) {
+      this.#logger.error(`peer transport: message handler failed on a message of type ${type} from peer ${fromPeerId}: ${errorMessage(e)}`);
+      if (e instanceof AssertionError) {
+        queueMicrotask(() => {
+          throw e;
+        });
+      }
+    }
+  }
+}
+
+export function createTransport(options: TransportOptions): Transport {
+  return new PeerTransport(options);
+}

@@ -1,0 +1,408 @@
+// The peer transport over real sockets on 127.0.0.1. No timing assertions: every wait polls a
+// condition with a deadline.
+
+import { afterEach, describe, expect, test } from "bun:test";
+import type { Socket } from "bun";
+import { createTransport, MessageType, type Transport, type TransportOptions } from "../../src/transport/index.ts";
+import { createPrng, type Logger } from "../../src/util/index.ts";
+
+const HOST = "127.0.0.1";
+const te = new TextEncoder();
+const td = new TextDecoder();
+
+interface Received {
+  readonly from: string;
+  readonly type: number;
+  readonly payload: Uint8Array;
+}
+
+interface Node {
+  readonly id: string;
+  readonly transport: Transport;
+  readonly received: Received[];
+  readonly warnings: string[];
+  readonly address: string;
+}
+
+const cleanups: (() => void)[] = [];
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) cleanup();
+  // Let close callbacks run before the next test binds sockets.
+  await Bun.sleep(10);
+});
+
+function capturingLogger(warnings: string[]): Logger {
+  const logger: Logger = {
+    error: (m) => warnings.push(`error: ${m}`),
+    warn: (m) => warnings.push(m),
+    info() {},
+    debug() {},
+    trace() {},
+    enabled: () => true,
+    child: () => logger,
+  };
+  return logger;
+}
+
+function startNode(id: string, clusterId = "c1", options: Partial<TransportOptions> = {}): Node {
+  const received: Received[] = [];
+  const warnings: string[] = [];
+  const transport = createTransport({
+    nodeId: id,
+    clusterId,
+    listen: { hostname: HOST, port: 0 },
+    onMessage: (from, type, payload) => received.push({ from, type, payload }),
+    logger: capturingLogger(warnings),
+    reconnectDelayMsMin: 10,
+    reconnectDelayMsMax: 100,
+    ...options,
+  });
+  cleanups.push(() => transport.close());
+  const port = transport.start();
+  return { id, transport, received, warnings, address: `${HOST}:${port}` };
+}
+
+function connect(...nodes: Node[]): void {
+  const peers = Object.fromEntries(nodes.map((n) => [n.id, n.address]));
+  for (const n of nodes) n.transport.setPeers(peers);
+}
+
+async function waitFor(what: string, condition: () => boolean, deadlineMs = 15_000): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await Bun.sleep(5);
+  }
+}
+
+function text(r: Received | undefined): string {
+  return r === undefined ? "<none>" : td.decode(r.payload);
+}
+
+async function freePort(): Promise<number> {
+  const listener = Bun.listen({ hostname: HOST, port: 0, socket: { data() {} } });
+  const port = listener.port;
+  listener.stop(true);
+  return port;
+}
+
+// A frame built by hand from the documented wire format, so the tests also pin the format.
+function frame(type: number, payload: Uint8Array, options: { crcDelta?: number; lengthBytes?: number } = {}): Uint8Array {
+  const out = new Uint8Array(9 + payload.byteLength);
+  const view = new DataView(out.buffer);
+  const crc = Bun.hash.crc32(payload, Bun.hash.crc32(Uint8Array.of(type)));
+  view.setUint32(0, options.lengthBytes ?? payload.byteLength);
+  view.setUint32(4, (crc + (options.crcDelta ?? 0)) >>> 0);
+  view.setUint8(8, type);
+  out.set(payload, 9);
+  return out;
+}
+
+function helloPayload(clusterId: string, senderId: string, targetId: string, magic = 0x53564350, version = 1): Uint8Array {
+  const fields = [clusterId, senderId, targetId].map((s) => te.encode(s));
+  const out = new Uint8Array(6 + fields.reduce((n, f) => n + 1 + f.byteLength, 0));
+  const view = new DataView(out.buffer);
+  view.setUint32(0, magic);
+  view.setUint16(4, version);
+  let offset = 6;
+  for (const f of fields) {
+    out[offset] = f.byteLength;
+    out.set(f, offset + 1);
+    offset += 1 + f.byteLength;
+  }
+  return out;
+}
+
+interface RawPeer {
+  readonly socket: Socket<undefined>;
+  readonly received: Uint8Array[];
+  closed: boolean;
+}
+
+async function rawConnect(node: Node): Promise<RawPeer> {
+  const raw: { socket?: Socket<undefined>; received: Uint8Array[]; closed: boolean } = { received: [], closed: false };
+  const socket = await Bun.connect({
+    hostname: HOST,
+    port: node.transport.port,
+    socket: {
+      binaryType: "uint8array",
+      data: (_s, chunk) => void raw.received.push(chunk),
+      close: () => void (raw.closed = true),
+      error: () => void (raw.closed = true),
+    },
+  });
+  cleanups.push(() => socket.terminate());
+  raw.socket = socket;
+  return raw as RawPeer;
+}
+
+function randomBytes(seed: number, size: number): Uint8Array {
+  const prng = createPrng(seed);
+  const out = new Uint8Array(size);
+  const words = new Uint32Array(out.buffer, 0, Math.floor(size / 4));
+  for (let i = 0; i < words.length; i++) words[i] = prng.nextU32();
+  return out;
+}
+
+describe("peer transport", () => {
+  test("two nodes exchange messages both ways, in order", async () => {
+    const a = startNode("a");
+    const b = startNode("b");
+    connect(a, b);
+    for (let i = 0; i < 100; i++) {
+      expect(a.transport.send("b", MessageType.raft, te.encode(`a→b ${i}`))).toBe(true);
+      expect(b.transport.send("a", MessageType.raft, te.encode(`b→a ${i}`))).toBe(true);
+    }
+    await waitFor("100 messages arrived each way", () => a.received.length === 100 && b.received.length === 100);
+    expect(b.received.map(text)).toEqual(Array.from({ length: 100 }, (_, i) => `a→b ${i}`));
+    expect(a.received.map(text)).toEqual(Array.from({ length: 100 }, (_, i) => `b→a ${i}`));
+    expect(b.received.every((r) => r.from === "a" && r.type === MessageType.raft)).toBe(true);
+    expect(a.received.every((r) => r.from === "b")).toBe(true);
+    const stats = a.transport.stats();
+    expect(stats.peers.b?.connected).toBe(true);
+    expect(stats.peers.b?.inboundConnected).toBe(true);
+    expect(stats.peers.b?.framesOut).toBeGreaterThanOrEqual(101);
+    expect(stats.peers.b?.framesIn).toBeGreaterThanOrEqual(101);
+    expect(stats.totals.badFrames).toBe(0);
+  });
+
+  test("a 20 MB bulk payload arrives intact", async () => {
+    const a = startNode("a");
+    const b = startNode("b");
+    connect(a, b);
+    const big = randomBytes(1, 20 * 1024 * 1024 + 7);
+    expect(a.transport.send("b", MessageType.snapshotChunk, big, { bulk: true })).toBe(true);
+    await waitFor("the bulk message arrived", () => b.received.length === 1);
+    const got = b.received[0]!;
+    expect(got.type).toBe(MessageType.snapshotChunk);
+    expect(got.payload.byteLength).toBe(big.byteLength);
+    expect(Bun.hash(got.payload)).toBe(Bun.hash(big));
+  });
+
+  test("a 20 MB control payload arrives intact", async () => {
+    const a = startNode("a");
+    const b = startNode("b");
+    connect(a, b);
+    const big = randomBytes(2, 20 * 1024 * 1024);
+    expect(a.transport.send("b", MessageType.raft, big)).toBe(true);
+    expect(a.transport.send("b", MessageType.raft, te.encode("after"))).toBe(true);
+    await waitFor("both messages arrived", () => b.received.length === 2);
+    expect(Bun.hash(b.received[0]!.payload)).toBe(Bun.hash(big));
+    expect(text(b.received[1])).toBe("after");
+  });
+
+  test("small messages are not held behind a bulk transfer", async () => {
+    const a = startNode("a", "c1", { fragmentBytes: 64 * 1024 });
+    const b = startNode("b");
+    connect(a, b);
+    await waitFor("connected", () => a.transport.stats().peers.b?.connected === true);
+    const big = randomBytes(3, 16 * 1024 * 1024);
+    expect(a.transport.send("b", MessageType.snapshotChunk, big, { bulk: true })).toBe(true);
+    expect(a.transport.send("b", MessageType.raft, te.encode("heartbeat"))).toBe(true);
+    await waitFor("both arrived", () => b.received.length === 2);
+    expect(text(b.received[0])).toBe("heartbeat");
+    expect(Bun.hash(b.received[1]!.payload)).toBe(Bun.hash(big));
+  });
+
+  test("a peer of another cluster is refused, logged and counted on both sides", async () => {
+    const a = startNode("a", "c1");
+    const b = startNode("b", "c2");
+    connect(a, b);
+    b.transport.send("a", MessageType.raft, te.encode("must not arrive"));
+    await waitFor("both sides counted a refusal", () =>
+      (a.transport.stats().peers.b?.handshakeRejects ?? 0) >= 1 && (b.transport.stats().peers.a?.handshakeRejects ?? 0) >= 1);
+    expect(a.warnings.some((w) => w.includes("cluster") && w.includes("127.0.0.1:"))).toBe(true);
+    expect(b.warnings.some((w) => w.includes("refused the handshake"))).toBe(true);
+    expect(a.received).toEqual([]);
+    expect(b.received).toEqual([]);
+    expect(a.transport.stats().peers.b?.inboundConnected).toBe(false);
+  });
+
+  test("a node without a cluster id yet talks to any cluster, and adopting one reconnects", async () => {
+    const a = startNode("a", "c1");
+    const fresh = startNode("b", "");
+    connect(a, fresh);
+    a.transport.send("b", MessageType.raft, te.encode("welcome"));
+    await waitFor("the new node got the message", () => fresh.received.length === 1);
+    fresh.transport.setClusterId("c1");
+    await waitFor("reconnected after adopting the id", () => fresh.transport.stats().peers.a?.connected === true);
+    fresh.transport.send("a", MessageType.raft, te.encode("joined"));
+    await waitFor("the old node got the answer", () => a.received.length >= 1);
+    expect(text(a.received[0])).toBe("joined");
+  });
+
+  test("a peer dialing the wrong node id is refused", async () => {
+    const a = startNode("a");
+    const b = startNode("b");
+    b.transport.setPeers({ x: a.address });
+    await waitFor("refusal counted", () => a.transport.stats().totals.handshakeRejects >= 1);
+    expect(a.warnings.some((w) => w.includes('dialed node "x"'))).toBe(true);
+  });
+
+  test("garbage bytes close the connection and are counted; good peers still work", async () => {
+    const a = startNode("a");
+    const b = startNode("b");
+    connect(a, b);
+    const raw = await rawConnect(a);
+    raw.socket.write(te.encode("GET / HTTP/1.1\r\nHost: example\r\n\r\n"));
+    await waitFor("garbage connection closed", () => raw.closed);
+    expect(a.transport.stats().totals.badFrames).toBe(1);
+    expect(a.warnings.some((w) => w.includes("127.0.0.1:") && w.includes("payload bytes"))).toBe(true);
+    b.transport.send("a", MessageType.raft, te.encode("still fine"));
+    await waitFor("a good peer's message arrived", () => a.received.length === 1);
+    expect(text(a.received[0])).toBe("still fine");
+  });
+
+  test("a frame with a bad CRC closes the connection and is counted", async () => {
+    const a = startNode("a");
+    const raw = await rawConnect(a);
+    raw.socket.write(frame(0x01, helloPayload("c1", "r", "a"), { crcDelta: 1 }));
+    await waitFor("closed", () => raw.closed);
+    expect(a.transport.stats().totals.badFrames).toBe(1);
+    expect(a.warnings.some((w) => w.includes("CRC"))).toBe(true);
+  });
+
+  test("an oversized frame is refused from its header, before and after the handshake", async () => {
+    const a = startNode("a", "c1", { frameBytesMax: 64 * 1024 });
+    const before = await rawConnect(a);
+    before.socket.write(frame(0x01, new Uint8Array(8), { lengthBytes: 100_000 }));
+    await waitFor("closed before the handshake", () => before.closed);
+    expect(a.transport.stats().totals.badFrames).toBe(1);
+
+    const after = await rawConnect(a);
+    after.socket.write(frame(0x01, helloPayload("c1", "r", "a")));
+    await waitFor("handshake answered", () => after.received.length > 0);
+    // Only the header: the transport must refuse without waiting for the payload.
+    after.socket.write(frame(MessageType.raft, new Uint8Array(0), { lengthBytes: 64 * 1024 + 1 }));
+    await waitFor("closed after the handshake", () => after.closed);
+    expect(a.transport.stats().totals.badFrames).toBe(2);
+  });
+
+  test("a handshake with a wrong magic or version is refused and counted", async () => {
+    const a = startNode("a");
+    const magic = await rawConnect(a);
+    magic.socket.write(frame(0x01, helloPayload("c1", "r", "a", 0x12345678)));
+    const version = await rawConnect(a);
+    version.socket.write(frame(0x01, helloPayload("c1", "r", "a", 0x53564350, 99)));
+    await waitFor("both closed", () => magic.closed && version.closed);
+    expect(a.transport.stats().totals.handshakeRejects).toBe(2);
+    expect(a.warnings.some((w) => w.includes("magic"))).toBe(true);
+    expect(a.warnings.some((w) => w.includes("version 99"))).toBe(true);
+  });
+
+  test("a message frame before the handshake closes the connection", async () => {
+    const a = startNode("a");
+    const raw = await rawConnect(a);
+    raw.socket.write(frame(MessageType.raft, te.encode("sneaky")));
+    await waitFor("closed", () => raw.closed);
+    expect(a.transport.stats().totals.badFrames).toBe(1);
+    expect(a.received).toEqual([]);
+  });
+
+  test("frames split at every byte boundary are decoded", async () => {
+    const a = startNode("a");
+    const raw = await rawConnect(a);
+    const bytes = new Uint8Array([...frame(0x01, helloPayload("c1", "r", "a")), ...frame(MessageType.raft, te.encode("one byte at a time"))]);
+    for (let i = 0; i < bytes.byteLength; i++) {
+      raw.socket.write(bytes.subarray(i, i + 1));
+      raw.socket.flush();
+      await Bun.sleep(0);
+    }
+    await waitFor("message arrived", () => a.received.length === 1);
+    expect(a.received[0]?.from).toBe("r");
+    expect(text(a.received[0])).toBe("one byte at a time");
+    expect(raw.closed).toBe(false);
+  });
+
+  test("a peer that goes down and comes back is reconnected", async () => {
+    const a = startNode("a");
+    let b = startNode("b");
+    const port = b.transport.port;
+    connect(a, b);
+    a.transport.send("b", MessageType.raft, te.encode("before"));
+    await waitFor("first message arrived", () => b.received.length === 1);
+    b.transport.close();
+    await waitFor("a noticed the loss", () => a.transport.stats().peers.b?.connected === false);
+
+    b = startNode("b", "c1", { listen: { hostname: HOST, port } });
+    b.transport.setPeers({ a: a.address });
+    // Messages sent while the peer is away may be lost; keep sending until one arrives.
+    await waitFor("a message reached the restarted peer", () => {
+      if (b.received.length > 0) return true;
+      a.transport.send("b", MessageType.raft, te.encode("after"));
+      return false;
+    });
+    expect(text(b.received[0])).toBe("after");
+    expect(a.transport.stats().peers.b?.reconnects).toBeGreaterThanOrEqual(1);
+    b.transport.send("a", MessageType.raft, te.encode("back"));
+    await waitFor("the restarted peer's message arrived", () => a.received.length === 1);
+  });
+
+  test("a full queue drops and counts instead of growing", async () => {
+    const port = await freePort();
+    const a = startNode("a", "c1", { queueMessagesMax: 5, queueBytesMax: 1_000_000, bulkQueueMessagesMax: 2 });
+    a.transport.setPeers({ b: `${HOST}:${port}` });
+    const results = Array.from({ length: 8 }, () => a.transport.send("b", MessageType.raft, te.encode("x")));
+    expect(results).toEqual([true, true, true, true, true, false, false, false]);
+    const bulk = Array.from({ length: 3 }, () => a.transport.send("b", MessageType.snapshotChunk, new Uint8Array(10), { bulk: true }));
+    expect(bulk).toEqual([true, true, false]);
+    const peer = a.transport.stats().peers.b!;
+    expect(peer.queueDrops).toBe(4);
+    expect(peer.queuedMessages).toBe(7);
+    await waitFor("a dial failed", () => (a.transport.stats().peers.b?.dialFailures ?? 0) >= 1);
+    expect(a.transport.stats().peers.b?.connected).toBe(false);
+  });
+
+  test("the byte bound of a queue drops too", async () => {
+    const port = await freePort();
+    const a = startNode("a", "c1", { queueBytesMax: 1_000 });
+    a.transport.setPeers({ b: `${HOST}:${port}` });
+    const results = Array.from({ length: 4 }, () => a.transport.send("b", MessageType.raft, new Uint8Array(400)));
+    expect(results).toEqual([true, true, false, false]);
+    expect(a.transport.stats().peers.b?.queuedBytes).toBeLessThanOrEqual(1_000);
+  });
+
+  test("sending to an unknown peer or more than frameBytesMax is refused and counted", () => {
+    const a = startNode("a", "c1", { frameBytesMax: 4096 });
+    a.transport.setPeers({ b: `${HOST}:1` });
+    expect(a.transport.send("nobody", MessageType.raft, te.encode("x"))).toBe(false);
+    expect(a.transport.send("b", MessageType.raft, new Uint8Array(4097))).toBe(false);
+    expect(a.transport.stats().totals.queueDrops).toBe(2);
+  });
+
+  test("a malformed peer address throws and changes nothing", () => {
+    const a = startNode("a");
+    a.transport.setPeers({ b: `${HOST}:1` });
+    expect(() => a.transport.setPeers({ b: `${HOST}:2`, c: "no-port" })).toThrow(/host:port/);
+    expect(a.transport.stats().peers.b?.address).toBe(`${HOST}:1`);
+    expect(a.transport.stats().peers.c).toBeUndefined();
+  });
+
+  test("a message handler that throws does not break the connection", async () => {
+    let calls = 0;
+    const a = startNode("a", "c1", {
+      onMessage: () => {
+        calls++;
+        if (calls === 1) throw new Error("handler bug");
+      },
+    });
+    const b = startNode("b");
+    connect(a, b);
+    b.transport.send("a", MessageType.raft, te.encode("1"));
+    b.transport.send("a", MessageType.raft, te.encode("2"));
+    await waitFor("both delivered", () => calls === 2);
+    expect(a.warnings.some((w) => w.includes("handler bug"))).toBe(true);
+    expect(b.transport.stats().peers.a?.reconnects).toBe(0);
+  });
+
+  test("removing a peer disconnects it and drops its queue", async () => {
+    const a = startNode("a");
+    const b = startNode("b");
+    connect(a, b);
+    await waitFor("connected", () => b.transport.stats().peers.a?.connected === true);
+    a.transport.setPeers({});
+    expect(a.transport.stats().peers.b).toBeUndefined();
+    expect(a.transport.send("b", MessageType.raft, te.encode("x"))).toBe(false);
+  });
+});

@@ -396,6 +396,31 @@ describe("peer transport", () => {
     expect(b.transport.stats().peers.a?.reconnects).toBe(0);
   });
 
+  test("a peer that stops reading is dropped after the write stall timeout and redialled", async () => {
+    let accepted = 0;
+    const server = Bun.listen({
+      hostname: HOST,
+      port: 0,
+      socket: {
+        binaryType: "uint8array",
+        open: () => void accepted++,
+        data: (socket) => {
+          // Answer the handshake (assumed to come in one chunk), then never read again.
+          socket.write(frame(0x01, helloPayload("c1", "b", "a")));
+          socket.pause();
+        },
+      },
+    });
+    cleanups.push(() => server.stop(true));
+    const a = startNode("a", "c1", { writeStallTimeoutMs: 300 });
+    a.transport.setPeers({ b: `${HOST}:${server.port}` });
+    await waitFor("connected", () => a.transport.stats().peers.b?.connected === true);
+    const chunk = new Uint8Array(1024 * 1024);
+    for (let i = 0; i < 48; i++) a.transport.send("b", MessageType.raft, chunk);
+    await waitFor("the stalled connection was dropped", () => a.warnings.some((w) => w.includes("read nothing for 300 ms")));
+    await waitFor("redialled", () => accepted >= 2);
+  });
+
   test("removing a peer disconnects it and drops its queue", async () => {
     const a = startNode("a");
     const b = startNode("b");

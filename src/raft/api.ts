@@ -1,0 +1,120 @@
+// The shapes the node driver exchanges with RaftCore: options, the state loaded from disk,
+// the Ready record, results of client-facing calls, and status.
+
+import type { Logger, Prng } from "../util/index.ts";
+import type { Message } from "./messages.ts";
+import type { ProgressState } from "./progress.ts";
+import type { Entry, HardState, Membership, NodeId, Role, SnapshotMeta } from "./types.ts";
+
+export interface RaftOptions {
+  readonly id: NodeId;
+  /** Followers campaign after a randomized timeout in [T, 2T) ticks without hearing from a leader. */
+  readonly electionTimeoutTicks: number;
+  readonly heartbeatTicks: number;
+  readonly prng: Prng;
+  readonly logger: Logger;
+  /** Ask "could I win?" before raising the term, so a node that was cut off does not disrupt. */
+  readonly preVote: boolean;
+  /** A leader that has not heard from a quorum within an election timeout steps down. */
+  readonly checkQuorum: boolean;
+  /** Per follower: appends sent and not yet acknowledged while replicating. */
+  readonly maxInflightAppends: number;
+  readonly maxEntriesPerAppend: number;
+  readonly maxBytesPerAppend: number;
+  /** Bound on uncommitted entries on the leader and on pending ReadIndex requests. */
+  readonly maxPendingProposals: number;
+  /** Bound on Ready.committed; more come in the next Ready. Default 4096. */
+  readonly maxCommittedEntriesPerReady?: number;
+}
+
+/** What the node loaded from disk at start. */
+export interface RaftState {
+  readonly hardState: HardState;
+  /** The latest snapshot; the log before it is compacted. */
+  readonly snapshot: SnapshotMeta | null;
+  /** Log entries after the snapshot, in order. */
+  readonly entries: readonly Entry[];
+  /**
+   * Membership to use when neither the snapshot nor any config entry defines one (a node
+   * started from a bootstrap configuration). Otherwise it is derived from snapshot and log.
+   */
+  readonly membership?: Membership;
+  /** The index the state machine has already applied (it records it with its data). Default: snapshot index. */
+  readonly appliedIndex?: number;
+}
+
+export interface ReadState {
+  readonly requestId: number;
+  /** Serve the read once the state machine has applied at least this index. */
+  readonly index: number;
+}
+
+/**
+ * One batch of work for the node, in this order: install snapshot (if any), append entries and
+ * save hardState (fsync when mustSync), send messages, apply committed, then advance(ready).
+ */
+export interface Ready {
+  /** Changed since the last Ready: persist. */
+  readonly hardState: HardState | null;
+  /** To append durably; entries[0].index may be <= the last stored index: the stored suffix from there is replaced. */
+  readonly entries: readonly Entry[];
+  /** A snapshot from the leader to install (the node already holds its verified data) before persisting entries. */
+  readonly snapshot: SnapshotMeta | null;
+  /** Send only after entries, hardState and snapshot are durable. */
+  readonly messages: readonly Message[];
+  /** Apply in order, after persisting. */
+  readonly committed: readonly Entry[];
+  readonly readStates: readonly ReadState[];
+  /** Whether entries, term or vote changed, so the writes must be fsynced before sending. */
+  readonly mustSync: boolean;
+}
+
+export type NotLeader = { readonly ok: false; readonly code: "NOT_LEADER"; readonly leaderId: NodeId | null };
+
+export type ProposeResult =
+  | { readonly ok: true; readonly index: number; readonly term: number }
+  | NotLeader
+  | { readonly ok: false; readonly code: "PROPOSALS_FULL" };
+
+export type MembershipChangeResult =
+  | ProposeResult
+  | { readonly ok: false; readonly code: "CHANGE_IN_PROGRESS" }
+  | { readonly ok: false; readonly code: "INVALID_CHANGE"; readonly reason: string };
+
+export type ReadIndexResult = { readonly ok: true } | NotLeader | { readonly ok: false; readonly code: "READS_FULL" };
+
+export type TransferResult =
+  | { readonly ok: true }
+  | NotLeader
+  | { readonly ok: false; readonly code: "INVALID_TRANSFER"; readonly reason: string };
+
+export interface PeerProgress {
+  readonly match: number;
+  readonly next: number;
+  readonly state: ProgressState;
+  /** Appends sent and not yet acknowledged. */
+  readonly inflight: number;
+  readonly recentActive: boolean;
+  readonly learner: boolean;
+}
+
+export interface RaftStatus {
+  readonly id: NodeId;
+  readonly role: Role;
+  readonly term: number;
+  readonly vote: NodeId | null;
+  readonly leaderId: NodeId | null;
+  readonly commit: number;
+  readonly applied: number;
+  readonly lastIndex: number;
+  readonly lastTerm: number;
+  readonly persistedIndex: number;
+  readonly snapshotIndex: number;
+  readonly membership: Membership;
+  /** Leader only: every member's replication state (its own included). */
+  readonly progress: Readonly<Record<NodeId, PeerProgress>>;
+  readonly leadTransferee: NodeId | null;
+  readonly pendingReadCount: number;
+  /** Messages dropped, by reason (stale term, malformed, ...). */
+  readonly droppedMessages: Readonly<Record<string, number>>;
+}

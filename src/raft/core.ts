@@ -1,0 +1,891 @@
+// RaftCore: the Raft state machine of one node, with no I/O. Time enters as tick(), peer
+// messages as step(), client work as propose()/readIndex(); everything the node must persist,
+// send and apply comes out of ready(), and advance() says it was done. One Ready is
+// outstanding at a time; steps and ticks may happen while it is (the node persists it
+// asynchronously), and their effects come in the next Ready.
+
+import { assert, SvcError } from "../util/index.ts";
+import type { Logger } from "../util/index.ts";
+import { validateMessage } from "./_validate.ts";
+import type {
+  MembershipChangeResult,
+  PeerProgress,
+  ProposeResult,
+  RaftOptions,
+  RaftState,
+  RaftStatus,
+  ReadIndexResult,
+  ReadState,
+  Ready,
+  TransferResult,
+} from "./api.ts";
+import { RaftLog } from "./log.ts";
+import type { AppendMessage, AppendResponseMessage, HeartbeatMessage, Message, SnapshotMessage, VoteMessage, PreVoteMessage } from "./messages.ts";
+import type { MembershipChange } from "./membership.ts";
+import { allMembers, applyChange, isLearner, isVoter, MembershipHistory, membershipEquals } from "./membership.ts";
+import { Progress } from "./progress.ts";
+import { quorumIndex, voteOutcome } from "./quorum.ts";
+import { ReadIndexTracker, type PendingRead } from "./readindex.ts";
+import type { Entry, HardState, Membership, NodeId, Role, SnapshotMeta } from "./types.ts";
+import { emptyMembership, encodeMembership } from "./types.ts";
+
+/** Drop reasons that only a safety violation by some peer can cause; the simulator requires zero. */
+export const safetyDropReasons: readonly string[] = ["conflict_below_commit", "two_leaders_in_term", "heartbeat_commit_beyond_log"];
+
+const defaultMaxCommittedEntriesPerReady = 4096;
+
+/** A message without its envelope; distributes over the union so each variant keeps its fields. */
+type Payload<M = Message> = M extends Message ? Omit<M, "from" | "to" | "term"> : never;
+
+export class RaftCore {
+  private readonly opts: RaftOptions;
+  private readonly id: NodeId;
+  private readonly logger: Logger;
+  private readonly log: RaftLog;
+  private readonly members: MembershipHistory;
+
+  private role: Role = "follower";
+  private term: number;
+  private vote: NodeId | null;
+  private leaderId: NodeId | null = null;
+
+  /** Ticks since the last election reset (follower/candidate) or check-quorum round (leader). */
+  private electionElapsed = 0;
+  private heartbeatElapsed = 0;
+  /** In [T, 2T), drawn anew at every reset so that candidates rarely collide. */
+  private randomizedElectionTimeoutTicks: number;
+
+  /** Votes received in the current (pre-)campaign, by voter. */
+  private readonly votes = new Map<NodeId, boolean>();
+
+  /** Leader only: replication state of every member, self included (its match is persistedIndex). */
+  private readonly progress = new Map<NodeId, Progress>();
+  /** Leader only: new entries await sending; ready() sends them in one batch per follower. */
+  private appendsDirty = false;
+  private leadTransferee: NodeId | null = null;
+  private readonly reads = new ReadIndexTracker();
+  /** ReadIndex requests that arrived before this leader committed an entry of its term. */
+  private waitingReads: { requestId: number; from: NodeId }[] = [];
+
+  private msgs: Message[] = [];
+  private readStates: ReadState[] = [];
+  /** The hard state as last handed out in a Ready. */
+  private prevHardState: HardState;
+  /** Highest index the node confirmed applied (through advance). */
+  private applied: number;
+  /** Highest index handed out in Ready.committed. Invariant: applied <= applyingIndex <= commit. */
+  private applyingIndex: number;
+  private outstanding: Ready | null = null;
+  private readonly dropped = new Map<string, number>();
+
+  constructor(opts: RaftOptions, state: RaftState) {
+    assert(opts.id.length > 0, "node id is non-empty");
+    assert(opts.electionTimeoutTicks > opts.heartbeatTicks, "election timeout exceeds the heartbeat interval");
+    assert(opts.heartbeatTicks >= 1, "heartbeat interval is at least one tick");
+    assert(opts.maxEntriesPerAppend >= 1 && opts.maxBytesPerAppend >= 1, "appends may carry an entry");
+    assert(opts.maxPendingProposals >= 1, "at least one proposal may be pending");
+    this.opts = opts;
+    this.id = opts.id;
+    this.logger = opts.logger;
+    checkLoadedState(state);
+
+    const snapIndex = state.snapshot?.index ?? 0;
+    const lastIndex = snapIndex + state.entries.length;
+    const applied = Math.max(state.appliedIndex ?? snapIndex, snapIndex);
+    // The state machine can be ahead of the saved commit when the process died between
+    // applying and saving the hard state; whatever it applied was committed.
+    const commit = Math.max(state.hardState.commit, applied);
+    if (commit > lastIndex) {
+      throw new SvcError("RAFT_STATE_INVALID", `commit index ${commit} is beyond the last log index ${lastIndex}: the log lost committed entries`, {
+        hint: "the WAL is damaged or was truncated; restore this node from a snapshot of a healthy member or rebuild it",
+      });
+    }
+    this.log = new RaftLog(state.snapshot, state.entries, commit);
+    this.members = new MembershipHistory(state.snapshot?.membership ?? state.membership ?? emptyMembership);
+    this.members.onAppend(state.entries, (e) => this.reportMalformedConfig(e));
+    this.term = state.hardState.term;
+    this.vote = state.hardState.vote;
+    this.applied = applied;
+    this.applyingIndex = applied;
+    this.prevHardState = { term: this.term, vote: this.vote, commit: state.hardState.commit };
+    this.randomizedElectionTimeoutTicks = this.drawElectionTimeout();
+    this.logger.info("raft core started", { id: this.id, term: this.term, commit, lastIndex, snapshotIndex: snapIndex });
+  }
+
+  // ─── time ────────────────────────────────────────────────────────────────────────────
+
+  tick(): void {
+    if (this.role === "leader") this.tickLeader();
+    else this.tickElection();
+  }
+
+  private tickElection(): void {
+    this.electionElapsed++;
+    if (this.electionElapsed >= this.randomizedElectionTimeoutTicks) {
+      this.electionElapsed = 0;
+      if (this.promotable()) this.hup(false);
+    }
+  }
+
+  private tickLeader(): void {
+    this.heartbeatElapsed++;
+    this.electionElapsed++;
+    if (this.electionElapsed >= this.opts.electionTimeoutTicks) {
+      this.electionElapsed = 0;
+      if (this.opts.checkQuorum && !this.quorumActive()) {
+        this.logger.warn("stepping down: no quorum heard from within an election timeout", { term: this.term });
+        this.becomeFollower(this.term, null);
+        return;
+      }
+      if (this.leadTransferee !== null) {
+        this.logger.info("leadership transfer timed out", { to: this.leadTransferee });
+        this.leadTransferee = null;
+      }
+    }
+    if (this.heartbeatElapsed >= this.opts.heartbeatTicks) {
+      this.heartbeatElapsed = 0;
+      this.bcastHeartbeat();
+    }
+  }
+
+  /** Check-quorum: did a majority of voters answer in this round? Starts the next round. */
+  private quorumActive(): boolean {
+    const voters = this.membership().voters;
+    let active = 0;
+    for (const v of voters) {
+      if (v === this.id || this.progress.get(v)?.recentActive === true) active++;
+    }
+    for (const [id, pr] of this.progress) pr.recentActive = id === this.id;
+    return active >= Math.floor(voters.length / 2) + 1;
+  }
+
+  // ─── elections ───────────────────────────────────────────────────────────────────────
+
+  /** Start an election now (bootstrap of a one-voter cluster, tests). Ignored when this node may not campaign. */
+  campaign(): void {
+    this.hup(false);
+  }
+
+  /** A node campaigns only as a voter with a log of its own (never while installing a snapshot). */
+  private promotable(): boolean {
+    return isVoter(this.membership(), this.id) && this.log.pendingSnapshot === null;
+  }
+
+  private hup(transfer: boolean): void {
+    if (this.role === "leader") return;
+    if (!this.promotable()) {
+      this.logger.debug("not campaigning: not a voter in the current membership", { id: this.id });
+      return;
+    }
+    if (this.opts.preVote && !transfer) this.campaignPre();
+    else this.campaignElection(transfer);
+  }
+
+  private campaignPre(): void {
+    this.role = "pre_candidate";
+    this.leaderId = null;
+    this.votes.clear();
+    this.electionElapsed = 0;
+    this.randomizedElectionTimeoutTicks = this.drawElectionTimeout();
+    this.logger.debug("starting pre-vote", { term: this.term + 1 });
+    this.votes.set(this.id, true);
+    if (this.tally() === "won") return this.campaignElection(false);
+    for (const v of this.membership().voters) {
+      if (v === this.id) continue;
+      this.send(v, this.term + 1, { type: "pre_vote", lastIndex: this.log.lastIndex(), lastTerm: this.log.lastTerm() });
+    }
+  }
+
+  private campaignElection(transfer: boolean): void {
+    this.reset(this.term + 1);
+    this.role = "candidate";
+    this.vote = this.id;
+    this.logger.info("starting election", { term: this.term, transfer });
+    this.votes.set(this.id, true);
+    if (this.tally() === "won") return this.becomeLeader();
+    for (const v of this.membership().voters) {
+      if (v === this.id) continue;
+      this.send(v, this.term, { type: "vote", lastIndex: this.log.lastIndex(), lastTerm: this.log.lastTerm(), transfer });
+    }
+  }
+
+  private tally(): "won" | "lost" | "pending" {
+    return voteOutcome(this.membership().voters, this.votes);
+  }
+
+  private reset(term: number): void {
+    if (term !== this.term) {
+      assert(term > this.term, "terms only grow");
+      this.term = term;
+      this.vote = null;
+    }
+    this.leaderId = null;
+    this.electionElapsed = 0;
+    this.heartbeatElapsed = 0;
+    this.randomizedElectionTimeoutTicks = this.drawElectionTimeout();
+    this.votes.clear();
+    this.leadTransferee = null;
+    this.progress.clear();
+    this.appendsDirty = false;
+    // Pending reads cannot be confirmed by a node that is no longer leader; the requesters time out.
+    this.reads.clear();
+    this.waitingReads = [];
+  }
+
+  private becomeFollower(term: number, leaderId: NodeId | null): void {
+    const was = this.role;
+    this.reset(term);
+    this.role = "follower";
+    this.leaderId = leaderId;
+    if (was !== "follower") this.logger.info("became follower", { term, leaderId, was });
+  }
+
+  private becomeLeader(): void {
+    assert(this.role === "candidate", "only a candidate becomes leader");
+    this.reset(this.term);
+    this.role = "leader";
+    this.leaderId = this.id;
+    this.syncProgress();
+    this.logger.info("became leader", { term: this.term, lastIndex: this.log.lastIndex() });
+    // A noop of the new term lets the leader commit entries of earlier terms (§5.4.2) and
+    // tells it when it may serve ReadIndex requests.
+    this.appendEntry("noop", new Uint8Array(0), 0);
+  }
+
+  private drawElectionTimeout(): number {
+    const t = this.opts.electionTimeoutTicks;
+    return t + this.opts.prng.nextInt(t);
+  }
+
+  // ─── messages in ─────────────────────────────────────────────────────────────────────
+
+  step(m: Message): void {
+    const invalid = validateMessage(m);
+    if (invalid !== null) return this.drop(m, invalid);
+    if (m.to !== this.id) return this.drop(m, "wrong_recipient");
+    if (m.from === this.id) return this.drop(m, "from_self");
+
+    if (m.term > this.term) {
+      if (m.type === "pre_vote" || m.type === "vote") {
+        const transfer = m.type === "vote" && m.transfer;
+        // A node that heard from a leader within the election timeout ignores campaigns:
+        // a node cut off from the cluster cannot raise the term and depose a healthy leader.
+        const inLease = this.leaderId !== null && this.electionElapsed < this.opts.electionTimeoutTicks;
+        if (!transfer && inLease && (this.opts.checkQuorum || m.type === "pre_vote")) return this.drop(m, "vote_within_leader_lease");
+      }
+      if (m.type === "pre_vote" || (m.type === "pre_vote_response" && !m.reject)) {
+        // A pre-vote concerns a term nobody has entered yet: it changes nothing here.
+      } else {
+        const fromLeader = m.type === "append" || m.type === "heartbeat" || m.type === "snapshot";
+        this.becomeFollower(m.term, fromLeader ? m.from : null);
+      }
+    } else if (m.term < this.term) {
+      if ((this.opts.checkQuorum || this.opts.preVote) && (m.type === "append" || m.type === "heartbeat")) {
+        // A stale leader is talking to us. Tell it our term so it steps down; with pre-vote
+        // or check-quorum it might otherwise never learn it (our votes would be ignored).
+        this.send(m.from, this.term, { type: "append_response", reject: false, index: 0, hintIndex: 0, hintTerm: 0 });
+      } else if (m.type === "pre_vote") {
+        this.send(m.from, this.term, { type: "pre_vote_response", reject: true });
+      }
+      return this.drop(m, "stale_term");
+    }
+
+    switch (m.type) {
+      case "pre_vote":
+      case "vote":
+        return this.handleVoteRequest(m);
+      default:
+        break;
+    }
+    switch (this.role) {
+      case "leader":
+        return this.stepLeader(m);
+      case "candidate":
+      case "pre_candidate":
+        return this.stepCandidate(m);
+      case "follower":
+        return this.stepFollower(m);
+    }
+  }
+
+  private handleVoteRequest(m: PreVoteMessage | VoteMessage): void {
+    const isPre = m.type === "pre_vote";
+    const canVote =
+      this.vote === m.from || (this.vote === null && this.leaderId === null) || (isPre && m.term > this.term);
+    const responseType = isPre ? "pre_vote_response" : "vote_response";
+    if (canVote && this.log.isUpToDate(m.lastIndex, m.lastTerm)) {
+      // A granted pre-vote answers in the term asked about, so the pre-candidate counts it.
+      this.send(m.from, m.term, { type: responseType, reject: false });
+      if (!isPre) {
+        this.electionElapsed = 0;
+        this.vote = m.from;
+      }
+    } else {
+      this.send(m.from, this.term, { type: responseType, reject: true });
+    }
+  }
+
+  private stepFollower(m: Message): void {
+    switch (m.type) {
+      case "append":
+        this.electionElapsed = 0;
+        this.leaderId = m.from;
+        return this.handleAppend(m);
+      case "heartbeat":
+        this.electionElapsed = 0;
+        this.leaderId = m.from;
+        return this.handleHeartbeat(m);
+      case "snapshot":
+        this.electionElapsed = 0;
+        this.leaderId = m.from;
+        return this.handleSnapshot(m);
+      case "timeout_now":
+        this.logger.info("leadership transfer: campaigning now", { from: m.from });
+        if (!this.promotable()) return this.drop(m, "timeout_now_not_promotable");
+        return this.hup(true);
+      case "read_index_response":
+        this.readStates.push({ requestId: m.requestId, index: m.index });
+        return;
+      case "read_index":
+        return this.drop(m, "read_index_not_leader");
+      default:
+        return this.drop(m, `${m.type}_as_follower`);
+    }
+  }
+
+  private stepCandidate(m: Message): void {
+    switch (m.type) {
+      case "append":
+      case "heartbeat":
+      case "snapshot":
+        // A leader exists in our term: we lost.
+        this.becomeFollower(this.term, m.from);
+        return this.stepFollower(m);
+      case "pre_vote_response":
+      case "vote_response": {
+        const expected = this.role === "pre_candidate" ? "pre_vote_response" : "vote_response";
+        if (m.type !== expected) return this.drop(m, "vote_response_for_other_campaign");
+        this.votes.set(m.from, !m.reject);
+        const outcome = this.tally();
+        if (outcome === "won") {
+          if (this.role === "pre_candidate") this.campaignElection(false);
+          else this.becomeLeader();
+        } else if (outcome === "lost") {
+          this.becomeFollower(this.term, null);
+        }
+        return;
+      }
+      default:
+        return this.drop(m, `${m.type}_as_candidate`);
+    }
+  }
+
+  private stepLeader(m: Message): void {
+    switch (m.type) {
+      case "append_response":
+        return this.handleAppendResponse(m);
+      case "heartbeat_response": {
+        const pr = this.progress.get(m.from);
+        if (pr === undefined) return this.drop(m, "response_from_non_member");
+        pr.recentActive = true;
+        pr.probeSent = false;
+        if (pr.match < this.log.lastIndex()) this.sendAppends(m.from, true);
+        if (m.readSeq > 0) {
+          for (const read of this.reads.ack(this.id, m.from, m.readSeq, this.membership().voters)) this.deliverRead(read);
+        }
+        return;
+      }
+      case "read_index":
+        if (this.startOrQueueRead(m.requestId, m.from) !== "ok") this.drop(m, "read_index_full");
+        return;
+      case "append":
+      case "heartbeat":
+      case "snapshot":
+        this.logger.error("another leader in this term: election safety is broken", { term: this.term, other: m.from });
+        return this.drop(m, "two_leaders_in_term");
+      default:
+        return this.drop(m, `${m.type}_as_leader`);
+    }
+  }
+
+  // ─── follower side of replication ────────────────────────────────────────────────────
+
+  private handleAppend(m: AppendMessage): void {
+    const log = this.log;
+    if (m.prevIndex < log.commit) {
+      // Everything up to commit already matches the leader's log.
+      return this.respondAppend(m.from, false, log.commit);
+    }
+    if (!log.matchTerm(m.prevIndex, m.prevTerm)) {
+      const hint = log.findConflictByTerm(Math.min(m.prevIndex, log.lastIndex()), m.prevTerm);
+      this.send(m.from, this.term, {
+        type: "append_response",
+        reject: true,
+        index: m.prevIndex,
+        hintIndex: hint.index,
+        hintTerm: hint.term,
+      });
+      return;
+    }
+    const lastNewIndex = m.prevIndex + m.entries.length;
+    const conflict = log.findConflict(m.entries);
+    if (conflict !== 0) {
+      if (conflict <= log.commit) {
+        this.logger.error("leader's entries conflict with committed ones", { conflict, commit: log.commit, from: m.from });
+        return this.drop(m, "conflict_below_commit");
+      }
+      const fresh = m.entries.slice(conflict - m.prevIndex - 1);
+      if (conflict <= log.lastIndex()) this.members.onTruncate(conflict);
+      log.truncateAndAppend(fresh);
+      this.members.onAppend(fresh, (e) => this.reportMalformedConfig(e));
+    }
+    this.commitTo(Math.min(m.commit, lastNewIndex));
+    this.respondAppend(m.from, false, lastNewIndex);
+  }
+
+  private respondAppend(to: NodeId, reject: boolean, index: number): void {
+    this.send(to, this.term, { type: "append_response", reject, index, hintIndex: 0, hintTerm: 0 });
+  }
+
+  private handleHeartbeat(m: HeartbeatMessage): void {
+    // The leader caps commit at what it knows we hold, so it never exceeds our log.
+    if (m.commit > this.log.lastIndex()) this.drop(m, "heartbeat_commit_beyond_log");
+    else this.commitTo(m.commit);
+    this.send(m.from, this.term, { type: "heartbeat_response", readSeq: m.readSeq });
+  }
+
+  private handleSnapshot(m: SnapshotMessage): void {
+    const meta = m.snapshot;
+    const log = this.log;
+    if (meta.index <= log.commit) return this.respondAppend(m.from, false, log.commit);
+    if (log.matchTerm(meta.index, meta.term)) {
+      // We already hold the snapshot's last entry, so everything up to it matches.
+      this.commitTo(meta.index);
+      return this.respondAppend(m.from, false, meta.index);
+    }
+    this.logger.info("installing snapshot from leader", { index: meta.index, term: meta.term, from: m.from });
+    this.members.onTruncate(0);
+    this.members.onSnapshot(meta);
+    log.restore(meta);
+    // The node replaces its state machine with the snapshot: nothing at or below it is applied from the log.
+    this.applyingIndex = meta.index;
+    this.respondAppend(m.from, false, meta.index);
+  }
+
+  private commitTo(index: number): void {
+    if (this.log.commitTo(index) && this.role === "leader") this.onLeaderCommit();
+  }
+
+  // ─── leader side of replication ──────────────────────────────────────────────────────
+
+  private appendEntry(kind: Entry["kind"], data: Uint8Array, timestampMs: number): Entry {
+    const e: Entry = { term: this.term, index: this.log.lastIndex() + 1, kind, timestampMs, data };
+    this.log.append([e]);
+    this.appendsDirty = true;
+    if (kind === "config") {
+      this.members.onAppend([e], (bad) => this.reportMalformedConfig(bad));
+      this.syncProgress();
+    }
+    // A one-voter leader commits as soon as the node persisted the entry (see advance()).
+    return e;
+  }
+
+  /** Make the progress map match the current membership (leader only). */
+  private syncProgress(): void {
+    if (this.role !== "leader") return;
+    const m = this.membership();
+    const members = new Set(allMembers(m));
+    for (const id of [...this.progress.keys()]) if (!members.has(id)) this.progress.delete(id);
+    for (const id of members) {
+      if (this.progress.has(id)) continue;
+      const pr = new Progress(this.log.lastIndex() + 1, this.opts.maxInflightAppends);
+      if (id === this.id) {
+        pr.match = this.log.persistedIndex;
+        pr.becomeReplicate();
+        pr.next = this.log.lastIndex() + 1;
+        pr.recentActive = true;
+      }
+      this.progress.set(id, pr);
+    }
+    if (this.leadTransferee !== null && !isVoter(m, this.leadTransferee)) this.leadTransferee = null;
+    this.maybeCommit();
+  }
+
+  private matchOf(id: NodeId): number {
+    if (id === this.id) return this.log.persistedIndex;
+    return this.progress.get(id)?.match ?? 0;
+  }
+
+  /** Leader: advance commit to the highest index a quorum holds, if it is of this term (§5.4.2). */
+  private maybeCommit(): boolean {
+    const q = quorumIndex(this.membership().voters, (id) => this.matchOf(id));
+    if (q <= this.log.commit || this.log.term(q) !== this.term) return false;
+    this.commitTo(q);
+    this.appendsDirty = true; // followers learn the new commit with the next appends
+    return true;
+  }
+
+  private onLeaderCommit(): void {
+    if (this.committedInTerm() && this.waitingReads.length > 0) {
+      const waiting = this.waitingReads;
+      this.waitingReads = [];
+      for (const w of waiting) this.startRead(w.requestId, w.from);
+    }
+    const m = this.membership();
+    if (!isVoter(m, this.id) && this.members.latestConfigIndex() <= this.log.commit) {
+      this.logger.info("stepping down: this node was removed from the voters", { term: this.term });
+      this.becomeFollower(this.term, null);
+    }
+  }
+
+  private committedInTerm(): boolean {
+    return this.log.term(this.log.commit) === this.term;
+  }
+
+  private handleAppendResponse(m: AppendResponseMessage): void {
+    const pr = this.progress.get(m.from);
+    if (pr === undefined) return this.drop(m, "response_from_non_member");
+    pr.recentActive = true;
+    if (m.reject) {
+      let nextProbe = m.hintIndex;
+      if (m.hintTerm > 0) nextProbe = this.log.findConflictByTerm(m.hintIndex, m.hintTerm).index;
+      if (pr.maybeDecrTo(m.index, nextProbe)) {
+        if (pr.state === "replicate") pr.becomeProbe();
+        this.sendAppends(m.from, true);
+      }
+      return;
+    }
+    const wasPaused = pr.isPaused();
+    if (!pr.maybeUpdate(m.index)) return;
+    if (pr.state === "probe") {
+      pr.becomeReplicate();
+    } else if (pr.state === "snapshot" && pr.match >= pr.pendingSnapshot) {
+      pr.becomeProbe();
+      pr.becomeReplicate();
+    } else if (pr.state === "replicate") {
+      pr.inflights.freeLE(m.index);
+    }
+    if (this.maybeCommit()) {
+      this.bcastAppend();
+    } else if (wasPaused || pr.state === "replicate") {
+      this.sendAppends(m.from, false);
+    }
+    if (this.role !== "leader") return; // a committed removal of ourselves
+    if (m.from === this.leadTransferee && pr.match === this.log.lastIndex()) {
+      this.logger.info("leadership transfer: target caught up, sending timeout_now", { to: m.from });
+      this.send(m.from, this.term, { type: "timeout_now" });
+    }
+  }
+
+  private bcastAppend(): void {
+    this.appendsDirty = false;
+    for (const id of this.progress.keys()) if (id !== this.id) this.sendAppends(id, true);
+  }
+
+  private bcastHeartbeat(): void {
+    const readSeq = this.reads.currentSeq();
+    for (const [id, pr] of this.progress) {
+      if (id === this.id) continue;
+      this.send(id, this.term, { type: "heartbeat", commit: Math.min(pr.match, this.log.commit), readSeq });
+    }
+  }
+
+  /** Send to one follower what it needs: one append (possibly empty), then pipeline more while allowed. */
+  private sendAppends(to: NodeId, sendIfEmpty: boolean): void {
+    const pr = this.progress.get(to);
+    if (pr === undefined) return;
+    if (!this.sendAppend(to, pr, sendIfEmpty)) return;
+    while (pr.state === "replicate" && pr.next <= this.log.lastIndex() && this.sendAppend(to, pr, false)) {
+      // pipelining: bounded by maxInflightAppends through pr.isPaused()
+    }
+  }
+
+  private sendAppend(to: NodeId, pr: Progress, sendIfEmpty: boolean): boolean {
+    if (pr.isPaused()) return false;
+    const prevIndex = pr.next - 1;
+    const prevTerm = this.log.term(prevIndex);
+    const entries = this.log.slice(pr.next, this.log.lastIndex(), this.opts.maxEntriesPerAppend, this.opts.maxBytesPerAppend);
+    if (prevTerm === undefined || entries === undefined) return this.sendSnapshot(to, pr);
+    if (entries.length === 0 && !sendIfEmpty) return false;
+    this.send(to, this.term, { type: "append", prevIndex, prevTerm, entries, commit: this.log.commit });
+    pr.sentAppend(entries.length, entries.at(-1)?.index ?? prevIndex);
+    return true;
+  }
+
+  private sendSnapshot(to: NodeId, pr: Progress): boolean {
+    // Streaming a snapshot is costly: only to a member that has answered recently.
+    if (!pr.recentActive) return false;
+    const snap = this.log.snapshot();
+    assert(snap !== null, "entries are compacted only behind a snapshot");
+    this.logger.info("member needs a snapshot", { to, index: snap.index, term: snap.term });
+    pr.becomeSnapshot(snap.index);
+    this.send(to, this.term, { type: "snapshot", snapshot: snap });
+    return true;
+  }
+
+  // ─── client requests ─────────────────────────────────────────────────────────────────
+
+  propose(data: Uint8Array, timestampMs: number): ProposeResult {
+    const refusal = this.proposalRefusal();
+    if (refusal !== null) return refusal;
+    const e = this.appendEntry("normal", data, timestampMs);
+    return { ok: true, index: e.index, term: e.term };
+  }
+
+  private proposalRefusal(): Exclude<ProposeResult, { ok: true }> | null {
+    if (this.role !== "leader") return { ok: false, code: "NOT_LEADER", leaderId: this.leaderId };
+    // While handing over, new entries would only delay the target catching up.
+    if (this.leadTransferee !== null) return { ok: false, code: "NOT_LEADER", leaderId: null };
+    if (this.log.lastIndex() - this.log.commit >= this.opts.maxPendingProposals) return { ok: false, code: "PROPOSALS_FULL" };
+    return null;
+  }
+
+  proposeMembership(change: MembershipChange, timestampMs: number): MembershipChangeResult {
+    const refusal = this.proposalRefusal();
+    if (refusal !== null) return refusal;
+    // One change at a time, and only once this leader committed an entry of its term: a
+    // leader that has not may still hold an uncommitted change of a previous leader.
+    if (this.members.latestConfigIndex() > this.log.commit || !this.committedInTerm()) {
+      return { ok: false, code: "CHANGE_IN_PROGRESS" };
+    }
+    const next = applyChange(this.membership(), change);
+    if (!next.ok) return { ok: false, code: "INVALID_CHANGE", reason: next.reason };
+    this.logger.info("proposing membership change", { change: change.kind, id: change.id });
+    const e = this.appendEntry("config", encodeMembership(next.membership), timestampMs);
+    return { ok: true, index: e.index, term: e.term };
+  }
+
+  readIndex(requestId: number): ReadIndexResult {
+    if (this.role === "leader") return this.startOrQueueRead(requestId, this.id) === "ok" ? { ok: true } : { ok: false, code: "READS_FULL" };
+    if (this.role === "follower" && this.leaderId !== null) {
+      this.send(this.leaderId, this.term, { type: "read_index", requestId });
+      return { ok: true };
+    }
+    return { ok: false, code: "NOT_LEADER", leaderId: this.leaderId };
+  }
+
+  private startOrQueueRead(requestId: number, from: NodeId): "ok" | "full" {
+    if (this.reads.size() + this.waitingReads.length >= this.opts.maxPendingProposals) return "full";
+    if (!this.committedInTerm()) this.waitingReads.push({ requestId, from });
+    else this.startRead(requestId, from);
+    return "ok";
+  }
+
+  private startRead(requestId: number, from: NodeId): void {
+    const voters = this.membership().voters;
+    if (voters.length === 1 && voters[0] === this.id) {
+      this.deliverRead({ requestId, from, index: this.log.commit, seq: 0 });
+      return;
+    }
+    this.reads.add(requestId, from, this.log.commit);
+    this.bcastHeartbeat();
+  }
+
+  private deliverRead(read: PendingRead): void {
+    if (read.from === this.id) this.readStates.push({ requestId: read.requestId, index: read.index });
+    else this.send(read.from, this.term, { type: "read_index_response", requestId: read.requestId, index: read.index });
+  }
+
+  transferLeadership(to: NodeId): TransferResult {
+    if (this.role !== "leader") return { ok: false, code: "NOT_LEADER", leaderId: this.leaderId };
+    if (to === this.id) return { ok: false, code: "INVALID_TRANSFER", reason: "this node is already the leader" };
+    if (!isVoter(this.membership(), to)) return { ok: false, code: "INVALID_TRANSFER", reason: `${to} is not a voter` };
+    if (this.leadTransferee === to) return { ok: true };
+    this.leadTransferee = to;
+    // The transfer is abandoned after one election timeout (tickLeader).
+    this.electionElapsed = 0;
+    this.logger.info("leadership transfer started", { to });
+    const pr = this.progress.get(to);
+    assert(pr !== undefined, "every voter has progress on the leader");
+    if (pr.match === this.log.lastIndex()) this.send(to, this.term, { type: "timeout_now" });
+    else this.sendAppends(to, true);
+    return { ok: true };
+  }
+
+  // ─── node feedback ───────────────────────────────────────────────────────────────────
+
+  reportSnapshot(peer: NodeId, ok: boolean): void {
+    if (this.role !== "leader") return;
+    const pr = this.progress.get(peer);
+    if (pr === undefined || pr.state !== "snapshot") return;
+    if (!ok) pr.pendingSnapshot = 0;
+    pr.becomeProbe();
+    // Success: wait for the follower's response to the installed snapshot. Failure: retry
+    // after the next heartbeat response rather than at once.
+    pr.probeSent = true;
+    this.logger.info("snapshot send finished", { peer, ok });
+  }
+
+  reportUnreachable(peer: NodeId): void {
+    if (this.role !== "leader") return;
+    const pr = this.progress.get(peer);
+    if (pr !== undefined && pr.state === "replicate") pr.becomeProbe();
+  }
+
+  /** The node took a local snapshot at meta.index (<= applied): entries up to it are dropped. */
+  compact(meta: SnapshotMeta): void {
+    assert(meta.index <= this.applied, "only applied entries are compacted");
+    if (meta.index <= this.log.snapshotIndex()) return;
+    assert(membershipEquals(meta.membership, this.members.at(meta.index)), "snapshot membership is the one in force at its index");
+    this.log.compact(meta);
+    this.members.onSnapshot(meta);
+  }
+
+  /** The membership in force at index (the latest config entry at or before it); for snapshot metadata. */
+  membershipAt(index: number): Membership {
+    return this.members.at(index);
+  }
+
+  // ─── Ready ───────────────────────────────────────────────────────────────────────────
+
+  hasReady(): boolean {
+    if (this.outstanding !== null) return false;
+    return (
+      this.appendsDirty ||
+      this.log.hasUnstable() ||
+      this.log.pendingSnapshot !== null ||
+      this.msgs.length > 0 ||
+      this.readStates.length > 0 ||
+      this.hardStateChanged() ||
+      this.log.commit > this.applyingIndex
+    );
+  }
+
+  ready(): Ready {
+    assert(this.outstanding === null, "advance() the previous Ready before taking the next");
+    if (this.appendsDirty && this.role === "leader") this.bcastAppend();
+    this.appendsDirty = false;
+    const snapshot = this.log.pendingSnapshot;
+    this.log.pendingSnapshot = null;
+    const entries = this.log.takeUnstable();
+    const hs = this.hardState();
+    const termOrVoteChanged = hs.term !== this.prevHardState.term || hs.vote !== this.prevHardState.vote;
+    const hardState = termOrVoteChanged || hs.commit !== this.prevHardState.commit ? hs : null;
+    this.prevHardState = hs;
+    const committed = this.takeCommitted();
+    const rd: Ready = {
+      hardState,
+      entries,
+      snapshot,
+      messages: this.msgs,
+      committed,
+      readStates: this.readStates,
+      mustSync: entries.length > 0 || snapshot !== null || termOrVoteChanged,
+    };
+    this.msgs = [];
+    this.readStates = [];
+    this.outstanding = rd;
+    return rd;
+  }
+
+  private takeCommitted(): Entry[] {
+    if (this.log.commit <= this.applyingIndex) return [];
+    const max = this.opts.maxCommittedEntriesPerReady ?? defaultMaxCommittedEntriesPerReady;
+    const out = this.log.slice(this.applyingIndex + 1, this.log.commit, max, Number.POSITIVE_INFINITY);
+    assert(out !== undefined, "committed entries not yet applied are still in the log");
+    const last = out.at(-1);
+    if (last !== undefined) this.applyingIndex = last.index;
+    return out;
+  }
+
+  advance(rd: Ready): void {
+    assert(rd === this.outstanding, "advance() takes the Ready last returned by ready()");
+    this.outstanding = null;
+    if (rd.snapshot !== null) {
+      this.log.snapshotPersisted(rd.snapshot);
+      this.applied = Math.max(this.applied, rd.snapshot.index);
+    }
+    this.log.persisted(rd.entries);
+    const lastApplied = rd.committed.at(-1);
+    if (lastApplied !== undefined) this.applied = Math.max(this.applied, lastApplied.index);
+    if (this.role === "leader") {
+      // Self-ack: the leader's own copy counts toward the quorum only once it is durable.
+      const self = this.progress.get(this.id);
+      if (self !== undefined) self.maybeUpdate(this.log.persistedIndex);
+      if (this.maybeCommit() && this.role === "leader") this.bcastAppend();
+    }
+  }
+
+  private hardState(): HardState {
+    return { term: this.term, vote: this.vote, commit: this.log.commit };
+  }
+
+  private hardStateChanged(): boolean {
+    const p = this.prevHardState;
+    return p.term !== this.term || p.vote !== this.vote || p.commit !== this.log.commit;
+  }
+
+  // ─── status ──────────────────────────────────────────────────────────────────────────
+
+  status(): RaftStatus {
+    const progress: Record<NodeId, PeerProgress> = {};
+    const m = this.membership();
+    for (const [id, pr] of this.progress) {
+      progress[id] = {
+        match: id === this.id ? this.log.persistedIndex : pr.match,
+        next: pr.next,
+        state: pr.state,
+        inflight: pr.inflights.count(),
+        recentActive: pr.recentActive,
+        learner: isLearner(m, id),
+      };
+    }
+    return {
+      id: this.id,
+      role: this.role,
+      term: this.term,
+      vote: this.vote,
+      leaderId: this.leaderId,
+      commit: this.log.commit,
+      applied: this.applied,
+      lastIndex: this.log.lastIndex(),
+      lastTerm: this.log.lastTerm(),
+      persistedIndex: this.log.persistedIndex,
+      snapshotIndex: this.log.snapshotIndex(),
+      membership: m,
+      progress,
+      leadTransferee: this.leadTransferee,
+      pendingReadCount: this.reads.size() + this.waitingReads.length,
+      droppedMessages: Object.fromEntries(this.dropped),
+    };
+  }
+
+  private membership(): Membership {
+    return this.members.current();
+  }
+
+  // ─── helpers ─────────────────────────────────────────────────────────────────────────
+
+  private send(to: NodeId, term: number, payload: Payload): void {
+    this.msgs.push({ ...payload, from: this.id, to, term } as Message);
+  }
+
+  private drop(m: Message, reason: string): void {
+    this.dropped.set(reason, (this.dropped.get(reason) ?? 0) + 1);
+    if (this.logger.enabled("debug")) {
+      this.logger.debug("dropped message", { reason, type: (m as { type?: unknown }).type, from: (m as { from?: unknown }).from, term: (m as { term?: unknown }).term });
+    }
+  }
+
+  private reportMalformedConfig(e: Entry): void {
+    this.dropped.set("malformed_config_entry", (this.dropped.get("malformed_config_entry") ?? 0) + 1);
+    this.logger.error("config entry with unreadable membership ignored", { index: e.index, term: e.term });
+  }
+}
+
+/** Checks what the node loaded before the core builds on it; damage is an operator-facing error. */
+function checkLoadedState(state: RaftState): void {
+  const bad = (what: string): never => {
+    throw new SvcError("RAFT_STATE_INVALID", `loaded Raft state is inconsistent: ${what}`, {
+      hint: "the WAL or hard state is damaged; run wal-repair or restore this node from a healthy member",
+    });
+  };
+  const first = (state.snapshot?.index ?? 0) + 1;
+  let prevTerm = state.snapshot?.term ?? 0;
+  state.entries.forEach((e, i) => {
+    if (e.index !== first + i) bad(`entry ${i} has index ${e.index}, expected ${first + i}`);
+    if (e.term < prevTerm) bad(`entry ${e.index} has term ${e.term} below its predecessor's ${prevTerm}`);
+    if (e.term > state.hardState.term) bad(`entry ${e.index} has term ${e.term} beyond the saved term ${state.hardState.term}`);
+    prevTerm = e.term;
+  });
+}

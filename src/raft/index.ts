@@ -1,0 +1,23 @@
+// The pure Raft core: the node driver's whole view of consensus.
+
+export { RaftCore, safetyDropReasons } from "./core.ts";
+export type {
+  RaftOptions,
+  RaftState,
+  Ready,
+  ReadState,
+  ProposeResult,
+  MembershipChangeResult,
+  ReadIndexResult,
+  TransferResult,
+  NotLeader,
+  PeerProgress,
+  RaftStatus,
+} from "./api.ts";
+export type { Message, MessageType } from "./messages.ts";
+export { messageTypes } from "./messages.ts";
+export type { MembershipChange } from "./membership.ts";
+export { applyChange, isVoter, isLearner, isMember } from "./membership.ts";
+export type { ProgressState } from "./progress.ts";
+export type { Entry, EntryKind, HardState, Membership, NodeId, Role, SnapshotMeta } from "./types.ts";
+export { emptyMembership, encodeMembership, decodeMembership } from "./types.ts";

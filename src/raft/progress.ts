@@ -1,0 +1,134 @@
+// What the leader knows about each member's log, and how it sends to it (after etcd-io/raft):
+//   probe:     next is a guess; one append at a time until a response shows where logs match.
+//   replicate: logs match up to match; appends are pipelined, at most maxInflight unacknowledged.
+//   snapshot:  the member needs a snapshot; nothing is sent until reportSnapshot or its response.
+
+import { assert } from "../util/index.ts";
+
+export type ProgressState = "probe" | "replicate" | "snapshot";
+
+/** A bounded FIFO of the last indices of in-flight appends. */
+export class Inflights {
+  private readonly indices: number[] = [];
+  constructor(readonly capacity: number) {
+    assert(capacity >= 1, "at least one append may be in flight");
+  }
+  add(lastIndex: number): void {
+    assert(!this.full(), "no append is sent while the in-flight window is full");
+    this.indices.push(lastIndex);
+  }
+  /** An acknowledgement up to index frees every append that ended at or before it. */
+  freeLE(index: number): void {
+    let n = 0;
+    while (n < this.indices.length && this.indices[n]! <= index) n++;
+    if (n > 0) this.indices.splice(0, n);
+  }
+  full(): boolean {
+    return this.indices.length >= this.capacity;
+  }
+  count(): number {
+    return this.indices.length;
+  }
+  reset(): void {
+    this.indices.length = 0;
+  }
+}
+
+export class Progress {
+  /** Highest index known to be replicated on the member. Invariant: match < next. */
+  match = 0;
+  next: number;
+  state: ProgressState = "probe";
+  /** probe: an append is out and unanswered, so wait (a heartbeat response also unblocks). */
+  probeSent = false;
+  /** snapshot: the index of the snapshot being sent. */
+  pendingSnapshot = 0;
+  /** Heard from since the last check-quorum round. */
+  recentActive = false;
+  readonly inflights: Inflights;
+
+  constructor(next: number, maxInflight: number) {
+    this.next = next;
+    this.inflights = new Inflights(maxInflight);
+  }
+
+  becomeProbe(): void {
+    // After a snapshot, continue from the snapshot; otherwise from what is known to match.
+    if (this.state === "snapshot") {
+      this.next = Math.max(this.match + 1, this.pendingSnapshot + 1);
+    } else {
+      this.next = this.match + 1;
+    }
+    this.state = "probe";
+    this.probeSent = false;
+    this.pendingSnapshot = 0;
+    this.inflights.reset();
+  }
+
+  becomeReplicate(): void {
+    this.state = "replicate";
+    this.next = this.match + 1;
+    this.probeSent = false;
+    this.pendingSnapshot = 0;
+    this.inflights.reset();
+  }
+
+  becomeSnapshot(snapshotIndex: number): void {
+    this.state = "snapshot";
+    this.pendingSnapshot = snapshotIndex;
+    this.probeSent = false;
+    this.inflights.reset();
+  }
+
+  /** An accepted append up to index. Returns whether it told us something new. */
+  maybeUpdate(index: number): boolean {
+    let updated = false;
+    if (index > this.match) {
+      this.match = index;
+      updated = true;
+      this.probeSent = false;
+    }
+    this.next = Math.max(this.next, index + 1);
+    return updated;
+  }
+
+  /**
+   * A rejected append at rejectedIndex; nextProbe is where the hints say to try next.
+   * Returns false for a stale rejection (one that answers an append we already moved past).
+   */
+  maybeDecrTo(rejectedIndex: number, nextProbe: number): boolean {
+    if (this.state === "replicate") {
+      if (rejectedIndex <= this.match) return false;
+      this.next = this.match + 1;
+      return true;
+    }
+    if (this.next - 1 !== rejectedIndex) return false;
+    this.next = Math.max(Math.min(rejectedIndex, nextProbe + 1), this.match + 1);
+    this.probeSent = false;
+    return true;
+  }
+
+  /** Whether the leader must hold back appends to this member for now. */
+  isPaused(): boolean {
+    switch (this.state) {
+      case "probe":
+        return this.probeSent;
+      case "replicate":
+        return this.inflights.full();
+      case "snapshot":
+        return true;
+    }
+  }
+
+  /** Book-keeping after sending an append whose last entry is lastIndex (entryCount may be 0). */
+  sentAppend(entryCount: number, lastIndex: number): void {
+    if (this.state === "replicate") {
+      if (entryCount > 0) {
+        this.next = lastIndex + 1;
+        this.inflights.add(lastIndex);
+      }
+    } else if (this.state === "probe") {
+      this.probeSent = true;
+    }
+  }
+}

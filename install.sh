@@ -1,0 +1,603 @@
+#!/bin/sh
+# install.sh: put svc on this host, the way etcd or Consul are installed: the binary in
+# /usr/local/bin (and the svc-admin link), a system user and group svc, the data directory, a
+# generated /etc/svc/config.toml (never overwritten), a hardened systemd unit, and the timers of
+# the cleanup jobs. Running it again changes nothing; --uninstall takes it away again.
+#
+# With --root DIR everything is written under DIR instead of / (for packages, images and tests).
+# The user is then created in DIR/etc/passwd, DIR/etc/group (and shadow files) when DIR/etc/passwd
+# exists, and files are owned by the ids that DIR's files give svc. When DIR has no etc/passwd (a
+# package's staging tree), the user and the ownership are left to the package's post-install
+# step, which can run this script on the host, and nothing is enabled or started.
+#
+# POSIX sh: it must run under dash, busybox sh and bash alike.
+
+set -eu
+umask 022
+
+PROG=install.sh
+BIN_PATH=/usr/local/bin/svc
+ADMIN_LINK=/usr/local/bin/svc-admin
+DATA_DIR=/var/lib/svc
+CONFIG_DIR=/etc/svc
+CONFIG_PATH=/etc/svc/config.toml
+UNIT_DIR=/etc/systemd/system
+SERVICE=svc.service
+TIMERS="svc-cleanup-snapshots.timer svc-cleanup-wal-archive.timer"
+UNITS="svc.service svc-cleanup-snapshots.service svc-cleanup-snapshots.timer svc-cleanup-wal-archive.service svc-cleanup-wal-archive.timer"
+SVC_USER=svc
+SVC_GROUP=svc
+
+usage() {
+	cat <<EOF
+usage: $PROG [options]
+
+Installs svc: $BIN_PATH and $ADMIN_LINK, the system user and group $SVC_USER,
+$DATA_DIR (0750, $SVC_USER:$SVC_GROUP), $CONFIG_PATH (generated once, never overwritten),
+the systemd unit $SERVICE and the timers $TIMERS.
+
+options:
+  --binary PATH           the svc binary to install (default: ./svc or ./dist/svc beside this script)
+  --root DIR              install under DIR instead of / (packaging, images, tests); implies --no-start
+  --node-id ID            node_id for a generated config (default: this host's short name)
+  --wal-archive-dir DIR   where archived WAL segments are kept and cleaned weekly (default: /var/backups/svc/wal)
+  --no-start              enable the units but do not start them
+  --uninstall             remove what install.sh installed; keep data, config and the user
+  --purge                 with --uninstall: also remove $DATA_DIR, $CONFIG_DIR and the user and group
+  -h, --help              show this help
+EOF
+}
+
+die() {
+	printf '%s: %s\n' "$PROG" "$*" >&2
+	exit 1
+}
+
+usage_error() {
+	printf '%s: %s\n' "$PROG" "$*" >&2
+	printf 'try: %s --help\n' "$PROG" >&2
+	exit 2
+}
+
+# Every change is printed and counted, so that a second run can say it changed nothing.
+CHANGES=0
+changed() {
+	CHANGES=$((CHANGES + 1))
+	printf '  %s\n' "$*"
+}
+
+info() {
+	printf '  %s\n' "$*"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Arguments
+
+ROOT=
+BINARY=
+NODE_ID=
+WAL_ARCHIVE_DIR=/var/backups/svc/wal
+NO_START=0
+UNITS_CHANGED=0
+RESTART_NEEDED=0
+UNINSTALL=0
+PURGE=0
+
+need_value() {
+	if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--root) need_value "$@"; ROOT=$2; shift 2 ;;
+	--root=*) ROOT=${1#*=}; shift ;;
+	--binary) need_value "$@"; BINARY=$2; shift 2 ;;
+	--binary=*) BINARY=${1#*=}; shift ;;
+	--node-id) need_value "$@"; NODE_ID=$2; shift 2 ;;
+	--node-id=*) NODE_ID=${1#*=}; shift ;;
+	--wal-archive-dir) need_value "$@"; WAL_ARCHIVE_DIR=$2; shift 2 ;;
+	--wal-archive-dir=*) WAL_ARCHIVE_DIR=${1#*=}; shift ;;
+	--no-start) NO_START=1; shift ;;
+	--uninstall) UNINSTALL=1; shift ;;
+	--purge) PURGE=1; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) usage_error "unknown option: $1" ;;
+	esac
+done
+
+[ "$PURGE" = 0 ] || [ "$UNINSTALL" = 1 ] || usage_error "--purge goes with --uninstall"
+case $WAL_ARCHIVE_DIR in
+/*) ;;
+*) usage_error "--wal-archive-dir must be an absolute path on the host, got: $WAL_ARCHIVE_DIR" ;;
+esac
+case $WAL_ARCHIVE_DIR in
+*[!A-Za-z0-9_./-]*) usage_error "--wal-archive-dir may hold only A-Z a-z 0-9 _ . - / (it goes into unit files), got: $WAL_ARCHIVE_DIR" ;;
+esac
+if [ -n "$ROOT" ]; then
+	case $ROOT in
+	/*) ;;
+	*) ROOT=$(pwd)/$ROOT ;;
+	esac
+	ROOT=${ROOT%/}
+	[ -n "$ROOT" ] || usage_error "--root / is the host itself: leave --root out"
+	[ -d "$ROOT" ] || usage_error "--root $ROOT is not a directory"
+fi
+
+# Root is checked before anything else is looked at or changed.
+IS_ROOT=0
+[ "$(id -u)" = 0 ] && IS_ROOT=1
+if [ "$IS_ROOT" = 0 ] && [ -z "$ROOT" ]; then
+	die "needs root: it creates the user $SVC_USER and writes $BIN_PATH, $DATA_DIR, $CONFIG_DIR and $UNIT_DIR.
+  Run it as root (sudo sh $0 ...), or give --root DIR to stage the files under DIR."
+fi
+
+# A path on the target, as seen from here.
+R() {
+	printf '%s%s' "$ROOT" "$1"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Files, modes and owners, each changed only when it differs (which keeps a rerun a no-op)
+
+TMP_FILES=
+cleanup_tmp() {
+	# shellcheck disable=SC2086 # a list of paths without spaces, made by mktemp below
+	[ -z "$TMP_FILES" ] || rm -f $TMP_FILES
+}
+trap cleanup_tmp EXIT
+trap 'exit 130' INT TERM
+
+# A temp file next to $1, so that mv onto $1 is an atomic rename on the same filesystem.
+tmp_beside() {
+	made=$(mktemp "$(dirname "$1")/.install-svc.XXXXXX")
+	TMP_FILES="$TMP_FILES $made"
+	printf '%s' "$made"
+}
+
+# ensure_attr TARGET_PATH MODE UID GID
+ensure_attr() {
+	p=$(R "$1")
+	[ "$(stat -c '%a' "$p")" = "$2" ] || {
+		chmod "$2" "$p"
+		changed "mode $2 on $1"
+	}
+	[ "$OWNERSHIP" = 1 ] || return 0
+	[ "$(stat -c '%u:%g' "$p")" = "$3:$4" ] || {
+		chown -h "$3:$4" "$p"
+		changed "owner $(owner_name "$3" "$4") on $1"
+	}
+}
+
+owner_name() {
+	if [ "$1" = 0 ]; then printf 'root:'; else printf '%s:' "$SVC_USER"; fi
+	if [ "$2" = 0 ]; then printf 'root'; else printf '%s' "$SVC_GROUP"; fi
+}
+
+# make_dir TARGET_PATH: a directory that the host owns (/usr/local/bin, /etc/systemd/system):
+# created when missing, otherwise left as the host has it.
+make_dir() {
+	if [ ! -d "$(R "$1")" ]; then
+		mkdir -p "$(R "$1")"
+		changed "created $1"
+	fi
+}
+
+# ensure_dir TARGET_PATH MODE UID GID: a directory of svc's own, with exactly this mode and owner.
+ensure_dir() {
+	if [ -d "$(R "$1")" ]; then
+		ensure_attr "$@"
+		return 0
+	fi
+	mkdir -p "$(dirname "$(R "$1")")"
+	mkdir -m "$2" "$(R "$1")"
+	[ "$OWNERSHIP" = 0 ] || chown "$3:$4" "$(R "$1")"
+	changed "created $1 ($2 $(owner_name "$3" "$4"))"
+}
+
+# put_file SOURCE TARGET_PATH MODE UID GID: copy when the content differs; a rename replaces
+# the file, so a running binary is never rewritten in place.
+put_file() {
+	dest=$(R "$2")
+	if [ -f "$dest" ] && cmp -s "$1" "$dest"; then
+		ensure_attr "$2" "$3" "$4" "$5"
+		return 0
+	fi
+	file_tmp=$(tmp_beside "$dest")
+	cp "$1" "$file_tmp"
+	chmod "$3" "$file_tmp"
+	[ "$OWNERSHIP" = 0 ] || chown "$4:$5" "$file_tmp"
+	mv -f "$file_tmp" "$dest"
+	changed "installed $2"
+}
+
+# put_text TARGET_PATH MODE UID GID < content
+put_text() {
+	text_tmp=$(tmp_beside "$(R "$1")")
+	cat >"$text_tmp"
+	put_file "$text_tmp" "$@"
+	rm -f "$text_tmp"
+}
+
+# ---------------------------------------------------------------------------------------------
+# The user and group
+
+NOLOGIN=/usr/sbin/nologin
+for shell in /usr/sbin/nologin /sbin/nologin /bin/false; do
+	if [ -x "$(R "$shell")" ]; then NOLOGIN=$shell; break; fi
+done
+
+# Where accounts live: the host's databases, or DIR's files for --root (useradd --prefix writes
+# there without chroot, so DIR needs no binaries of its own).
+ACCOUNTS=host
+if [ -n "$ROOT" ]; then
+	if [ "$IS_ROOT" = 1 ] && [ -f "$ROOT/etc/passwd" ] && [ -f "$ROOT/etc/group" ]; then ACCOUNTS=prefix; else ACCOUNTS=none; fi
+fi
+# Whether files get their owners set: not in a staging tree without accounts.
+OWNERSHIP=1
+[ "$ACCOUNTS" != none ] || OWNERSHIP=0
+
+lookup_id() { # lookup_id passwd|group NAME: the numeric id, or nothing
+	if [ "$ACCOUNTS" = host ]; then
+		getent "$1" "$2" | cut -d: -f3
+	else
+		awk -F: -v n="$2" '$1 == n { print $3; exit }' "$ROOT/etc/$1"
+	fi
+}
+
+ensure_accounts() {
+	[ "$ACCOUNTS" != none ] || return 0
+	if [ -z "$(lookup_id group "$SVC_GROUP")" ]; then
+		if [ "$ACCOUNTS" = prefix ]; then groupadd --prefix "$ROOT" --system "$SVC_GROUP"; else groupadd --system "$SVC_GROUP"; fi
+		changed "created group $SVC_GROUP (gid $(lookup_id group "$SVC_GROUP"))"
+	fi
+	if [ -z "$(lookup_id passwd "$SVC_USER")" ]; then
+		set -- --system --gid "$SVC_GROUP" --no-create-home --home-dir /nonexistent --shell "$NOLOGIN" --comment "svc data store" "$SVC_USER"
+		if [ "$ACCOUNTS" = prefix ]; then useradd --prefix "$ROOT" "$@"; else useradd "$@"; fi
+		changed "created user $SVC_USER (uid $(lookup_id passwd "$SVC_USER"), no login shell, no home)"
+	fi
+	SVC_UID=$(lookup_id passwd "$SVC_USER")
+	SVC_GID=$(lookup_id group "$SVC_GROUP")
+	if [ -z "$SVC_UID" ] || [ -z "$SVC_GID" ]; then die "user or group $SVC_USER was not created"; fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Generated files
+
+config_toml() {
+	cat <<EOF
+# svc node configuration, generated by install.sh. Check it with:
+#   svc --config $CONFIG_PATH --validate
+# To form a cluster, list every node under [cluster] members (this one among them) and set
+# bootstrap = true on one node only, for the first start of the new cluster.
+node_id = "$1"
+data_dir = "$DATA_DIR"
+max_memory_mb = 2048
+snapshot_interval = 10000          # log entries between automatic snapshots
+
+[listen]                           # where this node binds
+client = "0.0.0.0:7878"
+admin = "0.0.0.0:9090"
+peer = "0.0.0.0:7879"              # Raft over TCP and gossip over UDP
+
+[cluster]
+bootstrap = false                  # true on one node only, the first time a new cluster starts
+members = []                       # how the nodes reach each other
+
+[wal]
+archive_command = ""               # e.g. "cp %p $WAL_ARCHIVE_DIR/%f"; empty: no archiving
+archive_timeout = 60               # seconds
+segment_size_mb = 64
+
+[raft]
+heartbeat_interval_ms = 100
+election_timeout_ms = 1000         # at least 5 x heartbeat_interval_ms
+EOF
+}
+
+# Sandboxing shared by the node and its cleanup jobs. Never MemoryDenyWriteExecute=: it
+# silently disables the JIT of Bun's JavaScript engine (about 3x slower).
+hardening() {
+	cat <<EOF
+NoNewPrivileges=yes
+ProtectSystem=strict
+ReadWritePaths=$1
+ProtectHome=yes
+PrivateTmp=yes
+PrivateDevices=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+RestrictNamespaces=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+RemoveIPC=yes
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
+SystemCallArchitectures=native
+CapabilityBoundingSet=
+AmbientCapabilities=
+UMask=0027
+EOF
+}
+
+service_unit() {
+	cat <<EOF
+# Written by install.sh; put local changes in a drop-in (systemctl edit $SERVICE).
+[Unit]
+Description=svc replicated SQL data store node
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+# The node sends READY=1 through sd_notify once it serves its ports (GET /health answers).
+Type=notify
+User=$SVC_USER
+Group=$SVC_GROUP
+ExecStart=$BIN_PATH serve --config $CONFIG_PATH
+Restart=on-failure
+RestartSec=5s
+# WAL replay runs before the node serves; a long one must not count as a failed start.
+TimeoutStartSec=15min
+TimeoutStopSec=90s
+LimitNOFILE=1048576
+# Recovery progress (recovery, replay, caught_up) is logged at info.
+Environment=RUST_LOG=info
+# Data, and the WAL archive that wal.archive_command may copy segments to. A data_dir or an
+# archive place elsewhere needs its own ReadWritePaths= in a drop-in.
+$(hardening "$DATA_DIR -$WAL_ARCHIVE_DIR")
+
+[Install]
+WantedBy=multi-user.target
+EOF
+}
+
+# cleanup_service DESCRIPTION WRITABLE_PATH CONDITION COMMAND...
+cleanup_service() {
+	description=$1 writable=$2 condition=$3
+	shift 3
+	cat <<EOF
+# Written by install.sh; run by the timer of the same name.
+[Unit]
+Description=$description
+$condition
+
+[Service]
+Type=oneshot
+User=$SVC_USER
+Group=$SVC_GROUP
+ExecStart=$*
+Nice=10
+IOSchedulingClass=idle
+$(hardening "$writable")
+EOF
+}
+
+# cleanup_timer DESCRIPTION ON_CALENDAR
+cleanup_timer() {
+	cat <<EOF
+# Written by install.sh. Persistent=true: a run missed while the host was off happens at boot.
+[Unit]
+Description=$1
+
+[Timer]
+OnCalendar=$2
+Persistent=true
+
+[Install]
+WantedBy=timers.target
+EOF
+}
+
+unit_text() {
+	case $1 in
+	svc.service) service_unit ;;
+	svc-cleanup-snapshots.service)
+		cleanup_service "svc: remove snapshots older than 7 days, never the newest valid one" "$DATA_DIR" \
+			"ConditionPathExists=$CONFIG_PATH" \
+			"$BIN_PATH admin cleanup-snapshots --config $CONFIG_PATH --older-than 7d" ;;
+	svc-cleanup-snapshots.timer) cleanup_timer "Daily removal of svc snapshots older than 7 days" "*-*-* 02:00:00" ;;
+	svc-cleanup-wal-archive.service)
+		cleanup_service "svc: remove archived WAL segments (*.wal) older than 30 days" "$WAL_ARCHIVE_DIR" \
+			"ConditionPathIsDirectory=$WAL_ARCHIVE_DIR" \
+			"$BIN_PATH admin cleanup-wal-archive --dir $WAL_ARCHIVE_DIR --older-than 30d" ;;
+	svc-cleanup-wal-archive.timer) cleanup_timer "Weekly removal of archived svc WAL segments older than 30 days" "Sun *-*-* 03:00:00" ;;
+	*) die "no text for unit $1 (a bug in install.sh)" ;;
+	esac
+}
+
+# ---------------------------------------------------------------------------------------------
+# systemd
+
+systemd_running() {
+	[ -z "$ROOT" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1
+}
+
+# ---------------------------------------------------------------------------------------------
+# Install
+
+default_node_id() {
+	name=$(uname -n 2>/dev/null || true)
+	name=${name%%.*}
+	name=$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.-' '-' | cut -c1-64)
+	[ -n "$name" ] || name=node1
+	printf '%s' "$name"
+}
+
+find_binary() {
+	here=$(dirname "$0")
+	for candidate in "$here/svc" "$here/dist/svc"; do
+		if [ -f "$candidate" ]; then printf '%s' "$candidate"; return 0; fi
+	done
+	return 1
+}
+
+check_binary() {
+	[ -f "$BINARY" ] || die "no svc binary at $BINARY"
+	[ -x "$BINARY" ] || die "$BINARY is not executable (chmod +x it)"
+	if [ -f "$BINARY.sha256" ]; then
+		want=$(cut -d' ' -f1 <"$BINARY.sha256")
+		have=$(sha256sum "$BINARY" | cut -d' ' -f1)
+		[ "$want" = "$have" ] || die "$BINARY does not match $BINARY.sha256 (a damaged download?): expected $want, got $have"
+	fi
+	VERSION_LINE=$("$BINARY" --version 2>&1) || die "$BINARY does not run here: $VERSION_LINE"
+}
+
+install_all() {
+	if [ -z "$BINARY" ]; then
+		BINARY=$(find_binary) || usage_error "no svc binary beside this script: give --binary PATH"
+	fi
+	check_binary
+	if [ -n "$NODE_ID" ]; then
+		printf '%s' "$NODE_ID" | grep -Eq '^[A-Za-z0-9_.-]{1,64}$' ||
+			usage_error "--node-id must be 1 to 64 characters of A-Z a-z 0-9 _ . -, got: $NODE_ID"
+	else
+		NODE_ID=$(default_node_id)
+	fi
+
+	printf '%s: installing %s into %s\n' "$PROG" "$VERSION_LINE" "${ROOT:-/}"
+	ensure_accounts
+	[ "$OWNERSHIP" = 1 ] || info "no accounts to use (not root, or no $ROOT/etc/passwd): user $SVC_USER and ownership are left to the post-install step"
+	SVC_UID=${SVC_UID:-0} SVC_GID=${SVC_GID:-0}
+
+	make_dir "$(dirname "$BIN_PATH")"
+	before=$CHANGES
+	put_file "$BINARY" "$BIN_PATH" 755 0 0
+	[ "$before" = "$CHANGES" ] || RESTART_NEEDED=1
+	link=$(R "$ADMIN_LINK")
+	if [ "$(readlink "$link" 2>/dev/null || true)" != svc ]; then
+		ln -sfn svc "$link"
+		changed "linked $ADMIN_LINK -> svc"
+	fi
+
+	ensure_dir "$DATA_DIR" 750 "$SVC_UID" "$SVC_GID"
+	# The data directory belongs to svc throughout (SPEC §2.1); fix only what differs.
+	if [ "$OWNERSHIP" = 1 ]; then
+		stray=$(find "$(R "$DATA_DIR")" \( ! -user "$SVC_UID" -o ! -group "$SVC_GID" \) -print | wc -l)
+		if [ "$stray" -gt 0 ]; then
+			find "$(R "$DATA_DIR")" \( ! -user "$SVC_UID" -o ! -group "$SVC_GID" \) -exec chown -h "$SVC_UID:$SVC_GID" {} +
+			changed "owner $SVC_USER:$SVC_GROUP on $stray paths under $DATA_DIR"
+		fi
+	fi
+	ensure_dir "$WAL_ARCHIVE_DIR" 750 "$SVC_UID" "$SVC_GID"
+
+	# The config is readable by the node, writable only by root. An existing one is the
+	# operator's: it is never rewritten, nor are its mode and owner.
+	ensure_dir "$CONFIG_DIR" 750 0 "$SVC_GID"
+	if [ -e "$(R "$CONFIG_PATH")" ]; then
+		info "kept $CONFIG_PATH (exists; never overwritten)"
+	else
+		config_toml "$NODE_ID" | put_text "$CONFIG_PATH" 640 0 "$SVC_GID"
+		if ! out=$("$BINARY" --config "$(R "$CONFIG_PATH")" --validate 2>&1); then
+			die "the generated $CONFIG_PATH does not validate (a bug in install.sh): $out"
+		fi
+	fi
+
+	make_dir "$UNIT_DIR"
+	before=$CHANGES
+	for unit in $UNITS; do
+		unit_text "$unit" | put_text "$UNIT_DIR/$unit" 644 0 0
+	done
+	if [ "$before" != "$CHANGES" ]; then UNITS_CHANGED=1 RESTART_NEEDED=1; fi
+
+	start_units
+	if [ "$CHANGES" = 0 ]; then
+		printf '%s: nothing to change: svc is installed as asked\n' "$PROG"
+	else
+		printf '%s: done, %s changes\n' "$PROG" "$CHANGES"
+	fi
+}
+
+start_units() {
+	if [ -n "$ROOT" ]; then
+		info "staging root: units written, not enabled or started"
+		return 0
+	fi
+	if ! systemd_running; then
+		info "systemd is not running here: units written, not enabled; later: systemctl enable --now $SERVICE $TIMERS"
+		return 0
+	fi
+	[ "$UNITS_CHANGED" = 0 ] || systemctl daemon-reload
+	# shellcheck disable=SC2086 # unit names have no spaces
+	for unit in $SERVICE $TIMERS; do
+		if ! systemctl is-enabled --quiet "$unit" 2>/dev/null; then
+			systemctl enable --quiet "$unit"
+			changed "enabled $unit"
+		fi
+	done
+	[ "$NO_START" = 0 ] || return 0
+	# A new binary or unit takes effect in a running node only by a restart.
+	if [ "$RESTART_NEEDED" = 1 ] && systemctl is-active --quiet "$SERVICE"; then
+		systemctl restart "$SERVICE"
+		changed "restarted $SERVICE"
+	fi
+	for unit in $TIMERS $SERVICE; do
+		if ! systemctl is-active --quiet "$unit"; then
+			systemctl start "$unit"
+			changed "started $unit"
+		fi
+	done
+}
+
+# ---------------------------------------------------------------------------------------------
+# Uninstall
+
+remove_path() {
+	if [ -e "$(R "$1")" ] || [ -L "$(R "$1")" ]; then
+		rm -rf "$(R "$1")"
+		changed "removed $1"
+	fi
+}
+
+uninstall_all() {
+	printf '%s: uninstalling svc from %s\n' "$PROG" "${ROOT:-/}"
+	if systemd_running; then
+		for unit in $TIMERS $SERVICE; do
+			if systemctl is-enabled --quiet "$unit" 2>/dev/null || systemctl is-active --quiet "$unit" 2>/dev/null; then
+				systemctl disable --now --quiet "$unit" || true
+				changed "stopped and disabled $unit"
+			fi
+		done
+	fi
+	for unit in $UNITS; do remove_path "$UNIT_DIR/$unit"; done
+	[ "$CHANGES" = 0 ] || ! systemd_running || systemctl daemon-reload
+	if [ "$(readlink "$(R "$ADMIN_LINK")" 2>/dev/null || true)" = svc ]; then remove_path "$ADMIN_LINK"; fi
+	remove_path "$BIN_PATH"
+
+	if [ "$PURGE" = 1 ]; then
+		remove_path "$DATA_DIR"
+		remove_path "$CONFIG_DIR"
+		# Archived WAL is backup data: the directory goes only when it is empty.
+		for dir in "$WAL_ARCHIVE_DIR" "$(dirname "$WAL_ARCHIVE_DIR")"; do
+			if [ -d "$(R "$dir")" ] && rmdir "$(R "$dir")" 2>/dev/null; then changed "removed $dir (empty)"; fi
+		done
+		[ ! -d "$(R "$WAL_ARCHIVE_DIR")" ] || info "kept $WAL_ARCHIVE_DIR: it holds archived WAL segments"
+		remove_accounts
+	else
+		for path in "$DATA_DIR" "$CONFIG_PATH"; do
+			[ ! -e "$(R "$path")" ] || info "kept $path (remove it with --uninstall --purge)"
+		done
+	fi
+	if [ "$CHANGES" = 0 ]; then
+		printf '%s: nothing to remove: svc is not installed\n' "$PROG"
+	else
+		printf '%s: done, %s changes\n' "$PROG" "$CHANGES"
+	fi
+}
+
+remove_accounts() {
+	[ "$ACCOUNTS" != none ] || return 0
+	if [ -n "$(lookup_id passwd "$SVC_USER")" ]; then
+		if [ "$ACCOUNTS" = prefix ]; then userdel --prefix "$ROOT" "$SVC_USER"; else userdel "$SVC_USER"; fi
+		changed "removed user $SVC_USER"
+	fi
+	if [ -n "$(lookup_id group "$SVC_GROUP")" ]; then
+		if [ "$ACCOUNTS" = prefix ]; then groupdel --prefix "$ROOT" "$SVC_GROUP"; else groupdel "$SVC_GROUP"; fi
+		changed "removed group $SVC_GROUP"
+	fi
+}
+
+if [ "$UNINSTALL" = 1 ]; then uninstall_all; else install_all; fi

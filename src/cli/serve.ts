@@ -1,0 +1,73 @@
+// `svc serve [--config F]`: run a node. The ports are bound first (answering 503 while the
+// node starts), then the data directory is locked and recovered; a port in use, a data
+// directory that is not writable or already locked all stop it before any data is read.
+
+import { defineCommand } from "citty";
+import { createLogger } from "../log/index.ts";
+import { adminApp, clientApp, listen, type BoundServer } from "../http/index.ts";
+import { SvcNode } from "../node/index.ts";
+import { sdNotify } from "../io/sdnotify.ts";
+import { summarizeConfig } from "../config/index.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+import { versionLine } from "../version.ts";
+import { loadConfigOrExit } from "./_config.ts";
+import { CliExit, ExitCode } from "./_exit.ts";
+
+export const serveCommand = defineCommand({
+  meta: { name: "serve", description: "Run a node (with no --config: one node on loopback, data in ./svc-data)" },
+  args: {
+    config: { type: "string", description: "Configuration file (TOML)", valueHint: "FILE" },
+  },
+  async run({ args }) {
+    const config = loadConfigOrExit(args.config);
+    const logger = createLogger();
+    const log = logger.child("node");
+    log.info(`${versionLine} starting`, { config: args.config ?? "(embedded default)", summary: summarizeConfig(config) });
+
+    let node: SvcNode | null = null;
+    const starting = (): Response =>
+      new Response(JSON.stringify({ status: "unavailable", recovery: "starting" }), { status: 503, headers: { "content-type": "application/json" } });
+    let clientFetch: (r: Request) => Response | Promise<Response> = starting;
+    let adminFetch: (r: Request) => Response | Promise<Response> = starting;
+    const servers: BoundServer[] = [];
+    try {
+      servers.push(listen({ fetch: (r) => clientFetch(r) }, config.listen.client, "client"));
+      servers.push(listen({ fetch: (r) => adminFetch(r) }, config.listen.admin, "admin"));
+      node = await SvcNode.start(config, logger);
+    } catch (e) {
+      for (const s of servers) s.stop(true);
+      throw e instanceof SvcError ? new CliExit(ExitCode.failure, e.describe()) : e;
+    }
+    const running = node;
+    clientFetch = clientApp(running).fetch;
+    adminFetch = adminApp(running).fetch;
+    log.info("serving", { client: config.listen.client.raw, admin: config.listen.admin.raw, dataDir: config.dataDir });
+
+    let stopping = false;
+    const shutdown = async (code: number, why: string): Promise<void> => {
+      if (stopping) return;
+      stopping = true;
+      log.info(`shutting down (${why})`);
+      sdNotify("STOPPING=1");
+      for (const s of servers) s.stop(true);
+      try {
+        await running.stop();
+      } catch (e) {
+        log.error("error while stopping", { error: errorMessage(e) });
+        code = ExitCode.failure;
+      }
+      process.exit(code);
+    };
+    running.onFatal = () => void shutdown(ExitCode.failure, "fatal error");
+    process.on("SIGTERM", () => void shutdown(ExitCode.ok, "SIGTERM"));
+    process.on("SIGINT", () => void shutdown(ExitCode.ok, "SIGINT"));
+    await waitUntilServing(running);
+    sdNotify("READY=1");
+    await new Promise<never>(() => {});
+  },
+});
+
+/** Resolves once the node has finished recovery (systemd's READY=1 waits for this). */
+async function waitUntilServing(node: SvcNode): Promise<void> {
+  while (node.recoveryState !== "healthy" && node.fatal === null) await Bun.sleep(20);
+}

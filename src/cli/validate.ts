@@ -1,0 +1,14 @@
+// `svc --config F --validate`: every problem with its line, exit 2; or a one-line summary, exit 0.
+
+import { formatProblems, loadConfigFile, summarizeConfig } from "../config/index.ts";
+import { CliExit, ExitCode, usageError } from "./_exit.ts";
+
+export async function validateCommandRun(path: string | undefined): Promise<void> {
+  if (path === undefined || path === "") throw usageError("--validate needs --config FILE");
+  const result = loadConfigFile(path);
+  if (!result.ok) {
+    process.stderr.write(`${formatProblems(result.problems, path)}\n`);
+    throw new CliExit(ExitCode.usage, `${path}: ${result.problems.length} problem${result.problems.length === 1 ? "" : "s"}`);
+  }
+  process.stdout.write(`${path}: ok: ${summarizeConfig(result.config)}\n`);
+}

@@ -1,0 +1,106 @@
+// The admin API on port 9090: health, Prometheus metrics, the snapshot trigger, and one
+// route under /admin/ for each admin command that needs a running node.
+
+import { Elysia } from "elysia";
+import { METRICS_CONTENT_TYPE } from "../metrics/index.ts";
+import type { SvcNode } from "../node/index.ts";
+import { version, commit } from "../version.ts";
+import { parseQueryBody, readJsonBody } from "./body.ts";
+import { errorResponse, json } from "./errors.ts";
+import { fallbackRoutes } from "./fallback.ts";
+import { healthResponse } from "./health.ts";
+
+export function adminApp(node: SvcNode) {
+  return new Elysia({ name: "svc-admin" })
+    .use(fallbackRoutes)
+    .get("/health", () => healthResponse(node))
+    .get("/metrics", () => new Response(node.metrics.registry.render(), { headers: { "content-type": METRICS_CONTENT_TYPE } }))
+    .post("/admin/snapshot", async ({ request }) => {
+      try {
+        const wait = new URL(request.url).searchParams.get("wait");
+        const pending = node.takeSnapshot();
+        if (wait !== "true" && wait !== "1") {
+          pending.catch(() => undefined);
+          return json({ status: "started", hint: "watch tensor_chain_snapshot_* on /metrics, or POST /admin/snapshot?wait=true" }, 202);
+        }
+        const s = await pending;
+        return json({ status: "done", index: s.index, term: s.term, dir: s.dir, size_bytes: s.sizeBytes, duration_ms: Math.round(s.durationMs) });
+      } catch (e) {
+        return errorResponse(e);
+      }
+    }, { parse: "none" })
+    .get("/admin/stats", () => {
+      try {
+        const s = node.stats();
+        return json({
+          total_entries: s.totalEntries,
+          tables: s.tables,
+          store_size_bytes: s.sizeBytes,
+          commit_index: s.raft.commitIndex,
+          applied_index: s.raft.appliedIndex,
+          last_log_index: s.raft.lastLogIndex,
+          term: s.raft.term,
+          role: s.raft.role,
+          snapshot_index: s.snapshots.latestIndex,
+          snapshot_count: s.snapshots.count,
+          snapshot_size_bytes: s.snapshots.latestSizeBytes,
+          wal_segments: s.wal.segments,
+          wal_size_bytes: s.wal.sizeBytes,
+          wal_first_index: s.wal.firstIndex,
+          wal_last_index: s.wal.lastIndex,
+          writes_paused: s.raft.writesPaused,
+        });
+      } catch (e) {
+        return errorResponse(e);
+      }
+    })
+    .post("/admin/query", async ({ request }) => {
+      try {
+        const { sql, params, consistency } = parseQueryBody(await readJsonBody(request));
+        return json(await node.query(sql, params, consistency));
+      } catch (e) {
+        return errorResponse(e);
+      }
+    }, { parse: "none" })
+    .get("/admin/verify-checksums", async () => {
+      try {
+        const findings = await node.verify();
+        return json({ ok: findings.every((f) => f.ok), findings });
+      } catch (e) {
+        return errorResponse(e);
+      }
+    })
+    .post("/admin/pause-writes", async () => {
+      try {
+        return json({ writes_paused: true, ...(await node.setWritesPaused(true)) });
+      } catch (e) {
+        return errorResponse(e);
+      }
+    }, { parse: "none" })
+    .post("/admin/resume-writes", async () => {
+      try {
+        return json({ writes_paused: false, ...(await node.setWritesPaused(false)) });
+      } catch (e) {
+        return errorResponse(e);
+      }
+    }, { parse: "none" })
+    .get("/admin/cluster-info", () => {
+      const s = node.status();
+      const members = node.config.cluster.members;
+      return json({
+        cluster_id: s.clusterId,
+        node_id: s.nodeId,
+        leader: s.leaderId,
+        term: s.term,
+        commit_index: s.commitIndex,
+        applied_index: s.appliedIndex,
+        snapshot_index: s.snapshotIndex,
+        members: [...s.membership.voters.map((id) => ({ id, role: "voter" })), ...s.membership.learners.map((id) => ({ id, role: "learner" }))].map((m) => {
+          const addr = members.find((x) => x.id === m.id);
+          return { ...m, leader: m.id === s.leaderId, peer: addr?.peer.raw ?? null, client: addr?.client.raw ?? null, admin: addr?.admin.raw ?? null };
+        }),
+        version,
+        commit,
+      });
+    });
+}

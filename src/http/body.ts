@@ -1,0 +1,83 @@
+// Reading and checking request bodies. Every problem names the field, so a client can
+// fix its request without reading svc's source.
+
+import { SvcError } from "../util/errors.ts";
+import type { SqlValue, Statement } from "../store/index.ts";
+import { badRequest } from "./errors.ts";
+
+/** Largest request body svc reads; bigger ones get 413 before being buffered. */
+export const requestBodyBytesMax = 16 * 1024 * 1024;
+export const statementsPerBatchMax = 10_000;
+const paramsPerStatementMax = 32_766;
+
+export async function readJsonBody(request: Request): Promise<unknown> {
+  const length = Number(request.headers.get("content-length") ?? "0");
+  if (length > requestBodyBytesMax) throw tooLarge(length);
+  const text = await request.text();
+  if (text.length > requestBodyBytesMax) throw tooLarge(text.length);
+  if (text.trim() === "") throw badRequest("the request body is empty; send a JSON object");
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw badRequest(`the request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+function tooLarge(bytes: number): SvcError {
+  return new SvcError("BODY_TOO_LARGE", `the request body is ${bytes} bytes; the limit is ${requestBodyBytesMax}`, {
+    hint: "split the batch into several requests",
+  });
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function checkKeys(v: Record<string, unknown>, allowed: readonly string[], where: string): void {
+  for (const key of Object.keys(v)) {
+    if (!allowed.includes(key)) throw badRequest(`unknown field "${where}${key}"; expected ${allowed.map((k) => `"${k}"`).join(", ")}`);
+  }
+}
+
+function parseParams(v: unknown, field: string): SqlValue[] {
+  if (v === undefined) return [];
+  if (!Array.isArray(v)) throw badRequest(`"${field}" must be an array of values`);
+  if (v.length > paramsPerStatementMax) throw badRequest(`"${field}" has ${v.length} values; at most ${paramsPerStatementMax}`);
+  return v.map((p, i) => {
+    if (p === null || typeof p === "string" || typeof p === "boolean") return p;
+    if (typeof p === "number" && Number.isFinite(p)) return p;
+    throw badRequest(`"${field}[${i}]" must be a string, a finite number, a boolean or null`);
+  });
+}
+
+/** {"statements": ["SQL", {"sql": "...", "params": [...]}, ...]} */
+export function parseExecuteBody(body: unknown): Statement[] {
+  if (!isObject(body)) throw badRequest('the body must be a JSON object: {"statements": [...]}');
+  checkKeys(body, ["statements"], "");
+  const statements = body["statements"];
+  if (!Array.isArray(statements)) throw badRequest('"statements" is required and must be an array');
+  if (statements.length === 0) throw badRequest('"statements" must hold at least one statement');
+  if (statements.length > statementsPerBatchMax) throw badRequest(`"statements" has ${statements.length} entries; at most ${statementsPerBatchMax} per batch`);
+  return statements.map((s, i) => {
+    if (typeof s === "string") return { sql: s, params: [] };
+    if (!isObject(s)) throw badRequest(`"statements[${i}]" must be a string or an object {"sql", "params"}`);
+    checkKeys(s, ["sql", "params"], `statements[${i}].`);
+    if (typeof s["sql"] !== "string") throw badRequest(`"statements[${i}].sql" is required and must be a string`);
+    return { sql: s["sql"], params: parseParams(s["params"], `statements[${i}].params`) };
+  });
+}
+
+export type Consistency = "linearizable" | "leader" | "stale";
+const consistencies: readonly Consistency[] = ["linearizable", "leader", "stale"];
+
+/** {"sql": "...", "params": [...], "consistency": "linearizable" | "leader" | "stale"} */
+export function parseQueryBody(body: unknown): { sql: string; params: SqlValue[]; consistency: Consistency } {
+  if (!isObject(body)) throw badRequest('the body must be a JSON object: {"sql": "...", "params": [...]}');
+  checkKeys(body, ["sql", "params", "consistency"], "");
+  if (typeof body["sql"] !== "string") throw badRequest('"sql" is required and must be a string');
+  const consistency = body["consistency"] ?? "linearizable";
+  if (typeof consistency !== "string" || !consistencies.includes(consistency as Consistency)) {
+    throw badRequest(`"consistency" must be one of ${consistencies.map((c) => `"${c}"`).join(", ")}`);
+  }
+  return { sql: body["sql"], params: parseParams(body["params"], "params"), consistency: consistency as Consistency };
+}

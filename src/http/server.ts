@@ -1,0 +1,39 @@
+// Binding the client and admin ports. A port that is taken is reported with the address
+// and what to do, before the node has touched any data.
+
+import type { Address } from "../config/index.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+import { requestBodyBytesMax } from "./body.ts";
+
+interface FetchApp {
+  fetch: (request: Request) => Response | Promise<Response>;
+}
+
+export type BoundServer = ReturnType<typeof Bun.serve>;
+
+export function listen(app: FetchApp, address: Address, role: "client" | "admin"): BoundServer {
+  try {
+    return Bun.serve({
+      hostname: address.host,
+      port: address.port,
+      reusePort: false,
+      // Bun refuses bodies past this itself; svc's own check (with a JSON answer) is lower.
+      maxRequestBodySize: requestBodyBytesMax + 1024 * 1024,
+      idleTimeout: 120,
+      fetch: app.fetch,
+    });
+  } catch (e) {
+    const inUse = e instanceof Error && "code" in e && e.code === "EADDRINUSE";
+    throw new SvcError(inUse ? "PORT_IN_USE" : "LISTEN_FAILED", `cannot listen on ${address.raw} (${role} port): ${inUse ? "the address is already in use" : errorMessage(e)}`, {
+      hint: inUse
+        ? `stop the process using it (\`ss -ltnp 'sport = :${address.port}'\` shows which) or set listen.${role} to another port`
+        : `check listen.${role} in the configuration`,
+    });
+  }
+}
+
+/** Check that an address can be bound, without keeping it (so a port conflict fails fast). */
+export function probePort(address: Address, role: "client" | "admin"): void {
+  const server = listen({ fetch: () => new Response(null, { status: 503 }) }, address, role);
+  server.stop(true);
+}

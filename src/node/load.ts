@@ -1,0 +1,145 @@
+// Loading a node's state from its data directory at start: hard state, snapshots, the WAL,
+// and the store, which is rebuilt from the latest valid snapshot plus the WAL when it is
+// missing, damaged or behind the snapshot. The result is what the Raft core starts from.
+//
+// Every decision here only ever uses committed data: the store holds only applied (so
+// committed) entries and a snapshot is an image of the store, so using either to stand in
+// for a missing log prefix never invents a write.
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import type { Config } from "../config/index.ts";
+import type { Entry, HardState, SnapshotMeta } from "../raft/types.ts";
+import {
+  SnapshotStore, Wal, dataPaths, ensureDir, initialHardState, readHardState, snapshotStateFile,
+  type DataPaths, type SnapshotEntry, type StoredHardState,
+} from "../storage/index.ts";
+import { Store } from "../store/index.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/logger.ts";
+
+export interface LoadedState {
+  paths: DataPaths;
+  hardState: StoredHardState;
+  wal: Wal;
+  snapshots: SnapshotStore;
+  store: Store;
+  /** The snapshot the log starts after, null when the log starts at index 1. */
+  snapshot: SnapshotMeta | null;
+  /** Log entries after the snapshot, contiguous. */
+  entries: Entry[];
+  /** The store's applied index needs a fresh local snapshot before the log can start (set by load). */
+  needsSnapshotAt: number | null;
+}
+
+/** Make the directory layout, checking that this process may write there. */
+export function prepareDataDir(dataDir: string): DataPaths {
+  const paths = dataPaths(dataDir);
+  try {
+    ensureDir(dataDir);
+    fs.accessSync(dataDir, fs.constants.W_OK | fs.constants.R_OK | fs.constants.X_OK);
+    for (const dir of [paths.raftDir, paths.walDir, paths.snapshotsDir, paths.storeDir]) ensureDir(dir);
+    const probe = join(dataDir, `.write-probe-${process.pid}`);
+    fs.writeFileSync(probe, "");
+    fs.rmSync(probe);
+  } catch (e) {
+    const owner = ownerOf(dataDir);
+    throw new SvcError("DATA_DIR_NOT_WRITABLE", `cannot write to the data directory ${dataDir}: ${errorMessage(e)}${owner}`, {
+      hint: `give the user svc runs as ownership of it (e.g. \`chown -R svc:svc ${dataDir}\`) or set data_dir to a writable place`,
+    });
+  }
+  return paths;
+}
+
+function ownerOf(dir: string): string {
+  try {
+    const st = fs.statSync(dir);
+    return ` (owned by uid ${st.uid}, mode ${(st.mode & 0o777).toString(8)}; svc runs as uid ${process.getuid?.() ?? "?"})`;
+  } catch {
+    return "";
+  }
+}
+
+export async function loadState(paths: DataPaths, config: Config, logger: Logger): Promise<LoadedState> {
+  const hardState = readHardState(paths.hardStatePath) ?? initialHardState;
+  const snapshots = new SnapshotStore(paths.snapshotsDir);
+  snapshots.prune(Number.MAX_SAFE_INTEGER); // only clears temp directories left by a crash
+  const latest = await snapshots.latestValid((entry, reason) =>
+    logger.warn("recovery: ignoring a damaged snapshot", { dir: entry.dir, reason }),
+  );
+
+  logger.info("recovery: replaying the WAL", { dir: paths.walDir });
+  const { wal, entries: walEntries, truncatedBytes } = Wal.open(paths.walDir, {
+    segmentSizeBytes: config.wal.segmentSizeBytes,
+    logger,
+  });
+  if (truncatedBytes > 0) logger.warn("recovery: the WAL ended in a torn write, which was cut", { bytes: truncatedBytes });
+
+  const store = openOrRebuildStore(paths, latest, logger);
+  const snapshotMeta: SnapshotMeta | null = latest?.meta === null || latest === null
+    ? null
+    : { index: latest.meta.index, term: latest.meta.term, membership: latest.meta.membership };
+  const snapshotIndex = snapshotMeta?.index ?? 0;
+  const entries = walEntries.filter((e) => e.index > snapshotIndex);
+  const firstIndex = entries[0]?.index ?? snapshotIndex + 1;
+  const lastIndex = entries.at(-1)?.index ?? snapshotIndex;
+  const applied = store.meta.appliedIndex;
+
+  // The log must continue from the snapshot; the store may bridge a gap because everything
+  // it holds is committed, in which case a local snapshot of it is taken before starting.
+  let needsSnapshotAt: number | null = null;
+  if (firstIndex > snapshotIndex + 1) {
+    if (applied < firstIndex - 1) {
+      throw new SvcError("LOG_GAP", `the WAL starts at entry ${firstIndex} but the newest snapshot ends at ${snapshotIndex} and the store at ${applied}: entries in between are missing`, {
+        hint: "restore the missing WAL segments or snapshot, or remove the contents of raft/ and store/ to rebuild this node from the leader",
+      });
+    }
+    needsSnapshotAt = applied;
+  }
+  if (applied > lastIndex) {
+    // The WAL was cleared (or lost its tail) while the store kept what it had applied.
+    logger.warn("recovery: the store is ahead of the WAL; its state becomes the starting snapshot", { applied, walLastIndex: lastIndex });
+    needsSnapshotAt = applied;
+  }
+  logger.info("recovery: loaded", {
+    snapshotIndex, walFirstIndex: entries[0]?.index ?? 0, walLastIndex: lastIndex, applied, term: hardState.term, commit: hardState.commit,
+  });
+  return { paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, entries, needsSnapshotAt };
+}
+
+function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logger: Logger): Store {
+  const snapshotIndex = latest?.meta?.index ?? 0;
+  if (fs.existsSync(paths.storePath)) {
+    try {
+      const store = Store.open(paths.storePath);
+      if (store.meta.appliedIndex >= snapshotIndex) return store;
+      logger.warn("recovery: the store is behind the newest snapshot; installing the snapshot", {
+        applied: store.meta.appliedIndex, snapshotIndex,
+      });
+      store.close();
+    } catch (e) {
+      logger.error("recovery: the store is damaged; rebuilding it from the snapshot and the WAL", { error: errorMessage(e) });
+    }
+    removeStoreFiles(paths);
+  } else {
+    logger.info("recovery: the store is missing; rebuilding it from the snapshot and the WAL");
+  }
+  if (latest !== null) {
+    logger.info("recovery: installing snapshot into the store", { dir: latest.dir, index: snapshotIndex });
+    Store.installImage(join(latest.dir, snapshotStateFile), paths.storePath);
+  }
+  return Store.open(paths.storePath);
+}
+
+function removeStoreFiles(paths: DataPaths): void {
+  for (const suffix of ["", "-wal", "-shm", ".installing"]) fs.rmSync(paths.storePath + suffix, { force: true });
+}
+
+/** Whether this data directory holds no Raft state at all (a node that never joined). */
+export function isPristine(state: Pick<LoadedState, "hardState" | "snapshot" | "entries" | "store">): boolean {
+  return state.hardState.term === 0 && state.snapshot === null && state.entries.length === 0 && state.store.meta.appliedIndex === 0;
+}
+
+export function toHardState(s: StoredHardState): HardState {
+  return { term: s.term, vote: s.vote, commit: s.commit };
+}

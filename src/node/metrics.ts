@@ -1,0 +1,99 @@
+// The node's metrics (SPEC §2.3 names, tensor_chain_ prefix). Values the node already holds
+// are read at scrape time; only events on the write path are counted as they happen.
+
+import { MetricsRegistry, exponentialBuckets, type Counter, type Gauge, type Histogram } from "../metrics/index.ts";
+
+export interface NodeMetrics {
+  registry: MetricsRegistry;
+  writeLatency: Histogram;
+  writesTotal: Counter;
+  writeErrorsTotal: Counter;
+  readsTotal: Counter;
+  readErrorsTotal: Counter;
+  walSyncs: Counter;
+  walSyncLatency: Histogram;
+  walEntriesPerSync: Histogram;
+  walAppendedBytes: Counter;
+  walSegmentsRemoved: Counter;
+  snapshotsTotal: Counter;
+  snapshotFailuresTotal: Counter;
+  snapshotDuration: Histogram;
+  snapshotInProgress: Gauge;
+  snapshotLastCompletedTimestamp: Gauge;
+  snapshotSizeBytes: Gauge;
+  readIndexRounds: Counter;
+}
+
+/** What the scrape-time gauges read from the node. */
+export interface NodeGaugeSource {
+  commitIndex(): number;
+  appliedIndex(): number;
+  leaderCommitIndex(): number;
+  term(): number;
+  isLeader(): boolean;
+  recoveryStateCode(): number;
+  snapshotIndex(): number;
+  lastLogIndex(): number;
+  walSegments(): number;
+  walSizeBytes(): number;
+  pendingWrites(): number;
+  writesPaused(): boolean;
+}
+
+const latencyBucketsSeconds = exponentialBuckets(0.0001, 2, 16); // 0.1 ms … 3.3 s
+
+export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
+  const r = new MetricsRegistry();
+  r.gaugeFn("tensor_chain_commit_index", "Highest log index this node knows to be committed", () => source.commitIndex());
+  r.gaugeFn("tensor_chain_applied_index", "Highest log index applied to this node's store", () => source.appliedIndex());
+  r.gaugeFn("tensor_chain_leader_commit_index", "The leader's commit index as last heard by this node", () => source.leaderCommitIndex());
+  r.gaugeFn("tensor_chain_term", "Current Raft term", () => source.term());
+  r.gaugeFn("tensor_chain_is_leader", "1 when this node is the leader", () => (source.isLeader() ? 1 : 0));
+  r.gaugeFn("tensor_chain_recovery_state",
+    "Recovery flow state: 0 starting, 1 replaying_wal, 2 requesting_snapshot, 3 installing_snapshot, 4 replaying_after_snapshot, 5 joining, 6 healthy",
+    () => source.recoveryStateCode());
+  r.gaugeFn("tensor_chain_last_log_index", "Index of the last entry in this node's log", () => source.lastLogIndex());
+  r.gaugeFn("tensor_chain_snapshot_index", "Log index covered by the newest snapshot", () => source.snapshotIndex());
+  r.gaugeFn("tensor_chain_wal_segments", "WAL segment files on disk", () => source.walSegments());
+  r.gaugeFn("tensor_chain_wal_size_bytes", "Total size of the WAL segment files", () => source.walSizeBytes());
+  r.gaugeFn("tensor_chain_pending_writes", "Writes proposed and not yet applied", () => source.pendingWrites());
+  r.gaugeFn("tensor_chain_writes_paused", "1 while writes are paused (pause-writes)", () => (source.writesPaused() ? 1 : 0));
+  r.gaugeFn("tensor_chain_memory_rss_bytes", "Resident set size of the process", () => process.memoryUsage.rss());
+  r.gaugeFn("tensor_chain_memory_heap_used_bytes", "JavaScript heap in use", () => process.memoryUsage().heapUsed);
+
+  const writesTotal = r.counter("tensor_chain_writes_total", "Write batches applied and acknowledged");
+  let lastScrapeMs = performance.now();
+  let lastWrites = 0;
+  let throughput = 0;
+  r.onScrape(() => {
+    const now = performance.now();
+    const writes = writesTotal.get();
+    if (now - lastScrapeMs >= 100) {
+      throughput = ((writes - lastWrites) * 1000) / (now - lastScrapeMs);
+      lastScrapeMs = now;
+      lastWrites = writes;
+    }
+  });
+  r.gaugeFn("tensor_chain_write_throughput_per_second", "Acknowledged writes per second since the previous scrape", () => throughput);
+
+  return {
+    registry: r,
+    writesTotal,
+    writeLatency: r.histogram("tensor_chain_write_latency_seconds", "Time from a write's arrival to its acknowledgement", latencyBucketsSeconds),
+    writeErrorsTotal: r.counter("tensor_chain_write_errors_total", "Writes answered with an error", ["code"]),
+    readsTotal: r.counter("tensor_chain_reads_total", "Queries answered"),
+    readErrorsTotal: r.counter("tensor_chain_read_errors_total", "Queries answered with an error", ["code"]),
+    walSyncs: r.counter("tensor_chain_wal_syncs_total", "fdatasync calls on the WAL (each covers a group of records)"),
+    walSyncLatency: r.histogram("tensor_chain_wal_sync_latency_seconds", "Duration of one WAL fdatasync", latencyBucketsSeconds),
+    walEntriesPerSync: r.histogram("tensor_chain_wal_entries_per_sync", "Entries made durable by one WAL fdatasync (group commit)", exponentialBuckets(1, 2, 12)),
+    walAppendedBytes: r.counter("tensor_chain_wal_appended_bytes_total", "Bytes of entries appended to the WAL"),
+    walSegmentsRemoved: r.counter("tensor_chain_wal_segments_removed_total", "WAL segments removed after a snapshot covered them"),
+    snapshotsTotal: r.counter("tensor_chain_snapshots_total", "Snapshots completed"),
+    snapshotFailuresTotal: r.counter("tensor_chain_snapshot_failures_total", "Snapshots that failed"),
+    snapshotDuration: r.histogram("tensor_chain_snapshot_duration_seconds", "Time to take a snapshot", exponentialBuckets(0.01, 2, 14)),
+    snapshotInProgress: r.gauge("tensor_chain_snapshot_in_progress", "1 while a snapshot is being taken"),
+    snapshotLastCompletedTimestamp: r.gauge("tensor_chain_snapshot_last_completed_timestamp_seconds", "Unix time the newest snapshot completed"),
+    snapshotSizeBytes: r.gauge("tensor_chain_snapshot_size_bytes", "Size of the newest snapshot's state.db"),
+    readIndexRounds: r.counter("tensor_chain_read_index_rounds_total", "ReadIndex rounds (each serves a batch of linearizable reads)"),
+  };
+}

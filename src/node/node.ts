@@ -1,0 +1,563 @@
+// The node: the one place that wires the pure Raft core to disks, timers and (later) peers.
+// One loop owns every effect, in this order for each Ready:
+//   install snapshot → append entries to the WAL → save term/vote → fdatasync (once, for
+//   every record of the batch: group commit) → send messages → apply committed → answer
+//   clients → advance.
+// A client is answered only after its entry was fsynced on a quorum and applied.
+
+import { randomUUID } from "node:crypto";
+import { join } from "node:path";
+import type { Config } from "../config/index.ts";
+import { RaftCore, type Ready } from "../raft/index.ts";
+import { encodeMembership, type Entry, type Membership, type SnapshotMeta } from "../raft/types.ts";
+import { lockDataDir, snapshotStateFile, writeHardState, type DataDirLock, type SnapshotEntry, type StoredHardState } from "../storage/index.ts";
+import { createSnapshotImage, encodeCommand, type ApplyResult, type QueryResult, type SqlValue, type Statement, type StoreStats } from "../store/index.ts";
+import { assert } from "../util/assert.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/logger.ts";
+import { createPrng } from "../util/prng.ts";
+import { isPristine, loadState, prepareDataDir, toHardState, type LoadedState } from "./load.ts";
+import { createNodeMetrics, type NodeMetrics } from "./metrics.ts";
+import { recoveryStateCode, type RecoveryState } from "./recovery-state.ts";
+import { ApplyWaiters } from "./waiters.ts";
+
+export type Consistency = "linearizable" | "leader" | "stale";
+
+export interface ExecuteOutcome {
+  results: { rowsAffected: number; lastInsertId: number }[];
+  index: number;
+}
+
+export interface SnapshotOutcome {
+  index: number;
+  term: number;
+  dir: string;
+  sizeBytes: number;
+  durationMs: number;
+}
+
+/** Snapshots the node keeps itself; older ones go (the cleanup job also removes by age). */
+const snapshotsRetainedCount = 3;
+const writeTimeoutMs = 30_000;
+const pendingReadsMax = 100_000;
+
+interface PendingRead {
+  resolve: () => void;
+  reject: (e: SvcError) => void;
+}
+
+export class SvcNode {
+  private recovery: RecoveryState = "starting";
+  private readonly waiters = new ApplyWaiters();
+  readonly metrics: NodeMetrics;
+  private tickTimer: ReturnType<typeof setInterval> | null = null;
+  private readyScheduled = false;
+  private stopped = false;
+  private fatalError: SvcError | null = null;
+  private persistedHardState: StoredHardState;
+  private snapshotInFlight: Promise<SnapshotOutcome> | null = null;
+  private lastSnapshotIndex: number;
+  /** Reads waiting for the ReadIndex round in flight, and those that arrived after it began. */
+  private readRoundInFlight: { id: number; reads: PendingRead[] } | null = null;
+  private readsNotYetIssued: PendingRead[] = [];
+  private readsAwaitingApply: { index: number; reads: PendingRead[] }[] = [];
+  private nextReadId = 1;
+  /** Commit index at which recovery is complete once applied. */
+  private catchUpTarget = 0;
+
+  private constructor(
+    readonly config: Config,
+    private readonly logger: Logger,
+    private readonly lock: DataDirLock,
+    private readonly state: LoadedState,
+    private readonly core: RaftCore,
+    readonly clusterId: string,
+  ) {
+    this.persistedHardState = state.hardState;
+    this.lastSnapshotIndex = state.snapshot?.index ?? 0;
+    this.metrics = createNodeMetrics({
+      commitIndex: () => this.core.status().commit,
+      appliedIndex: () => this.state.store.meta.appliedIndex,
+      leaderCommitIndex: () => this.core.status().commit,
+      term: () => this.core.status().term,
+      isLeader: () => this.core.status().role === "leader",
+      recoveryStateCode: () => recoveryStateCode(this.recovery),
+      snapshotIndex: () => this.lastSnapshotIndex,
+      lastLogIndex: () => this.core.status().lastIndex,
+      walSegments: () => this.state.wal.segments().length,
+      walSizeBytes: () => this.state.wal.segments().reduce((sum, s) => sum + s.sizeBytes, 0),
+      pendingWrites: () => this.waiters.size,
+      writesPaused: () => this.state.store.meta.writesPaused,
+    });
+  }
+
+  /**
+   * Open the data directory and start the node. Fails, before touching any data, when the
+   * directory is not writable or another process holds its lock.
+   */
+  static async start(config: Config, logger: Logger): Promise<SvcNode> {
+    const paths = prepareDataDir(config.dataDir);
+    const lock = lockDataDir(config.dataDir, `node ${config.nodeId}`);
+    try {
+      const log = logger.child("node");
+      log.info("recovery: starting", { nodeId: config.nodeId, dataDir: config.dataDir });
+      const state = await loadState(paths, config, logger.child("wal"));
+      const clusterId = bootstrapIfNew(state, config, log);
+      if (state.needsSnapshotAt !== null) await rebaseOnStore(state, clusterId, log);
+      const tickMs = config.raft.heartbeatIntervalMs;
+      const core = new RaftCore(
+        {
+          id: config.nodeId,
+          electionTimeoutTicks: Math.max(2, Math.round(config.raft.electionTimeoutMs / tickMs)),
+          heartbeatTicks: 1,
+          prng: createPrng(Date.now() >>> 0, process.pid),
+          logger: logger.child("raft"),
+          preVote: true,
+          checkQuorum: true,
+          maxInflightAppends: 64,
+          maxEntriesPerAppend: 4096,
+          maxBytesPerAppend: 4 * 1024 * 1024,
+          maxPendingProposals: 65_536,
+        },
+        {
+          hardState: clampCommit(toHardState(state.hardState), state),
+          snapshot: state.snapshot,
+          entries: state.entries,
+          appliedIndex: state.store.meta.appliedIndex,
+        },
+      );
+      const node = new SvcNode(config, log, lock, state, core, clusterId);
+      node.begin();
+      return node;
+    } catch (e) {
+      lock.release();
+      throw e;
+    }
+  }
+
+  // ─── public surface ─────────────────────────────────────────────────────────────────
+
+  get recoveryState(): RecoveryState {
+    return this.recovery;
+  }
+
+  /** The unrecoverable error that stopped this node from serving, if any. */
+  get fatal(): SvcError | null {
+    return this.fatalError;
+  }
+
+  get writesPaused(): boolean {
+    return this.state.store.meta.writesPaused;
+  }
+
+  status() {
+    const raft = this.core.status();
+    return {
+      nodeId: this.config.nodeId,
+      clusterId: this.clusterId,
+      recovery: this.recovery,
+      role: raft.role,
+      term: raft.term,
+      leaderId: raft.leaderId,
+      commitIndex: raft.commit,
+      appliedIndex: this.state.store.meta.appliedIndex,
+      lastLogIndex: raft.lastIndex,
+      snapshotIndex: this.lastSnapshotIndex,
+      membership: raft.membership,
+      writesPaused: this.state.store.meta.writesPaused,
+    };
+  }
+
+  /** Propose a batch of statements (one transaction) and wait until it is applied. */
+  async execute(statements: Statement[]): Promise<ExecuteOutcome> {
+    this.checkServing();
+    if (this.state.store.meta.writesPaused) {
+      throw new SvcError("WRITES_PAUSED", "writes are paused on this cluster", { hint: "run `svc admin resume-writes` when the backup is done" });
+    }
+    const result = await this.propose(encodeCommand({ op: "execute", statements }));
+    const { applyResult, index } = result;
+    assert(applyResult.kind === "execute" || applyResult.kind === "unreadable", "an execute entry applies as execute");
+    if (applyResult.kind !== "execute") throw new SvcError("APPLY_FAILED", "the entry could not be read back when applied");
+    if (!applyResult.ok) {
+      throw new SvcError("SQL_ERROR", `statement ${applyResult.statementIndex}: ${applyResult.message}`, {
+        hint: "nothing in this batch was applied",
+        details: { statementIndex: applyResult.statementIndex, index },
+      });
+    }
+    return { results: applyResult.results, index };
+  }
+
+  async setWritesPaused(paused: boolean): Promise<{ index: number }> {
+    this.checkServing();
+    const { index } = await this.propose(encodeCommand({ op: paused ? "pause_writes" : "resume_writes" }));
+    this.logger.info(paused ? "writes paused" : "writes resumed", { index });
+    return { index };
+  }
+
+  async query(sql: string, params: SqlValue[], consistency: Consistency): Promise<QueryResult> {
+    this.checkServing();
+    if (consistency === "linearizable") await this.readBarrier();
+    else if (consistency === "leader") this.requireLeader();
+    return this.state.store.query(sql, params);
+  }
+
+  stats(): StoreStats & { raft: ReturnType<SvcNode["status"]>; wal: { segments: number; sizeBytes: number; firstIndex: number; lastIndex: number }; snapshots: { count: number; latestIndex: number; latestSizeBytes: number } } {
+    const store = this.state.store.stats();
+    const segments = this.state.wal.segments();
+    const snapshots = this.state.snapshots.list().filter((s) => s.meta !== null);
+    const latest = snapshots.at(-1);
+    return {
+      ...store,
+      raft: this.status(),
+      wal: {
+        segments: segments.length,
+        sizeBytes: segments.reduce((sum, s) => sum + s.sizeBytes, 0),
+        firstIndex: segments[0]?.firstIndex ?? 0,
+        lastIndex: this.state.wal.lastIndex,
+      },
+      snapshots: { count: snapshots.length, latestIndex: latest?.index ?? 0, latestSizeBytes: latest?.meta?.stateSizeBytes ?? 0 },
+    };
+  }
+
+  /** Checks what verify-checksums reports for a running node: snapshots and the store. */
+  async verify(): Promise<{ target: string; ok: boolean; detail: string }[]> {
+    const { verifyDataDir } = await import("./verify.ts");
+    return verifyDataDir(this.state.paths, { store: this.state.store, skipWal: false });
+  }
+
+  /** Take a snapshot now (or join the one in progress). */
+  takeSnapshot(): Promise<SnapshotOutcome> {
+    this.checkServing();
+    this.snapshotInFlight ??= this.snapshotNow().finally(() => {
+      this.snapshotInFlight = null;
+    });
+    return this.snapshotInFlight;
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.tickTimer !== null) clearInterval(this.tickTimer);
+    this.waiters.failAll(new SvcError("SHUTTING_DOWN", "the node is shutting down", { hint: "retry against another node" }));
+    this.failReads(new SvcError("SHUTTING_DOWN", "the node is shutting down"));
+    if (this.snapshotInFlight !== null) await this.snapshotInFlight.catch(() => undefined);
+    try {
+      this.state.wal.close();
+      const status = this.core.status();
+      writeHardState(this.state.paths.hardStatePath, { ...this.persistedHardState, commit: status.commit });
+    } catch (e) {
+      this.logger.error("could not close the WAL cleanly; it is replayed on the next start", { error: errorMessage(e) });
+    }
+    this.state.store.close();
+    this.lock.release();
+    this.logger.info("stopped");
+  }
+
+  // ─── the loop ───────────────────────────────────────────────────────────────────────
+
+  private begin(): void {
+    const status = this.core.status();
+    this.catchUpTarget = status.commit;
+    this.setRecovery(this.state.store.meta.appliedIndex < this.catchUpTarget ? "replaying_wal" : "joining");
+    if (status.membership.voters.length === 0) {
+      this.setRecovery("requesting_snapshot");
+      this.logger.warn("this node belongs to no cluster yet: waiting for a leader to send it a snapshot", {
+        hint: "set bootstrap = true on the first node of a new cluster, or add this node from the leader with `svc admin add-node`",
+      });
+    }
+    if (status.membership.voters.length === 1 && status.membership.voters[0] === this.config.nodeId) this.core.campaign();
+    this.tickTimer = setInterval(() => {
+      this.core.tick();
+      this.waiters.expire(Date.now(), writeTimeoutMs);
+      this.schedule();
+    }, this.config.raft.heartbeatIntervalMs);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.readyScheduled || this.stopped) return;
+    this.readyScheduled = true;
+    setImmediate(() => {
+      this.readyScheduled = false;
+      this.processReady();
+    });
+  }
+
+  private processReady(): void {
+    if (this.stopped || this.fatalError !== null) return;
+    try {
+      while (this.core.hasReady()) this.handleReady(this.core.ready());
+      this.afterApply();
+    } catch (e) {
+      this.fail(e);
+    }
+  }
+
+  private handleReady(rd: Ready): void {
+    const { wal } = this.state;
+    if (rd.snapshot !== null) throw new SvcError("NOT_IMPLEMENTED", "installing a snapshot from a leader needs the peer transport");
+    if (rd.entries.length > 0) wal.append(rd.entries);
+    if (rd.hardState !== null && (rd.hardState.term !== this.persistedHardState.term || rd.hardState.vote !== this.persistedHardState.vote)) {
+      // Term and vote must be durable before any message that depends on them leaves.
+      const next = { ...rd.hardState, clusterId: this.clusterId };
+      writeHardState(this.state.paths.hardStatePath, next);
+      this.persistedHardState = next;
+    }
+    if (rd.mustSync && rd.entries.length > 0) {
+      const started = performance.now();
+      wal.sync();
+      this.metrics.walSyncs.inc();
+      this.metrics.walSyncLatency.observe((performance.now() - started) / 1000);
+      this.metrics.walEntriesPerSync.observe(rd.entries.length);
+      let bytes = 0;
+      for (const e of rd.entries) bytes += e.data.length;
+      this.metrics.walAppendedBytes.inc(bytes);
+    }
+    // Peer messages are sent here once the transport exists; a one-voter cluster has none.
+    if (rd.committed.length > 0) this.apply(rd.committed);
+    for (const rs of rd.readStates) this.readIndexConfirmed(rs.requestId, rs.index);
+    this.core.advance(rd);
+  }
+
+  private apply(entries: readonly Entry[]): void {
+    const results = this.state.store.apply(entries);
+    const now = Date.now();
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i];
+      const result = results[i];
+      assert(entry !== undefined && result !== undefined, "one result per applied entry");
+      const waitedMs = this.waiters.applied(entry.index, entry.term, result, now);
+      if (waitedMs >= 0 && result.kind === "execute") {
+        if (result.ok) this.metrics.writesTotal.inc();
+      }
+    }
+  }
+
+  private afterApply(): void {
+    const applied = this.state.store.meta.appliedIndex;
+    // Serve the linearizable reads whose read index is now applied.
+    while (this.readsAwaitingApply.length > 0 && (this.readsAwaitingApply[0]?.index ?? Infinity) <= applied) {
+      const batch = this.readsAwaitingApply.shift();
+      for (const read of batch?.reads ?? []) read.resolve();
+    }
+    if (this.readRoundInFlight === null && this.readsNotYetIssued.length > 0) this.startReadRound();
+    const status = this.core.status();
+    if (this.recovery === "replaying_wal" && applied >= this.catchUpTarget) {
+      this.logger.info("recovery: replay finished", { applied });
+      this.setRecovery("joining");
+    }
+    if (this.recovery === "joining" && status.leaderId !== null && applied >= this.catchUpTarget) {
+      this.logger.info("recovery: caught_up; joined as " + status.role, { applied, term: status.term, leader: status.leaderId });
+      this.setRecovery("healthy");
+    }
+    if (applied - this.lastSnapshotIndex >= this.config.snapshotIntervalEntries && this.snapshotInFlight === null && this.recovery === "healthy") {
+      this.takeSnapshot().catch(() => undefined);
+    }
+  }
+
+  private async propose(data: Uint8Array): Promise<{ applyResult: ApplyResult; index: number }> {
+    const started = performance.now();
+    const r = this.core.propose(data, Date.now());
+    if (!r.ok) throw this.proposeError(r);
+    this.schedule();
+    try {
+      const applyResult = await this.waiters.wait(r.index, r.term, Date.now());
+      this.metrics.writeLatency.observe((performance.now() - started) / 1000);
+      return { applyResult, index: r.index };
+    } catch (e) {
+      if (e instanceof SvcError) this.metrics.writeErrorsTotal.labels(e.code).inc();
+      throw e;
+    }
+  }
+
+  private proposeError(r: { code: string; leaderId?: string | null }): SvcError {
+    if (r.code === "NOT_LEADER") return this.notLeader(r.leaderId ?? null);
+    if (r.code === "PROPOSALS_FULL") {
+      return new SvcError("OVERLOADED", "too many writes are waiting to commit", { hint: "retry after a short wait; add back-pressure in the client" });
+    }
+    return new SvcError(r.code, `the write was refused: ${r.code}`);
+  }
+
+  private notLeader(leaderId: string | null): SvcError {
+    const leader = leaderId === null ? undefined : this.config.cluster.members.find((m) => m.id === leaderId);
+    return new SvcError("NOT_LEADER", leaderId === null ? "no leader is known right now" : `this node is not the leader; ${leaderId} is`, {
+      hint: leaderId === null ? "retry shortly: an election is in progress" : "send the request to the leader",
+      details: { leaderId, leaderClient: leader?.client.raw ?? null, leaderAdmin: leader?.admin.raw ?? null },
+    });
+  }
+
+  private requireLeader(): void {
+    const status = this.core.status();
+    if (status.role !== "leader") throw this.notLeader(status.leaderId);
+  }
+
+  // ─── linearizable reads (ReadIndex, batched) ────────────────────────────────────────
+
+  private readBarrier(): Promise<void> {
+    if (this.readsNotYetIssued.length >= pendingReadsMax) {
+      return Promise.reject(new SvcError("OVERLOADED", "too many reads are waiting", { hint: "retry after a short wait" }));
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.readsNotYetIssued.push({ resolve, reject });
+      // Reads that arrive while a round is in flight wait for the next one: a round only
+      // proves leadership as of when it began.
+      if (this.readRoundInFlight === null) this.startReadRound();
+    });
+  }
+
+  private startReadRound(): void {
+    const reads = this.readsNotYetIssued;
+    this.readsNotYetIssued = [];
+    const id = this.nextReadId++;
+    const r = this.core.readIndex(id);
+    if (!r.ok) {
+      const error = r.code === "NOT_LEADER" ? this.notLeader(r.leaderId) : new SvcError("OVERLOADED", "too many reads are waiting");
+      for (const read of reads) read.reject(error);
+      return;
+    }
+    this.metrics.readIndexRounds.inc();
+    this.readRoundInFlight = { id, reads };
+    this.schedule();
+  }
+
+  private readIndexConfirmed(requestId: number, index: number): void {
+    const round = this.readRoundInFlight;
+    if (round === null || round.id !== requestId) return;
+    this.readRoundInFlight = null;
+    this.readsAwaitingApply.push({ index, reads: round.reads });
+  }
+
+  private failReads(error: SvcError): void {
+    for (const read of this.readRoundInFlight?.reads ?? []) read.reject(error);
+    for (const read of this.readsNotYetIssued) read.reject(error);
+    for (const batch of this.readsAwaitingApply) for (const read of batch.reads) read.reject(error);
+    this.readRoundInFlight = null;
+    this.readsNotYetIssued = [];
+    this.readsAwaitingApply = [];
+  }
+
+  // ─── snapshots ──────────────────────────────────────────────────────────────────────
+
+  private async snapshotNow(): Promise<SnapshotOutcome> {
+    const started = performance.now();
+    this.metrics.snapshotInProgress.set(1);
+    const { snapshots, paths, wal } = this.state;
+    const tempDir = snapshots.beginTemp();
+    try {
+      const image = await createSnapshotImage(paths.storePath, join(tempDir, snapshotStateFile));
+      if (image.appliedIndex <= this.lastSnapshotIndex) {
+        snapshots.discard(tempDir);
+        const latest = snapshots.latest();
+        return { index: this.lastSnapshotIndex, term: latest?.term ?? 0, dir: latest?.dir ?? "", sizeBytes: latest?.meta?.stateSizeBytes ?? 0, durationMs: performance.now() - started };
+      }
+      const entry = await snapshots.commit(tempDir, {
+        clusterId: this.clusterId, index: image.appliedIndex, term: image.appliedTerm, membership: image.membership,
+      });
+      if (!this.stopped) {
+        this.core.compact({ index: entry.index, term: entry.term, membership: image.membership });
+        const removed = wal.removeSegmentsCoveredBy(entry.index);
+        this.metrics.walSegmentsRemoved.inc(removed.length);
+        snapshots.prune(snapshotsRetainedCount);
+      }
+      this.lastSnapshotIndex = entry.index;
+      const durationMs = performance.now() - started;
+      const sizeBytes = entry.meta?.stateSizeBytes ?? 0;
+      this.metrics.snapshotsTotal.inc();
+      this.metrics.snapshotDuration.observe(durationMs / 1000);
+      this.metrics.snapshotLastCompletedTimestamp.set(Date.now() / 1000);
+      this.metrics.snapshotSizeBytes.set(sizeBytes);
+      this.logger.info("snapshot taken", { index: entry.index, term: entry.term, dir: entry.dir, sizeBytes, durationMs: Math.round(durationMs) });
+      return { index: entry.index, term: entry.term, dir: entry.dir, sizeBytes, durationMs };
+    } catch (e) {
+      snapshots.discard(tempDir);
+      this.metrics.snapshotFailuresTotal.inc();
+      this.logger.error("snapshot failed", { error: errorMessage(e) });
+      throw e;
+    } finally {
+      this.metrics.snapshotInProgress.set(0);
+    }
+  }
+
+  // ─── state ──────────────────────────────────────────────────────────────────────────
+
+  private setRecovery(state: RecoveryState): void {
+    if (this.recovery === state) return;
+    this.logger.info(`recovery: ${this.recovery} -> ${state}`);
+    this.recovery = state;
+  }
+
+  private checkServing(): void {
+    if (this.fatalError !== null) throw this.fatalError;
+    if (this.stopped) throw new SvcError("SHUTTING_DOWN", "the node is shutting down");
+  }
+
+  /** A storage failure: nothing unsynced was acknowledged, but the node cannot go on safely. */
+  private fail(e: unknown): void {
+    const error = e instanceof SvcError ? e : new SvcError("STORAGE_FAILED", `storage failure: ${errorMessage(e)}`, {
+      hint: "check the disk (free space, I/O errors in the kernel log); the node stops and replays its WAL on restart",
+      cause: e,
+    });
+    this.fatalError = error;
+    this.logger.error(`fatal: ${error.message}`, { hint: error.hint });
+    this.waiters.failAll(error);
+    this.failReads(error);
+    this.onFatal?.(error);
+  }
+
+  /** Called once when the node hits an unrecoverable error; serve.ts exits the process. */
+  onFatal: ((e: SvcError) => void) | null = null;
+}
+
+function clampCommit(hs: { term: number; vote: string | null; commit: number }, state: LoadedState): { term: number; vote: string | null; commit: number } {
+  const last = state.entries.at(-1)?.index ?? state.snapshot?.index ?? 0;
+  return { ...hs, commit: Math.min(hs.commit, last) };
+}
+
+/**
+ * A cluster is born once: on the first start of a node whose config says bootstrap = true
+ * and whose data directory holds nothing, write a cluster id and the first membership.
+ */
+function bootstrapIfNew(state: LoadedState, config: Config, logger: Logger): string {
+  if (!isPristine(state)) {
+    const clusterId = state.hardState.clusterId !== "" ? state.hardState.clusterId : state.store.meta.clusterId;
+    return clusterId;
+  }
+  if (!config.cluster.bootstrap) return "";
+  const clusterId = randomUUID();
+  const voters = config.cluster.members.length > 0 ? config.cluster.members.map((m) => m.id) : [config.nodeId];
+  const membership: Membership = { voters, learners: [] };
+  const first: Entry = { term: 1, index: 1, kind: "config", timestampMs: Date.now(), data: encodeMembership(membership) };
+  state.wal.append([first]);
+  state.wal.sync();
+  const hardState: StoredHardState = { term: 1, vote: null, commit: 1, clusterId };
+  writeHardState(state.paths.hardStatePath, hardState);
+  state.store.setClusterId(clusterId);
+  state.hardState = hardState;
+  state.entries = [first];
+  logger.info("bootstrapped a new cluster", { clusterId, voters });
+  return clusterId;
+}
+
+/**
+ * The store holds committed state the log no longer has (the WAL was cleared or the log
+ * has a gap): take a snapshot of the store and start the log after it.
+ */
+async function rebaseOnStore(state: LoadedState, clusterId: string, logger: Logger): Promise<void> {
+  const tempDir = state.snapshots.beginTemp();
+  const image = await createSnapshotImage(state.paths.storePath, join(tempDir, snapshotStateFile));
+  const entry: SnapshotEntry = await state.snapshots.commit(tempDir, {
+    clusterId, index: image.appliedIndex, term: image.appliedTerm, membership: image.membership,
+  });
+  const meta: SnapshotMeta = { index: entry.index, term: entry.term, membership: image.membership };
+  state.wal.resetTo(entry.index + 1);
+  state.wal.removeSegmentsCoveredBy(entry.index);
+  state.snapshot = meta;
+  state.entries = [];
+  const hs = state.hardState;
+  if (hs.term < meta.term || hs.commit < meta.index) {
+    state.hardState = { ...hs, term: Math.max(hs.term, meta.term), commit: Math.max(hs.commit, meta.index), clusterId };
+    writeHardState(state.paths.hardStatePath, state.hardState);
+  }
+  state.needsSnapshotAt = null;
+  logger.info("recovery: the log starts after a snapshot of the store", { index: meta.index, term: meta.term });
+}

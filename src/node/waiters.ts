@@ -1,0 +1,62 @@
+// Clients waiting for their entry to be applied, keyed by log index. An entry is only
+// answered once applied; if a different entry (another term) is applied at its index, a new
+// leader replaced it and the client is told its write did not happen.
+
+import type { ApplyResult } from "../store/index.ts";
+import { SvcError } from "../util/errors.ts";
+
+interface Waiter {
+  term: number;
+  startedMs: number;
+  resolve: (result: ApplyResult) => void;
+  reject: (error: SvcError) => void;
+}
+
+export class ApplyWaiters {
+  private readonly byIndex = new Map<number, Waiter>();
+
+  get size(): number {
+    return this.byIndex.size;
+  }
+
+  wait(index: number, term: number, nowMs: number): Promise<ApplyResult> {
+    return new Promise((resolve, reject) => {
+      this.byIndex.set(index, { term, startedMs: nowMs, resolve, reject });
+    });
+  }
+
+  /** An entry was applied: answer whoever waits for its index. Returns the wait in ms, or -1. */
+  applied(index: number, term: number, result: ApplyResult, nowMs: number): number {
+    const waiter = this.byIndex.get(index);
+    if (waiter === undefined) return -1;
+    this.byIndex.delete(index);
+    if (waiter.term === term) {
+      waiter.resolve(result);
+    } else {
+      waiter.reject(new SvcError("ENTRY_REPLACED", "the write was not committed: a new leader replaced it before it reached a quorum", {
+        hint: "retry the write",
+      }));
+    }
+    return nowMs - waiter.startedMs;
+  }
+
+  /** Fail everyone still waiting (shutdown, storage failure). */
+  failAll(error: SvcError): void {
+    for (const waiter of this.byIndex.values()) waiter.reject(error);
+    this.byIndex.clear();
+  }
+
+  /** Fail waiters older than the deadline: their outcome is unknown, not failed. */
+  expire(nowMs: number, timeoutMs: number): number {
+    let expired = 0;
+    for (const [index, waiter] of this.byIndex) {
+      if (nowMs - waiter.startedMs < timeoutMs) continue;
+      this.byIndex.delete(index);
+      waiter.reject(new SvcError("WRITE_TIMEOUT", `the write (log index ${index}) was not applied within ${timeoutMs} ms; it may still be applied later`, {
+        hint: "check cluster health (`svc admin cluster-status`), then read back before retrying a write that is not idempotent",
+      }));
+      expired++;
+    }
+    return expired;
+  }
+}

@@ -3,7 +3,7 @@
 // root command. Every error reaches reportError() here, which picks the exit code.
 
 import { basename } from "node:path";
-import { runCommand } from "citty";
+import { renderUsage, runCommand, type CommandDef } from "citty";
 import { rootCommand } from "./cli/root.ts";
 import { reportError } from "./cli/_exit.ts";
 
@@ -13,8 +13,29 @@ function invokedArgs(): string[] {
   return name === "svc-admin" ? ["admin", ...args] : args;
 }
 
+/** The command that `args` names, for --help at any depth. */
+async function commandFor(args: string[]): Promise<[CommandDef, CommandDef | undefined]> {
+  let cmd: CommandDef = rootCommand as CommandDef;
+  let parent: CommandDef | undefined;
+  for (const arg of args) {
+    if (arg.startsWith("-")) continue;
+    const subs = typeof cmd.subCommands === "function" ? await cmd.subCommands() : await cmd.subCommands;
+    const next = subs?.[arg];
+    if (next === undefined) break;
+    parent = cmd;
+    cmd = (typeof next === "function" ? await next() : await next) as CommandDef;
+  }
+  return [cmd, parent];
+}
+
+const args = invokedArgs();
 try {
-  await runCommand(rootCommand, { rawArgs: invokedArgs() });
+  if (args.includes("--help") || args.includes("-h")) {
+    const [cmd, parent] = await commandFor(args);
+    process.stdout.write(`${await renderUsage(cmd, parent)}\n`);
+  } else {
+    await runCommand(rootCommand, { rawArgs: args });
+  }
 } catch (e) {
   process.exitCode = reportError(e);
 }

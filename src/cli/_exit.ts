@@ -31,7 +31,17 @@ export function reportError(e: unknown): number {
     process.stderr.write(`svc: ${e.describe()}\n`);
     return e.code.startsWith("CONFIG_") || e.code === "USAGE" ? ExitCode.usage : ExitCode.failure;
   }
+  if (e instanceof Error && e.name === "CLIError") {
+    // citty's own complaints about the command line: unknown command, missing argument.
+    process.stderr.write(`svc: ${stripAnsi(e.message)} (see --help)\n`);
+    return ExitCode.usage;
+  }
   process.stderr.write(`svc: ${errorMessage(e)}\n`);
   if (e instanceof Error && e.stack !== undefined && process.env.SVC_DEBUG === "1") process.stderr.write(`${e.stack}\n`);
   return ExitCode.failure;
+}
+
+function stripAnsi(text: string): string {
+  // biome-ignore lint: matching the escape character is the point.
+  return text.replace(/\u001b\[[0-9;]*m/g, "");
 }

@@ -5,6 +5,13 @@ import { defineCommand, type CommandDef } from "citty";
 // Each admin command lives in its own file and is listed here.
 // biome-ignore lint: citty's CommandDef is generic over each command's own args.
 const subCommands: Record<string, () => Promise<CommandDef<any>>> = {
+  stats: () => import("./stats.ts").then((m) => m.statsCommand),
+  query: () => import("./query.ts").then((m) => m.queryCommand),
+  "verify-checksums": () => import("./verify-checksums.ts").then((m) => m.verifyChecksumsCommand),
+  "pause-writes": () => import("./writes.ts").then((m) => m.pauseWritesCommand),
+  "resume-writes": () => import("./writes.ts").then((m) => m.resumeWritesCommand),
+  "cluster-info": () => import("./cluster-info.ts").then((m) => m.clusterInfoCommand),
+  snapshot: () => import("./snapshot.ts").then((m) => m.snapshotCommand),
   "cleanup-snapshots": () => import("./cleanup-snapshots.ts").then((m) => m.cleanupSnapshotsCommand),
   "cleanup-wal-archive": () => import("./cleanup-wal-archive.ts").then((m) => m.cleanupWalArchiveCommand),
 };

@@ -1,0 +1,71 @@
+// The admin commands' HTTP client for a node's admin port. Errors come back as the node's
+// {"error": {code, message, hint}} and are shown as such; an unreachable node says so.
+
+import { loadConfigOrExit } from "./_config.ts";
+import { CliExit, ExitCode } from "./_exit.ts";
+
+export const nodeArgs = {
+  node: { type: "string", description: "Admin URL of the node (default: the admin address in --config, else http://127.0.0.1:9090)", valueHint: "URL" },
+  config: { type: "string", description: "Configuration file to take the node's admin address from", valueHint: "FILE" },
+  json: { type: "boolean", description: "Print machine-readable JSON" },
+} as const;
+
+export function nodeUrl(args: { node?: string | undefined; config?: string | undefined }): string {
+  if (args.node !== undefined && args.node !== "") return args.node.replace(/\/+$/, "");
+  if (args.config !== undefined && args.config !== "") {
+    const admin = loadConfigOrExit(args.config).listen.admin;
+    const host = admin.host === "0.0.0.0" ? "127.0.0.1" : admin.host === "::" ? "::1" : admin.host;
+    return `http://${host.includes(":") ? `[${host}]` : host}:${admin.port}`;
+  }
+  return "http://127.0.0.1:9090";
+}
+
+export async function callNode(base: string, method: "GET" | "POST", path: string, body?: unknown, timeoutMs = 60_000): Promise<unknown> {
+  let response: Response;
+  try {
+    response = await fetch(`${base}${path}`, {
+      method,
+      headers: body === undefined ? {} : { "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+  } catch (e) {
+    throw new CliExit(ExitCode.failure, `cannot reach the node at ${base}: ${e instanceof Error ? e.message : String(e)}\n  → is it running (\`systemctl status svc\`)? pass --node URL or --config FILE to pick the node`);
+  }
+  const text = await response.text();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new CliExit(ExitCode.failure, `the node at ${base} answered ${response.status} with something that is not JSON: ${text.slice(0, 200)}`);
+  }
+  if (!response.ok) {
+    const error = (parsed as { error?: { code?: string; message?: string; hint?: string } }).error;
+    const message = error?.message ?? `HTTP ${response.status}`;
+    throw new CliExit(ExitCode.failure, `${message}${error?.code === undefined ? "" : ` [${error.code}]`}${error?.hint === undefined ? "" : `\n  → ${error.hint}`}`);
+  }
+  return parsed;
+}
+
+/** key: value lines for a flat object (nested values as JSON). */
+export function printKeyValues(obj: Record<string, unknown>): void {
+  const width = Math.max(...Object.keys(obj).map((k) => k.length));
+  for (const [k, v] of Object.entries(obj)) {
+    process.stdout.write(`${`${k}:`.padEnd(width + 2)}${typeof v === "object" && v !== null ? JSON.stringify(v) : String(v)}\n`);
+  }
+}
+
+export function printJson(v: unknown): void {
+  process.stdout.write(`${JSON.stringify(v, null, 2)}\n`);
+}
+
+/** A plain text table: header, rule, rows; cells are JSON for non-strings. */
+export function printTable(columns: readonly string[], rows: readonly (readonly unknown[])[]): void {
+  const cell = (v: unknown): string => (v === null ? "NULL" : typeof v === "string" ? v : JSON.stringify(v));
+  const text = rows.map((r) => r.map(cell));
+  const widths = columns.map((c, i) => Math.min(60, Math.max(c.length, ...text.map((r) => (r[i] ?? "").length))));
+  const line = (cells: readonly string[]): string => cells.map((c, i) => c.slice(0, 60).padEnd(widths[i] ?? 0)).join(" | ").trimEnd();
+  process.stdout.write(`${line(columns)}\n${widths.map((w) => "-".repeat(w)).join("-+-")}\n`);
+  for (const r of text) process.stdout.write(`${line(r)}\n`);
+  process.stdout.write(`(${rows.length} row${rows.length === 1 ? "" : "s"})\n`);
+}

@@ -65,6 +65,8 @@ const build = Bun.spawnSync(
     "--define", `SVC_BUILD_COMMIT=${JSON.stringify(commit)}`,
     "--outfile", outFile,
     join(repoDir, "src", "main.ts"),
+    // Workers are separate entry points of the same executable (snapshots are taken in one).
+    join(repoDir, "src", "store", "snapshot-worker.ts"),
   ],
   { cwd: repoDir, stdout: "inherit", stderr: "inherit" },
 );

@@ -12,7 +12,7 @@ export interface SnapshotImage {
 }
 
 export function createSnapshotImage(storePath: string, imagePath: string): Promise<SnapshotImage> {
-  const worker = new Worker(new URL("./snapshot-worker.ts", import.meta.url).href);
+  const worker = new Worker(workerSpecifier());
   return new Promise<SnapshotImage>((resolve, reject) => {
     worker.onmessage = (event: MessageEvent<SnapshotImageReply>) => {
       worker.terminate();
@@ -36,4 +36,12 @@ export function createSnapshotImage(storePath: string, imagePath: string): Promi
     };
     worker.postMessage({ storePath, imagePath });
   });
+}
+
+/**
+ * Where the worker's module is. From source it sits beside this file; in the compiled
+ * binary it is an extra entry point, addressed relative to the bundle's root (src/).
+ */
+function workerSpecifier(): string {
+  return import.meta.url.includes("$bunfs") ? "./store/snapshot-worker.ts" : new URL("./snapshot-worker.ts", import.meta.url).href;
 }

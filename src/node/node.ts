@@ -52,6 +52,8 @@ export class SvcNode {
   readonly metrics: NodeMetrics;
   private tickTimer: ReturnType<typeof setInterval> | null = null;
   private readyScheduled = false;
+  /** A Ready's WAL sync is running on another thread; the next Ready waits for it. */
+  private syncInFlight = false;
   private stopped = false;
   private fatalError: SvcError | null = null;
   private persistedHardState: StoredHardState;
@@ -284,39 +286,65 @@ export class SvcNode {
   }
 
   private processReady(): void {
-    if (this.stopped || this.fatalError !== null) return;
+    if (this.stopped || this.fatalError !== null || this.syncInFlight) return;
     try {
-      while (this.core.hasReady()) this.handleReady(this.core.ready());
-      this.afterApply();
+      while (this.core.hasReady()) {
+        const rd = this.core.ready();
+        if (this.persist(rd)) {
+          // The WAL is syncing on another thread; requests that arrive meanwhile are
+          // proposed and go into the next batch (group commit, pipelined).
+          this.syncInFlight = true;
+          const started = performance.now();
+          this.state.wal.syncAsync().then(
+            () => {
+              this.syncInFlight = false;
+              this.metrics.walSyncLatency.observe((performance.now() - started) / 1000);
+              this.metrics.walSyncs.inc();
+              this.finishReady(rd);
+              this.processReady();
+            },
+            (e: unknown) => {
+              this.syncInFlight = false;
+              this.fail(e);
+            },
+          );
+          return;
+        }
+        this.finishReady(rd);
+      }
     } catch (e) {
       this.fail(e);
     }
   }
 
-  private handleReady(rd: Ready): void {
+  /** Write what a Ready asks to persist; returns true when an fsync is owed before going on. */
+  private persist(rd: Ready): boolean {
     const { wal } = this.state;
     if (rd.snapshot !== null) throw new SvcError("NOT_IMPLEMENTED", "installing a snapshot from a leader needs the peer transport");
-    if (rd.entries.length > 0) wal.append(rd.entries);
+    if (rd.entries.length > 0) {
+      wal.append(rd.entries);
+      let bytes = 0;
+      for (const e of rd.entries) bytes += e.data.length;
+      this.metrics.walAppendedBytes.inc(bytes);
+      this.metrics.walEntriesPerSync.observe(rd.entries.length);
+    }
     if (rd.hardState !== null && (rd.hardState.term !== this.persistedHardState.term || rd.hardState.vote !== this.persistedHardState.vote)) {
-      // Term and vote must be durable before any message that depends on them leaves.
+      // Term and vote must be durable before any message that depends on them leaves
+      // (writeHardState fsyncs itself).
       const next = { ...rd.hardState, clusterId: this.clusterId };
       writeHardState(this.state.paths.hardStatePath, next);
       this.persistedHardState = next;
     }
-    if (rd.mustSync && rd.entries.length > 0) {
-      const started = performance.now();
-      wal.sync();
-      this.metrics.walSyncs.inc();
-      this.metrics.walSyncLatency.observe((performance.now() - started) / 1000);
-      this.metrics.walEntriesPerSync.observe(rd.entries.length);
-      let bytes = 0;
-      for (const e of rd.entries) bytes += e.data.length;
-      this.metrics.walAppendedBytes.inc(bytes);
-    }
+    return rd.mustSync && rd.entries.length > 0;
+  }
+
+  /** After persisting: send, apply, answer, advance. */
+  private finishReady(rd: Ready): void {
     // Peer messages are sent here once the transport exists; a one-voter cluster has none.
     if (rd.committed.length > 0) this.apply(rd.committed);
     for (const rs of rd.readStates) this.readIndexConfirmed(rs.requestId, rs.index);
     this.core.advance(rd);
+    this.afterApply();
   }
 
   private apply(entries: readonly Entry[]): void {
@@ -341,17 +369,21 @@ export class SvcNode {
       for (const read of batch?.reads ?? []) read.resolve();
     }
     if (this.readRoundInFlight === null && this.readsNotYetIssued.length > 0) this.startReadRound();
-    const status = this.core.status();
+    if (this.recovery !== "healthy") this.advanceRecovery(applied);
+    if (applied - this.lastSnapshotIndex >= this.config.snapshotIntervalEntries && this.snapshotInFlight === null && this.recovery === "healthy") {
+      this.takeSnapshot().catch(() => undefined);
+    }
+  }
+
+  private advanceRecovery(applied: number): void {
     if (this.recovery === "replaying_wal" && applied >= this.catchUpTarget) {
       this.logger.info("recovery: replay finished", { applied });
       this.setRecovery("joining");
     }
+    const status = this.core.status();
     if (this.recovery === "joining" && status.leaderId !== null && applied >= this.catchUpTarget) {
-      this.logger.info("recovery: caught_up; joined as " + status.role, { applied, term: status.term, leader: status.leaderId });
+      this.logger.info(`recovery: caught_up; joined as ${status.role}`, { applied, term: status.term, leader: status.leaderId });
       this.setRecovery("healthy");
-    }
-    if (applied - this.lastSnapshotIndex >= this.config.snapshotIntervalEntries && this.snapshotInFlight === null && this.recovery === "healthy") {
-      this.takeSnapshot().catch(() => undefined);
     }
   }
 

@@ -27,6 +27,8 @@ export interface SegmentDamage {
 export interface SegmentScan {
   entries: Entry[];
   damage: SegmentDamage | null;
+  /** Where the records end: the damage, or the zero-filled preallocated space, or the file's end. */
+  dataEndBytes: number;
   sizeBytes: number;
 }
 
@@ -45,10 +47,17 @@ export function scanSegment(buf: Uint8Array): SegmentScan {
   let sawHeader = false;
   const damageAt = (at: number, reason: string): SegmentScan => ({
     entries,
+    dataEndBytes: at,
     sizeBytes: buf.length,
     damage: { offset: at, reason, validRecordAfter: validRecordAfter(buf, at), afterIndex: entries.at(-1)?.index ?? 0 },
   });
   while (offset < buf.length) {
+    if (isZeroHeader(buf, offset)) {
+      // Segments are preallocated with zeros: an all-zero header is where the records end,
+      // provided nothing but zeros follows.
+      if (isZeroFrom(buf, offset)) return { entries, damage: null, dataEndBytes: offset, sizeBytes: buf.length };
+      return damageAt(offset, "a zeroed record header with data after it");
+    }
     const decoded = decodeRecordAt(buf, offset);
     if (decoded.kind === "short") return damageAt(offset, "record cut short (incomplete write)");
     if (decoded.kind === "bad") return damageAt(offset, decoded.reason);
@@ -69,7 +78,38 @@ export function scanSegment(buf: Uint8Array): SegmentScan {
     }
     offset = decoded.end;
   }
-  return { entries, damage: null, sizeBytes: buf.length };
+  return { entries, damage: null, dataEndBytes: buf.length, sizeBytes: buf.length };
+}
+
+function isZeroHeader(buf: Uint8Array, offset: number): boolean {
+  if (offset + recordHeaderBytes > buf.length) return isZeroFrom(buf, offset);
+  for (let i = offset; i < offset + recordHeaderBytes; i++) if (buf[i] !== 0) return false;
+  return true;
+}
+
+function isZeroFrom(buf: Uint8Array, offset: number): boolean {
+  return lastNonZeroByte(buf) < offset;
+}
+
+/** Index of the last non-zero byte, -1 when all are zero. */
+export function lastNonZeroByte(buf: Uint8Array): number {
+  // Compare eight bytes at a time where aligned; the preallocated tail is megabytes of zeros.
+  let i = buf.length - 1;
+  while (i >= 0 && (i + 1) % 8 !== 0) {
+    if (buf[i] !== 0) return i;
+    i--;
+  }
+  const words = new BigUint64Array(buf.buffer, buf.byteOffset, Math.floor((i + 1) / 8));
+  if (buf.byteOffset % 8 === 0) {
+    let w = words.length - 1;
+    while (w >= 0 && words[w] === 0n) w--;
+    i = w * 8 + 7;
+  }
+  while (i >= 0) {
+    if (buf[i] !== 0) return i;
+    i--;
+  }
+  return -1;
 }
 
 function parseHeader(payload: Uint8Array): { format: number } | null {

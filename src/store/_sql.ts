@@ -50,9 +50,9 @@ export function lexSql(sql: string): SqlShape {
         isTrigger = false;
       }
       i++;
-    } else if (/[A-Za-z_]/.test(c)) {
+    } else if (isWordStart(sql.charCodeAt(i))) {
       let j = i + 1;
-      while (j < n && /[A-Za-z0-9_$]/.test(sql[j] ?? "")) j++;
+      while (j < n && isWordPart(sql.charCodeAt(j))) j++;
       const word = sql.slice(i, j);
       const upper = word.toUpperCase();
       if (expectKeyword) keywords.push(upper);
@@ -64,11 +64,23 @@ export function lexSql(sql: string): SqlShape {
       expectKeyword = false;
       i = j;
     } else {
-      if (!/\s/.test(c)) expectKeyword = false;
+      if (!isSpace(sql.charCodeAt(i))) expectKeyword = false;
       i++;
     }
   }
   return { keywords, identifiers };
+}
+
+function isWordStart(c: number): boolean {
+  return (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c > 127;
+}
+
+function isWordPart(c: number): boolean {
+  return isWordStart(c) || (c >= 48 && c <= 57) || c === 36;
+}
+
+function isSpace(c: number): boolean {
+  return c === 32 || (c >= 9 && c <= 13);
 }
 
 function skipQuoted(sql: string, start: number, quote: string): number {

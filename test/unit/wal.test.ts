@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Wal, listSegments } from "../../src/storage/index.ts";
+import { Wal, listSegments, scanSegment } from "../../src/storage/index.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { isSvcError, silentLogger } from "../../src/util/index.ts";
 
@@ -22,7 +22,12 @@ function entry(index: number, term = 1, size = 20): Entry {
   return { term, index, kind: "normal", timestampMs: 1_700_000_000_000 + index, data };
 }
 
-const opts = { segmentSizeBytes: 64 * 1024 * 1024, logger: silentLogger };
+const opts = { segmentSizeBytes: 64 * 1024, logger: silentLogger };
+
+/** Where the records end in a (preallocated) segment file. */
+function dataEnd(bytes: Uint8Array): number {
+  return scanSegment(bytes).dataEndBytes;
+}
 
 function writeEntries(dir: string, count: number, segmentSizeBytes = opts.segmentSizeBytes): void {
   const { wal } = Wal.open(dir, { ...opts, segmentSizeBytes });
@@ -49,19 +54,26 @@ describe("wal", () => {
     writeEntries(dir, 5);
     const [segment] = listSegments(dir);
     if (segment === undefined) throw new Error("no segment");
-    const full = fs.readFileSync(segment.path);
+    const full = new Uint8Array(fs.readFileSync(segment.path));
+    const end = dataEnd(full);
     // The last record is 9 header bytes + 25 entry header bytes + 20 data bytes.
-    const lastRecordStart = full.length - (9 + 25 + 20);
-    for (let cut = lastRecordStart; cut < full.length; cut++) {
-      fs.writeFileSync(segment.path, full.subarray(0, cut));
-      const { wal, entries, truncatedBytes } = Wal.open(dir, opts);
-      expect(entries.map((e) => e.index)).toEqual([1, 2, 3, 4]);
-      expect(truncatedBytes).toBe(cut - lastRecordStart);
-      expect(fs.statSync(segment.path).size).toBe(lastRecordStart);
-      // The log goes on after the cut: the next append lands right after entry 4.
-      wal.append([entry(5, 2)]);
-      wal.close();
-      expect(Wal.open(dir, opts).entries.at(-1)).toEqual(entry(5, 2));
+    const lastRecordStart = end - (9 + 25 + 20);
+    for (let cut = lastRecordStart; cut < end; cut++) {
+      // Two shapes of a torn write: the file ends early, or the preallocated zeros follow.
+      for (const shape of ["short file", "zeros after"] as const) {
+        const torn = shape === "short file" ? full.slice(0, cut) : full.slice();
+        if (shape === "zeros after") torn.fill(0, cut, end);
+        fs.writeFileSync(segment.path, torn);
+        const { wal, entries } = Wal.open(dir, opts);
+        expect(entries.map((e) => e.index)).toEqual([1, 2, 3, 4]);
+        // The log goes on after the cut: the next append lands right after entry 4.
+        wal.append([entry(5, 2)]);
+        wal.close();
+        const again = Wal.open(dir, opts);
+        expect(again.entries.at(-1)).toEqual(entry(5, 2));
+        expect(again.truncatedBytes).toBe(0);
+        again.wal.close();
+      }
     }
   });
 
@@ -71,7 +83,7 @@ describe("wal", () => {
     const [segment] = listSegments(dir);
     if (segment === undefined) throw new Error("no segment");
     const full = new Uint8Array(fs.readFileSync(segment.path));
-    const lastRecordStart = full.length - (9 + 25 + 20);
+    const lastRecordStart = dataEnd(full) - (9 + 25 + 20);
     for (let offset = 0; offset < lastRecordStart; offset++) {
       for (const bit of [0, 3, 7]) {
         const damaged = full.slice();
@@ -96,8 +108,9 @@ describe("wal", () => {
     writeEntries(dir, 30, 300);
     const [first] = listSegments(dir);
     if (first === undefined) throw new Error("no segment");
-    const size = fs.statSync(first.path).size;
-    fs.truncateSync(first.path, size - 3);
+    const bytes = new Uint8Array(fs.readFileSync(first.path));
+    bytes.fill(0, dataEnd(bytes) - 3);
+    fs.writeFileSync(first.path, bytes);
     expect(() => Wal.open(dir, opts)).toThrow(/WAL is corrupt/);
   });
 

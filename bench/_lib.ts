@@ -1,0 +1,121 @@
+// Shared pieces of the benchmarks: starting svc nodes, a closed-loop HTTP load generator
+// with latency percentiles, and reading a process's RSS.
+
+import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { renderConfigToml } from "../src/config/index.ts";
+
+export interface LoadResult {
+  ops: number;
+  errors: number;
+  opsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Ports {
+  client: number;
+  admin: number;
+  peer: number;
+}
+
+export function startSvc(
+  bin: string[], dir: string, id: string, ports: Ports, members: (Ports & { id: string })[], bootstrap: boolean,
+): Bun.Subprocess {
+  const dataDir = join(dir, id);
+  mkdirSync(dataDir, { recursive: true });
+  const configPath = join(dir, `${id}.toml`);
+  const addr = (p: number): string => `127.0.0.1:${p}`;
+  writeFileSync(configPath, renderConfigToml({
+    nodeId: id,
+    dataDir,
+    listen: { client: addr(ports.client), admin: addr(ports.admin), peer: addr(ports.peer) },
+    cluster: { bootstrap, members: members.map((m) => ({ id: m.id, peer: addr(m.peer), client: addr(m.client), admin: addr(m.admin) })) },
+  }));
+  return Bun.spawn([...bin, "serve", "--config", configPath], {
+    stdout: "ignore",
+    stderr: Bun.file(join(dir, `${id}.log`)),
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" },
+  });
+}
+
+export async function waitHealthy(adminBase: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const r = await fetch(`${adminBase}/health`);
+      if (r.ok) return;
+    } catch {
+      // not up yet
+    }
+    await Bun.sleep(50);
+  }
+  throw new Error(`${adminBase} did not become healthy within ${timeoutMs} ms`);
+}
+
+/** Closed loop: `clients` workers, each sending its next request when the last is answered. */
+export async function runLoad(options: {
+  url: string | (() => string);
+  clients: number;
+  durationMs: number;
+  body: () => string;
+}): Promise<LoadResult> {
+  const latencies: number[] = [];
+  let errors = 0;
+  let firstError = "";
+  const started = performance.now();
+  const deadline = started + options.durationMs;
+  const worker = async (): Promise<void> => {
+    while (performance.now() < deadline) {
+      const url = typeof options.url === "string" ? options.url : options.url();
+      const t0 = performance.now();
+      try {
+        const r = await fetch(url, { method: "POST", body: options.body(), headers: { "content-type": "application/json" } });
+        const text = await r.text();
+        if (r.ok) latencies.push(performance.now() - t0);
+        else {
+          errors++;
+          firstError ||= `${r.status} ${text.slice(0, 200)}`;
+        }
+      } catch (e) {
+        errors++;
+        firstError ||= String(e);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: options.clients }, worker));
+  const elapsedMs = performance.now() - started;
+  if (firstError !== "") process.stdout.write(`  (${errors} errors; first: ${firstError})\n`);
+  return summarize(latencies, errors, elapsedMs);
+}
+
+export function summarize(latencies: number[], errors: number, elapsedMs: number): LoadResult {
+  const sorted = Float64Array.from(latencies).sort();
+  const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+  return { ops: sorted.length, errors, opsPerSecond: (sorted.length * 1000) / elapsedMs, p50Ms: at(0.5), p99Ms: at(0.99) };
+}
+
+export function printRow(label: string, r: LoadResult): void {
+  process.stdout.write(
+    `${label.padEnd(34)} ${r.opsPerSecond.toFixed(0).padStart(8)} ops/s   p50 ${r.p50Ms.toFixed(2).padStart(7)} ms   p99 ${r.p99Ms.toFixed(2).padStart(7)} ms   (${r.ops} ok, ${r.errors} errors)\n`,
+  );
+}
+
+export function rssBytesOf(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const m = /VmRSS:\s+(\d+) kB/.exec(status);
+  return m === null ? 0 : Number(m[1]) * 1024;
+}

@@ -1,0 +1,60 @@
+// Single-node benchmark: one svc node, fsync on, 256-byte values through POST /v1/execute
+// with 1, 64 and 256 concurrent clients; then RSS after 1,000,000 rows. Prints figures;
+// asserts nothing.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, runLoad, printRow, rssBytesOf, startSvc, waitHealthy } from "./_lib.ts";
+
+export async function benchSingle(options: { durationMs: number; bin: string[]; rows: number }): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "svc-bench-"));
+  const ports = { client: await freePort(), admin: await freePort(), peer: await freePort() };
+  const node = startSvc(options.bin, dir, "node1", ports, [{ id: "node1", ...ports }], true);
+  try {
+    const base = `http://127.0.0.1:${ports.client}`;
+    await waitHealthy(`http://127.0.0.1:${ports.admin}`, 30_000);
+    await post(base, { statements: ["CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)"] });
+    const value = "v".repeat(256);
+    let key = 0;
+    const body = (): string => JSON.stringify({ statements: [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: [++key, value] }] });
+    process.stdout.write(`\nsingle node, fsync on, 256-byte values, POST /v1/execute (${options.durationMs / 1000} s per row)\n`);
+    for (const clients of [1, 64, 256]) {
+      const result = await runLoad({ url: `${base}/v1/execute`, clients, durationMs: options.durationMs, body });
+      printRow(`writes, ${clients} client${clients === 1 ? "" : "s"}`, result);
+    }
+    process.stdout.write(`rss after the write runs: ${(rssBytesOf(node.pid) / 1048576).toFixed(1)} MB (${key} rows)\n`);
+    await fillRows(base, options.rows, value);
+    // Let the snapshot that the fill triggers finish before reading memory.
+    await Bun.sleep(2000);
+    const count = await fetch(`${base}/v1/query`, { method: "POST", body: JSON.stringify({ sql: "SELECT count(*) FROM kv" }) }).then((r) => r.json() as Promise<{ rows: number[][] }>);
+    process.stdout.write(`rss after ${count.rows[0]?.[0]} rows: ${(rssBytesOf(node.pid) / 1048576).toFixed(1)} MB\n`);
+  } finally {
+    node.kill("SIGTERM");
+    await node.exited;
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function post(base: string, body: unknown): Promise<void> {
+  const r = await fetch(`${base}/v1/execute`, { method: "POST", body: JSON.stringify(body) });
+  if (!r.ok) throw new Error(`setup write failed: ${r.status} ${await r.text()}`);
+}
+
+/** Bring the table to `rows` rows in batches of 1,000 rows per write, 8 writers. */
+async function fillRows(base: string, rows: number, value: string): Promise<void> {
+  const started = performance.now();
+  const batchRows = 1000;
+  let next = 10_000_000;
+  const end = next + rows;
+  const writer = async (): Promise<void> => {
+    while (next < end) {
+      const from = next;
+      next += batchRows;
+      const values = Array.from({ length: Math.min(batchRows, end - from) }, (_, i) => `(${from + i}, '${value}')`).join(",");
+      await post(base, { statements: [`INSERT INTO kv (k, v) VALUES ${values}`] });
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, writer));
+  process.stdout.write(`filled ${rows} rows in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+}

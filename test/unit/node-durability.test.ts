@@ -1,0 +1,128 @@
+// The node acknowledges a write only after the fdatasync that covers its WAL record, and a
+// failed sync acknowledges nothing.
+
+import { afterEach, describe, expect, spyOn, test } from "bun:test";
+import * as fs from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseConfig, renderConfigToml, type Config } from "../../src/config/index.ts";
+import { SvcNode } from "../../src/node/index.ts";
+import { Wal } from "../../src/storage/index.ts";
+import type { Entry } from "../../src/raft/types.ts";
+import { silentLogger } from "../../src/util/index.ts";
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function testConfig(extra: { snapshotIntervalEntries?: number } = {}): Config {
+  const dir = fs.mkdtempSync(join(tmpdir(), "svc-node-"));
+  cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const text = renderConfigToml({
+    nodeId: "n1",
+    dataDir: join(dir, "data"),
+    listen: { client: "127.0.0.1:1", admin: "127.0.0.1:2", peer: "127.0.0.1:3" },
+    cluster: { bootstrap: true, members: [{ id: "n1", peer: "127.0.0.1:3", client: "127.0.0.1:1", admin: "127.0.0.1:2" }] },
+    wal: { segmentSizeBytes: 1024 * 1024 },
+    ...extra,
+  });
+  const result = parseConfig(text, "test.toml");
+  if (!result.ok) throw new Error(JSON.stringify(result.problems));
+  return result.config;
+}
+
+async function startNode(config: Config): Promise<SvcNode> {
+  const node = await SvcNode.start(config, silentLogger);
+  cleanups.push(() => node.stop());
+  const deadline = Date.now() + 10_000;
+  while (node.recoveryState !== "healthy") {
+    if (Date.now() > deadline) throw new Error(`node stuck in ${node.recoveryState}`);
+    await Bun.sleep(5);
+  }
+  return node;
+}
+
+describe("node durability", () => {
+  test("group commit never acknowledges a record before the sync that covers it", async () => {
+    let appendedIndex = 0;
+    let syncedIndex = 0;
+    const realAppend = Wal.prototype.append;
+    const realSync = Wal.prototype.syncAsync;
+    const appendSpy = spyOn(Wal.prototype, "append").mockImplementation(function (this: Wal, entries: readonly Entry[]) {
+      realAppend.call(this, entries);
+      appendedIndex = Math.max(appendedIndex, entries.at(-1)?.index ?? 0);
+    });
+    const syncSpy = spyOn(Wal.prototype, "syncAsync").mockImplementation(async function (this: Wal) {
+      const covered = appendedIndex;
+      await realSync.call(this);
+      syncedIndex = Math.max(syncedIndex, covered);
+    });
+    cleanups.push(() => { appendSpy.mockRestore(); syncSpy.mockRestore(); });
+
+    const node = await startNode(testConfig());
+    await node.execute([{ sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)", params: [] }]);
+    const violations: string[] = [];
+    let acknowledged = 0;
+    const client = async (c: number): Promise<void> => {
+      for (let i = 0; i < 25; i++) {
+        const outcome = await node.execute([{ sql: "INSERT INTO t (v) VALUES (?)", params: [`${c}-${i}`] }]);
+        if (outcome.index > syncedIndex) violations.push(`index ${outcome.index} acknowledged with only ${syncedIndex} synced`);
+        acknowledged++;
+      }
+    };
+    await Promise.all(Array.from({ length: 40 }, (_, c) => client(c)));
+    expect(violations).toEqual([]);
+    expect(acknowledged).toBe(1000);
+    // Writes were grouped: fewer syncs than writes.
+    expect(syncSpy.mock.calls.length).toBeLessThan(1000);
+    expect(node.stats().totalEntries).toBe(1000);
+  });
+
+  test("a failed WAL sync acknowledges nothing and stops the node from serving", async () => {
+    const node = await startNode(testConfig());
+    await node.execute([{ sql: "CREATE TABLE t (v)", params: [] }]);
+    const syncSpy = spyOn(Wal.prototype, "syncAsync").mockImplementation(() => Promise.reject(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" })));
+    cleanups.push(() => syncSpy.mockRestore());
+    let fatal: unknown = null;
+    node.onFatal = (e) => { fatal = e; };
+    const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => node.execute([{ sql: "INSERT INTO t VALUES (?)", params: [i] }])));
+    expect(results.every((r) => r.status === "rejected")).toBe(true);
+    expect(fatal).not.toBeNull();
+    expect(node.fatal?.message).toContain("EIO");
+    await expect(node.execute([{ sql: "INSERT INTO t VALUES (1)", params: [] }])).rejects.toThrow(/EIO/);
+    syncSpy.mockRestore();
+    expect(node.stats().totalEntries).toBe(0);
+  });
+
+  test("a restart replays the WAL into the store: acknowledged writes survive", async () => {
+    const config = testConfig();
+    const first = await startNode(config);
+    await first.execute([{ sql: "CREATE TABLE t (v)", params: [] }]);
+    for (let i = 0; i < 20; i++) await first.execute([{ sql: "INSERT INTO t VALUES (?)", params: [i] }]);
+    await first.stop();
+    fs.rmSync(join(config.dataDir, "store"), { recursive: true, force: true });
+    const second = await startNode(config);
+    expect(second.stats().totalEntries).toBe(20);
+    const r = await second.query("SELECT sum(v) FROM t", [], "linearizable");
+    expect(r.rows).toEqual([[190]]);
+  });
+
+  test("snapshots every snapshot_interval entries remove covered WAL segments and keep all data", async () => {
+    const config = testConfig({ snapshotIntervalEntries: 100 });
+    const node = await startNode(config);
+    await node.execute([{ sql: "CREATE TABLE t (v TEXT)", params: [] }]);
+    const big = "x".repeat(4000);
+    for (let i = 0; i < 600; i++) await node.execute([{ sql: "INSERT INTO t VALUES (?)", params: [big] }]);
+    const deadline = Date.now() + 10_000;
+    while (node.stats().snapshots.latestIndex < 500 && Date.now() < deadline) await Bun.sleep(10);
+    const stats = node.stats();
+    expect(stats.snapshots.latestIndex).toBeGreaterThanOrEqual(500);
+    expect(stats.snapshots.count).toBeLessThanOrEqual(3);
+    // 600 entries of 4 kB are ~2.4 MB of WAL in 1 MiB segments; the covered ones are gone.
+    expect(stats.wal.firstIndex).toBeGreaterThan(1);
+    await node.stop();
+    const again = await startNode(config);
+    expect(again.stats().totalEntries).toBe(600);
+  });
+});

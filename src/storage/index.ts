@@ -9,3 +9,4 @@ export {
 export { lockDataDir, type DataDirLock } from "./lock.ts";
 export { writeFileAtomic, fsyncDir, ensureDir } from "./_fs.ts";
 export { dataPaths, type DataPaths } from "./paths.ts";
+export { repairWal, type RepairReport } from "./repair.ts";

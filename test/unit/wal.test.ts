@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Wal, listSegments, scanSegment } from "../../src/storage/index.ts";
+import { Wal, listSegments, repairWal, scanSegment } from "../../src/storage/index.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { isSvcError, silentLogger } from "../../src/util/index.ts";
 
@@ -171,4 +171,30 @@ test("a log started over is replayed from its new start even if old segments rem
   wal.append([entry(101, 3), entry(102, 3)]);
   wal.close();
   expect(Wal.open(dir, opts).entries.map((e) => e.index)).toEqual([101, 102]);
+});
+
+test("wal-repair cuts the log at the first damaged record and keeps the cut part aside", () => {
+  const dir = tempDir();
+  const walDir = join(dir, "wal");
+  writeEntries(walDir, 60, 600);
+  const segments = listSegments(walDir);
+  const victim = segments[1];
+  if (victim === undefined) throw new Error("need several segments");
+  const bytes = new Uint8Array(fs.readFileSync(victim.path));
+  bytes[120] = (bytes[120] ?? 0) ^ 0x10;
+  fs.writeFileSync(victim.path, bytes);
+  expect(() => Wal.open(walDir, opts)).toThrow(/WAL is corrupt/);
+
+  const dry = repairWal(walDir, { dryRun: true });
+  expect(dry.damage?.file).toBe(victim.path);
+  expect(() => Wal.open(walDir, opts)).toThrow(/WAL is corrupt/);
+
+  const report = repairWal(walDir, { dryRun: false });
+  const lastGood = report.damage?.lastGoodIndex ?? -1;
+  expect(report.quarantined.length).toBe(segments.length - 1);
+  expect(fs.readdirSync(report.quarantineDir ?? "").length).toBe(segments.length - 1);
+  const { entries } = Wal.open(walDir, opts);
+  expect(entries.at(-1)?.index).toBe(lastGood);
+  expect(entries.map((e) => e.index)).toEqual(Array.from({ length: lastGood }, (_, i) => i + 1));
+  expect(repairWal(walDir, { dryRun: false }).damage).toBeNull();
 });

@@ -12,6 +12,7 @@ const subCommands: Record<string, () => Promise<CommandDef<any>>> = {
   "resume-writes": () => import("./writes.ts").then((m) => m.resumeWritesCommand),
   "cluster-info": () => import("./cluster-info.ts").then((m) => m.clusterInfoCommand),
   snapshot: () => import("./snapshot.ts").then((m) => m.snapshotCommand),
+  "wal-repair": () => import("./wal-repair.ts").then((m) => m.walRepairCommand),
   "cleanup-snapshots": () => import("./cleanup-snapshots.ts").then((m) => m.cleanupSnapshotsCommand),
   "cleanup-wal-archive": () => import("./cleanup-wal-archive.ts").then((m) => m.cleanupWalArchiveCommand),
 };

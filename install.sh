@@ -139,8 +139,12 @@ R() {
 # ---------------------------------------------------------------------------------------------
 # Files, modes and owners, each changed only when it differs (which keeps a rerun a no-op)
 
+# Generated text is compared from a private temp dir, so a rerun that changes nothing does not
+# even touch the mtime of the directories it writes to.
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/install-svc.XXXXXX")
 TMP_FILES=
 cleanup_tmp() {
+	rm -rf "$WORK"
 	# shellcheck disable=SC2086 # a list of paths without spaces, made by mktemp below
 	[ -z "$TMP_FILES" ] || rm -f $TMP_FILES
 }
@@ -212,10 +216,8 @@ put_file() {
 
 # put_text TARGET_PATH MODE UID GID < content
 put_text() {
-	text_tmp=$(tmp_beside "$(R "$1")")
-	cat >"$text_tmp"
-	put_file "$text_tmp" "$@"
-	rm -f "$text_tmp"
+	cat >"$WORK/text"
+	put_file "$WORK/text" "$@"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -333,15 +335,16 @@ Wants=network-online.target
 After=network-online.target
 
 [Service]
-# The node sends READY=1 through sd_notify once it serves its ports (GET /health answers).
-Type=notify
+# exec, not notify: the node sends READY=1 only once it has joined its cluster (healthy), and a
+# node waiting for its cluster (first start, or the rest of the cluster down) would hold
+# "systemctl start" and be killed by the start timeout. GET /health on 9090 shows its recovery.
+Type=exec
 User=$SVC_USER
 Group=$SVC_GROUP
 ExecStart=$BIN_PATH serve --config $CONFIG_PATH
 Restart=on-failure
 RestartSec=5s
-# WAL replay runs before the node serves; a long one must not count as a failed start.
-TimeoutStartSec=15min
+# Stopping flushes the WAL and closes the store.
 TimeoutStopSec=90s
 LimitNOFILE=1048576
 # Recovery progress (recovery, replay, caught_up) is logged at info.

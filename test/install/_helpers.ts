@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { ensureBinary } from "../lib/proc-binary.ts";
 
 export const REPO = resolve(import.meta.dir, "../..");
 export const INSTALL_SH = join(REPO, "install.sh");
@@ -34,19 +35,27 @@ export function run(argv: string[], options: { cwd?: string; env?: Record<string
   return { exitCode: r.exitCode ?? -1, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
 }
 
-// One build per test process: every install test file drives the same compiled binary.
+// One build per test process, into a temp dir, for the tests of the build itself: it must
+// carry the commit of the tree as it is now.
 let built: { dir: string; binary: string } | undefined;
 
-/** Builds dist-like output (svc, svc.sha256) into a temp dir with `bun run build --outdir`. */
-export function releaseBinary(): { dir: string; binary: string } {
+/** Builds a release (svc, svc.sha256) into a temp dir with `bun run build --outdir`. */
+export function freshBuild(): { dir: string; binary: string } {
   if (built !== undefined) return built;
   const dir = fs.mkdtempSync(join(tmpdir(), "svc-release-"));
-  fs.chmodSync(dir, 0o755); // tests that run install.sh as another user read the binary here
   process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
   const r = run([process.execPath, "run", "build", "--outdir", dir]);
   if (r.exitCode !== 0) throw new Error(`bun run build failed (exit ${r.exitCode}):\n${r.stdout}\n${r.stderr}`);
   built = { dir, binary: join(dir, "svc") };
   return built;
+}
+
+/**
+ * The binary that install.sh installs in these tests: dist/svc, built by the shared harness
+ * when stale (or SVC_BIN, to test a release artefact).
+ */
+export function releaseBinary(): string {
+  return ensureBinary();
 }
 
 /**
@@ -75,7 +84,7 @@ export function removeRoot(root: string): void {
 
 /** install.sh --root ROOT --binary <release binary> ARGS..., run by /bin/sh (dash on Debian). */
 export function install(root: string, ...args: string[]): Run {
-  return run(["sh", INSTALL_SH, "--root", root, "--binary", releaseBinary().binary, ...args]);
+  return run(["sh", INSTALL_SH, "--root", root, "--binary", releaseBinary(), ...args]);
 }
 
 /** Numeric uid and gid that a staging root's account files give `name`. */

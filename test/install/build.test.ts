@@ -5,7 +5,7 @@ import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
-import { releaseBinary, REPO, removeRoot, run } from "./_helpers.ts";
+import { freshBuild, REPO, removeRoot, run } from "./_helpers.ts";
 
 /** What the build stamps: the short commit of HEAD, or "unknown" outside a git checkout. */
 function headCommit(): string {
@@ -15,13 +15,13 @@ function headCommit(): string {
 
 describe("bun run build", () => {
   test("the binary reports the package version and the git commit it was built from", () => {
-    const r = run([releaseBinary().binary, "--version"]);
+    const r = run([freshBuild().binary, "--version"]);
     expect(r.exitCode).toBe(0);
     expect(r.stdout).toStartWith(`svc ${pkg.version} (${headCommit()}`);
   }, 120_000);
 
   test("writes svc.sha256 beside the binary, which sha256sum -c accepts", () => {
-    const { dir } = releaseBinary();
+    const { dir } = freshBuild();
     expect(fs.readFileSync(join(dir, "svc.sha256"), "utf8")).toMatch(/^[0-9a-f]{64} {2}svc\n$/);
     const r = run(["sha256sum", "-c", "svc.sha256"], { cwd: dir });
     expect(r.stdout.trim()).toBe("svc: OK");
@@ -40,7 +40,7 @@ describe("bun run build", () => {
   }, 120_000);
 
   test("the binary acts as `svc admin` when invoked through a link named svc-admin", () => {
-    const { dir, binary } = releaseBinary();
+    const { dir, binary } = freshBuild();
     const link = join(fs.mkdtempSync(join(tmpdir(), "svc-admin-link-")), "svc-admin");
     try {
       fs.symlinkSync(binary, link);

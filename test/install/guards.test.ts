@@ -16,39 +16,42 @@ function hostState(): string {
   return `${exists.join(" ")} user=${user}`;
 }
 
-/** A copy of install.sh in a directory that any user can read. */
-function readableScript(): { dir: string; script: string } {
+/** Copies of install.sh and the binary in a directory that any user can read. */
+function readableCopies(): { dir: string; script: string; binary: string } {
   const dir = fs.mkdtempSync(join(tmpdir(), "svc-install-sh-"));
   fs.chmodSync(dir, 0o755);
   const script = join(dir, "install.sh");
   fs.copyFileSync(INSTALL_SH, script);
   fs.chmodSync(script, 0o755);
-  return { dir, script };
+  const binary = join(dir, "svc");
+  fs.copyFileSync(releaseBinary(), binary);
+  fs.chmodSync(binary, 0o755);
+  return { dir, script, binary };
 }
 
 describe("install.sh guards", () => {
   test("as non-root without --root it says it needs root and exits non-zero before changing anything", () => {
-    const { dir, script } = readableScript();
+    const { dir, script, binary } = readableCopies();
     try {
       const before = hostState();
-      const r = run(asUser(NOBODY, ["sh", script, "--binary", releaseBinary().binary]), { cwd: dir });
+      const r = run(asUser(NOBODY, ["sh", script, "--binary", binary]), { cwd: dir });
       expect(r.exitCode).not.toBe(0);
       expect(r.stderr).toContain("needs root");
       expect(r.stderr).toContain("--root");
       expect(r.stdout).toBe("");
       expect(hostState()).toBe(before);
-      expect(fs.readdirSync(dir)).toEqual(["install.sh"]);
+      expect(fs.readdirSync(dir).sort()).toEqual(["install.sh", "svc"]);
     } finally {
       removeRoot(dir);
     }
   }, 120_000);
 
   test("as non-root with --root it stages the files and leaves the user and ownership to the post-install step", () => {
-    const { dir, script } = readableScript();
+    const { dir, script, binary } = readableCopies();
     const root = stagingRoot({ accounts: false });
     try {
       fs.chownSync(root, NOBODY.uid, NOBODY.gid);
-      const r = run(asUser(NOBODY, ["sh", script, "--root", root, "--binary", releaseBinary().binary]), { cwd: dir });
+      const r = run(asUser(NOBODY, ["sh", script, "--root", root, "--binary", binary]), { cwd: dir });
       expect(r.stderr).toBe("");
       expect(r.exitCode).toBe(0);
       expect(r.stdout).toContain("post-install");
@@ -80,7 +83,7 @@ describe("install.sh guards", () => {
     const root = stagingRoot();
     try {
       const binary = join(dir, "svc");
-      fs.copyFileSync(releaseBinary().binary, binary);
+      fs.copyFileSync(releaseBinary(), binary);
       fs.chmodSync(binary, 0o755);
       fs.writeFileSync(`${binary}.sha256`, `${"0".repeat(64)}  svc\n`);
       const before = fs.readdirSync(root).sort();

@@ -75,7 +75,7 @@ describe("install.sh --root", () => {
   test("installs the binary 0755 root:root, identical to the build, and svc-admin as a link to it", () => {
     const bin = join(root, "usr/local/bin/svc");
     expect(attrs(bin)).toEqual({ mode: "755", uid: 0, gid: 0 });
-    expect(Buffer.compare(fs.readFileSync(bin), fs.readFileSync(releaseBinary().binary))).toBe(0);
+    expect(Buffer.compare(fs.readFileSync(bin), fs.readFileSync(releaseBinary()))).toBe(0);
     expect(fs.readlinkSync(join(root, "usr/local/bin/svc-admin"))).toBe("svc");
   });
 
@@ -99,7 +99,7 @@ describe("install.sh --root", () => {
 
   test("the generated config passes `svc --validate` and holds this host's node id and the defaults", () => {
     const path = join(root, "etc/svc/config.toml");
-    const r = run([releaseBinary().binary, "--config", path, "--validate"]);
+    const r = run([releaseBinary(), "--config", path, "--validate"]);
     expect(r.stderr).toBe("");
     expect(r.exitCode).toBe(0);
     const parsed = parseConfig(fs.readFileSync(path, "utf8"), path);

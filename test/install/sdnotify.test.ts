@@ -55,7 +55,7 @@ describe("sdNotify", () => {
     // No --config: the embedded default, one node on loopback that forms its own cluster. It
     // gets a loopback of its own (a private network namespace), so its fixed ports are free.
     const inPrivateNet = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"];
-    const node = Bun.spawn([...inPrivateNet, releaseBinary().binary, "serve"], {
+    const node = Bun.spawn([...inPrivateNet, releaseBinary(), "serve"], {
       cwd: dir,
       env: { ...process.env, NOTIFY_SOCKET: socket.path, NO_COLOR: "1" },
       stdout: "ignore",

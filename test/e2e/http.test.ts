@@ -1,0 +1,287 @@
+// The client and admin HTTP APIs of a running compiled node: every bad input gets a JSON
+// answer that names the problem and changes nothing; pause/resume, metrics, snapshots and
+// verify-checksums behave as an operator reads them in SPEC §2.3 and §4.
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect } from "bun:test";
+import {
+  ProcEnv, ensureBinary, execute, executeRaw, fetchMetrics, getJson, kvSchema, postJson, procTest, query, queryRaw, request, runBinary,
+  useProcessCleanup, waitFor, type ErrorBody, type HttpAnswer, type NodeProcess,
+} from "../lib/proc.ts";
+
+useProcessCleanup();
+
+const MIB = 1024 * 1024;
+
+/** The answer is a JSON error with this status and code; returns its message. */
+function expectError(answer: HttpAnswer<unknown>, status: number, code: string): string {
+  if (answer.status !== status) throw new Error(`expected ${status} ${code}, got ${answer.status}: ${answer.text.slice(0, 300)}`);
+  expect(answer.headers.get("content-type") ?? "").toContain("application/json");
+  const body = answer.body as ErrorBody | undefined;
+  expect(body?.error.code).toBe(code);
+  expect(typeof body?.error.message).toBe("string");
+  return body?.error.message ?? "";
+}
+
+async function countRows(node: NodeProcess, where = "1 = 1"): Promise<number> {
+  const rows = await query(node.clientUrl, `SELECT count(*) FROM kv WHERE ${where}`);
+  return Number(rows[0]?.[0]);
+}
+
+const env = new ProcEnv("http");
+let node: NodeProcess;
+const it = (name: string, fn: () => Promise<void>, timeoutMs?: number): void => env.test(name, fn, timeoutMs);
+
+beforeAll(async () => {
+  ensureBinary();
+  node = await env.startSingleNode();
+  await execute(node.clientUrl, [kvSchema]);
+});
+afterAll(() => env.dispose());
+
+describe("POST /v1/execute refuses bad input with 400 and a message naming the problem", () => {
+  it("malformed JSON is refused, naming JSON", async () => {
+    const r = await request(`${node.clientUrl}/v1/execute`, { method: "POST", body: '{"statements": [' });
+    expect(expectError(r, 400, "BAD_REQUEST")).toContain("not valid JSON");
+  });
+
+  it("an empty body is refused", async () => {
+    const r = await request(`${node.clientUrl}/v1/execute`, { method: "POST", body: "" });
+    expect(expectError(r, 400, "BAD_REQUEST")).toContain("empty");
+  });
+
+  const shapes: [string, unknown, string][] = [
+    ["a body without statements", {}, '"statements"'],
+    ["statements that are not an array", { statements: "INSERT INTO kv VALUES ('a', 'b')" }, '"statements"'],
+    ["a statement object without sql", { statements: [{ params: ["a"] }] }, '"statements[0].sql"'],
+    ["params that are not an array", { statements: [{ sql: "INSERT INTO kv VALUES (?, ?)", params: "a,b" }] }, '"statements[0].params"'],
+    ["an unknown top-level field", { statements: ["SELECT 1"], consistency: "stale" }, '"consistency"'],
+    ["an unknown field in a statement", { statements: [{ sql: "INSERT INTO kv VALUES (?, ?)", parms: ["a", "b"] }] }, '"statements[0].parms"'],
+    ["a parameter that is an object", { statements: [{ sql: "INSERT INTO kv VALUES (?, ?)", params: ["a", { v: 1 }] }] }, '"statements[0].params[1]"'],
+    ["a JSON array instead of an object", [{ sql: "SELECT 1" }], '"statements"'],
+  ];
+  for (const [what, body, field] of shapes) {
+    it(`${what} is refused, naming ${field}`, async () => {
+      const r = await postJson(`${node.clientUrl}/v1/execute`, body);
+      expect(expectError(r, 400, "BAD_REQUEST")).toContain(field);
+    });
+  }
+});
+
+describe("SQL errors are 400 with SQLite's message, and a failing batch leaves no trace", () => {
+  it("a syntax error returns SQLite's message", async () => {
+    const r = await executeRaw(node.clientUrl, ["INSERT INTO kv VALUES ("]);
+    expect(expectError(r, 400, "SQL_ERROR")).toMatch(/incomplete input|syntax error/);
+  });
+
+  it("a missing table returns SQLite's no such table message", async () => {
+    const r = await executeRaw(node.clientUrl, ["INSERT INTO nowhere VALUES (1)"]);
+    expect(expectError(r, 400, "SQL_ERROR")).toContain("no such table: nowhere");
+  });
+
+  it("a constraint violation returns SQLite's constraint message", async () => {
+    await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["unique-1", "x"] }]);
+    const r = await executeRaw(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["unique-1", "y"] }]);
+    expect(expectError(r, 400, "SQL_ERROR")).toContain("UNIQUE constraint failed: kv.k");
+    expect(await query(node.clientUrl, "SELECT v FROM kv WHERE k = 'unique-1'")).toEqual([["x"]]);
+  });
+
+  it("a good statement before a failing one in the same batch is not applied", async () => {
+    const r = await executeRaw(node.clientUrl, [
+      { sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["batch-good", "1"] },
+      "CREATE TABLE batch_side_effect (x)",
+      { sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["batch-bad", null] },
+    ]);
+    const message = expectError(r, 400, "SQL_ERROR");
+    expect(message).toContain("NOT NULL constraint failed: kv.v");
+    expect(message).toContain("statement 2");
+    expect(await countRows(node, "k LIKE 'batch-%'")).toBe(0);
+    expect(await query(node.clientUrl, "SELECT name FROM sqlite_schema WHERE name = 'batch_side_effect'")).toEqual([]);
+    // The node goes on: the same good statement alone succeeds.
+    await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["batch-good", "1"] }]);
+    expect(await countRows(node, "k LIKE 'batch-%'")).toBe(1);
+  });
+});
+
+describe("statements that would make nodes differ are refused before they enter the log", () => {
+  const refused: [string, string][] = [
+    ["PRAGMA", "PRAGMA journal_mode = DELETE"],
+    ["ATTACH", "ATTACH DATABASE '/tmp/other.db' AS other"],
+    ["BEGIN", "BEGIN"],
+    ["two statements in one string", "INSERT INTO kv VALUES ('multi-1', 'a'); INSERT INTO kv VALUES ('multi-2', 'b')"],
+  ];
+  for (const [what, sql] of refused) {
+    it(`${what} is refused with 400 and nothing is applied`, async () => {
+      const before = (await getJson<{ commit_index: number }>(`${node.clientUrl}/health`)).commit_index;
+      const r = await executeRaw(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: [`refused-${what}`, "x"] }, sql]);
+      expectError(r, 400, "SQL_REFUSED");
+      expect(await countRows(node, "k LIKE 'refused-%' OR k LIKE 'multi-%'")).toBe(0);
+      // Refused before proposing: the log did not grow.
+      expect((await getJson<{ commit_index: number }>(`${node.clientUrl}/health`)).commit_index).toBe(before);
+    });
+  }
+
+  it("POST /v1/query with a write statement is refused with 400 and writes nothing", async () => {
+    const r = await queryRaw(node.clientUrl, "INSERT INTO kv (k, v) VALUES ('via-query', 'x')");
+    expect(expectError(r, 400, "SQL_REFUSED")).toContain("/v1/execute");
+    expect(await countRows(node, "k = 'via-query'")).toBe(0);
+  });
+
+  it("POST /v1/query with a bad shape is refused, naming the field", async () => {
+    expect(expectError(await postJson(`${node.clientUrl}/v1/query`, {}), 400, "BAD_REQUEST")).toContain('"sql"');
+    expect(expectError(await postJson(`${node.clientUrl}/v1/query`, { sql: "SELECT 1", consistency: "eventual" }), 400, "BAD_REQUEST")).toContain('"consistency"');
+    expect(expectError(await postJson(`${node.clientUrl}/v1/query`, { sql: "SELECT 1", limit: 1 }), 400, "BAD_REQUEST")).toContain('"limit"');
+  });
+});
+
+describe("limits and routes", () => {
+  it("a body just over the 16 MiB limit gets 413 as JSON, naming the limit", async () => {
+    const filler = "x".repeat(16 * MIB);
+    const body = JSON.stringify({ statements: [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["too-big", filler] }] });
+    const r = await request(`${node.clientUrl}/v1/execute`, { method: "POST", body });
+    expect(expectError(r, 413, "BODY_TOO_LARGE")).toContain(String(16 * MIB));
+    expect(await countRows(node, "k = 'too-big'")).toBe(0);
+  }, 30_000);
+
+  it("a 17 MiB body gets 413 as JSON", async () => {
+    const filler = "x".repeat(17 * MIB);
+    const body = JSON.stringify({ statements: [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["too-big", filler] }] });
+    expect(body.length).toBeGreaterThan(17 * MIB);
+    const r = await request(`${node.clientUrl}/v1/execute`, { method: "POST", body });
+    expect(expectError(r, 413, "BODY_TOO_LARGE")).toContain(String(16 * MIB));
+    expect(await countRows(node, "k = 'too-big'")).toBe(0);
+  }, 30_000);
+
+  it("an unknown route gets 404 as JSON on both ports", async () => {
+    for (const base of [node.clientUrl, node.adminUrl]) {
+      const r = await request(`${base}/v2/nothing-here`);
+      expect(expectError(r, 404, "NOT_FOUND")).toContain("/v2/nothing-here");
+    }
+  });
+});
+
+describe("pause-writes and resume-writes", () => {
+  it("writes get 503 WRITES_PAUSED while paused, reads go on, and resume-writes lets writes through again", async () => {
+    const pause = await runBinary(["admin", "pause-writes", "--node", node.adminUrl]);
+    expect(pause.stderr).toBe("");
+    expect(pause.exitCode).toBe(0);
+    try {
+      const r = await executeRaw(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["paused-1", "x"] }]);
+      expect(expectError(r, 503, "WRITES_PAUSED")).toContain("paused");
+      expect(r.headers.get("retry-after")).not.toBeNull();
+      expect(await countRows(node, "k = 'paused-1'")).toBe(0);
+      expect((await getJson<{ writes_paused: boolean }>(`${node.clientUrl}/health`)).writes_paused).toBe(true);
+    } finally {
+      const resume = await runBinary(["admin", "resume-writes", "--node", node.adminUrl]);
+      expect(resume.exitCode).toBe(0);
+    }
+    await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["paused-1", "x"] }]);
+    expect(await countRows(node, "k = 'paused-1'")).toBe(1);
+  });
+});
+
+describe("metrics and snapshots on the admin port", () => {
+  it("/metrics has commit and applied index, snapshot, latency, throughput and memory metrics as `name value` lines", async () => {
+    await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["metrics-1", "x"] }]);
+    const r = await request(`${node.adminUrl}/metrics`);
+    expect(r.status).toBe(200);
+    const plain = new Map<string, number>();
+    for (const line of r.text.split("\n")) {
+      const m = /^([a-z_:][a-z0-9_:]*) (-?[0-9.]+(?:e[+-]?\d+)?|NaN|[+-]Inf)$/i.exec(line);
+      if (m !== null) plain.set(m[1] ?? "", Number(m[2]));
+    }
+    expect(plain.get("tensor_chain_commit_index")).toBeGreaterThan(0);
+    expect(plain.get("tensor_chain_applied_index")).toBe(plain.get("tensor_chain_commit_index"));
+    const names = [...plain.keys()];
+    for (const fragment of ["snapshot", "latency", "throughput", "memory"]) {
+      expect({ fragment, found: names.filter((n) => n.includes(fragment)).length > 0 }).toEqual({ fragment, found: true });
+    }
+  });
+
+  it("POST /admin/snapshot starts a snapshot whose completion shows in tensor_chain_snapshots_total", async () => {
+    const before = await fetchMetrics(node.adminUrl);
+    const snapshotsBefore = before.get("tensor_chain_snapshots_total") ?? 0;
+    await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["snapshot-1", "x"] }]);
+    const r = await request(`${node.adminUrl}/admin/snapshot`, { method: "POST" });
+    expect(r.status).toBe(202);
+    const after = await waitFor("tensor_chain_snapshots_total to increase", async () => {
+      const m = await fetchMetrics(node.adminUrl);
+      return (m.get("tensor_chain_snapshots_total") ?? 0) > snapshotsBefore ? m : undefined;
+    });
+    expect(after.get("tensor_chain_snapshot_in_progress")).toBe(0);
+    expect(after.get("tensor_chain_snapshot_index")).toBeGreaterThan(before.get("tensor_chain_snapshot_index") ?? 0);
+    expect(after.get("tensor_chain_snapshot_last_completed_timestamp_seconds")).toBeGreaterThan(0);
+
+    // ?wait=true answers when the snapshot is done, with where it is.
+    await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["snapshot-2", "x"] }]);
+    const done = await postJson<{ status: string; index: number; dir: string }>(`${node.adminUrl}/admin/snapshot?wait=true`, undefined);
+    expect(done.status).toBe(200);
+    expect(done.body?.status).toBe("done");
+    expect(fs.existsSync(join(done.body?.dir ?? "/nonexistent", "meta.json"))).toBe(true);
+  });
+
+  it("svc admin verify-checksums exits 0 on a healthy node", async () => {
+    const r = await runBinary(["admin", "verify-checksums", "--node", node.adminUrl]);
+    expect(r.stdout).toContain("all checks passed");
+    expect(r.exitCode).toBe(0);
+  });
+});
+
+/**
+ * Where the records of a WAL segment are (u32 length | u32 crc | u8 type | payload each),
+ * up to the zero-filled space a segment is preallocated with.
+ */
+function walRecords(buf: Uint8Array): { offset: number; end: number }[] {
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const records: { offset: number; end: number }[] = [];
+  for (let offset = 0; offset + 9 <= buf.length;) {
+    if (buf.subarray(offset, offset + 9).every((b) => b === 0)) break;
+    const end = offset + 9 + view.getUint32(offset, true);
+    records.push({ offset, end });
+    offset = end;
+  }
+  return records;
+}
+
+describe("a WAL damaged in the middle of a segment", () => {
+  procTest("is reported offline by verify-checksums --data-dir, and the node refuses to start on it, naming file, offset and wal-repair", async (env) => {
+    const damaged = await env.startSingleNode();
+    await execute(damaged.clientUrl, [kvSchema]);
+    for (let i = 0; i < 40; i++) {
+      await execute(damaged.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: [`row-${i}`, "v".repeat(100)] }]);
+    }
+    expect(await damaged.stop()).toBe(0);
+
+    const walDir = join(damaged.dataDir, "raft", "wal");
+    const segments = fs.readdirSync(walDir).filter((n) => n.endsWith(".wal")).sort();
+    expect(segments.length).toBeGreaterThan(0);
+    const segment = join(walDir, segments[segments.length - 1] ?? "");
+    const bytes = new Uint8Array(fs.readFileSync(segment));
+    const records = walRecords(bytes);
+    const recordsEnd = records.at(-1)?.end ?? 0;
+    expect(records.length).toBeGreaterThan(20);
+    expect(bytes.subarray(recordsEnd).every((b) => b === 0)).toBe(true);
+    // The first record that starts past the middle, with valid records after it: damage, not a torn tail.
+    const target = records.find((r) => r.offset >= recordsEnd / 2);
+    expect(target).toBeDefined();
+    expect(target === records.at(-1)).toBe(false);
+    const flipAt = (target?.offset ?? 0) + 9 + 30;
+    bytes[flipAt] = (bytes[flipAt] ?? 0) ^ 0x04;
+    fs.writeFileSync(segment, bytes);
+
+    const verify = await runBinary(["admin", "verify-checksums", "--data-dir", damaged.dataDir]);
+    expect(verify.exitCode).toBe(1);
+    const badLine = verify.stdout.split("\n").find((l) => l.startsWith("BAD"));
+    expect(badLine).toContain(segment);
+    expect(badLine).toContain(`byte offset ${target?.offset}`);
+
+    const start = await runBinary(["serve", "--config", damaged.configPath], { cwd: env.dir });
+    expect(start.exitCode).not.toBe(0);
+    expect(start.stderr).toContain(segment);
+    expect(start.stderr).toContain(`byte offset ${target?.offset}`);
+    expect(start.stderr).toContain("wal-repair --skip-corrupted");
+    // Refusing to start must not "repair" anything on its own.
+    expect(new Uint8Array(fs.readFileSync(segment))).toEqual(bytes);
+  });
+});

@@ -1,0 +1,177 @@
+// What the compiled binary does when it cannot or must not start: a clear message on stderr,
+// a non-zero exit code, and the data directory left as it was. Also the root flags
+// (--version, --validate) and the svc-admin name.
+
+import * as fs from "node:fs";
+import * as net from "node:net";
+import { join } from "node:path";
+import { beforeAll, describe, expect } from "bun:test";
+import { renderConfigToml, type ConfigDraft } from "../../src/config/index.ts";
+import pkg from "../../package.json" with { type: "json" };
+import {
+  ensureBinary, execute, getJson, kvSchema, procTest, query, request, runBinary, singleNodeConfig, useProcessCleanup,
+  type ProcEnv,
+} from "../lib/proc.ts";
+
+useProcessCleanup();
+
+function writeConfig(env: ProcEnv, config: ConfigDraft, name = `${config.nodeId}.toml`): string {
+  const path = join(env.dir, name);
+  fs.writeFileSync(path, renderConfigToml(config));
+  return path;
+}
+
+function portOf(address: string | { raw: string } | undefined): number {
+  const text = typeof address === "string" ? address : address?.raw ?? "";
+  return Number(text.slice(text.lastIndexOf(":") + 1));
+}
+
+/** A listening TCP socket on 127.0.0.1:port, held until closed. */
+async function holdPort(port: number): Promise<net.Server> {
+  const server = net.createServer((socket) => socket.destroy());
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen({ host: "127.0.0.1", port, exclusive: true }, resolve);
+  });
+  return server;
+}
+
+function dataDirOf(config: ConfigDraft): string {
+  if (config.dataDir === undefined) throw new Error("the test config has a data_dir");
+  return config.dataDir;
+}
+
+describe("svc serve refuses to start, and says why", () => {
+  beforeAll(() => {
+    ensureBinary();
+  });
+
+  for (const role of ["client", "admin"] as const) {
+    procTest(`${role === "admin" ? "an" : "a"} ${role} port already in use stops serve with exit 1, names the address, and touches no data`, async (env) => {
+      const config = await singleNodeConfig(env.dir);
+      const port = portOf(config.listen?.[role]);
+      const holder = await holdPort(port);
+      try {
+        const r = await runBinary(["serve", "--config", writeConfig(env, config)], { cwd: env.dir });
+        expect(r.exitCode).toBe(1);
+        expect(r.stderr).toContain(`127.0.0.1:${port}`);
+        expect(r.stderr).toContain(`${role} port`);
+        expect(r.stderr).toContain("already in use");
+        // The ports are bound before the data directory is looked at.
+        expect(fs.existsSync(dataDirOf(config))).toBe(false);
+      } finally {
+        holder.close();
+      }
+    });
+  }
+
+  procTest("a data directory the service user cannot write stops serve, naming its owner and the chown that fixes it", async (env) => {
+    // Root writes anywhere, so the node runs as nobody against a root-owned 0700 directory;
+    // the test dir itself must be traversable and the config readable for nobody.
+    fs.chmodSync(env.dir, 0o755);
+    const config = await singleNodeConfig(env.dir);
+    const dataDir = dataDirOf(config);
+    fs.mkdirSync(dataDir, { mode: 0o700 });
+    fs.chmodSync(dataDir, 0o700);
+    const path = writeConfig(env, config);
+    fs.chmodSync(path, 0o644);
+    const r = await runBinary(["serve", "--config", path], { cwd: env.dir, runAs: { user: "nobody", group: "nogroup" } });
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toContain(dataDir);
+    expect(r.stderr).toContain("owned by uid 0");
+    expect(r.stderr).toMatch(/chown -R svc:svc/);
+    expect(fs.readdirSync(dataDir)).toEqual([]);
+  });
+
+  procTest("a second node on a data directory in use fails with the lock message while the first keeps serving", async (env) => {
+    const first = await env.startSingleNode();
+    await execute(first.clientUrl, [kvSchema, { sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["a", "1"] }]);
+    const lockBefore = fs.readFileSync(join(first.dataDir, "LOCK"), "utf8");
+
+    const second = await singleNodeConfig(env.dir, { dataDir: first.dataDir }, "node2");
+    const r = await runBinary(["serve", "--config", writeConfig(env, second)], { cwd: env.dir });
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toContain(`data directory ${first.dataDir} is in use by another svc process`);
+    expect(r.stderr).toContain(`pid ${first.pid}`);
+
+    // The first node noticed nothing: it still holds the lock and serves reads and writes.
+    expect(fs.readFileSync(join(first.dataDir, "LOCK"), "utf8")).toBe(lockBefore);
+    expect((await request(`${first.clientUrl}/health`)).status).toBe(200);
+    await execute(first.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["b", "2"] }]);
+    expect(await query(first.clientUrl, "SELECT k, v FROM kv ORDER BY k")).toEqual([["a", "1"], ["b", "2"]]);
+  });
+});
+
+/** A config with three problems, on lines 3, 4 and 6. */
+const badConfigText = [
+  'node_id = "node1"',
+  'data_dir = "DATA_DIR"',
+  "snapshot_intervall = 5",
+  'max_memory_mb = "lots"',
+  "[listen]",
+  'client = "127.0.0.1:notaport"',
+  "",
+].join("\n");
+
+describe("configuration checks", () => {
+  procTest("serve with a config file that has errors exits 2 and lists every problem with its line", async (env) => {
+    const dataDir = join(env.dir, "data");
+    const path = join(env.dir, "bad.toml");
+    fs.writeFileSync(path, badConfigText.replace("DATA_DIR", dataDir));
+    const r = await runBinary(["serve", "--config", path], { cwd: env.dir });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain(`${path}:3:1: snapshot_intervall: unknown key`);
+    expect(r.stderr).toContain('did you mean "snapshot_interval"');
+    expect(r.stderr).toContain(`${path}:4:1: max_memory_mb:`);
+    expect(r.stderr).toContain(`${path}:6:1: listen.client:`);
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  procTest("--validate exits 0 with a one-line summary for a good file", async (env) => {
+    const config = await singleNodeConfig(env.dir);
+    const path = writeConfig(env, config);
+    const r = await runBinary(["--config", path, "--validate"], { cwd: env.dir });
+    expect(r.exitCode).toBe(0);
+    const lines = r.stdout.trimEnd().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(`${path}: ok:`);
+    expect(lines[0]).toContain("node_id=node1");
+    expect(lines[0]).toContain(`client=${String(config.listen?.client)}`);
+    expect(fs.existsSync(dataDirOf(config))).toBe(false);
+  });
+
+  procTest("--validate exits 2 for a bad file and lists every problem", async (env) => {
+    const path = join(env.dir, "bad.toml");
+    fs.writeFileSync(path, badConfigText.replace("DATA_DIR", join(env.dir, "data")));
+    const r = await runBinary(["--config", path, "--validate"], { cwd: env.dir });
+    expect(r.exitCode).toBe(2);
+    const problemLines = r.stderr.split("\n").filter((l) => l.startsWith(`${path}:`) && /^.*:\d+:\d+: /.test(l));
+    expect(problemLines.map((l) => l.slice(path.length + 1).split(":")[0])).toEqual(["3", "4", "6"]);
+    expect(r.stderr).toContain("3 problems");
+  });
+
+  procTest("--version prints the version", async () => {
+    const r = await runBinary(["--version"]);
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`^svc ${pkg.version.replaceAll(".", "\\.")} \\([0-9a-z-]+\\) bun \\d+\\.\\d+\\.\\d+\\n$`));
+  });
+
+  procTest("the binary invoked through a symlink named svc-admin acts as svc admin", async (env) => {
+    const node = await env.startSingleNode();
+    await execute(node.clientUrl, [kvSchema, { sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["a", "1"] }]);
+    const link = join(env.dir, "svc-admin");
+    fs.symlinkSync(ensureBinary(), link);
+
+    const stats = await runBinary(["stats", "--node", node.adminUrl], { executable: link });
+    expect(stats.stderr).toBe("");
+    expect(stats.exitCode).toBe(0);
+    expect(stats.stdout).toMatch(/^total_entries:\s+1$/m);
+    expect(stats.stdout).toContain("table kv: 1 rows");
+
+    const info = await runBinary(["cluster-info", "--node", node.adminUrl, "--json"], { executable: link });
+    expect(info.exitCode).toBe(0);
+    const parsed = JSON.parse(info.stdout) as { node_id: string };
+    expect(parsed.node_id).toBe("node1");
+    expect(parsed).toEqual(await getJson(`${node.adminUrl}/admin/cluster-info`));
+  });
+});

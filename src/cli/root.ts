@@ -16,6 +16,7 @@ export const rootCommand = defineCommand({
   subCommands: {
     serve: () => import("./serve.ts").then((m) => m.serveCommand),
     admin: adminCommand,
+    "dev-cluster": () => import("./dev-cluster.ts").then((m) => m.devClusterCommand),
   },
   async run({ args, rawArgs }) {
     // citty runs the root's run() after a sub-command too: act only on root flags.

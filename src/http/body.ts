@@ -11,10 +11,18 @@ export const statementsPerBatchMax = 10_000;
 const paramsPerStatementMax = 32_766;
 
 export async function readJsonBody(request: Request): Promise<unknown> {
+  return parseJsonText(await readBodyText(request));
+}
+
+export async function readBodyText(request: Request): Promise<string> {
   const length = Number(request.headers.get("content-length") ?? "0");
   if (length > requestBodyBytesMax) throw tooLarge(length);
   const text = await request.text();
   if (text.length > requestBodyBytesMax) throw tooLarge(text.length);
+  return text;
+}
+
+export function parseJsonText(text: string): unknown {
   if (text.trim() === "") throw badRequest("the request body is empty; send a JSON object");
   try {
     return JSON.parse(text);

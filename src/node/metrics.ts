@@ -1,6 +1,7 @@
 // The node's metrics (SPEC §2.3 names, tensor_chain_ prefix). Values the node already holds
 // are read at scrape time; only events on the write path are counted as they happen.
 
+import type { TransferMetrics } from "./snapshot-transfer.ts";
 import { MetricsRegistry, exponentialBuckets, type Counter, type Gauge, type Histogram } from "../metrics/index.ts";
 
 export interface NodeMetrics {
@@ -22,6 +23,8 @@ export interface NodeMetrics {
   snapshotLastCompletedTimestamp: Gauge;
   snapshotSizeBytes: Gauge;
   readIndexRounds: Counter;
+  peerMessagesDropped: Counter;
+  transfer: TransferMetrics;
 }
 
 /** What the scrape-time gauges read from the node. */
@@ -95,5 +98,14 @@ export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
     snapshotLastCompletedTimestamp: r.gauge("tensor_chain_snapshot_last_completed_timestamp_seconds", "Unix time the newest snapshot completed"),
     snapshotSizeBytes: r.gauge("tensor_chain_snapshot_size_bytes", "Size of the newest snapshot's state.db"),
     readIndexRounds: r.counter("tensor_chain_read_index_rounds_total", "ReadIndex rounds (each serves a batch of linearizable reads)"),
+    peerMessagesDropped: r.counter("tensor_chain_peer_messages_dropped_total", "Peer messages dropped before the Raft core, by reason", ["reason"]),
+    transfer: {
+      sentBytes: r.counter("tensor_chain_snapshot_transfer_sent_bytes_total", "Snapshot bytes streamed to followers"),
+      receivedBytes: r.counter("tensor_chain_snapshot_transfer_received_bytes_total", "Snapshot bytes received from the leader"),
+      transfers: r.counter("tensor_chain_snapshot_transfers_total", "Snapshot transfers finished, by result", ["result"]),
+      inProgress: r.gauge("tensor_chain_snapshot_transfer_in_progress", "Snapshot streams this node is sending"),
+      progressBytes: r.gauge("tensor_chain_snapshot_transfer_progress_bytes", "Bytes of the current snapshot transfer acknowledged or received"),
+      totalBytes: r.gauge("tensor_chain_snapshot_transfer_total_bytes", "Size of the current snapshot transfer"),
+    },
   };
 }

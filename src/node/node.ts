@@ -6,9 +6,14 @@
 // A client is answered only after its entry was fsynced on a quorum and applied.
 
 import { randomUUID } from "node:crypto";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
-import { RaftCore, type Ready } from "../raft/index.ts";
+import { RaftCore, type Message, type Ready } from "../raft/index.ts";
+import { decodeMessage, encodeMessage } from "../raft/codec.ts";
+import { createTransport, MessageType, type Transport } from "../transport/index.ts";
+import { Store } from "../store/index.ts";
+import { SnapshotReceiver, SnapshotSender } from "./snapshot-transfer.ts";
 import { encodeMembership, type Entry, type Membership, type SnapshotMeta } from "../raft/types.ts";
 import { lockDataDir, snapshotStateFile, writeHardState, type DataDirLock, type SnapshotEntry, type StoredHardState } from "../storage/index.ts";
 import { createSnapshotImage, encodeCommand, type ApplyResult, type QueryResult, type SqlValue, type Statement, type StoreStats } from "../store/index.ts";
@@ -66,6 +71,16 @@ export class SvcNode {
   private nextReadId = 1;
   /** Commit index at which recovery is complete once applied. */
   private catchUpTarget = 0;
+  /**
+   * While applied is below this, the node refuses to vote: it lost log entries it may have
+   * acknowledged (a cleared WAL), and a vote from it could elect a leader without them.
+   */
+  private voteGuardIndex = 0;
+  /** The highest commit index the leader has told this node. */
+  private leaderCommitSeen = 0;
+  private readonly sender: SnapshotSender;
+  private readonly receiver: SnapshotReceiver;
+  private clusterIdValue: string;
 
   private constructor(
     readonly config: Config,
@@ -73,14 +88,16 @@ export class SvcNode {
     private readonly lock: DataDirLock,
     private readonly state: LoadedState,
     private readonly core: RaftCore,
-    readonly clusterId: string,
+    clusterId: string,
+    private readonly transport: Transport,
   ) {
+    this.clusterIdValue = clusterId;
     this.persistedHardState = state.hardState;
     this.lastSnapshotIndex = state.snapshot?.index ?? 0;
     this.metrics = createNodeMetrics({
       commitIndex: () => this.core.status().commit,
       appliedIndex: () => this.state.store.meta.appliedIndex,
-      leaderCommitIndex: () => this.core.status().commit,
+      leaderCommitIndex: () => (this.core.status().role === "leader" ? this.core.status().commit : this.leaderCommitSeen),
       term: () => this.core.status().term,
       isLeader: () => this.core.status().role === "leader",
       recoveryStateCode: () => recoveryStateCode(this.recovery),
@@ -91,6 +108,23 @@ export class SvcNode {
       pendingWrites: () => this.waiters.size,
       writesPaused: () => this.state.store.meta.writesPaused,
     });
+    const t = this.metrics.transfer;
+    this.sender = new SnapshotSender(transport, state.snapshots, logger.child("snapshot"), t, (peer, ok) => {
+      this.core.reportSnapshot(peer, ok);
+      this.schedule();
+    });
+    this.receiver = new SnapshotReceiver(transport, state.snapshots, logger.child("snapshot"), t, (message, clusterId) => {
+      if (this.clusterIdValue === "" && clusterId !== "") this.adoptClusterId(clusterId);
+      this.setRecovery("installing_snapshot");
+      this.core.step(message);
+      this.schedule();
+    }, () => {
+      if (this.recovery === "requesting_snapshot" || this.recovery === "joining") this.setRecovery("installing_snapshot");
+    });
+  }
+
+  get clusterId(): string {
+    return this.clusterIdValue;
   }
 
   /**
@@ -100,12 +134,27 @@ export class SvcNode {
   static async start(config: Config, logger: Logger): Promise<SvcNode> {
     const paths = prepareDataDir(config.dataDir);
     const lock = lockDataDir(config.dataDir, `node ${config.nodeId}`);
+    let node: SvcNode | null = null;
+    const transport = createTransport({
+      nodeId: config.nodeId,
+      clusterId: "",
+      listen: { hostname: config.listen.peer.host, port: config.listen.peer.port },
+      logger: logger.child("transport"),
+      // Messages that arrive before the node exists are dropped; Raft retransmits.
+      onMessage: (from, type, payload) => node?.onPeerMessage(from, type, payload),
+    });
     try {
+      transport.start();
       const log = logger.child("node");
       log.info("recovery: starting", { nodeId: config.nodeId, dataDir: config.dataDir });
       const state = await loadState(paths, config, logger.child("wal"));
       const clusterId = bootstrapIfNew(state, config, log);
-      if (state.needsSnapshotAt !== null) await rebaseOnStore(state, clusterId, log);
+      const multiMember = config.cluster.members.length > 1;
+      let voteGuardIndex = 0;
+      if (state.needsSnapshotAt !== null) {
+        if (multiMember) voteGuardIndex = forgetLocalState(state, log);
+        else await rebaseOnStore(state, clusterId, log);
+      }
       const tickMs = config.raft.heartbeatIntervalMs;
       const core = new RaftCore(
         {
@@ -128,10 +177,14 @@ export class SvcNode {
           appliedIndex: state.store.meta.appliedIndex,
         },
       );
-      const node = new SvcNode(config, log, lock, state, core, clusterId);
+      node = new SvcNode(config, log, lock, state, core, clusterId, transport);
+      node.voteGuardIndex = voteGuardIndex;
+      if (clusterId !== "") transport.setClusterId(clusterId);
+      transport.setPeers(Object.fromEntries(config.cluster.members.filter((m) => m.id !== config.nodeId).map((m) => [m.id, m.peer.raw])));
       node.begin();
       return node;
     } catch (e) {
+      transport.close();
       lock.release();
       throw e;
     }
@@ -240,6 +293,8 @@ export class SvcNode {
     if (this.stopped) return;
     this.stopped = true;
     if (this.tickTimer !== null) clearInterval(this.tickTimer);
+    this.sender.stop();
+    this.transport.close();
     this.waiters.failAll(new SvcError("SHUTTING_DOWN", "the node is shutting down", { hint: "retry against another node" }));
     this.failReads(new SvcError("SHUTTING_DOWN", "the node is shutting down"));
     if (this.snapshotInFlight !== null) await this.snapshotInFlight.catch(() => undefined);
@@ -261,7 +316,7 @@ export class SvcNode {
     const status = this.core.status();
     this.catchUpTarget = status.commit;
     this.setRecovery(this.state.store.meta.appliedIndex < this.catchUpTarget ? "replaying_wal" : "joining");
-    if (status.membership.voters.length === 0) {
+    if (status.membership.voters.length === 0 || this.voteGuardIndex > 0 || (status.lastIndex === 0 && this.config.cluster.members.length > 1)) {
       this.setRecovery("requesting_snapshot");
       this.logger.warn("this node belongs to no cluster yet: waiting for a leader to send it a snapshot", {
         hint: "set bootstrap = true on the first node of a new cluster, or add this node from the leader with `svc admin add-node`",
@@ -270,7 +325,9 @@ export class SvcNode {
     if (status.membership.voters.length === 1 && status.membership.voters[0] === this.config.nodeId) this.core.campaign();
     this.tickTimer = setInterval(() => {
       this.core.tick();
-      this.waiters.expire(Date.now(), writeTimeoutMs);
+      const now = Date.now();
+      this.waiters.expire(now, writeTimeoutMs);
+      this.sender.checkStalls(now);
       this.schedule();
     }, this.config.raft.heartbeatIntervalMs);
     this.schedule();
@@ -320,7 +377,7 @@ export class SvcNode {
   /** Write what a Ready asks to persist; returns true when an fsync is owed before going on. */
   private persist(rd: Ready): boolean {
     const { wal } = this.state;
-    if (rd.snapshot !== null) throw new SvcError("NOT_IMPLEMENTED", "installing a snapshot from a leader needs the peer transport");
+    if (rd.snapshot !== null) this.installSnapshot(rd.snapshot);
     if (rd.entries.length > 0) {
       wal.append(rd.entries);
       let bytes = 0;
@@ -338,9 +395,87 @@ export class SvcNode {
     return rd.mustSync && rd.entries.length > 0;
   }
 
+  /** Replace the store with a snapshot received from the leader and start the log after it. */
+  private installSnapshot(meta: SnapshotMeta): void {
+    const entry = this.state.snapshots.list().find((e) => e.index === meta.index && e.term === meta.term && e.meta !== null);
+    assert(entry !== undefined, "a snapshot is stepped into the core only after it was filed");
+    this.logger.info("recovery: installing snapshot", { index: meta.index, term: meta.term });
+    this.state.store.close();
+    Store.installImage(join(entry.dir, snapshotStateFile), this.state.paths.storePath);
+    this.state.store = Store.open(this.state.paths.storePath);
+    if (this.clusterIdValue === "" && entry.meta !== null) this.adoptClusterId(entry.meta.clusterId);
+    this.state.wal.resetTo(meta.index + 1);
+    this.state.wal.removeSegmentsCoveredBy(meta.index);
+    this.lastSnapshotIndex = meta.index;
+    this.state.snapshots.prune(snapshotsRetainedCount);
+    this.catchUpTarget = Math.max(this.catchUpTarget, meta.index);
+    this.setRecovery("replaying_after_snapshot");
+  }
+
+  private adoptClusterId(clusterId: string): void {
+    this.clusterIdValue = clusterId;
+    this.transport.setClusterId(clusterId);
+    const next = { ...this.persistedHardState, clusterId };
+    writeHardState(this.state.paths.hardStatePath, next);
+    this.persistedHardState = next;
+    if (this.state.store.meta.clusterId === "") this.state.store.setClusterId(clusterId);
+    this.logger.info("joined cluster", { clusterId });
+  }
+
+  // ─── peers ──────────────────────────────────────────────────────────────────────────
+
+  /** A message from a peer (the transport has checked framing, CRC and cluster id). */
+  onPeerMessage(from: string, type: number, payload: Uint8Array): void {
+    if (this.stopped || this.fatalError !== null) return;
+    switch (type) {
+      case MessageType.raft: {
+        const decoded = decodeMessage(payload);
+        if (!decoded.ok) {
+          this.metrics.peerMessagesDropped.labels("malformed").inc();
+          this.logger.debug("dropped a malformed raft message", { from, error: decoded.error.code });
+          return;
+        }
+        const m = decoded.message;
+        if (m.from !== from || m.to !== this.config.nodeId) {
+          this.metrics.peerMessagesDropped.labels("misaddressed").inc();
+          return;
+        }
+        if ((m.type === "vote" || m.type === "pre_vote") && this.state.store.meta.appliedIndex < this.voteGuardIndex) {
+          this.metrics.peerMessagesDropped.labels("vote_while_recovering").inc();
+          return;
+        }
+        if (m.type === "append" || m.type === "heartbeat") this.leaderCommitSeen = Math.max(this.leaderCommitSeen, m.commit);
+        this.core.step(m);
+        this.schedule();
+        return;
+      }
+      case MessageType.snapshotChunk:
+        this.receiver.onChunk(from, payload);
+        return;
+      case MessageType.snapshotAck:
+        this.sender.onAck(from, payload);
+        return;
+      default:
+        this.metrics.peerMessagesDropped.labels("unknown_type").inc();
+    }
+  }
+
+  private send(messages: readonly Message[]): void {
+    for (const m of messages) {
+      if (m.type === "snapshot") {
+        this.sender.start(m).catch((e: unknown) => {
+          this.logger.error("cannot send snapshot", { peer: m.to, error: errorMessage(e) });
+          this.core.reportSnapshot(m.to, false);
+        });
+        continue;
+      }
+      if (!this.transport.send(m.to, MessageType.raft, encodeMessage(m)) && m.type === "append") this.core.reportUnreachable(m.to);
+    }
+  }
+
   /** After persisting: send, apply, answer, advance. */
   private finishReady(rd: Ready): void {
-    // Peer messages are sent here once the transport exists; a one-voter cluster has none.
+    this.send(rd.messages);
     if (rd.committed.length > 0) this.apply(rd.committed);
     for (const rs of rd.readStates) this.readIndexConfirmed(rs.requestId, rs.index);
     this.core.advance(rd);
@@ -354,6 +489,7 @@ export class SvcNode {
       const entry = entries[i];
       const result = results[i];
       assert(entry !== undefined && result !== undefined, "one result per applied entry");
+      if (result.kind === "init_cluster" && this.clusterIdValue === "") this.adoptClusterId(this.state.store.meta.clusterId);
       const waitedMs = this.waiters.applied(entry.index, entry.term, result, now);
       if (waitedMs >= 0 && result.kind === "execute") {
         if (result.ok) this.metrics.writesTotal.inc();
@@ -376,12 +512,16 @@ export class SvcNode {
   }
 
   private advanceRecovery(applied: number): void {
-    if (this.recovery === "replaying_wal" && applied >= this.catchUpTarget) {
+    if ((this.recovery === "replaying_wal" || this.recovery === "replaying_after_snapshot") && applied >= this.catchUpTarget) {
       this.logger.info("recovery: replay finished", { applied });
       this.setRecovery("joining");
     }
     const status = this.core.status();
-    if (this.recovery === "joining" && status.leaderId !== null && applied >= this.catchUpTarget) {
+    if (this.recovery === "requesting_snapshot" && status.leaderId !== null && status.lastIndex > 0 && applied >= this.voteGuardIndex) {
+      // The leader sent the log itself rather than a snapshot (it had not compacted).
+      this.setRecovery("joining");
+    }
+    if (this.recovery === "joining" && status.leaderId !== null && applied >= Math.max(this.catchUpTarget, status.commit, this.voteGuardIndex)) {
       this.logger.info(`recovery: caught_up; joined as ${status.role}`, { applied, term: status.term, leader: status.leaderId });
       this.setRecovery("healthy");
     }
@@ -558,14 +698,16 @@ function bootstrapIfNew(state: LoadedState, config: Config, logger: Logger): str
   const clusterId = randomUUID();
   const voters = config.cluster.members.length > 0 ? config.cluster.members.map((m) => m.id) : [config.nodeId];
   const membership: Membership = { voters, learners: [] };
-  const first: Entry = { term: 1, index: 1, kind: "config", timestampMs: Date.now(), data: encodeMembership(membership) };
-  state.wal.append([first]);
+  const now = Date.now();
+  const first: Entry = { term: 1, index: 1, kind: "config", timestampMs: now, data: encodeMembership(membership) };
+  const second: Entry = { term: 1, index: 2, kind: "normal", timestampMs: now, data: encodeCommand({ op: "init_cluster", clusterId }) };
+  state.wal.append([first, second]);
   state.wal.sync();
-  const hardState: StoredHardState = { term: 1, vote: null, commit: 1, clusterId };
+  const hardState: StoredHardState = { term: 1, vote: null, commit: 2, clusterId };
   writeHardState(state.paths.hardStatePath, hardState);
   state.store.setClusterId(clusterId);
   state.hardState = hardState;
-  state.entries = [first];
+  state.entries = [first, second];
   logger.info("bootstrapped a new cluster", { clusterId, voters });
   return clusterId;
 }
@@ -592,4 +734,30 @@ async function rebaseOnStore(state: LoadedState, clusterId: string, logger: Logg
   }
   state.needsSnapshotAt = null;
   logger.info("recovery: the log starts after a snapshot of the store", { index: meta.index, term: meta.term });
+}
+
+/**
+ * A member of a multi-node cluster whose log lost entries (a cleared WAL) must not vouch for
+ * what it no longer holds. It drops its store back to its newest local snapshot (or to
+ * empty), starts the log after it, and fetches the rest from the leader — a newer snapshot
+ * if the leader compacted past it. Returns the index below which it must not vote.
+ */
+function forgetLocalState(state: LoadedState, logger: Logger): number {
+  const guard = Math.max(state.store.meta.appliedIndex, state.hardState.commit, state.entries.at(-1)?.index ?? 0);
+  const base = state.snapshot;
+  logger.warn("recovery: the WAL lost entries this node held; requesting them from the leader", {
+    heldUpTo: guard, restartingFrom: base?.index ?? 0,
+  });
+  state.store.close();
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(state.paths.storePath + suffix, { force: true });
+  const latest = base === null ? null : state.snapshots.list().find((e) => e.index === base.index && e.term === base.term);
+  if (latest !== null && latest !== undefined) Store.installImage(join(latest.dir, snapshotStateFile), state.paths.storePath);
+  state.store = Store.open(state.paths.storePath);
+  state.entries = [];
+  state.wal.resetTo((base?.index ?? 0) + 1);
+  state.wal.removeSegmentsCoveredBy(Number.MAX_SAFE_INTEGER);
+  state.hardState = { ...state.hardState, commit: base?.index ?? 0 };
+  writeHardState(state.paths.hardStatePath, state.hardState);
+  state.needsSnapshotAt = null;
+  return guard;
 }

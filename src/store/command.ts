@@ -11,7 +11,9 @@ export interface Statement {
 export type Command =
   | { op: "execute"; statements: Statement[] }
   | { op: "pause_writes" }
-  | { op: "resume_writes" };
+  | { op: "resume_writes" }
+  /** The second entry of a new cluster: its id, so every node's store records it. */
+  | { op: "init_cluster"; clusterId: string };
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -31,6 +33,10 @@ export function decodeCommand(data: Uint8Array): Command | null {
   if (typeof v !== "object" || v === null) return null;
   const op = (v as { op?: unknown }).op;
   if (op === "pause_writes" || op === "resume_writes") return { op };
+  if (op === "init_cluster") {
+    const clusterId = (v as { clusterId?: unknown }).clusterId;
+    return typeof clusterId === "string" ? { op, clusterId } : null;
+  }
   if (op !== "execute") return null;
   const statements = (v as { statements?: unknown }).statements;
   if (!Array.isArray(statements)) return null;

@@ -24,7 +24,7 @@ export interface StatementResult {
 export type ApplyResult =
   | { kind: "execute"; ok: true; results: StatementResult[] }
   | { kind: "execute"; ok: false; statementIndex: number; message: string }
-  | { kind: "pause_writes" | "resume_writes" | "config" | "noop" }
+  | { kind: "pause_writes" | "resume_writes" | "config" | "noop" | "init_cluster" }
   /** An entry this version cannot read; skipped identically on every node of this version. */
   | { kind: "unreadable" };
 
@@ -231,6 +231,10 @@ export class Store {
         meta.writesPaused = command.op === "pause_writes";
         this.setMetaStmt.run("writes_paused", meta.writesPaused ? 1 : 0);
         return { kind: command.op };
+      case "init_cluster":
+        meta.clusterId = command.clusterId;
+        this.setMetaStmt.run("cluster_id", command.clusterId);
+        return { kind: "init_cluster" };
       case "execute":
         return this.functions.withEntry(entry.term, entry.index, entry.timestampMs, () => this.executeBatch(command.statements));
     }

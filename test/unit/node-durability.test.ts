@@ -16,14 +16,18 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
+let nextPort = 20_000 + (process.pid % 20_000);
+
 function testConfig(extra: { snapshotIntervalEntries?: number } = {}): Config {
   const dir = fs.mkdtempSync(join(tmpdir(), "svc-node-"));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+  // Only the peer port is bound (by the node's transport); client and admin are not.
+  const peer = `127.0.0.1:${nextPort++}`;
   const text = renderConfigToml({
     nodeId: "n1",
     dataDir: join(dir, "data"),
-    listen: { client: "127.0.0.1:1", admin: "127.0.0.1:2", peer: "127.0.0.1:3" },
-    cluster: { bootstrap: true, members: [{ id: "n1", peer: "127.0.0.1:3", client: "127.0.0.1:1", admin: "127.0.0.1:2" }] },
+    listen: { client: "127.0.0.1:1", admin: "127.0.0.1:2", peer },
+    cluster: { bootstrap: true, members: [{ id: "n1", peer, client: "127.0.0.1:1", admin: "127.0.0.1:2" }] },
     wal: { segmentSizeBytes: 1024 * 1024 },
     ...extra,
   });

@@ -214,10 +214,13 @@ put_file() {
 	changed "installed $2"
 }
 
-# put_text TARGET_PATH MODE UID GID < content
-put_text() {
-	cat >"$WORK/text"
-	put_file "$WORK/text" "$@"
+# put_output TARGET_PATH MODE UID GID COMMAND...: install what COMMAND prints. Not a pipeline
+# into a function: a pipeline runs in a subshell, whose changes to CHANGES would be lost.
+put_output() {
+	out_target=$1 out_mode=$2 out_uid=$3 out_gid=$4
+	shift 4
+	"$@" >"$WORK/text"
+	put_file "$WORK/text" "$out_target" "$out_mode" "$out_uid" "$out_gid"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -493,7 +496,7 @@ install_all() {
 	if [ -e "$(R "$CONFIG_PATH")" ]; then
 		info "kept $CONFIG_PATH (exists; never overwritten)"
 	else
-		config_toml "$NODE_ID" | put_text "$CONFIG_PATH" 640 0 "$SVC_GID"
+		put_output "$CONFIG_PATH" 640 0 "$SVC_GID" config_toml "$NODE_ID"
 		if ! out=$("$BINARY" --config "$(R "$CONFIG_PATH")" --validate 2>&1); then
 			die "the generated $CONFIG_PATH does not validate (a bug in install.sh): $out"
 		fi
@@ -502,7 +505,7 @@ install_all() {
 	make_dir "$UNIT_DIR"
 	before=$CHANGES
 	for unit in $UNITS; do
-		unit_text "$unit" | put_text "$UNIT_DIR/$unit" 644 0 0
+		put_output "$UNIT_DIR/$unit" 644 0 0 unit_text "$unit"
 	done
 	if [ "$before" != "$CHANGES" ]; then UNITS_CHANGED=1 RESTART_NEEDED=1; fi
 

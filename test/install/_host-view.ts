@@ -29,3 +29,33 @@ export function hostViewArgv(
     "env", `PRIVATE_NET=${privateNetwork ? 1 : 0}`, "sh", "-c", SCRIPT, "sh", root, ...drop, ...argv,
   ];
 }
+
+const HOST_SCRIPT = `
+set -eu
+scratch=$1; shift
+mkdir -p "$scratch/etc-upper" "$scratch/etc-work" "$scratch/usr-local-bin" "$scratch/var-lib" "$scratch/var-backups"
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$scratch/etc-upper,workdir=$scratch/etc-work" /etc
+mount --bind "$scratch/usr-local-bin" /usr/local/bin
+mount --bind "$scratch/var-lib" /var/lib
+mkdir -p /var/backups
+mount --bind "$scratch/var-backups" /var/backups
+if [ "$FAKE_SYSTEMD" = 1 ]; then
+  mount -t tmpfs tmpfs /run
+  mkdir -p /run/systemd/system
+fi
+exec "$@"
+`;
+
+/**
+ * Runs a command that changes this host's own places (/etc, /usr/local/bin, /var/lib,
+ * /var/backups), with every change caught in `scratch` instead: /etc becomes an overlay whose
+ * upper layer is scratch/etc-upper (useradd's changes land there), the others are bound to
+ * empty directories under scratch. With fakeSystemd, /run/systemd/system exists, so install.sh
+ * believes systemd runs; put a stand-in systemctl first in PATH.
+ */
+export function hostOverlayArgv(scratch: string, argv: readonly string[], options: { fakeSystemd?: boolean } = {}): string[] {
+  return [
+    "unshare", "--mount", "--propagation", "private",
+    "env", `FAKE_SYSTEMD=${options.fakeSystemd === true ? 1 : 0}`, "sh", "-c", HOST_SCRIPT, "sh", scratch, ...argv,
+  ];
+}

@@ -352,6 +352,7 @@ TimeoutStopSec=90s
 LimitNOFILE=1048576
 # Recovery progress (recovery, replay, caught_up) is logged at info.
 Environment=RUST_LOG=info
+# A memory cap goes in a drop-in as MemoryMax=, never MemoryDenyWriteExecute= (see hardening).
 # Data, and the WAL archive that wal.archive_command may copy segments to. A data_dir or an
 # archive place elsewhere needs its own ReadWritePaths= in a drop-in.
 $(hardening "$DATA_DIR -$WAL_ARCHIVE_DIR")

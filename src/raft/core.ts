@@ -390,6 +390,7 @@ export class RaftCore {
         pr.recentActive = true;
         pr.probeSent = false;
         if (pr.match < this.log.lastIndex()) this.sendAppends(m.from, true);
+        if (m.readSeq > this.reads.currentSeq()) return this.drop(m, "read_seq_never_sent");
         if (m.readSeq > 0) {
           for (const read of this.reads.ack(this.id, m.from, m.readSeq, this.membership().voters)) this.deliverRead(read);
         }
@@ -485,16 +486,21 @@ export class RaftCore {
     if (kind === "config") {
       this.members.onAppend([e], (bad) => this.reportMalformedConfig(bad));
       this.syncProgress();
+      this.maybeCommit(); // the quorum changed
     }
     // A one-voter leader commits as soon as the node persisted the entry (see advance()).
     return e;
   }
 
-  /** Make the progress map match the current membership (leader only). */
+  /**
+   * Make the progress map match the membership (leader only). A member that the latest,
+   * uncommitted config removes keeps receiving the log until that config commits, so that
+   * it learns of its removal and stops campaigning; it no longer counts for the quorum.
+   */
   private syncProgress(): void {
     if (this.role !== "leader") return;
     const m = this.membership();
-    const members = new Set(allMembers(m));
+    const members = new Set([...allMembers(m), ...allMembers(this.members.at(this.log.commit))]);
     for (const id of [...this.progress.keys()]) if (!members.has(id)) this.progress.delete(id);
     for (const id of members) {
       if (this.progress.has(id)) continue;
@@ -508,7 +514,6 @@ export class RaftCore {
       this.progress.set(id, pr);
     }
     if (this.leadTransferee !== null && !isVoter(m, this.leadTransferee)) this.leadTransferee = null;
-    this.maybeCommit();
   }
 
   private matchOf(id: NodeId): number {
@@ -532,6 +537,7 @@ export class RaftCore {
       for (const w of waiting) this.startRead(w.requestId, w.from);
     }
     const m = this.membership();
+    if (this.progress.size > allMembers(m).length) this.syncProgress(); // a removal committed
     if (!isVoter(m, this.id) && this.members.latestConfigIndex() <= this.log.commit) {
       this.logger.info("stepping down: this node was removed from the voters", { term: this.term });
       this.becomeFollower(this.term, null);
@@ -555,6 +561,7 @@ export class RaftCore {
       }
       return;
     }
+    if (m.index > this.log.lastIndex()) return this.drop(m, "ack_beyond_log");
     const wasPaused = pr.isPaused();
     if (!pr.maybeUpdate(m.index)) return;
     if (pr.state === "probe") {

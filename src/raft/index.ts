@@ -21,3 +21,5 @@ export { applyChange, isVoter, isLearner, isMember } from "./membership.ts";
 export type { ProgressState } from "./progress.ts";
 export type { Entry, EntryKind, HardState, Membership, NodeId, Role, SnapshotMeta } from "./types.ts";
 export { emptyMembership, encodeMembership, decodeMembership } from "./types.ts";
+export { encodeMessage, decodeMessage, codecVersion, nodeIdBytesMax } from "./codec.ts";
+export type { DecodeResult, DecodeError, DecodeErrorCode } from "./codec.ts";

@@ -109,7 +109,7 @@ export class MembershipHistory {
 
   /** Entries from index on were removed from the log. */
   onTruncate(fromIndex: number): void {
-    while ((this.configs.at(-1)?.index ?? 0) >= fromIndex) this.configs.pop();
+    for (let last = this.configs.at(-1); last !== undefined && last.index >= fromIndex; last = this.configs.at(-1)) this.configs.pop();
   }
 
   /** The log now starts after snapshot: its membership becomes the base. */

@@ -82,6 +82,18 @@ export class TestNode {
     }
   }
 
+  /** Takes a local snapshot at index (<= applied) and compacts the log behind it. */
+  compactTo(index: number): SnapshotMeta {
+    const base = (this.disk.snapshot?.index ?? 0) + 1;
+    const e = this.disk.entries[index - base];
+    if (e === undefined) throw new Error(`no entry ${index} on ${this.id}'s disk`);
+    const meta: SnapshotMeta = { index, term: e.term, membership: this.core.membershipAt(index) };
+    this.core.compact(meta);
+    this.disk.snapshot = meta;
+    this.disk.entries = this.disk.entries.slice(index - base + 1);
+    return meta;
+  }
+
   /** A crash and restart from what is on disk. */
   restart(): void {
     this.outbox = [];
@@ -107,6 +119,22 @@ export class TestCluster {
     for (const id of ids) {
       this.nodes.set(id, new TestNode(id, opts, { hardState: { term: 1, vote: null, commit: 1 }, snapshot: null, entries: [configEntry(1, 1, membership)] }));
     }
+  }
+
+  /**
+   * A cluster whose nodes start with given logs: entry 1 is the membership of all ids, then
+   * one normal entry per listed term. hardState.term is the highest term in any log.
+   */
+  static withLogs(logs: Record<NodeId, number[]>, opts: Partial<RaftOptions> = {}): TestCluster {
+    const ids = Object.keys(logs);
+    const c = new TestCluster([], opts);
+    const maxTerm = Math.max(1, ...Object.values(logs).flat());
+    for (const id of ids) {
+      const entries: Entry[] = [configEntry(1, 1, { voters: ids, learners: [] })];
+      (logs[id] ?? []).forEach((term, i) => entries.push({ index: i + 2, term, kind: "normal", timestampMs: 0, data: bytes(`${i + 2}@${term}`) }));
+      c.nodes.set(id, new TestNode(id, opts, { hardState: { term: maxTerm, vote: null, commit: 1 }, snapshot: null, entries }));
+    }
+    return c;
   }
 
   add(id: NodeId, opts: Partial<RaftOptions> = {}): TestNode {

@@ -1,0 +1,222 @@
+import { describe, expect, test } from "bun:test";
+import { RaftCore, decodeMessage, encodeMessage } from "../../src/raft/index.ts";
+import type { Entry, Message } from "../../src/raft/index.ts";
+import { createPrng } from "../../src/util/index.ts";
+import { bytes, configEntry, options, TestCluster } from "./raft-harness.ts";
+
+const three = { voters: ["a", "b", "c"], learners: [] };
+
+function entry(index: number, term: number, s = `e${index}`): Entry {
+  return { index, term, kind: "normal", timestampMs: 0, data: bytes(s) };
+}
+
+function node(id: string, terms: number[], commit = 1, term = 5): RaftCore {
+  const entries = [configEntry(1, 1, three), ...terms.map((t, i) => entry(i + 2, t))];
+  return new RaftCore(options(id), { hardState: { term, vote: null, commit }, snapshot: null, entries });
+}
+
+function drain(core: RaftCore): { messages: Message[]; entries: Entry[] } {
+  const messages: Message[] = [];
+  const entries: Entry[] = [];
+  while (core.hasReady()) {
+    const rd = core.ready();
+    messages.push(...rd.messages);
+    entries.push(...rd.entries);
+    core.advance(rd);
+  }
+  return { messages, entries };
+}
+
+describe("follower append", () => {
+  test("follower rejects an append whose previous entry does not match, with a hint at its last entry of a term <= prevTerm", () => {
+    const b = node("b", [1, 2, 2, 2]); // indices 2..5
+    drain(b);
+    b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 7, prevTerm: 4, commit: 1, entries: [] });
+    const { messages } = drain(b);
+    expect(messages).toEqual([{ type: "append_response", from: "b", to: "a", term: 5, reject: true, index: 7, hintIndex: 5, hintTerm: 2 }]);
+  });
+
+  test("the hint skips every entry of a term higher than the leader's prevTerm", () => {
+    const b = node("b", [1, 3, 3, 3, 3]); // indices 2..6, leader has term 2 at 6
+    drain(b);
+    b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 6, prevTerm: 2, commit: 1, entries: [] });
+    const { messages } = drain(b);
+    expect(messages[0]).toMatchObject({ reject: true, index: 6, hintIndex: 2, hintTerm: 1 });
+  });
+
+  test("a follower replaces uncommitted conflicting entries with the leader's and the new suffix is in Ready.entries", () => {
+    const b = node("b", [1, 2, 2]);
+    drain(b);
+    b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 2, prevTerm: 1, commit: 1, entries: [entry(3, 4, "x"), entry(4, 4, "y"), entry(5, 4, "z")] });
+    const { entries, messages } = drain(b);
+    expect(entries.map((e) => [e.index, e.term])).toEqual([[3, 4], [4, 4], [5, 4]]);
+    expect(messages[0]).toMatchObject({ type: "append_response", reject: false, index: 5 });
+    expect(b.status().lastIndex).toBe(5);
+  });
+
+  test("a duplicate append changes nothing and is acknowledged again", () => {
+    const b = node("b", [1]);
+    drain(b);
+    const m: Message = { type: "append", from: "a", to: "b", term: 5, prevIndex: 2, prevTerm: 1, commit: 1, entries: [entry(3, 5)] };
+    b.step(m);
+    drain(b);
+    b.step(m);
+    const { entries, messages } = drain(b);
+    expect(entries).toEqual([]);
+    expect(messages[0]).toMatchObject({ reject: false, index: 3 });
+  });
+
+  test("a delayed shorter append does not truncate entries that a later append added", () => {
+    const b = node("b", [1]);
+    drain(b);
+    b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 2, prevTerm: 1, commit: 1, entries: [entry(3, 5), entry(4, 5)] });
+    b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 2, prevTerm: 1, commit: 1, entries: [entry(3, 5)] });
+    expect(b.status().lastIndex).toBe(4);
+  });
+
+  test("entries that conflict at or below the commit index are dropped and counted, never applied", () => {
+    const b = node("b", [1, 1], 3);
+    drain(b);
+    b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 1, prevTerm: 1, commit: 1, entries: [entry(2, 4)] });
+    expect(b.status().lastTerm).toBe(1);
+    expect(b.status().droppedMessages["conflict_below_commit"]).toBeUndefined(); // prevIndex < commit: acknowledged as commit
+    b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 3, prevTerm: 1, commit: 1, entries: [] });
+    expect(b.status().lastIndex).toBe(3);
+  });
+
+  test("follower commit follows the leader's but never past the last entry the append matched", () => {
+    const b = node("b", [1, 1, 1]);
+    drain(b);
+    b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 2, prevTerm: 1, commit: 10, entries: [] });
+    expect(b.status().commit).toBe(2);
+  });
+
+  test("an append with non-contiguous entries is dropped as malformed", () => {
+    const b = node("b", [1]);
+    drain(b);
+    b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 2, prevTerm: 1, commit: 1, entries: [entry(3, 5), entry(5, 5)] });
+    expect(b.status().lastIndex).toBe(2);
+    expect(b.status().droppedMessages["entries_not_contiguous"]).toBe(1);
+  });
+
+  test("step never throws on messages decoded from random bytes", () => {
+    const prng = createPrng(99);
+    const cores = [node("b", [1, 2]), node("a", [1, 2])];
+    const leader = cores[1]!;
+    leader.campaign();
+    leader.step({ type: "vote_response", from: "b", to: "a", term: 6, reject: false });
+    expect(leader.status().role).toBe("leader");
+    const valid: Message[] = [
+      { type: "append", from: "a", to: "b", term: 5, prevIndex: 2, prevTerm: 1, commit: 1, entries: [entry(3, 5)] },
+      { type: "vote", from: "c", to: "b", term: 6, lastIndex: 2, lastTerm: 2, transfer: false },
+      { type: "append_response", from: "c", to: "a", term: 6, reject: true, index: 4, hintIndex: 2, hintTerm: 1 },
+      { type: "append_response", from: "b", to: "a", term: 6, reject: false, index: 3, hintIndex: 0, hintTerm: 0 },
+      { type: "heartbeat_response", from: "c", to: "a", term: 6, readSeq: 0 },
+      { type: "read_index", from: "c", to: "a", term: 6, requestId: 5 },
+      { type: "snapshot", from: "a", to: "b", term: 5, snapshot: { index: 10, term: 4, membership: three } },
+    ];
+    for (let i = 0; i < 5000; i++) {
+      const enc = encodeMessage(valid[prng.nextInt(valid.length)]!);
+      for (let f = 0; f < 3; f++) enc[prng.nextInt(enc.length)] = prng.nextInt(256);
+      const r = decodeMessage(enc);
+      if (!r.ok) continue;
+      for (const core of cores) {
+        expect(() => core.step({ ...r.message, to: core.status().id } as Message)).not.toThrow();
+        drain(core);
+      }
+    }
+  });
+});
+
+describe("leader replication", () => {
+  test("the leader skips a whole conflicting term at once using the reject hint", () => {
+    // b holds many entries of an old term that never committed; a leader of a newer term
+    // should find the divergence point in a couple of round trips, not one per entry.
+    const c = TestCluster.withLogs({ a: [1, 3, 3, 3], b: [1, 2, 2, 2, 2, 2, 2, 2, 2, 2], c: [1, 3, 3, 3] });
+    c.elect("a");
+    let rejects = 0;
+    const b = c.node("b");
+    const origStep = b.core.step.bind(b.core);
+    const a = c.node("a");
+    const aStep = a.core.step.bind(a.core);
+    a.core.step = (m: Message) => {
+      if (m.type === "append_response" && m.from === "b" && m.reject) rejects++;
+      aStep(m);
+    };
+    b.core.step = origStep;
+    a.core.propose(bytes("x"), 0);
+    c.deliverAll();
+    c.tickAll(3);
+    expect(rejects).toBeLessThanOrEqual(2);
+    expect(b.core.status().lastIndex).toBe(a.core.status().lastIndex);
+    expect(b.appliedTexts()).toEqual(a.appliedTexts());
+  });
+
+  test("the leader commits an entry of an earlier term only through one of its own term", () => {
+    const a = node("a", [2], 1, 2); // entry 2 of term 2, uncommitted
+    drain(a);
+    a.campaign();
+    drain(a);
+    a.step({ type: "vote_response", from: "b", to: "a", term: 3, reject: false });
+    expect(a.status().role).toBe("leader");
+    drain(a); // persists the noop at 3
+    a.step({ type: "append_response", from: "b", to: "a", term: 3, reject: false, index: 2, hintIndex: 0, hintTerm: 0 });
+    expect(a.status().commit).toBe(1);
+    a.step({ type: "append_response", from: "b", to: "a", term: 3, reject: false, index: 3, hintIndex: 0, hintTerm: 0 });
+    expect(a.status().commit).toBe(3);
+  });
+
+  test("the leader's own entry counts for the quorum only after the node persisted it", () => {
+    const a = node("a", [], 1, 2);
+    drain(a);
+    a.campaign();
+    a.step({ type: "vote_response", from: "b", to: "a", term: 3, reject: false });
+    a.propose(bytes("x"), 0);
+    const rd = a.ready();
+    expect(rd.entries.map((e) => e.index)).toEqual([2, 3]);
+    a.step({ type: "append_response", from: "b", to: "a", term: 3, reject: false, index: 3, hintIndex: 0, hintTerm: 0 });
+    // b alone holds 3: not a majority of three until the leader's copy is durable.
+    expect(a.status().commit).toBe(1);
+    a.advance(rd);
+    expect(a.status().commit).toBe(3);
+  });
+
+  test("steps between ready() and advance() come out in the next Ready", () => {
+    const c = new TestCluster(["a", "b", "c"]);
+    const a = c.elect("a");
+    a.core.propose(bytes("x"), 0);
+    const rd = a.core.ready();
+    expect(a.core.hasReady()).toBe(false);
+    a.core.propose(bytes("y"), 0);
+    a.core.advance(rd);
+    const rd2 = a.core.ready();
+    expect(rd2.entries.map((e) => new TextDecoder().decode(e.data))).toEqual(["y"]);
+    a.core.advance(rd2);
+  });
+
+  test("a follower that reports unreachable goes back to probing", () => {
+    const c = new TestCluster(["a", "b", "c"]);
+    const a = c.elect("a");
+    a.core.propose(bytes("x"), 0);
+    c.deliverAll();
+    expect(a.core.status().progress["b"]?.state).toBe("replicate");
+    a.core.reportUnreachable("b");
+    expect(a.core.status().progress["b"]?.state).toBe("probe");
+    a.core.propose(bytes("y"), 0);
+    c.deliverAll();
+    expect(a.core.status().progress["b"]?.state).toBe("replicate");
+  });
+
+  test("a leader resends to a follower whose appends were lost once heartbeats show it is behind", () => {
+    const c = new TestCluster(["a", "b", "c"], { maxInflightAppends: 1 });
+    const a = c.elect("a");
+    c.isolate("b");
+    a.core.propose(bytes("x"), 0);
+    a.core.propose(bytes("y"), 0);
+    c.deliverAll();
+    a.core.reportUnreachable("b");
+    c.heal();
+    c.tickAll(3);
+    expect(c.node("b").appliedTexts()).toEqual(["x", "y"]);
+  });
+});

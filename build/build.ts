@@ -56,8 +56,8 @@ const build = Bun.spawnSync(
     // Bytecode makes start-up faster, and works only with ESM: with the default (cjs) format the
     // build succeeds but the binary fails at start.
     "--format=esm", "--bytecode",
-    // Whitespace and syntax only: minified identifiers break Elysia's generated handlers.
-    "--minify-whitespace", "--minify-syntax",
+    // No minification: the runtime makes up nearly all of the binary, and Elysia reads handlers'
+    // source text (minified identifiers break its generated handlers).
     "--sourcemap=none",
     // A service binary must not pick up a .env or bunfig.toml from whatever directory it runs in.
     "--no-compile-autoload-dotenv", "--no-compile-autoload-bunfig",

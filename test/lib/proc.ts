@@ -13,3 +13,4 @@ export { Ledger, WriteLoad, kvSchema, kvTable, valueFor, type WriteLoadOptions, 
 export { NodeProcess, startNode, type StartNodeOptions } from "./proc-node.ts";
 export { freePort, freePorts } from "./proc-ports.ts";
 export { killAllStarted, useProcessCleanup } from "./proc-registry.ts";
+export { health, startCluster, waitForLeader } from "./proc-cluster.ts";

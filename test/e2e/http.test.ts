@@ -226,6 +226,36 @@ describe("metrics and snapshots on the admin port", () => {
     expect(r.stdout).toContain("all checks passed");
     expect(r.exitCode).toBe(0);
   });
+
+  it("svc admin verify-checksums --data-dir refuses a data directory a running node holds", async () => {
+    const r = await runBinary(["admin", "verify-checksums", "--data-dir", node.dataDir]);
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toContain("in use by another svc process");
+    expect(r.stderr).toContain("stop the node first");
+    expect((await request(`${node.clientUrl}/health`)).status).toBe(200);
+  });
+
+  it("svc admin snapshot takes a snapshot and prints where it is", async () => {
+    await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["cli-snapshot", "x"] }]);
+    const r = await runBinary(["admin", "snapshot", "--node", node.adminUrl, "--json"]);
+    expect(r.exitCode).toBe(0);
+    const out = JSON.parse(r.stdout) as { status: string; index: number; dir: string };
+    expect(out.status).toBe("done");
+    const applied = (await getJson<{ applied_index: number }>(`${node.clientUrl}/health`)).applied_index;
+    expect(out.index).toBe(applied);
+    expect(fs.existsSync(join(out.dir, "meta.json"))).toBe(true);
+  });
+
+  it("svc admin query prints the rows of a read", async () => {
+    await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["cli-query", "seen by the CLI"] }]);
+    const r = await runBinary(["admin", "query", "SELECT v FROM kv WHERE k = 'cli-query'", "--node", node.adminUrl]);
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toContain("seen by the CLI");
+    expect(r.stdout).toContain("(1 row)");
+    const refused = await runBinary(["admin", "query", "DELETE FROM kv", "--node", node.adminUrl]);
+    expect(refused.exitCode).toBe(1);
+    expect(refused.stderr).toContain("SQL_REFUSED");
+  });
 });
 
 /**
@@ -252,6 +282,9 @@ describe("a WAL damaged in the middle of a segment", () => {
       await execute(damaged.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: [`row-${i}`, "v".repeat(100)] }]);
     }
     expect(await damaged.stop()).toBe(0);
+    const clean = await runBinary(["admin", "verify-checksums", "--data-dir", damaged.dataDir]);
+    expect(clean.stdout).toContain("all checks passed");
+    expect(clean.exitCode).toBe(0);
 
     const walDir = join(damaged.dataDir, "raft", "wal");
     const segments = fs.readdirSync(walDir).filter((n) => n.endsWith(".wal")).sort();

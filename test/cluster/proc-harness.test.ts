@@ -1,15 +1,13 @@
 // The process harness with a cluster: three compiled nodes on loopback elect one leader and a
 // write through it is read on every node. (Cluster behaviour proper is tested beside this.)
 
-import { beforeAll, describe, expect } from "bun:test";
-import { ensureBinary, execute, procTest, queryRaw, startCluster, useProcessCleanup, waitFor, waitForLeader } from "../lib/proc.ts";
+import { describe, expect } from "bun:test";
+import { execute, procTest, queryRaw, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader } from "../lib/proc.ts";
 
 useProcessCleanup();
+useCompiledBinary();
 
 describe("a three-node cluster of compiled nodes", () => {
-  beforeAll(() => {
-    ensureBinary();
-  });
 
   procTest("elects one leader that all nodes name, and a write through it reaches every node", async (env) => {
     const nodes = await startCluster(env, 3);

@@ -1,0 +1,110 @@
+// TCP proxies between the nodes of a test cluster, so that a test can cut the network between
+// live processes. Each node dials its own connection to every peer for what it sends, so one
+// proxy per ordered pair (from → to) carries exactly the messages `from` sends to `to`; a cut
+// link drops its connections and refuses new ones, as a partition that resets connections.
+
+import * as net from "node:net";
+
+class LinkProxy {
+  private cut = false;
+  private readonly sockets = new Set<net.Socket>();
+  private readonly server: net.Server;
+
+  constructor(readonly from: string, readonly to: string, private readonly target: { host: string; port: number }) {
+    this.server = net.createServer((client) => this.accept(client));
+  }
+
+  listen(port: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen({ host: "127.0.0.1", port, exclusive: true }, () => resolve());
+    });
+  }
+
+  setCut(cut: boolean): void {
+    this.cut = cut;
+    if (cut) this.dropAll();
+  }
+
+  get isCut(): boolean {
+    return this.cut;
+  }
+
+  close(): void {
+    this.cut = true;
+    this.dropAll();
+    this.server.close();
+  }
+
+  private dropAll(): void {
+    for (const s of this.sockets) s.destroy();
+    this.sockets.clear();
+  }
+
+  private accept(client: net.Socket): void {
+    if (this.cut) {
+      client.destroy();
+      return;
+    }
+    const upstream = net.connect(this.target);
+    this.sockets.add(client);
+    this.sockets.add(upstream);
+    const drop = (): void => {
+      client.destroy();
+      upstream.destroy();
+      this.sockets.delete(client);
+      this.sockets.delete(upstream);
+    };
+    client.on("error", drop);
+    upstream.on("error", drop);
+    client.on("close", drop);
+    upstream.on("close", drop);
+    // pipe() applies backpressure both ways: a slow reader slows the writer, nothing is buffered without bound.
+    client.pipe(upstream);
+    upstream.pipe(client);
+  }
+}
+
+export class PeerProxies {
+  private readonly links: LinkProxy[] = [];
+
+  /** A proxy on 127.0.0.1:`port` that carries `from`'s connections to `to` at `target` ("host:port"). */
+  async add(from: string, to: string, port: number, target: string): Promise<void> {
+    const cut = target.lastIndexOf(":");
+    const link = new LinkProxy(from, to, { host: target.slice(0, cut), port: Number(target.slice(cut + 1)) });
+    await link.listen(port);
+    this.links.push(link);
+  }
+
+  /** Cut (or restore) the links between two nodes, both directions. */
+  setLink(a: string, b: string, cut: boolean): void {
+    for (const l of this.links) if ((l.from === a && l.to === b) || (l.from === b && l.to === a)) l.setCut(cut);
+  }
+
+  /** Cut every link to and from `node`. */
+  isolate(node: string): void {
+    for (const l of this.links) if (l.from === node || l.to === node) l.setCut(true);
+  }
+
+  /** Split the nodes into groups that reach only their own group. */
+  partition(groups: readonly (readonly string[])[]): void {
+    const groupOf = new Map<string, number>();
+    groups.forEach((g, i) => g.forEach((id) => groupOf.set(id, i)));
+    for (const l of this.links) l.setCut(groupOf.get(l.from) !== groupOf.get(l.to));
+  }
+
+  healAll(): void {
+    for (const l of this.links) l.setCut(false);
+  }
+
+  /** Which ordered links are cut now, for a test's log. */
+  describeCuts(): string {
+    const cut = this.links.filter((l) => l.isCut).map((l) => `${l.from}→${l.to}`);
+    return cut.length === 0 ? "none" : cut.join(" ");
+  }
+
+  close(): void {
+    for (const l of this.links) l.close();
+    this.links.length = 0;
+  }
+}

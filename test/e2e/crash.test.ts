@@ -7,14 +7,15 @@
 
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { beforeAll, describe, expect } from "bun:test";
+import { describe, expect } from "bun:test";
 import { createPrng } from "../../src/util/prng.ts";
 import {
-  Ledger, WriteLoad, ensureBinary, execute, getJson, kvSchema, kvTable, metric, procTest, query, runBinary, useProcessCleanup, waitFor,
+  Ledger, WriteLoad, execute, getJson, kvSchema, kvTable, metric, procTest, query, request, runBinary, useCompiledBinary, useProcessCleanup, waitFor,
   type NodeProcess, type SqlValue,
 } from "../lib/proc.ts";
 
 useProcessCleanup();
+useCompiledBinary();
 
 const seed = process.env.SEED !== undefined ? Number(process.env.SEED) : Date.now() % 2_147_483_647;
 console.log(`test/e2e/crash.test.ts: SEED=${seed}`);
@@ -59,9 +60,6 @@ async function crashCycle(
 }
 
 describe("crash safety of one node (compiled binary)", () => {
-  beforeAll(() => {
-    ensureBinary();
-  });
 
   procTest("every acknowledged write survives five kill -9 under 32 concurrent writers, and nothing unwritten appears", async (env) => {
     const node = await env.startSingleNode();
@@ -129,7 +127,16 @@ describe("crash safety of one node (compiled binary)", () => {
       await Bun.sleep(prng.nextInt(400));
       await node.kill9();
     }
-    await node.start();
+    // While it recovers, /health answers 503 naming the recovery state (or nothing yet).
+    node.spawn();
+    const notReady = new Set<string>();
+    await waitFor("the rebuilt node to be healthy", async () => {
+      const r = await request<{ recovery?: string }>(`${node.clientUrl}/health`, { timeoutMs: 2_000 }).catch(() => null);
+      if (r === null || r.status === 200) return r !== null;
+      notReady.add(`${r.status} ${r.body?.recovery}`);
+      return false;
+    }, { deadlineMs: 30_000, intervalMs: 5 });
+    for (const answer of notReady) expect(answer).toMatch(/^503 (starting|replaying_wal|joining)$/);
     expect(await dumpKv(node)).toEqual(before);
     expect(ledger.check(before)).toEqual([]);
   }, 60_000);

@@ -6,7 +6,7 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect } from "bun:test";
 import {
-  ProcEnv, ensureBinary, execute, executeRaw, fetchMetrics, getJson, kvSchema, postJson, procTest, query, queryRaw, request, runBinary,
+  ProcEnv, buildDeadlineMs, ensureBinary, execute, executeRaw, fetchMetrics, getJson, kvSchema, postJson, procTest, query, queryRaw, request, runBinary,
   useProcessCleanup, waitFor, type ErrorBody, type HttpAnswer, type NodeProcess,
 } from "../lib/proc.ts";
 
@@ -37,7 +37,7 @@ beforeAll(async () => {
   ensureBinary();
   node = await env.startSingleNode();
   await execute(node.clientUrl, [kvSchema]);
-});
+}, buildDeadlineMs);
 afterAll(() => env.dispose());
 
 describe("POST /v1/execute refuses bad input with 400 and a message naming the problem", () => {

@@ -5,15 +5,16 @@
 import * as fs from "node:fs";
 import * as net from "node:net";
 import { join } from "node:path";
-import { beforeAll, describe, expect } from "bun:test";
+import { describe, expect } from "bun:test";
 import { renderConfigToml, type ConfigDraft } from "../../src/config/index.ts";
 import pkg from "../../package.json" with { type: "json" };
 import {
-  ensureBinary, execute, getJson, kvSchema, procTest, query, request, runBinary, singleNodeConfig, useProcessCleanup,
+  ensureBinary, execute, getJson, kvSchema, procTest, query, request, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup,
   type ProcEnv,
 } from "../lib/proc.ts";
 
 useProcessCleanup();
+useCompiledBinary();
 
 function writeConfig(env: ProcEnv, config: ConfigDraft, name = `${config.nodeId}.toml`): string {
   const path = join(env.dir, name);
@@ -42,9 +43,6 @@ function dataDirOf(config: ConfigDraft): string {
 }
 
 describe("svc serve refuses to start, and says why", () => {
-  beforeAll(() => {
-    ensureBinary();
-  });
 
   for (const role of ["client", "admin"] as const) {
     procTest(`${role === "admin" ? "an" : "a"} ${role} port already in use stops serve with exit 1, names the address, and touches no data`, async (env) => {

@@ -5,6 +5,7 @@
 
 import * as fs from "node:fs";
 import { join, resolve } from "node:path";
+import { beforeAll } from "bun:test";
 import type { Subprocess } from "bun";
 import { withinDeadline } from "./proc-http.ts";
 import { trackProcess, untrackProcess, withPdeathsig } from "./proc-registry.ts";
@@ -15,6 +16,16 @@ export const REPO_DIR = resolve(import.meta.dir, "../..");
 const BUILD_INPUTS = ["src", "package.json", "build/build.ts"];
 
 let binaryPath: string | undefined;
+
+/** Bound on one build of the binary (about 3 s alone; much more on a busy 2-core machine). */
+export const buildDeadlineMs = 180_000;
+
+/** Build (if stale) before the file's tests, under a hook timeout that a build fits in. */
+export function useCompiledBinary(): void {
+  beforeAll(() => {
+    ensureBinary();
+  }, buildDeadlineMs);
+}
 
 export function ensureBinary(): string {
   if (binaryPath !== undefined) return binaryPath;
@@ -58,15 +69,17 @@ function build(target: string): void {
   const distDir = join(target, "..");
   fs.mkdirSync(distDir, { recursive: true });
   const outDir = fs.mkdtempSync(join(distDir, ".build-"));
+  process.stderr.write(`test harness: dist/svc is missing or older than its sources; building it (bun run build)\n`);
   try {
     const r = Bun.spawnSync([process.execPath, "run", "build", "--outdir", outDir], {
       cwd: REPO_DIR,
       env: { ...process.env, NO_COLOR: "1" },
       stdout: "pipe",
       stderr: "pipe",
+      timeout: buildDeadlineMs,
     });
     if (r.exitCode !== 0) {
-      throw new Error(`bun run build failed (exit ${r.exitCode}):\n${r.stdout.toString()}\n${r.stderr.toString()}`);
+      throw new Error(`bun run build failed (exit ${r.exitCode}${r.signalCode === undefined ? "" : `, signal ${r.signalCode}`}):\n${r.stdout.toString()}\n${r.stderr.toString()}`);
     }
     fs.renameSync(join(outDir, "svc"), target);
     fs.renameSync(join(outDir, "svc.sha256"), `${target}.sha256`);

@@ -2,7 +2,7 @@
 // pick free loopback ports, write configs, start/kill/stop nodes, talk JSON to them, run
 // write load with a durability ledger, and clean up every process even when a test fails.
 
-export { ensureBinary, runBinary, REPO_DIR, type RunOptions, type RunResult } from "./proc-binary.ts";
+export { buildDeadlineMs, ensureBinary, runBinary, useCompiledBinary, REPO_DIR, type RunOptions, type RunResult } from "./proc-binary.ts";
 export { clusterConfigs, singleNodeConfig, addressText, type DraftOverrides, type NodeAddresses } from "./proc-config.ts";
 export { ProcEnv, makeTempDir, procTest } from "./proc-env.ts";
 export {

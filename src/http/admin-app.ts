@@ -5,7 +5,7 @@ import { Elysia } from "elysia";
 import { METRICS_CONTENT_TYPE } from "../metrics/index.ts";
 import type { SvcNode } from "../node/index.ts";
 import { version, commit } from "../version.ts";
-import { parseQueryBody, readJsonBody } from "./body.ts";
+import { parseIdBody, parseMemberBody, parseQueryBody, readJsonBody } from "./body.ts";
 import { errorResponse, json } from "./errors.ts";
 import { fallbackRoutes } from "./fallback.ts";
 import { healthResponse } from "./health.ts";
@@ -84,9 +84,40 @@ export function adminApp(node: SvcNode) {
         return errorResponse(e);
       }
     }, { parse: "none" })
+    .post("/admin/add-node", async ({ request }) => {
+      try {
+        const body = parseMemberBody(await readJsonBody(request));
+        return json(await node.addMember(body.member, { learner: body.learner, catchUpTimeoutMs: 120_000 }));
+      } catch (e) {
+        return errorResponse(e);
+      }
+    }, { parse: "none" })
+    .post("/admin/remove-node", async ({ request }) => {
+      try {
+        return json(await node.removeMember(parseIdBody(await readJsonBody(request))));
+      } catch (e) {
+        return errorResponse(e);
+      }
+    }, { parse: "none" })
+    .post("/admin/promote", async ({ request }) => {
+      try {
+        return json(await node.promoteMember(parseIdBody(await readJsonBody(request))));
+      } catch (e) {
+        return errorResponse(e);
+      }
+    }, { parse: "none" })
+    .post("/admin/transfer-leader", async ({ request }) => {
+      try {
+        const to = parseIdBody(await readJsonBody(request));
+        return json(await node.transferLeader(to, 5 * node.config.raft.electionTimeoutMs));
+      } catch (e) {
+        return errorResponse(e);
+      }
+    }, { parse: "none" })
     .get("/admin/cluster-info", () => {
       const s = node.status();
-      const members = node.config.cluster.members;
+      const book = node.memberAddresses();
+      const peers = node.peerStatus();
       return json({
         cluster_id: s.clusterId,
         node_id: s.nodeId,
@@ -95,9 +126,20 @@ export function adminApp(node: SvcNode) {
         commit_index: s.commitIndex,
         applied_index: s.appliedIndex,
         snapshot_index: s.snapshotIndex,
+        role: s.role,
+        recovery: s.recovery,
         members: [...s.membership.voters.map((id) => ({ id, role: "voter" })), ...s.membership.learners.map((id) => ({ id, role: "learner" }))].map((m) => {
-          const addr = members.find((x) => x.id === m.id);
-          return { ...m, leader: m.id === s.leaderId, peer: addr?.peer.raw ?? null, client: addr?.client.raw ?? null, admin: addr?.admin.raw ?? null };
+          const addr = book.get(m.id);
+          const link = peers[m.id];
+          return {
+            ...m,
+            leader: m.id === s.leaderId,
+            peer: addr?.peer ?? null,
+            client: addr?.client ?? null,
+            admin: addr?.admin ?? null,
+            // This node's view of the link to that member: the partition picture.
+            connected: m.id === s.nodeId ? null : link === undefined ? false : link.connected && link.inboundConnected,
+          };
         }),
         version,
         commit,

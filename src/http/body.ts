@@ -89,3 +89,24 @@ export function parseQueryBody(body: unknown): { sql: string; params: SqlValue[]
   }
   return { sql: body["sql"], params: parseParams(body["params"], "params"), consistency: consistency as Consistency };
 }
+
+/** {"id": "node2"} */
+export function parseIdBody(body: unknown): string {
+  if (!isObject(body) || typeof body["id"] !== "string" || body["id"] === "") throw badRequest('the body must be {"id": "<node id>"}');
+  return body["id"];
+}
+
+/** {"id", "peer", "client", "admin", "learner"?} */
+export function parseMemberBody(body: unknown): { member: { id: string; peer: string; client: string; admin: string }; learner: boolean } {
+  if (!isObject(body)) throw badRequest('the body must be {"id", "peer", "client", "admin", "learner"?}');
+  checkKeys(body, ["id", "peer", "client", "admin", "learner"], "");
+  const field = (k: string): string => {
+    const v = body[k];
+    if (typeof v !== "string" || v === "") throw badRequest(`"${k}" is required and must be a string`);
+    if (k !== "id" && !/^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/.test(v)) throw badRequest(`"${k}" must be host:port, got ${JSON.stringify(v)}`);
+    return v;
+  };
+  const learner = body["learner"] ?? false;
+  if (typeof learner !== "boolean") throw badRequest('"learner" must be true or false');
+  return { member: { id: field("id"), peer: field("peer"), client: field("client"), admin: field("admin") }, learner };
+}

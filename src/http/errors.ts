@@ -19,6 +19,12 @@ const statusByCode: Record<string, number> = {
   OVERLOADED: 503,
   ENTRY_REPLACED: 503,
   WRITE_TIMEOUT: 504,
+  READ_TIMEOUT: 503,
+  CHANGE_IN_PROGRESS: 409,
+  INVALID_CHANGE: 400,
+  INVALID_TRANSFER: 400,
+  TRANSFER_TIMEOUT: 504,
+  CATCH_UP_TIMEOUT: 504,
 };
 
 export function statusFor(code: string): number {

@@ -9,14 +9,14 @@ import { randomUUID } from "node:crypto";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
-import { RaftCore, type Message, type Ready } from "../raft/index.ts";
+import { RaftCore, type MembershipChange, type Message, type Ready } from "../raft/index.ts";
 import { decodeMessage, encodeMessage } from "../raft/codec.ts";
 import { createTransport, MessageType, type Transport } from "../transport/index.ts";
 import { Store } from "../store/index.ts";
 import { SnapshotReceiver, SnapshotSender } from "./snapshot-transfer.ts";
 import { encodeMembership, type Entry, type Membership, type SnapshotMeta } from "../raft/types.ts";
 import { lockDataDir, snapshotStateFile, writeHardState, type DataDirLock, type SnapshotEntry, type StoredHardState } from "../storage/index.ts";
-import { createSnapshotImage, encodeCommand, type ApplyResult, type QueryResult, type SqlValue, type Statement, type StoreStats } from "../store/index.ts";
+import { createSnapshotImage, encodeCommand, type MemberAddress, type ApplyResult, type QueryResult, type SqlValue, type Statement, type StoreStats } from "../store/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
@@ -65,7 +65,7 @@ export class SvcNode {
   private snapshotInFlight: Promise<SnapshotOutcome> | null = null;
   private lastSnapshotIndex: number;
   /** Reads waiting for the ReadIndex round in flight, and those that arrived after it began. */
-  private readRoundInFlight: { id: number; reads: PendingRead[] } | null = null;
+  private readRoundInFlight: { id: number; reads: PendingRead[]; startedMs: number } | null = null;
   private readsNotYetIssued: PendingRead[] = [];
   private readsAwaitingApply: { index: number; reads: PendingRead[] }[] = [];
   private nextReadId = 1;
@@ -180,7 +180,7 @@ export class SvcNode {
       node = new SvcNode(config, log, lock, state, core, clusterId, transport);
       node.voteGuardIndex = voteGuardIndex;
       if (clusterId !== "") transport.setClusterId(clusterId);
-      transport.setPeers(Object.fromEntries(config.cluster.members.filter((m) => m.id !== config.nodeId).map((m) => [m.id, m.peer.raw])));
+      node.refreshPeers();
       node.begin();
       return node;
     } catch (e) {
@@ -280,6 +280,101 @@ export class SvcNode {
     return verifyDataDir(this.state.paths, { store: this.state.store, skipWal: false });
   }
 
+  /** Every member's addresses: the configuration file's, then those replicated at run time. */
+  memberAddresses(): Map<string, MemberAddress> {
+    const book = new Map<string, MemberAddress>();
+    for (const m of this.config.cluster.members) book.set(m.id, { id: m.id, peer: m.peer.raw, client: m.client.raw, admin: m.admin.raw });
+    for (const m of this.state.store.memberAddresses()) book.set(m.id, m);
+    return book;
+  }
+
+  private refreshPeers(): void {
+    const peers: Record<string, string> = {};
+    for (const [id, m] of this.memberAddresses()) if (id !== this.config.nodeId) peers[id] = m.peer;
+    this.transport.setPeers(peers);
+  }
+
+  /**
+   * Add a member: replicate its addresses, add it as a learner, and unless `learner` is
+   * set, promote it to voter once it has caught up (so it never weakens the quorum while
+   * it copies the log).
+   */
+  async addMember(member: MemberAddress, options: { learner: boolean; catchUpTimeoutMs: number }): Promise<{ index: number; role: "learner" | "voter" }> {
+    this.checkServing();
+    this.requireLeader();
+    await this.propose(encodeCommand({ op: "set_member", member }));
+    let { index } = await this.proposeChange({ kind: "add_learner", id: member.id });
+    if (options.learner) return { index, role: "learner" };
+    const deadline = Date.now() + options.catchUpTimeoutMs;
+    for (;;) {
+      const status = this.core.status();
+      const match = status.progress[member.id]?.match ?? 0;
+      if (match >= status.commit) break;
+      if (Date.now() > deadline) {
+        throw new SvcError("CATCH_UP_TIMEOUT", `${member.id} was added as a learner but did not catch up within ${options.catchUpTimeoutMs} ms (it holds ${match} of ${status.commit})`, {
+          hint: `check that ${member.id} runs and can reach ${this.config.nodeId}'s peer port, then run \`svc admin promote --id ${member.id}\``,
+        });
+      }
+      await Bun.sleep(50);
+    }
+    ({ index } = await this.proposeChange({ kind: "promote", id: member.id }));
+    return { index, role: "voter" };
+  }
+
+  async promoteMember(id: string): Promise<{ index: number }> {
+    this.checkServing();
+    return this.proposeChange({ kind: "promote", id });
+  }
+
+  async removeMember(id: string): Promise<{ index: number }> {
+    this.checkServing();
+    return this.proposeChange({ kind: "remove", id });
+  }
+
+  /** Hand leadership to `to` and wait until it has it. */
+  async transferLeader(to: string, timeoutMs: number): Promise<{ leader: string; term: number }> {
+    this.checkServing();
+    const r = this.core.transferLeadership(to);
+    if (!r.ok) {
+      if (r.code === "NOT_LEADER") throw this.notLeader(r.leaderId);
+      throw new SvcError("INVALID_TRANSFER", r.reason, { hint: "pick a voter that is up to date (see `svc admin cluster-info`)" });
+    }
+    this.schedule();
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const status = this.core.status();
+      if (status.leaderId === to) return { leader: to, term: status.term };
+      if (Date.now() > deadline) {
+        throw new SvcError("TRANSFER_TIMEOUT", `leadership did not move to ${to} within ${timeoutMs} ms`, { hint: "check that it is running and caught up, then retry" });
+      }
+      await Bun.sleep(20);
+    }
+  }
+
+  private async proposeChange(change: MembershipChange): Promise<{ index: number }> {
+    const r = this.core.proposeMembership(change, Date.now());
+    if (!r.ok) {
+      if (r.code === "CHANGE_IN_PROGRESS") {
+        throw new SvcError("CHANGE_IN_PROGRESS", "another membership change is still being committed", { hint: "retry in a moment" });
+      }
+      if (r.code === "INVALID_CHANGE") throw new SvcError("INVALID_CHANGE", `${change.kind} ${change.id}: ${r.reason}`, { hint: "see the current members with `svc admin cluster-info`" });
+      throw this.proposeError(r);
+    }
+    this.schedule();
+    await this.waiters.wait(r.index, r.term, Date.now());
+    this.logger.info("membership changed", { change: change.kind, id: change.id, index: r.index });
+    return { index: r.index };
+  }
+
+  /** Per-peer transport state, for cluster-status. */
+  peerStatus(): Record<string, { connected: boolean; inboundConnected: boolean; address: string }> {
+    const out: Record<string, { connected: boolean; inboundConnected: boolean; address: string }> = {};
+    for (const [id, p] of Object.entries(this.transport.stats().peers)) {
+      out[id] = { connected: p.connected, inboundConnected: p.inboundConnected, address: p.address };
+    }
+    return out;
+  }
+
   /** Take a snapshot now (or join the one in progress). */
   takeSnapshot(): Promise<SnapshotOutcome> {
     this.checkServing();
@@ -328,6 +423,7 @@ export class SvcNode {
       const now = Date.now();
       this.waiters.expire(now, writeTimeoutMs);
       this.sender.checkStalls(now);
+      this.expireReadRound(now);
       this.schedule();
     }, this.config.raft.heartbeatIntervalMs);
     this.schedule();
@@ -490,6 +586,7 @@ export class SvcNode {
       const result = results[i];
       assert(entry !== undefined && result !== undefined, "one result per applied entry");
       if (result.kind === "init_cluster" && this.clusterIdValue === "") this.adoptClusterId(this.state.store.meta.clusterId);
+      if (result.kind === "set_member") this.refreshPeers();
       const waitedMs = this.waiters.applied(entry.index, entry.term, result, now);
       if (waitedMs >= 0 && result.kind === "execute") {
         if (result.ok) this.metrics.writesTotal.inc();
@@ -551,10 +648,10 @@ export class SvcNode {
   }
 
   private notLeader(leaderId: string | null): SvcError {
-    const leader = leaderId === null ? undefined : this.config.cluster.members.find((m) => m.id === leaderId);
+    const leader = leaderId === null ? undefined : this.memberAddresses().get(leaderId);
     return new SvcError("NOT_LEADER", leaderId === null ? "no leader is known right now" : `this node is not the leader; ${leaderId} is`, {
       hint: leaderId === null ? "retry shortly: an election is in progress" : "send the request to the leader",
-      details: { leaderId, leaderClient: leader?.client.raw ?? null, leaderAdmin: leader?.admin.raw ?? null },
+      details: { leaderId, leaderClient: leader?.client ?? null, leaderAdmin: leader?.admin ?? null },
     });
   }
 
@@ -588,8 +685,24 @@ export class SvcNode {
       return;
     }
     this.metrics.readIndexRounds.inc();
-    this.readRoundInFlight = { id, reads };
+    this.readRoundInFlight = { id, reads, startedMs: Date.now() };
     this.schedule();
+  }
+
+  /**
+   * A ReadIndex round that is not confirmed within two election timeouts will not be: the
+   * leader it went to is gone or cut off. Its reads fail (they never returned data) and the
+   * next round starts with whoever leads now.
+   */
+  private expireReadRound(nowMs: number): void {
+    const round = this.readRoundInFlight;
+    if (round === null || nowMs - round.startedMs < 2 * this.config.raft.electionTimeoutMs) return;
+    this.readRoundInFlight = null;
+    const error = this.notLeader(this.core.status().leaderId);
+    for (const read of round.reads) read.reject(new SvcError("READ_TIMEOUT", "the leader did not confirm its leadership in time; the read was not served", {
+      hint: error.hint ?? "retry",
+    }));
+    if (this.readsNotYetIssued.length > 0) this.startReadRound();
   }
 
   private readIndexConfirmed(requestId: number, index: number): void {
@@ -689,7 +802,7 @@ function clampCommit(hs: { term: number; vote: string | null; commit: number }, 
  * A cluster is born once: on the first start of a node whose config says bootstrap = true
  * and whose data directory holds nothing, write a cluster id and the first membership.
  */
-function bootstrapIfNew(state: LoadedState, config: Config, logger: Logger): string {
+export function bootstrapIfNew(state: LoadedState, config: Config, logger: Logger): string {
   if (!isPristine(state)) {
     const clusterId = state.hardState.clusterId !== "" ? state.hardState.clusterId : state.store.meta.clusterId;
     return clusterId;

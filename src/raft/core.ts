@@ -389,6 +389,10 @@ export class RaftCore {
         if (pr === undefined) return this.drop(m, "response_from_non_member");
         pr.recentActive = true;
         pr.probeSent = false;
+        // The follower is alive but the window is full: the appends in it may all have been
+        // lost. Free one slot so that the next append goes out; if the follower lacks what it
+        // follows, its rejection sends this progress back to probing.
+        if (pr.state === "replicate" && pr.inflights.full()) pr.inflights.freeFirstOne();
         if (pr.match < this.log.lastIndex()) this.sendAppends(m.from, true);
         if (m.readSeq > this.reads.currentSeq()) return this.drop(m, "read_seq_never_sent");
         if (m.readSeq > 0) {
@@ -736,6 +740,14 @@ export class RaftCore {
     assert(membershipEquals(meta.membership, this.members.at(meta.index)), "snapshot membership is the one in force at its index");
     this.log.compact(meta);
     this.members.onSnapshot(meta);
+    // Snapshot messages not yet handed out name the snapshot this one replaces, which the
+    // node may no longer hold: point them at the new one.
+    this.msgs = this.msgs.map((m) => {
+      if (m.type !== "snapshot") return m;
+      const pr = this.progress.get(m.to);
+      if (pr !== undefined && pr.state === "snapshot") pr.pendingSnapshot = meta.index;
+      return { ...m, snapshot: meta };
+    });
   }
 
   /** The membership in force at index (the latest config entry at or before it); for snapshot metadata. */

@@ -23,6 +23,10 @@ export class Inflights {
     while (n < this.indices.length && this.indices[n]! <= index) n++;
     if (n > 0) this.indices.splice(0, n);
   }
+  /** Frees the oldest slot: lets the leader send again when every append in flight may have been lost. */
+  freeFirstOne(): void {
+    this.indices.shift();
+  }
   full(): boolean {
     return this.indices.length >= this.capacity;
   }

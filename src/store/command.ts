@@ -13,7 +13,16 @@ export type Command =
   | { op: "pause_writes" }
   | { op: "resume_writes" }
   /** The second entry of a new cluster: its id, so every node's store records it. */
-  | { op: "init_cluster"; clusterId: string };
+  | { op: "init_cluster"; clusterId: string }
+  /** A member's addresses, replicated so every node can reach a node added at run time. */
+  | { op: "set_member"; member: MemberAddress };
+
+export interface MemberAddress {
+  id: string;
+  peer: string;
+  client: string;
+  admin: string;
+}
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -36,6 +45,11 @@ export function decodeCommand(data: Uint8Array): Command | null {
   if (op === "init_cluster") {
     const clusterId = (v as { clusterId?: unknown }).clusterId;
     return typeof clusterId === "string" ? { op, clusterId } : null;
+  }
+  if (op === "set_member") {
+    const m = (v as { member?: Partial<MemberAddress> }).member;
+    if (typeof m?.id !== "string" || typeof m.peer !== "string" || typeof m.client !== "string" || typeof m.admin !== "string") return null;
+    return { op, member: { id: m.id, peer: m.peer, client: m.client, admin: m.admin } };
   }
   if (op !== "execute") return null;
   const statements = (v as { statements?: unknown }).statements;

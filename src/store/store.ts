@@ -12,7 +12,7 @@ import { dirname } from "node:path";
 import { decodeMembership, emptyMembership, type Entry, type Membership } from "../raft/types.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
-import { decodeCommand, type SqlValue } from "./command.ts";
+import { decodeCommand, type MemberAddress, type SqlValue } from "./command.ts";
 import { DeterministicFunctions } from "./determinism.ts";
 import { checkReadStatement, internalTablePrefix } from "./_sql.ts";
 
@@ -24,7 +24,7 @@ export interface StatementResult {
 export type ApplyResult =
   | { kind: "execute"; ok: true; results: StatementResult[] }
   | { kind: "execute"; ok: false; statementIndex: number; message: string }
-  | { kind: "pause_writes" | "resume_writes" | "config" | "noop" | "init_cluster" }
+  | { kind: "pause_writes" | "resume_writes" | "config" | "noop" | "init_cluster" | "set_member" }
   /** An entry this version cannot read; skipped identically on every node of this version. */
   | { kind: "unreadable" };
 
@@ -140,6 +140,18 @@ export class Store {
     return results;
   }
 
+  /** Set the membership recorded with the data (init-cluster --bootstrap makes a new cluster of it). */
+  setMembership(membership: Membership): void {
+    this.setMetaStmt.run("membership", JSON.stringify(membership));
+    this.metaValue = { ...this.metaValue, membership };
+  }
+
+  /** Member addresses replicated with set_member (members added at run time). */
+  memberAddresses(): MemberAddress[] {
+    const rows = this.db.query(`SELECT value FROM ${metaTable} WHERE key LIKE 'member:%'`).values() as string[][];
+    return rows.map((r) => JSON.parse(r[0] ?? "{}") as MemberAddress);
+  }
+
   /** Record the cluster this store's data belongs to (bootstrap, init-cluster). */
   setClusterId(clusterId: string): void {
     this.setMetaStmt.run("cluster_id", clusterId);
@@ -231,6 +243,9 @@ export class Store {
         meta.writesPaused = command.op === "pause_writes";
         this.setMetaStmt.run("writes_paused", meta.writesPaused ? 1 : 0);
         return { kind: command.op };
+      case "set_member":
+        this.setMetaStmt.run(`member:${command.member.id}`, JSON.stringify(command.member));
+        return { kind: "set_member" };
       case "init_cluster":
         meta.clusterId = command.clusterId;
         this.setMetaStmt.run("cluster_id", command.clusterId);

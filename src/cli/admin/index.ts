@@ -13,6 +13,12 @@ const subCommands: Record<string, () => Promise<CommandDef<any>>> = {
   "cluster-info": () => import("./cluster-info.ts").then((m) => m.clusterInfoCommand),
   snapshot: () => import("./snapshot.ts").then((m) => m.snapshotCommand),
   "wal-repair": () => import("./wal-repair.ts").then((m) => m.walRepairCommand),
+  "init-cluster": () => import("./init-cluster.ts").then((m) => m.initClusterCommand),
+  "cluster-status": () => import("./cluster-status.ts").then((m) => m.clusterStatusCommand),
+  "add-node": () => import("./membership.ts").then((m) => m.addNodeCommand),
+  "remove-node": () => import("./membership.ts").then((m) => m.removeNodeCommand),
+  promote: () => import("./membership.ts").then((m) => m.promoteCommand),
+  "transfer-leader": () => import("./membership.ts").then((m) => m.transferLeaderCommand),
   "cleanup-snapshots": () => import("./cleanup-snapshots.ts").then((m) => m.cleanupSnapshotsCommand),
   "cleanup-wal-archive": () => import("./cleanup-wal-archive.ts").then((m) => m.cleanupWalArchiveCommand),
 };

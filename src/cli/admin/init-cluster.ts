@@ -1,0 +1,56 @@
+// init-cluster: offline, before the node starts. On an empty data directory it creates a
+// new cluster (as the first start with bootstrap = true would); with --bootstrap it turns
+// restored data (a backup, a point-in-time replay) into a new cluster, keeping all data.
+
+import { defineCommand } from "citty";
+import { createLogger } from "../../log/index.ts";
+import { bootstrapIfNew } from "../../node/node.ts";
+import { isPristine, loadState, prepareDataDir } from "../../node/load.ts";
+import { reinitCluster } from "../../node/reinit.ts";
+import { lockDataDir } from "../../storage/index.ts";
+import { SvcError } from "../../util/errors.ts";
+import { loadConfigOrExit } from "../_config.ts";
+import { printJson, printKeyValues } from "../_client.ts";
+import { CliExit, ExitCode, usageError } from "../_exit.ts";
+
+export const initClusterCommand = defineCommand({
+  meta: { name: "init-cluster", description: "Create a new cluster on this (stopped) node; --bootstrap keeps restored data" },
+  args: {
+    config: { type: "string", description: "Configuration file (node id, data_dir, members)", valueHint: "FILE", default: "/etc/svc/config.toml" },
+    bootstrap: { type: "boolean", description: "Turn the data in data_dir (restored from a backup) into a new cluster" },
+    json: { type: "boolean", description: "Print machine-readable JSON" },
+  },
+  async run({ args }) {
+    const config = loadConfigOrExit(args.config);
+    const logger = createLogger();
+    const paths = prepareDataDir(config.dataDir);
+    let lock;
+    try {
+      lock = lockDataDir(config.dataDir, "init-cluster");
+    } catch (e) {
+      throw e instanceof SvcError ? new CliExit(ExitCode.failure, `${e.message}\n  → stop the node first (systemctl stop svc)`) : e;
+    }
+    try {
+      const state = await loadState(paths, config, logger.child("wal"));
+      let result: Record<string, unknown>;
+      if (isPristine(state)) {
+        const clusterId = bootstrapIfNew(state, { ...config, cluster: { ...config.cluster, bootstrap: true } }, logger.child("node"));
+        result = { cluster_id: clusterId, data: "none (new cluster)", voters: config.cluster.members.map((m) => m.id) };
+      } else if (args.bootstrap !== true) {
+        throw usageError(`${config.dataDir} already holds data (applied index ${state.store.meta.appliedIndex}); pass --bootstrap to make a new cluster of it, or start the node to rejoin its cluster`);
+      } else {
+        const r = await reinitCluster(state, config, logger.child("node"));
+        result = { cluster_id: r.clusterId, snapshot_index: r.index, term: r.term, voters: r.voters, total_entries: r.rows };
+      }
+      state.wal.close();
+      state.store.close();
+      if (args.json) printJson(result);
+      else {
+        printKeyValues(result);
+        process.stdout.write("start this node now, then the other members (empty, bootstrap = false); check with `svc admin cluster-status`\n");
+      }
+    } finally {
+      lock.release();
+    }
+  },
+});

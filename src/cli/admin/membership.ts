@@ -1,0 +1,51 @@
+// Membership commands, sent to the leader's admin port: add-node, remove-node, promote,
+// transfer-leader. One voter changes at a time; a new node joins as a learner and is
+// promoted once it has caught up.
+
+import { defineCommand } from "citty";
+import { callNode, nodeArgs, nodeUrl, printJson, printKeyValues } from "../_client.ts";
+
+const idArg = { id: { type: "string", description: "Node id", required: true, valueHint: "ID" } } as const;
+
+export const addNodeCommand = defineCommand({
+  meta: { name: "add-node", description: "Add a node: replicate its addresses, add it as a learner, promote it once caught up" },
+  args: {
+    ...idArg,
+    peer: { type: "string", description: "Its peer address host:port", required: true },
+    client: { type: "string", description: "Its client address host:port", required: true },
+    admin: { type: "string", description: "Its admin address host:port", required: true },
+    learner: { type: "boolean", description: "Leave it a non-voting learner" },
+    ...nodeArgs,
+  },
+  async run({ args }) {
+    const r = await callNode(nodeUrl(args), "POST", "/admin/add-node", {
+      id: args.id, peer: args.peer, client: args.client, admin: args.admin, learner: args.learner === true,
+    }, 180_000);
+    if (args.json) return printJson(r);
+    printKeyValues(r as Record<string, unknown>);
+  },
+});
+
+function simple(name: string, path: string, description: string) {
+  return defineCommand({
+    meta: { name, description },
+    args: { ...idArg, ...nodeArgs },
+    async run({ args }) {
+      const r = await callNode(nodeUrl(args), "POST", path, { id: args.id }, 120_000);
+      if (args.json) return printJson(r);
+      printKeyValues(r as Record<string, unknown>);
+    },
+  });
+}
+
+export const removeNodeCommand = simple("remove-node", "/admin/remove-node", "Remove a node from the cluster");
+export const promoteCommand = simple("promote", "/admin/promote", "Promote a learner to voter");
+export const transferLeaderCommand = defineCommand({
+  meta: { name: "transfer-leader", description: "Hand leadership to another voter and wait until it leads" },
+  args: { to: { type: "string", description: "The voter to lead", required: true, valueHint: "ID" }, ...nodeArgs },
+  async run({ args }) {
+    const r = await callNode(nodeUrl(args), "POST", "/admin/transfer-leader", { id: args.to }, 60_000);
+    if (args.json) return printJson(r);
+    printKeyValues(r as Record<string, unknown>);
+  },
+});

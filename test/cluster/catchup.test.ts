@@ -1,0 +1,119 @@
+// A follower that falls behind catches up: after kill -9 while writes go on it replays its WAL
+// and receives the rest of the log; kept down while the others compact their logs into
+// snapshots, it is sent a snapshot and then the entries after it. Either way it ends healthy
+// with exactly the leader's data.
+
+import { beforeAll, describe, expect } from "bun:test";
+import { clusterTest, passedThrough, recoveryPath, type Cluster } from "../lib/cluster.ts";
+import { Ledger, WriteLoad, ensureBinary, execute, fetchMetrics, kvSchema, kvTable, useProcessCleanup, type NodeProcess } from "../lib/proc.ts";
+
+useProcessCleanup();
+
+const receivedOk = 'tensor_chain_snapshot_transfers_total{result="received_ok"}';
+
+/** Concurrent writers through the nodes other than `avoid` (which is down or recovering). */
+function loadAvoiding(cluster: Cluster, avoid: NodeProcess, ledger: Ledger, keyPrefix: string): WriteLoad {
+  let turn = 0;
+  const targets = cluster.others(avoid);
+  return new WriteLoad({ target: () => targets[turn++ % targets.length]!.clientUrl, clients: 8, keyPrefix, ledger, requestTimeoutMs: 10_000 });
+}
+
+/** Every node holds the same rows, and they are exactly what the clients were told. */
+async function expectSameData(cluster: Cluster, ledger: Ledger): Promise<void> {
+  await cluster.waitConverged();
+  const leader = await cluster.waitLeader();
+  const reference = await cluster.dump(leader, kvTable);
+  expect(ledger.check(reference).slice(0, 20)).toEqual([]);
+  for (const n of cluster.nodes) expect(await cluster.dump(n, kvTable)).toEqual(reference);
+}
+
+async function followerOf(cluster: Cluster): Promise<NodeProcess> {
+  const leader = await cluster.waitLeader();
+  return cluster.others(leader)[0]!;
+}
+
+describe("a follower that fell behind catches up", () => {
+  beforeAll(() => {
+    ensureBinary();
+  });
+
+  clusterTest("a follower killed with kill -9 while writes go on replays its WAL, receives the rest of the log and ends with the leader's data", {}, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const follower = await followerOf(cluster);
+    const ledger = new Ledger(32);
+    const load = loadAvoiding(cluster, follower, ledger, "crash");
+    try {
+      await load.untilAcked(300);
+      await cluster.kill9(follower);
+      await load.untilAcked(load.ackedCount + 300);
+      follower.spawn();
+      await follower.waitHealthy();
+      await load.untilAcked(load.ackedCount + 300);
+    } finally {
+      await load.stop();
+    }
+    // It read its own WAL back (the log says so) and needed no snapshot: the leader still had
+    // the entries it missed.
+    expect(follower.lastRunLog()).toContain("recovery: replaying the WAL");
+    expect(passedThrough(follower, "installing_snapshot")).toBe(false);
+    // Converged means healthy too: waitConverged requires /health = ok on every node.
+    await expectSameData(cluster, ledger);
+  });
+
+  // SPEC §3.1: "Node Starts | WAL exists → Replay WAL", then "Join as Follower", then
+  // "Healthy". The state is what /health and tensor_chain_recovery_state show an operator.
+  clusterTest("a follower restarted after kill -9 with its WAL in place passes through replaying_wal, then joining, then healthy", {}, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const follower = await followerOf(cluster);
+    const ledger = new Ledger(32);
+    const load = loadAvoiding(cluster, follower, ledger, "replay");
+    try {
+      await load.untilAcked(200);
+      await cluster.kill9(follower);
+      await load.untilAcked(load.ackedCount + 100);
+    } finally {
+      await load.stop();
+    }
+    follower.spawn();
+    await follower.waitHealthy();
+    expect(recoveryPath(follower)).toEqual(["starting", "replaying_wal", "joining", "healthy"]);
+  });
+
+  clusterTest("a follower kept down while the others take snapshots is sent a snapshot, then the log after it, and ends with the leader's data", {
+    overrides: { snapshotIntervalEntries: 100 },
+  }, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const follower = await followerOf(cluster);
+    const ledger = new Ledger(32);
+    const load = loadAvoiding(cluster, follower, ledger, "snap");
+    try {
+      await load.untilAcked(100);
+      await cluster.kill9(follower);
+      const leader = await cluster.waitLeader(cluster.others(follower));
+      const snapshotsBefore = (await fetchMetrics(leader.adminUrl)).get("tensor_chain_snapshots_total") ?? 0;
+      // Enough writes for several automatic snapshots: the leader's log no longer holds what
+      // the follower is missing.
+      await load.untilAcked(load.ackedCount + 600);
+      const m = await fetchMetrics(leader.adminUrl);
+      expect(m.get("tensor_chain_snapshots_total") ?? 0).toBeGreaterThanOrEqual(snapshotsBefore + 3);
+      expect(m.get("tensor_chain_snapshot_index") ?? 0).toBeGreaterThan(0);
+      follower.spawn();
+      await follower.waitHealthy();
+      await load.untilAcked(load.ackedCount + 100);
+    } finally {
+      await load.stop();
+    }
+    const path = recoveryPath(follower);
+    expect(path).toContain("installing_snapshot");
+    expect(path).toContain("replaying_after_snapshot");
+    const fm = await fetchMetrics(follower.adminUrl);
+    expect(fm.get(receivedOk) ?? 0).toBeGreaterThanOrEqual(1);
+    expect(fm.get("tensor_chain_snapshot_transfer_received_bytes_total") ?? 0).toBeGreaterThan(0);
+    await expectSameData(cluster, ledger);
+    // Converged again after any further snapshot the leader sent while writes went on.
+    expect(recoveryPath(follower).at(-1)).toBe("healthy");
+  });
+});

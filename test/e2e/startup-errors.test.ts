@@ -63,6 +63,26 @@ describe("svc serve refuses to start, and says why", () => {
     });
   }
 
+  procTest("a peer port already in use stops serve with exit 1, names the address, and writes no Raft or store data", async (env) => {
+    const config = await singleNodeConfig(env.dir);
+    const port = portOf(config.listen?.peer);
+    const holder = await holdPort(port);
+    try {
+      const r = await runBinary(["serve", "--config", writeConfig(env, config)], { cwd: env.dir });
+      expect(r.exitCode).toBe(1);
+      expect(r.stderr).toContain(`127.0.0.1:${port}`);
+      expect(r.stderr).toContain("peer port");
+      // The peer port is bound once the data directory is locked, but before anything is
+      // read or written in it: no WAL segment, no hard state, no store.
+      const written = fs.existsSync(dataDirOf(config))
+        ? fs.readdirSync(dataDirOf(config), { recursive: true }).map(String).filter((p) => /\.wal$|hardstate$|state\.db/.test(p))
+        : [];
+      expect(written).toEqual([]);
+    } finally {
+      holder.close();
+    }
+  });
+
   procTest("a data directory the service user cannot write stops serve, naming its owner and the chown that fixes it", async (env) => {
     // Root writes anywhere, so the node runs as nobody against a root-owned 0700 directory;
     // the test dir itself must be traversable and the config readable for nobody.

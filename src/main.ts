@@ -28,6 +28,12 @@ async function commandFor(args: string[]): Promise<[CommandDef, CommandDef | und
   return [cmd, parent];
 }
 
+// Output piped into `head` and closed early is not an error of ours.
+process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+  if (e.code === "EPIPE") process.exit(0);
+  throw e;
+});
+
 const args = invokedArgs();
 try {
   if (args.includes("--help") || args.includes("-h")) {

@@ -446,6 +446,12 @@ export class SvcNode {
         if (this.persist(rd)) {
           // The WAL is syncing on another thread; requests that arrive meanwhile are
           // proposed and go into the next batch (group commit, pipelined).
+          // Only append responses claim durability (the entries they acknowledge must be
+          // on disk); everything else leaves now, so the leader's appends reach the
+          // followers while its own disk is still syncing. The leader counts itself toward
+          // a quorum only after advance(), so this never commits an unsynced entry.
+          const afterSync = rd.messages.filter((m) => m.type === "append_response");
+          this.send(rd.messages.filter((m) => m.type !== "append_response"));
           this.syncInFlight = true;
           const started = performance.now();
           this.state.wal.syncAsync().then(
@@ -453,7 +459,7 @@ export class SvcNode {
               this.syncInFlight = false;
               this.metrics.walSyncLatency.observe((performance.now() - started) / 1000);
               this.metrics.walSyncs.inc();
-              this.finishReady(rd);
+              this.finishReady(rd, afterSync);
               this.processReady();
             },
             (e: unknown) => {
@@ -570,8 +576,8 @@ export class SvcNode {
   }
 
   /** After persisting: send, apply, answer, advance. */
-  private finishReady(rd: Ready): void {
-    this.send(rd.messages);
+  private finishReady(rd: Ready, messages: readonly Message[] = rd.messages): void {
+    this.send(messages);
     if (rd.committed.length > 0) this.apply(rd.committed);
     for (const rs of rd.readStates) this.readIndexConfirmed(rs.requestId, rs.index);
     this.core.advance(rd);

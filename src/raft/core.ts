@@ -121,9 +121,11 @@ export class RaftCore {
 
   private tickElection(): void {
     this.electionElapsed++;
-    if (this.electionElapsed >= this.randomizedElectionTimeoutTicks) {
+    // Only a node that may campaign restarts the count: for the others it keeps growing, so
+    // the leader lease they grant (see step) lapses once the leader falls silent.
+    if (this.promotable() && this.electionElapsed >= this.randomizedElectionTimeoutTicks) {
       this.electionElapsed = 0;
-      if (this.promotable()) this.hup(false);
+      this.hup(false);
     }
   }
 

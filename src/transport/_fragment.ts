@@ -33,11 +33,6 @@ export class Reassembler {
     this.#messageBytesMax = messageBytesMax;
   }
 
-  /** Bytes held for a message not yet complete. */
-  get heldBytes(): number {
-    return this.#buffer?.byteLength ?? 0;
-  }
-
   push(fragment: Uint8Array): Reassembled {
     if (fragment.byteLength < FRAGMENT_HEADER_BYTES) return { kind: "error", reason: "fragment shorter than its header" };
     const view = new DataView(fragment.buffer, fragment.byteOffset, fragment.byteLength);

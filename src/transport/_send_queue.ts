@@ -83,10 +83,6 @@ export class SendQueue {
     return this.#controlBytes + this.#bulkBytes;
   }
 
-  get isEmpty(): boolean {
-    return this.#control.length === 0 && this.#bulk.length === 0;
-  }
-
   /** False when the control lane is full; the message is then dropped. */
   pushControl(type: number, payload: Uint8Array): boolean {
     if (this.#control.length + 1 > this.#controlBounds.messagesMax) return false;

@@ -158,6 +158,33 @@ describe("crash safety of one node (compiled binary)", () => {
     expect(ledger.check(await dumpKv(node))).toEqual([]);
   });
 
+  procTest("a WAL segment left empty by a crash while it was being created does not cost acknowledged writes", async (env) => {
+    const node = await env.startSingleNode();
+    await execute(node.clientUrl, [kvSchema]);
+    const ledger = new Ledger(64);
+    const first = new WriteLoad({ target: () => node.clientUrl, clients: 4, keyPrefix: "first", ledger });
+    await first.untilAcked(50);
+    await first.stop();
+    const lastIndex = Number((await stats(node))["wal_last_index"]);
+    expect(await node.stop()).toBe(0);
+
+    // kill -9 between creating the next segment file (O_CREAT|O_EXCL) and writing its header
+    // record leaves exactly this: an empty file named for the next sequence and index.
+    const walDir = join(node.dataDir, "raft", "wal");
+    const segments = fs.readdirSync(walDir).filter((n) => /^[0-9a-f]{16}-[0-9a-f]{16}\.wal$/.test(n)).sort();
+    const lastSeq = Number.parseInt((segments.at(-1) ?? "").slice(0, 16), 16);
+    const hex16 = (n: number): string => n.toString(16).padStart(16, "0");
+    fs.writeFileSync(join(walDir, `${hex16(lastSeq + 1)}-${hex16(lastIndex + 1)}.wal`), new Uint8Array(0));
+
+    await node.start();
+    const second = new WriteLoad({ target: () => node.clientUrl, clients: 4, keyPrefix: "second", ledger });
+    await second.untilAcked(50);
+    await second.stop();
+    await node.kill9();
+    await node.start();
+    expect(ledger.check(await dumpKv(node))).toEqual([]);
+  });
+
   procTest("a node whose WAL directory was emptied comes back with its store's data and a log that starts after it", async (env) => {
     const node = await env.startSingleNode();
     await execute(node.clientUrl, [kvSchema]);

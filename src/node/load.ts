@@ -35,6 +35,7 @@ export interface LoadedState {
 /** Make the directory layout, checking that this process may write there. */
 export function prepareDataDir(dataDir: string): DataPaths {
   const paths = dataPaths(dataDir);
+  checkOwner(dataDir);
   try {
     ensureDir(dataDir);
     fs.accessSync(dataDir, fs.constants.W_OK | fs.constants.R_OK | fs.constants.X_OK);
@@ -49,6 +50,34 @@ export function prepareDataDir(dataDir: string): DataPaths {
     });
   }
   return paths;
+}
+
+/**
+ * A data directory owned by another user is refused even when this process could write to
+ * it (root can): files created now would belong to the wrong user and stop the service
+ * from starting later.
+ */
+function checkOwner(dataDir: string): void {
+  const uid = process.getuid?.();
+  if (uid === undefined || !fs.existsSync(dataDir)) return;
+  const st = fs.statSync(dataDir);
+  if (st.uid === uid) return;
+  const owner = userName(st.uid);
+  throw new SvcError("DATA_DIR_WRONG_OWNER", `the data directory ${dataDir} belongs to ${owner} (uid ${st.uid}), but svc runs as uid ${uid}`, {
+    hint: `run svc as its owner (e.g. \`sudo -u ${owner} svc serve …\`, as the systemd unit does), or if this process's user is right, \`chown -R ${uid} ${dataDir}\``,
+  });
+}
+
+function userName(uid: number): string {
+  try {
+    for (const line of fs.readFileSync("/etc/passwd", "utf8").split("\n")) {
+      const [name, , id] = line.split(":");
+      if (Number(id) === uid && name !== undefined) return name;
+    }
+  } catch {
+    // no passwd: fall through
+  }
+  return `uid ${uid}`;
 }
 
 function ownerOf(dir: string): string {

@@ -4,6 +4,7 @@
 // index, term and membership in the meta table.
 
 import { Database } from "bun:sqlite";
+import { closeSync, fsyncSync, openSync } from "node:fs";
 
 declare const self: Worker;
 
@@ -25,6 +26,13 @@ self.onmessage = (event: MessageEvent<SnapshotImageRequest>) => {
       source.run("VACUUM INTO ?", [imagePath]);
     } finally {
       source.close();
+    }
+    // Flushed here, off the main thread: a large image's fsync takes long enough to stall writes.
+    const fd = openSync(imagePath, "r");
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
     }
     const image = new Database(imagePath, { readonly: true });
     try {

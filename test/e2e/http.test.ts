@@ -181,6 +181,21 @@ describe("pause-writes and resume-writes", () => {
   });
 });
 
+describe("the write pause is replicated state", () => {
+  procTest("writes stay paused across a kill -9 and restart until resume-writes", async (env) => {
+    const paused = await env.startSingleNode();
+    await execute(paused.clientUrl, [kvSchema]);
+    expect((await runBinary(["admin", "pause-writes", "--node", paused.adminUrl])).exitCode).toBe(0);
+    await paused.kill9();
+    await paused.start();
+    const r = await executeRaw(paused.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["after-restart", "x"] }]);
+    expectError(r, 503, "WRITES_PAUSED");
+    expect((await runBinary(["admin", "resume-writes", "--node", paused.adminUrl])).exitCode).toBe(0);
+    await execute(paused.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["after-restart", "x"] }]);
+    expect(await query(paused.clientUrl, "SELECT k FROM kv")).toEqual([["after-restart"]]);
+  });
+});
+
 describe("metrics and snapshots on the admin port", () => {
   it("/metrics has commit and applied index, snapshot, latency, throughput and memory metrics as `name value` lines", async () => {
     await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["metrics-1", "x"] }]);

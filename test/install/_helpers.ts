@@ -43,19 +43,58 @@ let built: { dir: string; binary: string } | undefined;
 export function freshBuild(): { dir: string; binary: string } {
   if (built !== undefined) return built;
   const dir = fs.mkdtempSync(join(tmpdir(), "svc-release-"));
-  process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
   const r = run([process.execPath, "run", "build", "--outdir", dir]);
   if (r.exitCode !== 0) throw new Error(`bun run build failed (exit ${r.exitCode}):\n${r.stdout}\n${r.stderr}`);
   built = { dir, binary: join(dir, "svc") };
   return built;
 }
 
+/** Removes the fresh build (a test file's afterAll: the runner does not emit process "exit"). */
+export function removeFreshBuild(): void {
+  if (built !== undefined) fs.rmSync(built.dir, { recursive: true, force: true });
+  built = undefined;
+}
+
+let pinned: string | undefined;
+
 /**
  * The binary that install.sh installs in these tests: dist/svc, built by the shared harness
- * when stale (or SVC_BIN, to test a release artefact).
+ * when stale (or SVC_BIN, to test a release artefact), pinned for this test process as a hard
+ * link beside it with its own svc.sha256. Another test process may rebuild dist/svc meanwhile;
+ * a rerun of install.sh must still see the same binary.
  */
 export function releaseBinary(): string {
-  return ensureBinary();
+  if (pinned !== undefined) return pinned;
+  const source = ensureBinary();
+  const distDir = join(REPO, "dist");
+  fs.mkdirSync(distDir, { recursive: true });
+  for (const name of fs.readdirSync(distDir)) {
+    const pid = /^\.install-tests-(\d+)$/.exec(name)?.[1];
+    if (pid !== undefined && !processAlive(Number(pid))) fs.rmSync(join(distDir, name), { recursive: true, force: true });
+  }
+  const dir = join(distDir, `.install-tests-${process.pid}`);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir);
+  const target = join(dir, "svc");
+  try {
+    fs.linkSync(source, target);
+  } catch {
+    fs.copyFileSync(source, target); // another filesystem (SVC_BIN elsewhere)
+    fs.chmodSync(target, 0o755);
+  }
+  const digest = createHash("sha256").update(fs.readFileSync(target)).digest("hex");
+  fs.writeFileSync(`${target}.sha256`, `${digest}  svc\n`);
+  pinned = target;
+  return target;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -1,11 +1,14 @@
 // `bun run build`: one executable with the version and commit stamped in, and its checksum.
 
-import { describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
-import { freshBuild, REPO, removeRoot, run } from "./_helpers.ts";
+import { freshBuild, REPO, removeFreshBuild, removeRoot, run } from "./_helpers.ts";
+
+// Each test runs install.sh or the binary, some build it first; a loaded machine is slow.
+setDefaultTimeout(120_000);
 
 /** What the build stamps: the short commit of HEAD, or "unknown" outside a git checkout. */
 function headCommit(): string {
@@ -14,6 +17,8 @@ function headCommit(): string {
 }
 
 describe("bun run build", () => {
+  afterAll(removeFreshBuild);
+
   test("the binary reports the package version and the git commit it was built from", () => {
     const r = run([freshBuild().binary, "--version"]);
     expect(r.exitCode).toBe(0);

@@ -1,11 +1,14 @@
 // install.sh refuses what it cannot do well before it changes anything: no root, a damaged
 // binary, a wrong option. And it stays plain POSIX sh.
 
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { asUser, INSTALL_SH, install, NOBODY, releaseBinary, removeRoot, run, stagingRoot } from "./_helpers.ts";
+
+// Each test runs install.sh or the binary, some build it first; a loaded machine is slow.
+setDefaultTimeout(120_000);
 
 /** Host paths an install would create; none may appear from a refused run. */
 const HOST_PATHS = ["/usr/local/bin/svc", "/usr/local/bin/svc-admin", "/etc/svc", "/var/lib/svc", "/etc/systemd/system/svc.service"];

@@ -2,12 +2,15 @@
 // and systemctl to enable and start the units. Every change is caught in a scratch directory
 // (see hostOverlayArgv), so the host itself is never touched; systemctl is a stand-in.
 
-import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { afterEach, beforeEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { hostOverlayArgv } from "./_host-view.ts";
 import { INSTALL_SH, releaseBinary, removeRoot, run, type Run } from "./_helpers.ts";
+
+// Each test runs install.sh or the binary, some build it first; a loaded machine is slow.
+setDefaultTimeout(120_000);
 
 const FAKE_SYSTEMCTL = resolve(import.meta.dir, "_fake-systemctl.sh");
 const SERVICE_AND_TIMERS = ["svc.service", "svc-cleanup-snapshots.timer", "svc-cleanup-wal-archive.timer"];

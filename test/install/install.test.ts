@@ -2,7 +2,7 @@
 // generated config validates; systemd accepts the units and timer schedules; a rerun changes
 // nothing; --uninstall takes back what it installed and keeps the data.
 
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import * as fs from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
@@ -11,6 +11,9 @@ import { hostViewArgv } from "./_host-view.ts";
 import {
   accountIds, attrs, install, releaseBinary, removeRoot, run, stagingRoot, treeSnapshot, UNITS, type Run,
 } from "./_helpers.ts";
+
+// Each test runs install.sh or the binary, some build it first; a loaded machine is slow.
+setDefaultTimeout(120_000);
 
 /** `[Section] Key=value` lines of a unit file, each key with all its values in order. */
 function unitKeys(text: string): Map<string, string[]> {

@@ -1,13 +1,16 @@
 // sd_notify through libsystemd: a no-op outside systemd; delivered to NOTIFY_SOCKET inside it.
 // The last test drives the release binary, whose node must notify readiness for Type=notify.
 
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { sdNotify } from "../../src/io/sdnotify.ts";
 import { NotifySocket } from "./_notify.ts";
 import { releaseBinary, removeRoot, run } from "./_helpers.ts";
+
+// Each test runs install.sh or the binary, some build it first; a loaded machine is slow.
+setDefaultTimeout(120_000);
 
 const SDNOTIFY = resolve(import.meta.dir, "../../src/io/sdnotify.ts");
 

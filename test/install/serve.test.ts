@@ -2,12 +2,15 @@
 // with the generated config and the installed directories), serves: GET /health answers on 9090.
 // It runs in a private network namespace, so 7878, 7879 and 9090 are free whatever else runs here.
 
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import * as fs from "node:fs";
 import { join, resolve } from "node:path";
 import { parseConfig } from "../../src/config/index.ts";
 import { hostViewArgv } from "./_host-view.ts";
 import { accountIds, install, releaseBinary, removeRoot, run, stagingRoot } from "./_helpers.ts";
+
+// Each test runs install.sh or the binary, some build it first; a loaded machine is slow.
+setDefaultTimeout(120_000);
 
 const PROBE = resolve(import.meta.dir, "_serve-probe.ts");
 

@@ -1,11 +1,14 @@
 // The retention commands as an operator and the timers run them: `svc admin cleanup-snapshots`
 // and `svc admin cleanup-wal-archive`, through the real entry point.
 
-import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { afterEach, beforeEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+
+// Each test starts svc as a process; on a loaded machine that can take seconds.
+setDefaultTimeout(120_000);
 
 const MAIN = resolve(import.meta.dir, "../../src/main.ts");
 const DAY_MS = 86_400_000;

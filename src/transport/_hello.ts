@@ -8,8 +8,10 @@ export const PROTOCOL_MAGIC = 0x53564350;
 export const PROTOCOL_VERSION = 1;
 /** Ids longer than this cannot be framed in one length byte. */
 export const ID_BYTES_MAX = 255;
-/** Bound on any frame before the peer has identified itself. */
-export const HELLO_FRAME_BYTES_MAX = 4 + 2 + 3 * (1 + ID_BYTES_MAX);
+/** Bound on any frame before the peer has identified itself: a handshake or a refusal. */
+export const HELLO_FRAME_BYTES_MAX = 4096;
+/** A refusal's reason is cut to this many characters so that it always fits one such frame. */
+export const REJECT_REASON_CHARS_MAX = 512;
 
 export interface Hello {
   readonly version: number;

@@ -8,7 +8,7 @@ import { errorMessage, SvcError } from "../util/index.ts";
 import { guard, type TransportContext } from "./_context.ts";
 import { Reassembler } from "./_fragment.ts";
 import { CALLER_TYPE_MIN, describeFrameError, encodeFrame, FrameDecoder, FrameType } from "./_frame.ts";
-import { decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsAcceptor } from "./_hello.ts";
+import { decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsAcceptor, REJECT_REASON_CHARS_MAX } from "./_hello.ts";
 import type { TransportCounters } from "./_stats.ts";
 
 type Timer = ReturnType<typeof setTimeout>;
@@ -209,7 +209,7 @@ export class InboundServer {
     logger.warn(`peer transport: refused peer connection from ${conn.remote}: ${reason}`, { remote: conn.remote, reason });
     conn.closing = true;
     if (conn.timer !== null) clearTimeout(conn.timer);
-    socket.end(encodeFrame(FrameType.reject, new TextEncoder().encode(reason)));
+    socket.end(encodeFrame(FrameType.reject, new TextEncoder().encode(reason.slice(0, REJECT_REASON_CHARS_MAX))));
     conn.timer = setTimeout(() => socket.terminate(), REJECT_LINGER_MS);
   }
 

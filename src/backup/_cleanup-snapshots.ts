@@ -13,6 +13,7 @@ import {
   dataPaths, fsyncDir, parseSnapshotDirName, readSnapshotMeta, snapshotMetaFile, verifySnapshot,
   type SnapshotEntry,
 } from "../storage/index.ts";
+import { errorMessage } from "../util/errors.ts";
 import type { CleanupEntry, CleanupOptions, SnapshotCleanupReport } from "./cleanup.ts";
 import { formatDuration } from "./_duration.ts";
 import { readDirOrThrow, removePath, treeSizeBytes } from "./_fs.ts";
@@ -90,7 +91,8 @@ export async function cleanupSnapshots(dataDir: string, options: CleanupOptions)
 async function findNewestValid(snapshots: Candidate[]): Promise<Candidate | null> {
   const newestFirst = [...snapshots].sort((a, b) => b.entry.index - a.entry.index || b.entry.term - a.entry.term);
   for (const candidate of newestFirst) {
-    const check = await verifySnapshot(candidate.entry);
+    // The running node may prune a snapshot while it is being hashed: then it is simply gone.
+    const check = await verifySnapshot(candidate.entry).catch((e: unknown) => ({ ok: false as const, reason: errorMessage(e) }));
     if (check.ok) return candidate;
     candidate.invalidReason = check.reason;
   }

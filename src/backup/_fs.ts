@@ -34,12 +34,21 @@ export function removePath(path: string, report: CleanupReport, options: { missi
   }
 }
 
-/** Total size of the regular files under a path, without following symlinks. */
+/**
+ * Total size of the regular files under a path, without following symlinks. For reports only:
+ * a tree that changes meanwhile (the node pruning it) counts as what could still be read.
+ */
 export function treeSizeBytes(path: string): number {
   const stat = fs.lstatSync(path, { throwIfNoEntry: false });
   if (stat === undefined) return 0;
   if (!stat.isDirectory()) return stat.isFile() ? stat.size : 0;
+  let names: string[];
+  try {
+    names = fs.readdirSync(path);
+  } catch {
+    return 0;
+  }
   let total = 0;
-  for (const name of fs.readdirSync(path)) total += treeSizeBytes(join(path, name));
+  for (const name of names) total += treeSizeBytes(join(path, name));
   return total;
 }

@@ -744,13 +744,14 @@ export class SvcNode {
       const entry = await snapshots.commit(tempDir, {
         clusterId: this.clusterId, index: image.appliedIndex, term: image.appliedTerm, membership: image.membership,
       });
-      if (!this.stopped) {
+      // A snapshot installed from the leader meanwhile may already cover more than this one.
+      if (!this.stopped && entry.index > this.core.status().snapshotIndex) {
         this.core.compact({ index: entry.index, term: entry.term, membership: image.membership });
         const removed = wal.removeSegmentsCoveredBy(entry.index);
         this.metrics.walSegmentsRemoved.inc(removed.length);
         snapshots.prune(snapshotsRetainedCount);
       }
-      this.lastSnapshotIndex = entry.index;
+      this.lastSnapshotIndex = Math.max(this.lastSnapshotIndex, entry.index);
       const durationMs = performance.now() - started;
       const sizeBytes = entry.meta?.stateSizeBytes ?? 0;
       this.metrics.snapshotsTotal.inc();

@@ -497,10 +497,12 @@ install_all() {
 	if [ -e "$(R "$CONFIG_PATH")" ]; then
 		info "kept $CONFIG_PATH (exists; never overwritten)"
 	else
-		put_output "$CONFIG_PATH" 640 0 "$SVC_GID" config_toml "$NODE_ID"
-		if ! out=$("$BINARY" --config "$(R "$CONFIG_PATH")" --validate 2>&1); then
+		# Checked by the binary it is for, before it is put in place.
+		config_toml "$NODE_ID" >"$WORK/config.toml"
+		if ! out=$("$BINARY" --config "$WORK/config.toml" --validate 2>&1); then
 			die "the generated $CONFIG_PATH does not validate (a bug in install.sh): $out"
 		fi
+		put_file "$WORK/config.toml" "$CONFIG_PATH" 640 0 "$SVC_GID"
 	fi
 
 	make_dir "$UNIT_DIR"

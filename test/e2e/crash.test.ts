@@ -2,16 +2,17 @@
 // loses nothing that was acknowledged and invents nothing, the store is derived state that
 // is rebuilt exactly from snapshot + WAL, and an emptied WAL restarts from the store.
 //
-// The kill points are drawn from a seeded PRNG; the seed is printed first and SEED=<n> makes
-// the same choices again (the interleaving of 32 clients with the kill is the OS's).
+// The kill points are drawn from seeded PRNGs (one per test, from the seed and the test's
+// name); the seed is printed first and SEED=<n> makes the same choices again, for the whole
+// file or one test (-t). The interleaving of 32 clients with the kill is the OS's.
 
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { describe, expect } from "bun:test";
-import { createPrng } from "../../src/util/prng.ts";
+import { createPrng, type Prng } from "../../src/util/prng.ts";
 import {
   Ledger, WriteLoad, execute, getJson, kvSchema, kvTable, metric, procTest, query, request, runBinary, useCompiledBinary, useProcessCleanup, waitFor,
-  type NodeProcess, type SqlValue,
+  type NodeProcess, type ProcEnv, type SqlValue,
 } from "../lib/proc.ts";
 
 useProcessCleanup();
@@ -19,7 +20,11 @@ useCompiledBinary();
 
 const seed = process.env.SEED !== undefined ? Number(process.env.SEED) : Date.now() % 2_147_483_647;
 console.log(`test/e2e/crash.test.ts: SEED=${seed}`);
-const prng = createPrng(seed);
+
+/** The random choices of one test: the same for the same seed, whichever tests run. */
+function prngFor(env: ProcEnv): Prng {
+  return createPrng(seed, Bun.hash.crc32(env.label));
+}
 
 const writersCount = 32;
 const MIB = 1024 * 1024;
@@ -60,8 +65,8 @@ async function crashCycle(
 }
 
 describe("crash safety of one node (compiled binary)", () => {
-
   procTest("every acknowledged write survives five kill -9 under 32 concurrent writers, and nothing unwritten appears", async (env) => {
+    const prng = prngFor(env);
     const node = await env.startSingleNode();
     await execute(node.clientUrl, [kvSchema]);
     const ledger = new Ledger(64);
@@ -83,6 +88,7 @@ describe("crash safety of one node (compiled binary)", () => {
   }, 90_000);
 
   procTest("acknowledged writes survive kill -9 while snapshots are taken and WAL segments removed under load", async (env) => {
+    const prng = prngFor(env);
     // Snapshots every 50 entries and 1 MiB segments with 1 KiB rows: segment removal after a
     // snapshot happens many times during each cycle, so a kill can land in any part of it.
     const node = await env.startSingleNode({ snapshotIntervalEntries: 50, wal: { segmentSizeBytes: 1 * MIB } });
@@ -109,6 +115,7 @@ describe("crash safety of one node (compiled binary)", () => {
   }, 90_000);
 
   procTest("kill -9 at random points of recovery (store rebuilt from WAL and snapshot) loses nothing", async (env) => {
+    const prng = prngFor(env);
     const node = await env.startSingleNode({ snapshotIntervalEntries: 500 });
     await execute(node.clientUrl, [kvSchema]);
     const ledger = new Ledger(1024);
@@ -142,6 +149,7 @@ describe("crash safety of one node (compiled binary)", () => {
   }, 60_000);
 
   procTest("SIGTERM under load exits 0 and keeps every acknowledged write", async (env) => {
+    const prng = prngFor(env);
     const node = await env.startSingleNode();
     await execute(node.clientUrl, [kvSchema]);
     const ledger = new Ledger(64);
@@ -186,6 +194,7 @@ describe("crash safety of one node (compiled binary)", () => {
   });
 
   procTest("a node whose WAL directory was emptied comes back with its store's data and a log that starts after it", async (env) => {
+    const prng = prngFor(env);
     const node = await env.startSingleNode();
     await execute(node.clientUrl, [kvSchema]);
     const ledger = new Ledger(64);

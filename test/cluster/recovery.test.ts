@@ -1,0 +1,192 @@
+// Node recovery procedures of SPEC §4.6 on a follower of a three-node cluster:
+//   recovery from snapshot — stop the node, remove the contents of raft/wal/, keep the
+//     snapshots, start it: it fetches a snapshot from the leader and comes back with the same
+//     data; until it holds again what it held before, it must not vote (DESIGN §5), or it
+//     could elect a node that lacks acknowledged writes;
+//   full state rebuild — stop the node, remove raft/ and store/, start it: it is rebuilt
+//     from the leader.
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { beforeAll, describe, expect } from "bun:test";
+import { clusterTest, recoveryPath, type Cluster } from "../lib/cluster.ts";
+import {
+  Ledger, WriteLoad, ensureBinary, execute, executeRaw, fetchMetrics, kvSchema, kvTable, postJson, useProcessCleanup, waitFor, type NodeProcess,
+} from "../lib/proc.ts";
+
+useProcessCleanup();
+
+const receivedOk = 'tensor_chain_snapshot_transfers_total{result="received_ok"}';
+const votesRefused = 'tensor_chain_peer_messages_dropped_total{reason="vote_while_recovering"}';
+
+/** Remove what is inside `dir`, keeping `dir` itself. */
+function emptyDir(dir: string): void {
+  for (const name of fs.readdirSync(dir)) fs.rmSync(join(dir, name), { recursive: true, force: true });
+}
+
+/** `count` more acknowledged writes from concurrent clients through `targets`. */
+async function writeThrough(targets: readonly NodeProcess[], ledger: Ledger, keyPrefix: string, count: number): Promise<void> {
+  let turn = 0;
+  const load = new WriteLoad({ target: () => targets[turn++ % targets.length]!.clientUrl, clients: 8, keyPrefix, ledger, requestTimeoutMs: 10_000 });
+  try {
+    await load.untilAcked(count);
+  } finally {
+    await load.stop();
+  }
+}
+
+async function expectSameData(cluster: Cluster, ledger: Ledger): Promise<void> {
+  await cluster.waitConverged();
+  const leader = await cluster.waitLeader();
+  const reference = await cluster.dump(leader, kvTable);
+  expect(ledger.check(reference).slice(0, 20)).toEqual([]);
+  for (const n of cluster.nodes) expect(await cluster.dump(n, kvTable)).toEqual(reference);
+}
+
+/** Check `condition` again and again for `windowMs`; throw the first time it does not hold. */
+async function holdsThroughout(what: string, windowMs: number, condition: () => Promise<string | null>): Promise<void> {
+  const end = Date.now() + windowMs;
+  while (Date.now() < end) {
+    const violation = await condition();
+    if (violation !== null) throw new Error(`${what}: ${violation}`);
+    await Bun.sleep(50);
+  }
+}
+
+/**
+ * a leads; b is killed and falls behind; 300 writes are acknowledged by a and f alone; f is
+ * stopped and its WAL emptied; a is killed. b and f, restarted, are a majority by count but
+ * lack acknowledged writes: neither may become leader. Then a comes back and nothing is lost.
+ */
+async function wipedWalMustNotElect(cluster: Cluster): Promise<void> {
+  await cluster.start();
+  await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+  const a = await cluster.waitLeader();
+  const [b, f] = cluster.others(a) as [NodeProcess, NodeProcess];
+  const ledger = new Ledger(32);
+  await writeThrough([a], ledger, "early", 20);
+  await cluster.waitConverged();
+
+  // b falls behind; the writes after this are held by a and f only (a quorum of two).
+  await cluster.kill9(b);
+  await writeThrough([a], ledger, "held-by-a-and-f", 300);
+  await cluster.waitConverged([a, f]);
+
+  // f loses its WAL (keeping its snapshots and store), then the only other holder goes down.
+  expect(await f.stop()).toBe(0);
+  emptyDir(join(f.dataDir, "raft", "wal"));
+  await cluster.kill9(a);
+
+  // b and f are a majority by count, but b lacks 300 acknowledged writes and f no longer
+  // holds them in its log: neither may become leader, and no write may be acknowledged.
+  b.spawn();
+  f.spawn();
+  await holdsThroughout("no leader without the acknowledged writes", 3_000, async () => {
+    for (const n of [b, f]) {
+      const h = await cluster.health(n);
+      if (h?.role === "leader") return `${n.nodeId} became leader in term ${h.term} (applied ${h.applied_index})`;
+    }
+    const r = await executeRaw(b.clientUrl, [{ sql: `INSERT INTO ${kvTable} (k, v) VALUES ('probe', 'x')`, params: [] }], 1_000).catch(() => null);
+    return r?.status === 200 ? "a write was acknowledged" : null;
+  });
+  // b did campaign in that time, and f turned it down.
+  await waitFor("f to refuse a vote request while it recovers", async () => ((await fetchMetrics(f.adminUrl)).get(votesRefused) ?? 0) > 0);
+
+  // The node that holds the writes comes back: it leads, f catches up, nothing was lost.
+  a.spawn();
+  await Promise.all(cluster.nodes.map((n) => n.waitHealthy()));
+  await expectSameData(cluster, ledger);
+}
+
+describe("node recovery procedures (SPEC §4.6)", () => {
+  beforeAll(() => {
+    ensureBinary();
+  });
+
+  clusterTest("recovery from snapshot: a stopped follower whose WAL directory was emptied fetches a snapshot from the leader and comes back healthy with the same data", {
+    overrides: { snapshotIntervalEntries: 100 },
+  }, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const leader = await cluster.waitLeader();
+    const follower = cluster.others(leader)[0]!;
+    const ledger = new Ledger(32);
+    await writeThrough(cluster.nodes, ledger, "a", 300);
+    await cluster.waitConverged();
+
+    expect(await follower.stop()).toBe(0);
+    const walDir = join(follower.dataDir, "raft", "wal");
+    expect(fs.readdirSync(walDir).length).toBeGreaterThan(0);
+    emptyDir(walDir);
+    // The leader compacts past the follower's newest local snapshot: only a snapshot from the
+    // leader can bring it back.
+    await writeThrough(cluster.others(follower), ledger, "b", 300);
+
+    follower.spawn();
+    await follower.waitHealthy();
+    expect(recoveryPath(follower)).toContain("installing_snapshot");
+    expect((await fetchMetrics(follower.adminUrl)).get(receivedOk) ?? 0).toBeGreaterThanOrEqual(1);
+    await writeThrough(cluster.nodes, ledger, "c", 50);
+    await expectSameData(cluster, ledger);
+  });
+
+  // SPEC §3.1: "Node Starts | WAL does not exist → Request Snapshot". The follower's own
+  // snapshot is taken just before it stops, so its store holds nothing beyond it: the case
+  // where the node loses nothing by the emptied WAL, and must still go the documented way.
+  clusterTest("a follower started with an empty WAL directory enters requesting_snapshot, as the recovery flow says", {}, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const leader = await cluster.waitLeader();
+    const follower = cluster.others(leader)[0]!;
+    const ledger = new Ledger(32);
+    await writeThrough(cluster.nodes, ledger, "a", 100);
+    await cluster.waitConverged();
+    const snap = await postJson(`${follower.adminUrl}/admin/snapshot?wait=true`, {});
+    expect(snap.status).toBe(200);
+    expect(await follower.stop()).toBe(0);
+    emptyDir(join(follower.dataDir, "raft", "wal"));
+
+    follower.spawn();
+    await follower.waitHealthy();
+    expect(recoveryPath(follower).slice(0, 3)).toEqual(["starting", "requesting_snapshot", "joining"]);
+    await expectSameData(cluster, ledger);
+  });
+
+  // f has no snapshot of its own: it has no membership and cannot campaign, so what is
+  // tested is that it turns down b's vote requests.
+  clusterTest("a follower whose WAL was emptied refuses to vote until it holds again what it held: it cannot help elect a node that lacks acknowledged writes", {
+    overrides: { snapshotIntervalEntries: 100_000 },
+  }, wipedWalMustNotElect);
+
+  // f keeps a local snapshot older than what it held (DESIGN §5: it falls back to it): with
+  // the membership in it, f could campaign on a log that ends at that snapshot.
+  clusterTest("a follower whose WAL was emptied and that falls back to an older local snapshot does not campaign: it cannot become leader without the acknowledged writes after it", {
+    overrides: { snapshotIntervalEntries: 50 },
+  }, wipedWalMustNotElect);
+
+  clusterTest("full state rebuild: a stopped follower with raft/ and store/ removed is rebuilt from the leader with the same data", {
+    overrides: { snapshotIntervalEntries: 100 },
+  }, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const leader = await cluster.waitLeader();
+    const follower = cluster.others(leader)[0]!;
+    const ledger = new Ledger(32);
+    await writeThrough(cluster.nodes, ledger, "a", 300);
+    await cluster.waitConverged();
+
+    expect(await follower.stop()).toBe(0);
+    fs.rmSync(join(follower.dataDir, "raft"), { recursive: true, force: true });
+    fs.rmSync(join(follower.dataDir, "store"), { recursive: true, force: true });
+    await writeThrough(cluster.others(follower), ledger, "b", 150);
+
+    follower.spawn();
+    await follower.waitHealthy();
+    const path = recoveryPath(follower);
+    expect(path).toContain("requesting_snapshot");
+    expect(path).toContain("installing_snapshot");
+    expect((await fetchMetrics(follower.adminUrl)).get(receivedOk) ?? 0).toBeGreaterThanOrEqual(1);
+    await writeThrough(cluster.nodes, ledger, "c", 50);
+    await expectSameData(cluster, ledger);
+  });
+});

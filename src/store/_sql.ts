@@ -141,6 +141,11 @@ function checkCommon(sql: string, shape: SqlShape): void {
 export function checkWriteStatement(sql: string): string {
   const shape = lexSql(sql);
   checkCommon(sql, shape);
+  // OR ROLLBACK, ON CONFLICT ROLLBACK and RAISE(ROLLBACK) end the store's own transaction,
+  // taking the other entries of the batch with it.
+  if (shape.identifiers.has("rollback")) {
+    throw sqlError("ROLLBACK conflict resolution is not allowed: a failing statement already rolls back its whole batch", "use OR ABORT (the default), OR FAIL, OR IGNORE or OR REPLACE");
+  }
   const keyword = shape.keywords[0] ?? "";
   const why = refusedInWrites[keyword];
   if (why !== undefined) throw sqlError(`${keyword} is not allowed in a write: ${why}`);

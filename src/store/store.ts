@@ -265,6 +265,7 @@ export class Store {
         const r = this.prepared(s.sql).run(...(s.params as never[]));
         results.push({ rowsAffected: r.changes, lastInsertId: Number(r.lastInsertRowid) });
       } catch (e) {
+        assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
         this.db.run("ROLLBACK TO entry");
         this.db.run("RELEASE entry");
         return { kind: "execute", ok: false, statementIndex: i, message: errorMessage(e) };

@@ -114,6 +114,7 @@ describe("store", () => {
     for (const sql of [
       "ATTACH DATABASE 'x.db' AS x", "PRAGMA journal_mode = DELETE", "BEGIN", "COMMIT", "select load_extension('x')",
       "INSERT INTO t VALUES (1); DROP TABLE t", "DELETE FROM _svc_meta", "VACUUM", "   ",
+      "INSERT OR ROLLBACK INTO t VALUES (1)", "CREATE TABLE u (v UNIQUE ON CONFLICT ROLLBACK)",
     ]) {
       let err: unknown = null;
       try { checkWriteStatement(sql); } catch (e) { err = e; }

@@ -14,12 +14,22 @@ export async function readJsonBody(request: Request): Promise<unknown> {
   return parseJsonText(await readBodyText(request));
 }
 
+/**
+ * The body as text, read in pieces and refused with 413 as soon as it passes the limit:
+ * by its Content-Length before anything is read, or while reading a chunked body.
+ */
 export async function readBodyText(request: Request): Promise<string> {
   const length = Number(request.headers.get("content-length") ?? "0");
   if (length > requestBodyBytesMax) throw tooLarge(length);
-  const text = await request.text();
-  if (text.length > requestBodyBytesMax) throw tooLarge(text.length);
-  return text;
+  if (request.body === null) return "";
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of request.body) {
+    total += chunk.length;
+    if (total > requestBodyBytesMax) throw tooLarge(total);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, total).toString("utf8");
 }
 
 export function parseJsonText(text: string): unknown {

@@ -17,8 +17,9 @@ export function listen(app: FetchApp, address: Address, role: "client" | "admin"
       hostname: address.host,
       port: address.port,
       reusePort: false,
-      // Bun refuses bodies past this itself; svc's own check (with a JSON answer) is lower.
-      maxRequestBodySize: requestBodyBytesMax + 1024 * 1024,
+      // Bun would answer bodies past this itself, without JSON; svc's own bounded read
+      // (body.ts) refuses anything over requestBodyBytesMax first, so this is only a backstop.
+      maxRequestBodySize: 1024 * requestBodyBytesMax,
       idleTimeout: 120,
       fetch: app.fetch,
     });

@@ -86,6 +86,9 @@ export class Wal {
    */
   static open(dir: string, options: WalOptions): WalOpenResult {
     ensureDir(dir);
+    for (const name of fs.readdirSync(dir)) {
+      if (name.endsWith(".wal.creating")) fs.rmSync(join(dir, name), { force: true });
+    }
     const segments = listSegments(dir);
     const entries: Entry[] = [];
     let truncatedBytes = 0;
@@ -94,6 +97,16 @@ export class Wal {
       assert(segment !== undefined, "segment index in range");
       const isLast = i === segments.length - 1;
       const scan = readSegment(segment.path);
+      if (isLast && scan.entries.length === 0 && scan.damage !== null && scan.damage.offset === 0 && !scan.damage.validRecordAfter) {
+        // A segment whose creation a crash cut short holds nothing: drop it, the next append
+        // starts a new one. (Segments are created under a temp name and renamed, so only
+        // files from before that, or a damaged header, can look like this.)
+        options.logger.warn("recovery: removed an unfinished WAL segment that held no entries", { file: segment.path });
+        fs.rmSync(segment.path);
+        fsyncDir(dir);
+        segments.pop();
+        break;
+      }
       if (scan.damage !== null) {
         if (!isLast || scan.damage.validRecordAfter) throw corruption(segment, scan);
         truncatedBytes = cutTornTail(segment.path, scan.damage.offset);
@@ -245,13 +258,17 @@ export class Wal {
     const seq = last === undefined ? 1 : last.seq + 1;
     const name = segmentName(seq, firstIndex);
     const path = join(this.dir, name);
-    const fd = fs.openSync(path, "wx", 0o640);
+    // Built under a temp name (ignored by listSegments) and renamed once whole, so a crash
+    // never leaves a segment without its header.
+    const tmpPath = `${path}.creating`;
+    const fd = fs.openSync(tmpPath, "w", 0o640);
     const header = segmentHeaderPayload(seq, firstIndex);
     const buf = new Uint8Array(recordHeaderBytes + header.length);
     encodeRecordInto(buf, 0, RecordType.header, header);
     writeFully(fd, buf);
     preallocate(fd, buf.length, this.options.segmentSizeBytes);
     fs.fdatasyncSync(fd);
+    fs.renameSync(tmpPath, path);
     fsyncDir(this.dir);
     this.fd = fd;
     const segment: SegmentInfo = { seq, firstIndex, path, name, maxIndex: 0, sizeBytes: buf.length };

@@ -198,3 +198,28 @@ test("wal-repair cuts the log at the first damaged record and keeps the cut part
   expect(entries.map((e) => e.index)).toEqual(Array.from({ length: lastGood }, (_, i) => i + 1));
   expect(repairWal(walDir, { dryRun: false }).damage).toBeNull();
 });
+
+test("a last segment left empty or headerless by a crash during its creation is dropped, and the log goes on", () => {
+  const dir = tempDir();
+  writeEntries(dir, 5);
+  for (const leftover of [new Uint8Array(0), new Uint8Array(4096)]) {
+    const { wal } = Wal.open(dir, opts);
+    wal.close();
+    const next = listSegments(dir).length + 1;
+    const name = `${next.toString(16).padStart(16, "0")}-${(6).toString(16).padStart(16, "0")}.wal`;
+    fs.writeFileSync(join(dir, name), leftover);
+    fs.writeFileSync(join(dir, `${name}.creating`), "partial");
+    const reopened = Wal.open(dir, opts);
+    expect(reopened.entries.map((e) => e.index)).toEqual([1, 2, 3, 4, 5]);
+    expect(fs.existsSync(join(dir, name))).toBe(false);
+    expect(fs.existsSync(join(dir, `${name}.creating`))).toBe(false);
+    reopened.wal.append([entry(6)]);
+    reopened.wal.close();
+    const again = Wal.open(dir, opts);
+    expect(again.entries.at(-1)?.index).toBe(6);
+    again.wal.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+    fs.mkdirSync(dir);
+    writeEntries(dir, 5);
+  }
+});

@@ -286,8 +286,10 @@ export class RaftCore {
         // A stale leader is talking to us. Tell it our term so it steps down; with pre-vote
         // or check-quorum it might otherwise never learn it (our votes would be ignored).
         this.send(m.from, this.term, { type: "append_response", reject: false, index: 0, hintIndex: 0, hintTerm: 0 });
-      } else if (m.type === "pre_vote") {
-        this.send(m.from, this.term, { type: "pre_vote_response", reject: true });
+      } else if (m.type === "pre_vote" || m.type === "vote") {
+        // Tell a candidate behind us our term (§5.1). Otherwise a candidate we never contact
+        // (it is not in our, possibly stale, membership) may stay behind our term forever.
+        this.send(m.from, this.term, { type: m.type === "vote" ? "vote_response" : "pre_vote_response", reject: true });
       }
       return this.drop(m, "stale_term");
     }

@@ -85,7 +85,7 @@ export function configForSeed(seed: number): SimConfig {
       snapshotDelayMaxUnits: pick([5, 50]),
       snapshotFailRate: quiet ? 0 : pick([0, 0.2]),
     },
-    crashPerUnit: pick([0, 0.0005, 0.002]),
+    crashPerUnit: pick([0, 0.0005, 0.002, 0.01]),
     partitionPerUnit: quiet ? 0 : pick([0, 0.001, 0.003]),
     membershipPerUnit: membership ? pick([0.002, 0.005]) : 0,
     transferPerUnit: pick([0, 0, 0.001]),
@@ -281,7 +281,7 @@ export class Simulation {
     if (this.prng.next() < c.crashPerUnit) {
       const n = this.randomUp();
       if (n !== undefined) {
-        n.crash(this.now, 50 + this.prng.nextInt(500));
+        n.crash(this.now, 20 + this.prng.nextInt(this.prng.next() < 0.5 ? 100 : 600));
         this.stats.crashes++;
         this.note(`${n.id} crashed`);
       }
@@ -362,6 +362,7 @@ export class Simulation {
       const m = leader.core!.status().membership;
       const members = new Set([...m.voters, ...m.learners]);
       this.retireNonMembers(members);
+      if (leader.core === null) continue; // a leader that removed itself was shut down
       // An unacknowledged write may be lost when leadership changes: propose again then.
       const term = leader.core!.status().term;
       if (term !== proposedAt.term || this.now - proposedAt.unit > 1000) {

@@ -55,6 +55,7 @@ export function scanSegment(buf: Uint8Array): SegmentScan {
     if (isZeroHeader(buf, offset)) {
       // Segments are preallocated with zeros: an all-zero header is where the records end,
       // provided nothing but zeros follows.
+      if (!sawHeader) return damageAt(offset, "segment has no WAL header (its creation was cut short)");
       if (isZeroFrom(buf, offset)) return { entries, damage: null, dataEndBytes: offset, sizeBytes: buf.length };
       return damageAt(offset, "a zeroed record header with data after it");
     }
@@ -78,6 +79,7 @@ export function scanSegment(buf: Uint8Array): SegmentScan {
     }
     offset = decoded.end;
   }
+  if (!sawHeader) return damageAt(0, "segment has no WAL header (its creation was cut short)");
   return { entries, damage: null, dataEndBytes: buf.length, sizeBytes: buf.length };
 }
 

@@ -30,6 +30,16 @@ export const serveCommand = defineCommand({
     let clientFetch: (r: Request) => Response | Promise<Response> = starting;
     let adminFetch: (r: Request) => Response | Promise<Response> = starting;
     const servers: BoundServer[] = [];
+    // Until the node is up, a stop request simply ends the process: nothing is half-written
+    // that recovery would not redo on the next start.
+    const earlyStop = (signal: string) => () => {
+      log.info(`shutting down during start-up (${signal})`);
+      process.exit(ExitCode.ok);
+    };
+    const earlyTerm = earlyStop("SIGTERM");
+    const earlyInt = earlyStop("SIGINT");
+    process.on("SIGTERM", earlyTerm);
+    process.on("SIGINT", earlyInt);
     try {
       servers.push(listen({ fetch: (r) => clientFetch(r) }, config.listen.client, "client"));
       servers.push(listen({ fetch: (r) => adminFetch(r) }, config.listen.admin, "admin"));
@@ -59,6 +69,8 @@ export const serveCommand = defineCommand({
       process.exit(code);
     };
     running.onFatal = () => void shutdown(ExitCode.failure, "fatal error");
+    process.off("SIGTERM", earlyTerm);
+    process.off("SIGINT", earlyInt);
     process.on("SIGTERM", () => void shutdown(ExitCode.ok, "SIGTERM"));
     process.on("SIGINT", () => void shutdown(ExitCode.ok, "SIGINT"));
     await waitUntilServing(running);

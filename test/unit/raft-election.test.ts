@@ -130,6 +130,13 @@ describe("terms", () => {
     expect(a.core.status().term).toBe(other!.core.status().term);
   });
 
+  test("a vote request from a stale term is answered with our term", () => {
+    const b = follower();
+    drain(b);
+    b.step({ type: "vote", from: "c", to: "b", term: 1, lastIndex: 1, lastTerm: 1, transfer: false });
+    expect(drain(b)).toEqual([{ type: "vote_response", from: "b", to: "c", term: 2, reject: true }]);
+  });
+
   test("a message addressed to another node is dropped and counted", () => {
     const b = follower();
     drain(b);
@@ -190,6 +197,20 @@ describe("pre-vote", () => {
     expect(drain(b)).toEqual([{ type: "pre_vote_response", from: "b", to: "a", term: 3, reject: false }]);
     expect(b.status().term).toBe(2);
     expect(b.status().vote).toBeNull();
+  });
+});
+
+describe("leader lease", () => {
+  test("a node that may not campaign stops honouring the lease once the leader is silent", () => {
+    // A learner never campaigns, but it must still grant a pre-vote once its leader is gone.
+    const l = new RaftCore(options("l", { preVote: true }), { hardState: { term: 2, vote: null, commit: 1 }, snapshot: null, entries: [configEntry(1, 1, { voters: ["a", "b"], learners: ["l"] })] });
+    l.step({ type: "heartbeat", from: "a", to: "l", term: 2, commit: 1, readSeq: 0 });
+    drain(l);
+    l.step({ type: "pre_vote", from: "b", to: "l", term: 3, lastIndex: 1, lastTerm: 1 });
+    expect(drain(l).filter((m) => m.type === "pre_vote_response")).toEqual([]);
+    for (let i = 0; i < 40; i++) l.tick();
+    l.step({ type: "pre_vote", from: "b", to: "l", term: 3, lastIndex: 1, lastTerm: 1 });
+    expect(drain(l)).toEqual([{ type: "pre_vote_response", from: "l", to: "b", term: 3, reject: false }]);
   });
 });
 

@@ -219,4 +219,19 @@ describe("leader replication", () => {
     c.tickAll(3);
     expect(c.node("b").appliedTexts()).toEqual(["x", "y"]);
   });
+
+  test("a follower whose appends were all lost is reached again after a heartbeat response", () => {
+    const c = new TestCluster(["a", "b", "c"], { maxInflightAppends: 1, maxEntriesPerAppend: 1 });
+    const a = c.elect("a");
+    a.core.propose(bytes("x"), 0);
+    a.core.propose(bytes("y"), 0);
+    a.process();
+    // Lose everything a sent to b: its single in-flight slot stays taken.
+    a.outbox = a.outbox.filter((m) => m.to !== "b");
+    c.deliverAll();
+    expect(a.core.status().progress["b"]?.inflight).toBe(1);
+    c.tickAll(3);
+    expect(c.node("b").appliedTexts()).toEqual(["x", "y"]);
+  });
 });
+

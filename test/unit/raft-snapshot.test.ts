@@ -143,6 +143,21 @@ describe("snapshots", () => {
     expect(a.appliedTexts().slice(-2)).toEqual(["after", "later"]);
   });
 
+  test("a snapshot message queued before a newer compaction names the newer snapshot", () => {
+    const { c, a } = laggingBehindSnapshot();
+    a.core.propose(bytes("more"), 0);
+    c.deliverAll(); // c is still cut off; a applies past its snapshot
+    const term = a.core.status().term;
+    a.core.reportUnreachable("c");
+    // c's rejection of a probe makes the leader queue a snapshot message for it.
+    a.core.step({ type: "append_response", from: "c", to: "a", term, reject: true, index: 2, hintIndex: 2, hintTerm: 2 });
+    expect(a.core.status().progress["c"]?.state).toBe("snapshot");
+    const newer = a.compactTo(a.appliedIndex);
+    a.process();
+    const sent = a.outbox.filter((m): m is Extract<Message, { type: "snapshot" }> => m.type === "snapshot");
+    expect(sent.map((m) => m.snapshot.index)).toEqual([newer.index]);
+  });
+
   test("compacting beyond the applied index is refused", () => {
     const n = new TestNode("n1", {}, { hardState: { term: 1, vote: null, commit: 1 }, snapshot: null, entries: [configEntry(1, 1, { voters: ["n1"], learners: [] })] });
     n.core.campaign();

@@ -76,6 +76,8 @@ export class SvcNode {
    * acknowledged (a cleared WAL), and a vote from it could elect a leader without them.
    */
   private voteGuardIndex = 0;
+  /** A ReadIndex round is out to learn whether this joining node has caught up. */
+  private catchUpProbe = false;
   /** The highest commit index the leader has told this node. */
   private leaderCommitSeen = 0;
   private readonly sender: SnapshotSender;
@@ -410,16 +412,25 @@ export class SvcNode {
   private begin(): void {
     const status = this.core.status();
     this.catchUpTarget = status.commit;
-    this.setRecovery(this.state.store.meta.appliedIndex < this.catchUpTarget ? "replaying_wal" : "joining");
+    const walHadEntries = status.lastIndex > status.snapshotIndex;
     if (status.membership.voters.length === 0 || this.voteGuardIndex > 0 || (status.lastIndex === 0 && this.config.cluster.members.length > 1)) {
       this.setRecovery("requesting_snapshot");
-      this.logger.warn("this node belongs to no cluster yet: waiting for a leader to send it a snapshot", {
-        hint: "set bootstrap = true on the first node of a new cluster, or add this node from the leader with `svc admin add-node`",
-      });
+      if (this.voteGuardIndex === 0) {
+        this.logger.warn("this node belongs to no cluster yet: waiting for a leader to send it a snapshot", {
+          hint: "set bootstrap = true on the first node of a new cluster, or add this node from the leader with `svc admin add-node`",
+        });
+      }
+    } else {
+      // SPEC §3.1: a node with a WAL replays it, whether or not anything is left to apply.
+      this.setRecovery(walHadEntries ? "replaying_wal" : "joining");
+      if (walHadEntries) this.logger.info("recovery: replay of the WAL", { from: status.snapshotIndex + 1, to: status.lastIndex, commit: status.commit });
     }
     if (status.membership.voters.length === 1 && status.membership.voters[0] === this.config.nodeId) this.core.campaign();
     this.tickTimer = setInterval(() => {
-      this.core.tick();
+      // A node that lost entries it held does not campaign (it drops vote requests too):
+      // elected, it could lose writes it had acknowledged. Without ticks its election timer
+      // never fires; appends from the leader are answered all the same.
+      if (this.state.store.meta.appliedIndex >= this.voteGuardIndex) this.core.tick();
       const now = Date.now();
       this.waiters.expire(now, writeTimeoutMs);
       this.sender.checkStalls(now);
@@ -624,10 +635,28 @@ export class SvcNode {
       // The leader sent the log itself rather than a snapshot (it had not compacted).
       this.setRecovery("joining");
     }
-    if (this.recovery === "joining" && status.leaderId !== null && applied >= Math.max(this.catchUpTarget, status.commit, this.voteGuardIndex)) {
-      this.logger.info(`recovery: caught_up; joined as ${status.role}`, { applied, term: status.term, leader: status.leaderId });
-      this.setRecovery("healthy");
-    }
+    if (this.recovery === "joining" && status.leaderId !== null && !this.catchUpProbe) this.probeCatchUp();
+  }
+
+  /**
+   * Caught up means applied up to the leader's commit index as the leader itself states it:
+   * a ReadIndex round asks exactly that (heartbeats alone cannot tell a lagging follower).
+   */
+  private probeCatchUp(): void {
+    this.catchUpProbe = true;
+    this.readBarrier().then(
+      () => {
+        this.catchUpProbe = false;
+        if (this.recovery !== "joining") return;
+        const status = this.core.status();
+        this.logger.info(`recovery: caught_up; joined as ${status.role}`, { applied: this.state.store.meta.appliedIndex, term: status.term, leader: status.leaderId });
+        this.setRecovery("healthy");
+      },
+      () => {
+        // No leader answered; the next pass through afterApply tries again.
+        this.catchUpProbe = false;
+      },
+    );
   }
 
   private async propose(data: Uint8Array): Promise<{ applyResult: ApplyResult; index: number }> {

@@ -10,19 +10,18 @@ import { SvcNode } from "../../src/node/index.ts";
 import { Wal } from "../../src/storage/index.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { silentLogger } from "../../src/util/index.ts";
+import { freePort } from "../lib/proc-ports.ts";
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-let nextPort = 20_000 + (process.pid % 20_000);
-
-function testConfig(extra: { snapshotIntervalEntries?: number } = {}): Config {
+async function testConfig(extra: { snapshotIntervalEntries?: number } = {}): Promise<Config> {
   const dir = fs.mkdtempSync(join(tmpdir(), "svc-node-"));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
   // Only the peer port is bound (by the node's transport); client and admin are not.
-  const peer = `127.0.0.1:${nextPort++}`;
+  const peer = `127.0.0.1:${await freePort()}`;
   const text = renderConfigToml({
     nodeId: "n1",
     dataDir: join(dir, "data"),
@@ -64,7 +63,7 @@ describe("node durability", () => {
     });
     cleanups.push(() => { appendSpy.mockRestore(); syncSpy.mockRestore(); });
 
-    const node = await startNode(testConfig());
+    const node = await startNode(await testConfig());
     await node.execute([{ sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)", params: [] }]);
     const violations: string[] = [];
     let acknowledged = 0;
@@ -84,7 +83,7 @@ describe("node durability", () => {
   });
 
   test("a failed WAL sync acknowledges nothing and stops the node from serving", async () => {
-    const node = await startNode(testConfig());
+    const node = await startNode(await testConfig());
     await node.execute([{ sql: "CREATE TABLE t (v)", params: [] }]);
     const syncSpy = spyOn(Wal.prototype, "syncAsync").mockImplementation(() => Promise.reject(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" })));
     cleanups.push(() => syncSpy.mockRestore());
@@ -100,7 +99,7 @@ describe("node durability", () => {
   });
 
   test("a restart replays the WAL into the store: acknowledged writes survive", async () => {
-    const config = testConfig();
+    const config = await testConfig();
     const first = await startNode(config);
     await first.execute([{ sql: "CREATE TABLE t (v)", params: [] }]);
     for (let i = 0; i < 20; i++) await first.execute([{ sql: "INSERT INTO t VALUES (?)", params: [i] }]);
@@ -113,7 +112,7 @@ describe("node durability", () => {
   });
 
   test("snapshots every snapshot_interval entries remove covered WAL segments and keep all data", async () => {
-    const config = testConfig({ snapshotIntervalEntries: 100 });
+    const config = await testConfig({ snapshotIntervalEntries: 100 });
     const node = await startNode(config);
     await node.execute([{ sql: "CREATE TABLE t (v TEXT)", params: [] }]);
     const big = "x".repeat(4000);

@@ -233,5 +233,69 @@ describe("leader replication", () => {
     c.tickAll(3);
     expect(c.node("b").appliedTexts()).toEqual(["x", "y"]);
   });
-});
 
+  test("an entry of an earlier term on a majority is not committed until one of the leader's term is (Figure 8)", () => {
+    const c = new TestCluster(["s1", "s2", "s3", "s4", "s5"], { maxEntriesPerAppend: 1 });
+    /** Processes a node's Ready and delivers its messages to `to` only; the rest are lost. */
+    const route = (from: string, to: string[]): void => {
+      const n = c.node(from);
+      n.process();
+      for (const m of n.outbox.splice(0)) if (to.includes(m.to)) c.node(m.to).core.step(m);
+    };
+    // (a) s1 leads term 2 and gets entry X onto s2 only.
+    const s1 = c.elect("s1");
+    for (const id of ["s3", "s4", "s5"]) c.cut.add(`s1|${id}`);
+    s1.core.propose(bytes("X"), 0);
+    c.deliverAll();
+    const xIndex = s1.core.status().lastIndex;
+    // (b) s1 crashes; s5 wins term 3 with s3 and s4, and its new entry never leaves it.
+    s1.restart();
+    const s5 = c.node("s5");
+    s5.core.campaign();
+    route("s5", ["s3", "s4"]);
+    route("s3", ["s5"]);
+    route("s4", ["s5"]);
+    expect(s5.core.status().role).toBe("leader");
+    route("s5", []);
+    s5.restart();
+    // (c) s5 crashed; s1 comes back and wins term 4 with s2 and s3 (s3 voted for s5 in term 3).
+    for (let i = 0; i < 2 && s1.core.status().role !== "leader"; i++) {
+      s1.core.campaign();
+      route("s1", ["s2", "s3"]);
+      route("s2", ["s1"]);
+      route("s3", ["s1"]);
+    }
+    expect(s1.core.status().role).toBe("leader");
+    // Its noop of term 4 reaches s2; s3 lacks X, so the next append to s3 carries X alone.
+    route("s1", ["s2", "s3"]);
+    route("s2", ["s1"]);
+    route("s3", ["s1"]);
+    route("s1", ["s3"]);
+    route("s3", ["s1"]);
+    // X is on s1, s2 and s3, a majority, but the term-4 entry is only on s1 and s2.
+    expect(s1.core.status().progress["s3"]?.match).toBe(xIndex);
+    expect(s1.core.status().commit).toBeLessThan(xIndex);
+    route("s1", []);
+    s1.restart();
+    // (d) s1 crashes again; s5, whose last term 3 beats X's term 2, wins with s3 and s4 and replaces X.
+    c.heal();
+    c.isolate("s1");
+    for (let i = 0; i < 3 && s5.core.status().role !== "leader"; i++) {
+      s5.core.campaign();
+      c.deliverAll();
+    }
+    expect(s5.core.status().role).toBe("leader");
+    c.heal();
+    c.tickAll(50);
+    // Nobody ever applied X: every node agrees on every applied index.
+    const appliedAt = new Map<number, string>();
+    for (const n of c.nodes.values()) {
+      expect(n.appliedTexts()).not.toContain("X");
+      for (const e of n.applied) {
+        const key = `${e.term}:${e.kind}:${new TextDecoder().decode(e.data)}`;
+        expect(appliedAt.get(e.index) ?? key).toBe(key);
+        appliedAt.set(e.index, key);
+      }
+    }
+  });
+});

@@ -60,7 +60,13 @@ export interface Ready {
   readonly entries: readonly Entry[];
   /** A snapshot from the leader to install (the node already holds its verified data) before persisting entries. */
   readonly snapshot: SnapshotMeta | null;
-  /** Send only after entries, hardState and snapshot are durable. */
+  /**
+   * Send after entries, hardState and snapshot are durable. The one allowed shortcut: once
+   * term and vote are durable, every message except append_response may leave before the
+   * entries' fsync completes (so a leader's appends overlap its own fsync; it counts its
+   * own copy only at advance()). For every snapshot message the node streams the data and
+   * then calls reportSnapshot(to, ok) once; if it no longer holds that snapshot, ok=false.
+   */
   readonly messages: readonly Message[];
   /** Apply in order, after persisting. */
   readonly committed: readonly Entry[];

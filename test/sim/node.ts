@@ -67,7 +67,7 @@ export class SimNode {
   kv = new Map<string, Cell>();
   applied = 0;
   /** The Ready being persisted and when that completes. */
-  private persisting: { rd: Ready; doneAt: number } | null = null;
+  private persisting: { rd: Ready; doneAt: number; sent: readonly Message[] } | null = null;
   /** Snapshot data that arrived from a leader, by index, until Ready.snapshot installs it. */
   readonly receivedSnapshots = new Map<number, SnapshotData>();
   readonly reads = new Map<number, PendingRead>();
@@ -83,6 +83,8 @@ export class SimNode {
     private readonly prng: Prng,
     private readonly persistDelayMaxUnits: number,
     private readonly compactEveryEntries: number,
+    /** Send all but append responses before the entries are durable (see Ready.messages). */
+    private readonly earlySend: boolean,
     initial: { entries: Entry[]; commit: number },
   ) {
     const hashes: number[] = [];
@@ -119,22 +121,35 @@ export class SimNode {
     const core = this.core;
     if (core === null) return;
     if (this.persisting !== null && this.persisting.doneAt <= now) {
-      const rd = this.persisting.rd;
+      const { rd, sent } = this.persisting;
       this.persisting = null;
-      this.complete(core, rd);
+      this.complete(core, rd, sent);
     }
     if (this.persisting === null && core.hasReady()) {
       const rd = core.ready();
       const delay = rd.mustSync ? this.prng.nextInt(this.persistDelayMaxUnits + 1) : 0;
-      if (delay === 0) this.complete(core, rd);
-      else this.persisting = { rd, doneAt: now + delay };
+      if (delay === 0) {
+        this.complete(core, rd, []);
+      } else if (this.earlySend) {
+        // The shortcut Ready allows: term and vote made durable at once (commit not yet:
+        // the entries it covers are still being written), then everything but the append
+        // responses leaves while the entries sync.
+        if (rd.hardState !== null && (rd.hardState.term !== this.disk.hardState.term || rd.hardState.vote !== this.disk.hardState.vote)) {
+          this.disk.hardState = { ...rd.hardState, commit: this.disk.hardState.commit };
+        }
+        const sent = rd.messages.filter((m) => m.type !== "append_response");
+        for (const m of sent) this.hooks.send(this, m);
+        this.persisting = { rd, doneAt: now + delay, sent };
+      } else {
+        this.persisting = { rd, doneAt: now + delay, sent: [] };
+      }
     }
     this.serveReads();
   }
 
-  private complete(core: RaftCore, rd: Ready): void {
+  private complete(core: RaftCore, rd: Ready, alreadySent: readonly Message[]): void {
     this.persist(rd);
-    for (const m of rd.messages) this.hooks.send(this, m);
+    for (const m of rd.messages) if (!alreadySent.includes(m)) this.hooks.send(this, m);
     for (const e of rd.committed) this.apply(e);
     for (const rs of rd.readStates) {
       const read = this.reads.get(rs.requestId);

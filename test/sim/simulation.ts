@@ -32,6 +32,8 @@ export interface SimConfig {
   readonly maxBytesPerAppend: number;
   readonly compactEveryEntries: number;
   readonly persistDelayMaxUnits: number;
+  /** Nodes send everything but append responses while their entries are still syncing. */
+  readonly earlySend: boolean;
   readonly faults: NetworkFaults;
   readonly crashPerUnit: number;
   readonly partitionPerUnit: number;
@@ -77,6 +79,7 @@ export function configForSeed(seed: number): SimConfig {
     maxBytesPerAppend: pick([64, 1024, 1 << 20]),
     compactEveryEntries: pick([5, 10, 20, 50, 1_000_000]),
     persistDelayMaxUnits: pick([0, 2, 5]),
+    earlySend: p.next() < 0.5,
     faults: {
       lossRate: quiet ? 0 : pick([0, 0.01, 0.05, 0.15]),
       duplicateRate: quiet ? 0 : pick([0, 0.02, 0.1]),
@@ -136,7 +139,7 @@ export class Simulation {
         maxBytesPerAppend: config.maxBytesPerAppend,
         maxPendingProposals: 256,
       });
-      const node = new SimNode(id, options, this.hooks(), createPrng(config.seed, 200 + i), config.persistDelayMaxUnits, config.compactEveryEntries, holdsState ? { entries: [first], commit: 1 } : { entries: [], commit: 0 });
+      const node = new SimNode(id, options, this.hooks(), createPrng(config.seed, 200 + i), config.persistDelayMaxUnits, config.compactEveryEntries, config.earlySend, holdsState ? { entries: [first], commit: 1 } : { entries: [], commit: 0 });
       this.nodes.push(node);
     }
     for (const n of this.nodes) n.start();

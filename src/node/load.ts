@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import type { Entry, HardState, SnapshotMeta } from "../raft/types.ts";
 import {
-  SnapshotStore, Wal, dataPaths, ensureDir, initialHardState, readHardState, snapshotStateFile,
+  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readHardState, snapshotStateFile,
   type DataPaths, type SnapshotEntry, type StoredHardState,
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
@@ -30,6 +30,8 @@ export interface LoadedState {
   entries: Entry[];
   /** The store's applied index needs a fresh local snapshot before the log can start (set by load). */
   needsSnapshotAt: number | null;
+  /** raft/wal/ held no segment at all: on a cluster member, the state to fetch from the leader. */
+  walWasEmpty: boolean;
 }
 
 /** Make the directory layout, checking that this process may write there. */
@@ -97,6 +99,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     logger.warn("recovery: ignoring a damaged snapshot", { dir: entry.dir, reason }),
   );
 
+  const walWasEmpty = listSegments(paths.walDir).length === 0;
   logger.info("recovery: replaying the WAL", { dir: paths.walDir });
   const { wal, entries: walEntries, truncatedBytes } = Wal.open(paths.walDir, {
     segmentSizeBytes: config.wal.segmentSizeBytes,
@@ -133,7 +136,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   logger.info("recovery: loaded", {
     snapshotIndex, walFirstIndex: entries[0]?.index ?? 0, walLastIndex: lastIndex, applied, term: hardState.term, commit: hardState.commit,
   });
-  return { paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, entries, needsSnapshotAt };
+  return { paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, entries, needsSnapshotAt, walWasEmpty };
 }
 
 function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logger: Logger): Store {

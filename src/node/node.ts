@@ -150,10 +150,14 @@ export class SvcNode {
       const log = logger.child("node");
       log.info("recovery: starting", { nodeId: config.nodeId, dataDir: config.dataDir });
       const state = await loadState(paths, config, logger.child("wal"));
+      const wasPristine = isPristine(state);
       const clusterId = bootstrapIfNew(state, config, log);
       const multiMember = config.cluster.members.length > 1;
       let voteGuardIndex = 0;
-      if (state.needsSnapshotAt !== null) {
+      if (multiMember && state.walWasEmpty && !wasPristine) {
+        // SPEC §3.1: no WAL means the state comes from the leader.
+        voteGuardIndex = forgetLocalState(state, log);
+      } else if (state.needsSnapshotAt !== null) {
         if (multiMember) voteGuardIndex = forgetLocalState(state, log);
         else await rebaseOnStore(state, clusterId, log);
       }

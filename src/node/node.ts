@@ -807,6 +807,8 @@ export class SvcNode {
       return { index: entry.index, term: entry.term, dir: entry.dir, sizeBytes, durationMs };
     } catch (e) {
       snapshots.discard(tempDir);
+      // A failing snapshot (a full disk, say) is retried, but not on every write.
+      this.nextAutoSnapshotMs = performance.now() + 10_000;
       this.metrics.snapshotFailuresTotal.inc();
       this.logger.error("snapshot failed", { error: errorMessage(e) });
       throw e;

@@ -111,6 +111,7 @@ export class Simulation {
   private requestSeq = 0;
   private valueSeq = 0;
   private partitionEndsAt = -1;
+  private readonly tickPhase = new Map<NodeId, number>();
   readonly stats: SimStats;
   /** The last events, printed when a check fails. */
   readonly trace: string[] = [];
@@ -142,7 +143,10 @@ export class Simulation {
       const node = new SimNode(id, options, this.hooks(), createPrng(config.seed, 200 + i), config.persistDelayMaxUnits, config.compactEveryEntries, config.earlySend, holdsState ? { entries: [first], commit: 1 } : { entries: [], commit: 0 });
       this.nodes.push(node);
     }
-    for (const n of this.nodes) n.start();
+    for (const n of this.nodes) {
+      this.tickPhase.set(n.id, this.prng.nextInt(config.tickUnits));
+      n.start();
+    }
   }
 
   private hooks() {
@@ -325,9 +329,9 @@ export class Simulation {
     const c = this.config;
     this.restartDueNodes();
     this.deliver();
-    if (this.now % c.tickUnits === 0) {
-      for (const n of this.shuffled(this.upNodes())) n.core!.tick();
-    }
+    // Each node's clock ticks at its own phase, as real nodes' timers do.
+    const ticking = this.upNodes().filter((n) => (this.now + (this.tickPhase.get(n.id) ?? 0)) % c.tickUnits === 0);
+    for (const n of this.shuffled(ticking)) n.core!.tick();
     if (this.prng.next() < c.writePerUnit) this.clientWrite();
     if (this.prng.next() < c.readPerUnit) this.clientRead();
     if (withFaults) {

@@ -5,7 +5,7 @@
 
 import { beforeAll, describe, expect } from "bun:test";
 import { clusterTest, type Cluster } from "../lib/cluster.ts";
-import { ensureBinary, execute, executeRaw, queryRaw, useProcessCleanup, type NodeProcess } from "../lib/proc.ts";
+import { ensureBinary, execute, executeRaw, queryRaw, postJson, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
 
 useProcessCleanup();
 
@@ -15,6 +15,12 @@ async function readLinearizable(node: NodeProcess, k: string): Promise<unknown> 
   const r = await queryRaw(node.clientUrl, "SELECT v FROM kv WHERE k = ?", [k], "linearizable");
   if (r.status !== 200 || r.body === undefined) throw new Error(`linearizable read on ${node.nodeId} answered ${r.status}: ${r.text}`);
   return r.body.rows[0]?.[0] ?? null;
+}
+
+/** Status of a linearizable read on `node` answered within `timeoutMs`, or "no answer". */
+async function queryWithin(node: NodeProcess, timeoutMs: number): Promise<number | "no answer"> {
+  const r = await postJson(`${node.clientUrl}/v1/query`, { sql: "SELECT v FROM kv WHERE k = 'x'", consistency: "linearizable" }, timeoutMs).catch(() => null);
+  return r === null ? "no answer" : r.status;
 }
 
 describe("failover of a three-node cluster", () => {
@@ -80,5 +86,24 @@ describe("failover of a three-node cluster", () => {
     for (const n of cluster.nodes) expect(await cluster.dump(n, "kv")).toEqual(reference);
     // And it serves linearizable reads of what was written while it was down.
     expect(await readLinearizable(oldLeader, "after-49")).toBe(49);
+  });
+
+  // A follower serves a linearizable read by asking the leader for its commit index
+  // (ReadIndex). When the leader dies with that question unanswered, the read may fail, but
+  // the follower must serve reads again once there is a new leader.
+  clusterTest("a follower whose linearizable read was in flight when the leader died serves linearizable reads again under the new leader", {}, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [schema]);
+    await execute(cluster.nodes[0]!.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES ('x', 1)" }]);
+    const oldLeader = await cluster.waitLeader();
+    const follower = cluster.others(oldLeader)[0]!;
+    // Frozen, the leader still holds its connections: the follower's request goes out and
+    // stays unanswered; kill -9 then loses it for good.
+    cluster.pause(oldLeader);
+    const inFlight = await queryWithin(follower, 1_000);
+    expect(inFlight).not.toBe(200);
+    await cluster.kill9(oldLeader);
+    await cluster.waitLeader(cluster.others(oldLeader));
+    await waitFor(`${follower.nodeId} to answer a linearizable read under the new leader`, async () => (await queryWithin(follower, 2_000)) === 200, { deadlineMs: 15_000 });
   });
 });

@@ -447,6 +447,7 @@ export class SvcNode {
       this.waiters.expire(now, writeTimeoutMs);
       this.sender.checkStalls(now);
       this.expireReadRound(now);
+      this.maybeAutoSnapshot();
       this.schedule();
     }, this.config.raft.heartbeatIntervalMs);
     this.schedule();
@@ -632,9 +633,14 @@ export class SvcNode {
     }
     if (this.readRoundInFlight === null && this.readsNotYetIssued.length > 0) this.startReadRound();
     if (this.recovery !== "healthy") this.advanceRecovery(applied);
+    this.maybeAutoSnapshot();
+  }
+
+  /** Checked after applying and on every tick (a paced snapshot may come due while idle). */
+  private maybeAutoSnapshot(): void {
     if (
-      applied - this.lastSnapshotIndex >= this.config.snapshotIntervalEntries && this.snapshotInFlight === null &&
-      this.recovery === "healthy" && performance.now() >= this.nextAutoSnapshotMs
+      this.state.store.meta.appliedIndex - this.lastSnapshotIndex >= this.config.snapshotIntervalEntries && this.snapshotInFlight === null &&
+      this.recovery === "healthy" && performance.now() >= this.nextAutoSnapshotMs && this.fatalError === null && !this.stopped
     ) {
       this.takeSnapshot().catch(() => undefined);
     }

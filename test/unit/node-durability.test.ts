@@ -129,3 +129,23 @@ describe("node durability", () => {
     expect(again.stats().totalEntries).toBe(600);
   });
 });
+
+describe("node metrics", () => {
+  test("a running node's /metrics text passes promtool check metrics", async () => {
+    const promtool = Bun.which("promtool");
+    const node = await startNode(await testConfig());
+    await node.execute([{ sql: "CREATE TABLE t (v)", params: [] }]);
+    await node.takeSnapshot();
+    const text = node.metrics.registry.render();
+    for (const name of ["tensor_chain_commit_index", "tensor_chain_applied_index", "tensor_chain_snapshot_index", "tensor_chain_write_latency_seconds_count", "tensor_chain_memory_rss_bytes"]) {
+      expect(text).toMatch(new RegExp(`^${name} [0-9.e+]+$`, "m"));
+    }
+    if (promtool === null) {
+      console.warn("promtool is not installed (Debian package prometheus): only the names were checked");
+      return;
+    }
+    const check = Bun.spawnSync([promtool, "check", "metrics"], { stdin: new TextEncoder().encode(text) });
+    expect(check.stderr.toString() + check.stdout.toString()).toBe("");
+    expect(check.exitCode).toBe(0);
+  });
+});

@@ -66,13 +66,31 @@ export async function waitHealthy(adminBase: string, timeoutMs: number): Promise
   throw new Error(`${adminBase} did not become healthy within ${timeoutMs} ms`);
 }
 
-/** Closed loop: `clients` workers, each sending its next request when the last is answered. */
+export interface PostResult {
+  ok: boolean;
+  status: number;
+  text: string;
+}
+
+export type Post = (url: string, body: string) => Promise<PostResult>;
+
+export const fetchPost: Post = async (url, body) => {
+  const r = await fetch(url, { method: "POST", body, headers: { "content-type": "application/json" } });
+  return { ok: r.ok, status: r.status, text: await r.text() };
+};
+
+/**
+ * Closed loop: `clients` workers, each sending its next request when the last is answered.
+ * `post` sends one request (fetch unless given; bench/_http1.ts is a cheaper client).
+ */
 export async function runLoad(options: {
   url: string | (() => string);
   clients: number;
   durationMs: number;
   body: () => string;
+  post?: Post;
 }): Promise<LoadResult> {
+  const post = options.post ?? fetchPost;
   const latencies: number[] = [];
   let errors = 0;
   let firstError = "";
@@ -83,12 +101,11 @@ export async function runLoad(options: {
       const url = typeof options.url === "string" ? options.url : options.url();
       const t0 = performance.now();
       try {
-        const r = await fetch(url, { method: "POST", body: options.body(), headers: { "content-type": "application/json" } });
-        const text = await r.text();
+        const r = await post(url, options.body());
         if (r.ok) latencies.push(performance.now() - t0);
         else {
           errors++;
-          firstError ||= `${r.status} ${text.slice(0, 200)}`;
+          firstError ||= `${r.status} ${r.text.slice(0, 200)}`;
         }
       } catch (e) {
         errors++;
@@ -118,4 +135,12 @@ export function rssBytesOf(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const m = /VmRSS:\s+(\d+) kB/.exec(status);
   return m === null ? 0 : Number(m[1]) * 1024;
+}
+
+/** CPU time (user + system) a process has used so far; /proc counts it in USER_HZ = 100 ticks. */
+export function cpuMsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command name, which may itself hold spaces: utime and stime are 14 and 15.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }

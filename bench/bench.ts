@@ -1,11 +1,18 @@
 // `bun run bench`: prints throughput and latency figures. Not a test: nothing is asserted.
-//   --duration S   seconds per load row (default 10)
-//   --rows N       rows for the memory figure (default 1,000,000)
-//   --source       run src/main.ts with bun instead of the compiled dist/svc
+//   --duration S     seconds per load row (default 10)
+//   --rows N         rows for the single-node memory figure (default 1,000,000)
+//   --source         run src/main.ts with bun instead of the compiled dist/svc
+//   --bin PATH       run this compiled svc instead of dist/svc (e.g. a build of a given commit)
+//   --cpu-prof DIR   with --source: every svc node writes a CPU profile (.cpuprofile and .md) to DIR
+//   --single-only    only the single-node part
+//   --cluster-only   only the three-node part
+//   --etcd           three-node part side by side with three etcd members (needs etcd on PATH;
+//                    Debian: apt-get install -y etcd-server), with svc/etcd ratios. Off unless given.
 
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { benchCluster } from "./cluster.ts";
 import { benchSingle } from "./single.ts";
 
 const { values } = parseArgs({
@@ -13,19 +20,49 @@ const { values } = parseArgs({
     duration: { type: "string", default: "10" },
     rows: { type: "string", default: "1000000" },
     source: { type: "boolean", default: false },
+    bin: { type: "string" },
+    "cpu-prof": { type: "string" },
+    "single-only": { type: "boolean", default: false },
+    "cluster-only": { type: "boolean", default: false },
+    etcd: { type: "boolean", default: false },
+    help: { type: "boolean", short: "h", default: false },
   },
 });
+
+if (values.help) {
+  // The help is this file's opening comment.
+  const lines = (await Bun.file(import.meta.path).text()).split("\n");
+  const header = lines.slice(0, lines.findIndex((l) => !l.startsWith("//")));
+  process.stdout.write(header.map((l) => l.slice(3)).join("\n") + "\n");
+  process.exit(0);
+}
+if (values["single-only"] && values["cluster-only"]) {
+  process.stderr.write("--single-only and --cluster-only exclude each other\n");
+  process.exit(2);
+}
+const profileDir = values["cpu-prof"];
+if (profileDir !== undefined && !values.source) {
+  process.stderr.write("--cpu-prof needs --source (the compiled binary takes no bun flags)\n");
+  process.exit(2);
+}
 
 const repo = resolve(import.meta.dir, "..");
 const compiled = join(repo, "dist", "svc");
 let bin: string[];
-if (values.source) bin = [process.execPath, join(repo, "src", "main.ts")];
-else {
+if (values.source) {
+  const profile = profileDir === undefined ? [] : ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${resolve(profileDir)}`];
+  if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true });
+  bin = [process.execPath, ...profile, join(repo, "src", "main.ts")];
+} else if (values.bin !== undefined) {
+  bin = [resolve(values.bin)];
+} else {
   if (!existsSync(compiled)) {
     const build = Bun.spawnSync([process.execPath, "run", "build"], { cwd: repo, stdout: "inherit", stderr: "inherit" });
     if (build.exitCode !== 0) process.exit(1);
   }
   bin = [compiled];
 }
+const durationMs = Number(values.duration) * 1000;
 process.stdout.write(`svc benchmark: ${bin.join(" ")}; ${navigator.hardwareConcurrency} cores\n`);
-await benchSingle({ durationMs: Number(values.duration) * 1000, bin, rows: Number(values.rows) });
+if (!values["cluster-only"]) await benchSingle({ durationMs, bin, rows: Number(values.rows) });
+if (!values["single-only"]) await benchCluster({ durationMs, bin, etcd: values.etcd });

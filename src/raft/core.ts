@@ -282,9 +282,10 @@ export class RaftCore {
         this.becomeFollower(m.term, fromLeader ? m.from : null);
       }
     } else if (m.term < this.term) {
-      if ((this.opts.checkQuorum || this.opts.preVote) && (m.type === "append" || m.type === "heartbeat")) {
-        // A stale leader is talking to us. Tell it our term so it steps down; with pre-vote
-        // or check-quorum it might otherwise never learn it (our votes would be ignored).
+      if (m.type === "append" || m.type === "heartbeat") {
+        // A stale leader is talking to us. Tell it our term so it steps down (§5.1): we may
+        // be unable to make it learn otherwise (with pre-vote or check-quorum our campaigns
+        // are ignored, and a node outside its own stale membership never campaigns).
         this.send(m.from, this.term, { type: "append_response", reject: false, index: 0, hintIndex: 0, hintTerm: 0 });
       } else if (m.type === "pre_vote" || m.type === "vote") {
         // Tell a candidate behind us our term (§5.1). Otherwise a candidate we never contact

@@ -106,7 +106,7 @@ describe("votes", () => {
 
 describe("terms", () => {
   test("follower rejects append from a stale term and tells the sender its term", () => {
-    const b = follower("b", { checkQuorum: true });
+    const b = follower("b");
     b.step({ type: "append", from: "a", to: "b", term: 1, prevIndex: 1, prevTerm: 1, commit: 1, entries: [{ index: 2, term: 1, kind: "normal", timestampMs: 0, data: bytes("x") }] });
     expect(b.status().lastIndex).toBe(1);
     expect(b.status().droppedMessages["stale_term"]).toBe(1);

@@ -13,51 +13,43 @@ import { healthResponse } from "./health.ts";
 
 export function clientApp(node: SvcNode) {
   const nodeId = node.config.nodeId;
+
+  /** Answer a request here, or, when this node is not the leader and one is known, there. */
+  async function hereOrAtLeader(request: Request, path: string, work: (body: unknown) => Promise<unknown>, onError?: (e: unknown) => void): Promise<Response> {
+    let text = "";
+    try {
+      text = await readBodyText(request);
+      return json(await work(parseJsonText(text)));
+    } catch (e) {
+      const leader = leaderToForwardTo(e, request);
+      if (leader === null) {
+        onError?.(e);
+        return errorResponse(e);
+      }
+      try {
+        return await forwardToLeader(leader, path, text, nodeId);
+      } catch (forwardError) {
+        return errorResponse(forwardError);
+      }
+    }
+  }
+
   return new Elysia({ name: "svc-client" })
     .use(fallbackRoutes)
     .get("/health", () => healthResponse(node))
-    .post("/v1/execute", async ({ request }) => {
-      let text = "";
-      try {
-        text = await readBodyText(request);
-        const statements = parseExecuteBody(parseJsonText(text));
-        for (const s of statements) checkWriteStatement(s.sql);
-        const outcome = await node.execute(statements);
-        return json({
-          results: outcome.results.map((r) => ({ rows_affected: r.rowsAffected, last_insert_id: r.lastInsertId })),
-          index: outcome.index,
-        });
-      } catch (e) {
-        const leader = leaderToForwardTo(e, request);
-        if (leader !== null) {
-          try {
-            return await forwardToLeader(leader, "/v1/execute", text, nodeId);
-          } catch (forwardError) {
-            return errorResponse(forwardError);
-          }
-        }
-        return errorResponse(e);
-      }
-    }, { parse: "none" })
-    .post("/v1/query", async ({ request }) => {
-      let text = "";
-      try {
-        text = await readBodyText(request);
-        const { sql, params, consistency } = parseQueryBody(parseJsonText(text));
-        const result = await node.query(sql, params, consistency);
-        node.metrics.readsTotal.inc();
-        return json(result);
-      } catch (e) {
-        const leader = leaderToForwardTo(e, request);
-        if (leader !== null) {
-          try {
-            return await forwardToLeader(leader, "/v1/query", text, nodeId);
-          } catch (forwardError) {
-            return errorResponse(forwardError);
-          }
-        }
-        node.metrics.readErrorsTotal.labels(e instanceof Error && "code" in e ? String(e.code) : "INTERNAL").inc();
-        return errorResponse(e);
-      }
-    }, { parse: "none" });
+    .post("/v1/execute", ({ request }) => hereOrAtLeader(request, "/v1/execute", async (body) => {
+      const statements = parseExecuteBody(body);
+      for (const s of statements) checkWriteStatement(s.sql);
+      const outcome = await node.execute(statements);
+      return {
+        results: outcome.results.map((r) => ({ rows_affected: r.rowsAffected, last_insert_id: r.lastInsertId })),
+        index: outcome.index,
+      };
+    }), { parse: "none" })
+    .post("/v1/query", ({ request }) => hereOrAtLeader(request, "/v1/query", async (body) => {
+      const { sql, params, consistency } = parseQueryBody(body);
+      const result = await node.query(sql, params, consistency);
+      node.metrics.readsTotal.inc();
+      return result;
+    }, (e) => node.metrics.readErrorsTotal.labels(e instanceof Error && "code" in e ? String(e.code) : "INTERNAL").inc()), { parse: "none" });
 }

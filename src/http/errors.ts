@@ -61,3 +61,13 @@ export function badRequest(message: string, hint?: string): SvcError {
 function snakeCase(key: string): string {
   return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }
+
+/** Run a route's work: its Response as is, any other value as JSON, a thrown error as its answer. */
+export async function answer(work: () => unknown): Promise<Response> {
+  try {
+    const result = await work();
+    return result instanceof Response ? result : json(result);
+  } catch (e) {
+    return errorResponse(e);
+  }
+}

@@ -14,7 +14,22 @@ export type {
   PeerProgress,
   RaftStatus,
 } from "./api.ts";
-export type { Message, MessageType } from "./messages.ts";
+export type {
+  Message,
+  MessageType,
+  PreVoteMessage,
+  VoteMessage,
+  PreVoteResponseMessage,
+  VoteResponseMessage,
+  AppendMessage,
+  AppendResponseMessage,
+  HeartbeatMessage,
+  HeartbeatResponseMessage,
+  SnapshotMessage,
+  TimeoutNowMessage,
+  ReadIndexMessage,
+  ReadIndexResponseMessage,
+} from "./messages.ts";
 export { messageTypes } from "./messages.ts";
 export type { MembershipChange } from "./membership.ts";
 export { applyChange, isVoter, isLearner, isMember } from "./membership.ts";

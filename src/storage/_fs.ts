@@ -4,15 +4,17 @@
 import * as fs from "node:fs";
 import { dirname } from "node:path";
 
-/** fsync a directory so that a rename or a create inside it is durable. */
-export function fsyncDir(dir: string): void {
-  const fd = fs.openSync(dir, "r");
+/** fsync a file, or a directory so that a rename or a create inside it is durable. */
+export function fsyncPath(path: string): void {
+  const fd = fs.openSync(path, "r");
   try {
     fs.fsyncSync(fd);
   } finally {
     fs.closeSync(fd);
   }
 }
+
+export const fsyncDir = fsyncPath;
 
 /** Replace `path` with `data` atomically: write a temp file, fsync it, rename, fsync the directory. */
 export function writeFileAtomic(path: string, data: Uint8Array | string): void {

@@ -3,10 +3,10 @@ export { readSegment, scanSegment, nextValidRecord, type SegmentScan } from "./_
 export { readHardState, writeHardState, initialHardState, type StoredHardState } from "./hardstate.ts";
 export {
   SnapshotStore, verifySnapshot, readSnapshotMeta, sha256File, snapshotDirName, parseSnapshotDirName,
-  snapshotStateFile, snapshotMetaFile, snapshotFormatVersion, fsyncFile,
+  snapshotStateFile, snapshotMetaFile, snapshotFormatVersion,
   type SnapshotEntry, type SnapshotFileMeta,
 } from "./snapshots.ts";
 export { lockDataDir, type DataDirLock } from "./lock.ts";
-export { writeFileAtomic, fsyncDir, ensureDir } from "./_fs.ts";
+export { writeFileAtomic, fsyncDir, fsyncPath, ensureDir } from "./_fs.ts";
 export { dataPaths, type DataPaths } from "./paths.ts";
 export { repairWal, type RepairReport } from "./repair.ts";

@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Membership } from "../raft/types.ts";
 import { SvcError } from "../util/errors.ts";
-import { ensureDir, fsyncDir } from "./_fs.ts";
+import { ensureDir, fsyncDir, fsyncPath } from "./_fs.ts";
 
 export const snapshotFormatVersion = 1;
 export const snapshotStateFile = "state.db";
@@ -141,7 +141,7 @@ export class SnapshotStore {
     meta: Omit<SnapshotFileMeta, "formatVersion" | "stateSha256" | "stateSizeBytes" | "createdAt"> & { createdAt?: string },
   ): Promise<SnapshotEntry> {
     const statePath = join(tempDir, snapshotStateFile);
-    fsyncFile(statePath);
+    fsyncPath(statePath);
     const full: SnapshotFileMeta = {
       formatVersion: snapshotFormatVersion,
       clusterId: meta.clusterId,
@@ -154,7 +154,7 @@ export class SnapshotStore {
     };
     const metaPath = join(tempDir, snapshotMetaFile);
     fs.writeFileSync(metaPath, `${JSON.stringify(full, null, 2)}\n`, { mode: 0o640 });
-    fsyncFile(metaPath);
+    fsyncPath(metaPath);
     fsyncDir(tempDir);
     const name = snapshotDirName(meta.term, meta.index);
     const finalDir = join(this.dir, name);
@@ -187,14 +187,6 @@ export class SnapshotStore {
   }
 }
 
-export function fsyncFile(path: string): void {
-  const fd = fs.openSync(path, "r");
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
 
 export function snapshotError(message: string, hint?: string): SvcError {
   return new SvcError("SNAPSHOT_INVALID", message, hint === undefined ? {} : { hint });

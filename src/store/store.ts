@@ -55,6 +55,7 @@ export class Store {
   private readonly reader: Database;
   private readonly functions = new DeterministicFunctions();
   private readonly statements = new Map<string, SqliteStatement>();
+  private readonly readStatements = new Map<string, SqliteStatement>();
   private readonly setMetaStmt: SqliteStatement;
   private metaValue: StoreMeta;
 
@@ -162,7 +163,7 @@ export class Store {
     checkReadStatement(sql);
     let stmt: SqliteStatement;
     try {
-      stmt = this.reader.prepare(sql);
+      stmt = cachedStatement(this.readStatements, this.reader, sql);
     } catch (e) {
       throw new SvcError("SQL_ERROR", errorMessage(e));
     }
@@ -171,8 +172,6 @@ export class Store {
       return { columns: stmt.columnNames, rows: rows.map((r) => r.map(toJsonValue)) };
     } catch (e) {
       throw new SvcError("SQL_ERROR", errorMessage(e));
-    } finally {
-      stmt.finalize();
     }
   }
 
@@ -205,8 +204,10 @@ export class Store {
   }
 
   close(): void {
-    for (const stmt of this.statements.values()) stmt.finalize();
-    this.statements.clear();
+    for (const cache of [this.statements, this.readStatements]) {
+      for (const stmt of cache.values()) stmt.finalize();
+      cache.clear();
+    }
     this.reader?.close();
     this.db.close();
   }
@@ -276,19 +277,7 @@ export class Store {
   }
 
   private prepared(sql: string): SqliteStatement {
-    let stmt = this.statements.get(sql);
-    if (stmt === undefined) {
-      stmt = this.db.prepare(sql);
-      if (this.statements.size >= statementCacheSizeMax) {
-        const oldest = this.statements.keys().next().value;
-        if (oldest !== undefined) {
-          this.statements.get(oldest)?.finalize();
-          this.statements.delete(oldest);
-        }
-      }
-      this.statements.set(sql, stmt);
-    }
-    return stmt;
+    return cachedStatement(this.statements, this.db, sql);
   }
 
   private readMeta(): StoreMeta {
@@ -307,6 +296,23 @@ export class Store {
       writesPaused: Number(map.get("writes_paused") ?? 0) === 1,
     };
   }
+}
+
+/** A prepared statement from a bounded cache (oldest dropped first). */
+function cachedStatement(cache: Map<string, SqliteStatement>, db: Database, sql: string): SqliteStatement {
+  let stmt = cache.get(sql);
+  if (stmt === undefined) {
+    stmt = db.prepare(sql);
+    if (cache.size >= statementCacheSizeMax) {
+      const oldest = cache.keys().next().value;
+      if (oldest !== undefined) {
+        cache.get(oldest)?.finalize();
+        cache.delete(oldest);
+      }
+    }
+    cache.set(sql, stmt);
+  }
+  return stmt;
 }
 
 /** Rows go out as JSON: blobs as base64 strings, 64-bit integers as numbers. */

@@ -206,6 +206,11 @@ export class Cluster {
     this.requireProxies().isolate(node.nodeId);
   }
 
+  /** Cut the peer link between two nodes, both directions; each still reaches the others (needs proxied: true). */
+  cutLink(a: NodeProcess, b: NodeProcess): void {
+    this.requireProxies().setLink(a.nodeId, b.nodeId, true);
+  }
+
   /** Restore every peer link. */
   heal(): void {
     this.proxies?.healAll();

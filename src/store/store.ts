@@ -257,6 +257,18 @@ export class Store {
   }
 
   private executeBatch(statements: readonly { sql: string; params: SqlValue[] }[]): ApplyResult {
+    const only = statements[0];
+    // A lone statement is atomic in SQLite already, unless its conflict resolution is FAIL
+    // (which keeps the rows it changed before failing): it needs no savepoint of its own.
+    if (statements.length === 1 && only !== undefined && !/fail/i.test(only.sql)) {
+      try {
+        const r = this.prepared(only.sql).run(...(only.params as never[]));
+        return { kind: "execute", ok: true, results: [{ rowsAffected: r.changes, lastInsertId: Number(r.lastInsertRowid) }] };
+      } catch (e) {
+        assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
+        return { kind: "execute", ok: false, statementIndex: 0, message: errorMessage(e) };
+      }
+    }
     this.db.run("SAVEPOINT entry");
     const results: StatementResult[] = [];
     for (let i = 0; i < statements.length; i++) {

@@ -155,3 +155,18 @@ describe("store", () => {
     expect(() => Store.open(path)).toThrow(/damaged/);
   });
 });
+
+test("a lone statement that fails part way leaves no trace, whatever its conflict resolution", () => {
+  const s = Store.open(join(tempDir(), "state.db"));
+  stores.push(s);
+  s.apply([exec(1, "CREATE TABLE t (v INTEGER UNIQUE)", "INSERT INTO t VALUES (5)")]);
+  const results = s.apply([
+    exec(2, "INSERT INTO t VALUES (1), (2), (5), (6)"),
+    exec(3, "INSERT OR FAIL INTO t VALUES (3), (4), (5), (7)"),
+    exec(4, "INSERT INTO t VALUES (8)"),
+  ]);
+  expect(results[0]).toMatchObject({ ok: false, statementIndex: 0 });
+  expect(results[1]).toMatchObject({ ok: false, statementIndex: 0 });
+  expect(results[2]).toMatchObject({ ok: true });
+  expect(s.query("SELECT v FROM t ORDER BY v", []).rows).toEqual([[5], [8]]);
+});

@@ -72,6 +72,8 @@ export class SvcNode {
    * POST /admin/snapshot is not held back.
    */
   private nextAutoSnapshotMs = 0;
+  /** Bytes of entry data applied since the newest snapshot began. */
+  private logBytesSinceSnapshot = 0;
   /** Reads waiting for the ReadIndex round in flight, and those that arrived after it began. */
   private readRoundInFlight: { id: number; reads: PendingRead[]; startedMs: number } | null = null;
   private readsNotYetIssued: PendingRead[] = [];
@@ -610,6 +612,7 @@ export class SvcNode {
 
   private apply(entries: readonly Entry[]): void {
     const results = this.state.store.apply(entries);
+    for (const e of entries) this.logBytesSinceSnapshot += e.data.length;
     const now = Date.now();
     for (let i = 0; i < entries.length; i++) {
       const entry = entries[i];
@@ -636,14 +639,20 @@ export class SvcNode {
     this.maybeAutoSnapshot();
   }
 
-  /** Checked after applying and on every tick (a paced snapshot may come due while idle). */
+  /**
+   * Checked after applying and on every tick (a paced snapshot may come due while idle).
+   * Due after snapshot_interval entries, or sooner when the entries since the last snapshot,
+   * which the log holds in memory until a snapshot lets it drop them, pass a byte budget
+   * (a sixteenth of max_memory_mb, at most 64 MiB); at four times that budget memory wins
+   * over the pacing.
+   */
   private maybeAutoSnapshot(): void {
-    if (
-      this.state.store.meta.appliedIndex - this.lastSnapshotIndex >= this.config.snapshotIntervalEntries && this.snapshotInFlight === null &&
-      this.recovery === "healthy" && performance.now() >= this.nextAutoSnapshotMs && this.fatalError === null && !this.stopped
-    ) {
-      this.takeSnapshot().catch(() => undefined);
-    }
+    if (this.snapshotInFlight !== null || this.recovery !== "healthy" || this.fatalError !== null || this.stopped) return;
+    const budgetBytes = Math.min(64 * 1024 * 1024, this.config.maxMemoryBytes / 16);
+    const dueByCount = this.state.store.meta.appliedIndex - this.lastSnapshotIndex >= this.config.snapshotIntervalEntries;
+    const dueByBytes = this.logBytesSinceSnapshot >= budgetBytes;
+    const paced = performance.now() >= this.nextAutoSnapshotMs || this.logBytesSinceSnapshot >= 4 * budgetBytes;
+    if ((dueByCount || dueByBytes) && paced) this.takeSnapshot().catch(() => undefined);
   }
 
   private advanceRecovery(applied: number): void {
@@ -782,6 +791,7 @@ export class SvcNode {
   private async snapshotNow(): Promise<SnapshotOutcome> {
     const started = performance.now();
     this.metrics.snapshotInProgress.set(1);
+    const bytesAtStart = this.logBytesSinceSnapshot;
     const { snapshots, paths, wal } = this.state;
     const tempDir = snapshots.beginTemp();
     try {
@@ -802,6 +812,7 @@ export class SvcNode {
         snapshots.prune(snapshotsRetainedCount);
       }
       this.lastSnapshotIndex = Math.max(this.lastSnapshotIndex, entry.index);
+      this.logBytesSinceSnapshot = Math.max(0, this.logBytesSinceSnapshot - bytesAtStart);
       const durationMs = performance.now() - started;
       this.nextAutoSnapshotMs = performance.now() + snapshotIdleFactor * durationMs;
       const sizeBytes = entry.meta?.stateSizeBytes ?? 0;

@@ -49,6 +49,12 @@ export interface StoreMeta {
 
 const metaTable = `${internalTablePrefix}meta`;
 const statementCacheSizeMax = 512;
+const cachedSqlLengthMax = 4096;
+/**
+ * SQLite's page cache for the applying connection (the reader gets a quarter). Most of the
+ * store stays in the OS page cache either way; this bounds what the process itself holds.
+ */
+const defaultCacheKib = 32 * 1024;
 
 export class Store {
   private readonly db: Database;
@@ -83,7 +89,7 @@ export class Store {
     fs.mkdirSync(dirname(path), { recursive: true, mode: 0o750 });
     let store: Store | null = null;
     try {
-      store = new Store(path, options.cacheKib ?? 64 * 1024);
+      store = new Store(path, options.cacheKib ?? defaultCacheKib);
       if (options.check !== false) {
         const problems = store.integrityProblems("quick_check");
         if (problems.length > 0) throw new Error(problems.slice(0, 3).join("; "));
@@ -161,15 +167,11 @@ export class Store {
 
   query(sql: string, params: readonly SqlValue[]): QueryResult {
     checkReadStatement(sql);
-    let stmt: SqliteStatement;
     try {
-      stmt = cachedStatement(this.readStatements, this.reader, sql);
-    } catch (e) {
-      throw new SvcError("SQL_ERROR", errorMessage(e));
-    }
-    try {
-      const rows = stmt.values(...(params as never[])) as unknown[][];
-      return { columns: stmt.columnNames, rows: rows.map((r) => r.map(toJsonValue)) };
+      return withStatement(this.readStatements, this.reader, sql, (stmt) => {
+        const rows = stmt.values(...(params as never[])) as unknown[][];
+        return { columns: stmt.columnNames, rows: rows.map((r) => r.map(toJsonValue)) };
+      });
     } catch (e) {
       throw new SvcError("SQL_ERROR", errorMessage(e));
     }
@@ -262,7 +264,7 @@ export class Store {
     // (which keeps the rows it changed before failing): it needs no savepoint of its own.
     if (statements.length === 1 && only !== undefined && !/fail/i.test(only.sql)) {
       try {
-        const r = this.prepared(only.sql).run(...(only.params as never[]));
+        const r = this.run(only.sql, only.params);
         return { kind: "execute", ok: true, results: [{ rowsAffected: r.changes, lastInsertId: Number(r.lastInsertRowid) }] };
       } catch (e) {
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
@@ -275,7 +277,7 @@ export class Store {
       const s = statements[i];
       assert(s !== undefined, "statement in range");
       try {
-        const r = this.prepared(s.sql).run(...(s.params as never[]));
+        const r = this.run(s.sql, s.params);
         results.push({ rowsAffected: r.changes, lastInsertId: Number(r.lastInsertRowid) });
       } catch (e) {
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
@@ -288,8 +290,8 @@ export class Store {
     return { kind: "execute", ok: true, results };
   }
 
-  private prepared(sql: string): SqliteStatement {
-    return cachedStatement(this.statements, this.db, sql);
+  private run(sql: string, params: readonly SqlValue[]): { changes: number; lastInsertRowid: number | bigint } {
+    return withStatement(this.statements, this.db, sql, (stmt) => stmt.run(...(params as never[])));
   }
 
   private readMeta(): StoreMeta {
@@ -310,7 +312,23 @@ export class Store {
   }
 }
 
-/** A prepared statement from a bounded cache (oldest dropped first). */
+/**
+ * Run `use` with a prepared statement. Short statements (the parameterised kind) come from a
+ * bounded cache, oldest dropped first; long ones (values written inline) are prepared for
+ * this use only, since each cached copy would hold the SQL text and its compiled program.
+ */
+function withStatement<T>(cache: Map<string, SqliteStatement>, db: Database, sql: string, use: (stmt: SqliteStatement) => T): T {
+  if (sql.length > cachedSqlLengthMax) {
+    const stmt = db.prepare(sql);
+    try {
+      return use(stmt);
+    } finally {
+      stmt.finalize();
+    }
+  }
+  return use(cachedStatement(cache, db, sql));
+}
+
 function cachedStatement(cache: Map<string, SqliteStatement>, db: Database, sql: string): SqliteStatement {
   let stmt = cache.get(sql);
   if (stmt === undefined) {

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, runLoad, printRow, rssBytesOf, startSvc, waitHealthy } from "./_lib.ts";
 import { createHttp1Client } from "./_http1.ts";
+import { runWrk, wrkPath } from "./_wrk.ts";
 
 export async function benchSingle(options: { durationMs: number; bin: string[]; rows: number }): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "svc-bench-"));
@@ -20,24 +21,28 @@ export async function benchSingle(options: { durationMs: number; bin: string[]; 
     let key = 0;
     const body = (): string => JSON.stringify({ statements: [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: [++key, value] }] });
     process.stdout.write(`\nsingle node, fsync on, 256-byte values, POST /v1/execute (${options.durationMs / 1000} s per row)\n`);
-    // The lean keep-alive client costs about half of fetch's CPU per request, which on two
-    // shared cores goes back to the node being measured.
+    // wrk when installed (rows auto-number their keys: the same body every time); otherwise
+    // the lean keep-alive client, which costs about half of fetch's CPU per request.
+    const wrk = wrkPath();
+    const wrkBody = JSON.stringify({ statements: [{ sql: "INSERT INTO kv (v) VALUES (?)", params: [value] }] });
+    process.stdout.write(`load generator: ${wrk === null ? "bun (install wrk for a cheaper one: apt-get install wrk)" : wrk}\n`);
     const http = createHttp1Client();
     try {
       await runLoad({ url: `${base}/v1/execute`, clients: 16, durationMs: 1000, body, post: http.post });
       for (const clients of [1, 64, 256]) {
-        const result = await runLoad({ url: `${base}/v1/execute`, clients, durationMs: options.durationMs, body, post: http.post });
+        const result = wrk === null
+          ? await runLoad({ url: `${base}/v1/execute`, clients, durationMs: options.durationMs, body, post: http.post })
+          : await runWrk(wrk, `${base}/v1/execute`, wrkBody, clients, options.durationMs);
         printRow(`writes, ${clients} client${clients === 1 ? "" : "s"}`, result);
       }
     } finally {
       http.close();
     }
-    process.stdout.write(`rss after the write runs: ${(rssBytesOf(node.pid) / 1048576).toFixed(1)} MB (${key} rows)\n`);
+    process.stdout.write(`rss after the write runs: ${(rssBytesOf(node.pid) / 1048576).toFixed(1)} MB (${await rowCount(base)} rows)\n`);
     await fillRows(base, options.rows, value);
     // Let the snapshot that the fill triggers finish before reading memory.
     await Bun.sleep(2000);
-    const count = await fetch(`${base}/v1/query`, { method: "POST", body: JSON.stringify({ sql: "SELECT count(*) FROM kv" }) }).then((r) => r.json() as Promise<{ rows: number[][] }>);
-    process.stdout.write(`rss after ${count.rows[0]?.[0]} rows: ${(rssBytesOf(node.pid) / 1048576).toFixed(1)} MB\n`);
+    process.stdout.write(`rss after ${await rowCount(base)} rows: ${(rssBytesOf(node.pid) / 1048576).toFixed(1)} MB\n`);
   } finally {
     node.kill("SIGTERM");
     await node.exited;
@@ -66,4 +71,10 @@ async function fillRows(base: string, rows: number, value: string): Promise<void
   };
   await Promise.all(Array.from({ length: 8 }, writer));
   process.stdout.write(`filled ${rows} rows in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+}
+
+async function rowCount(base: string): Promise<number> {
+  const r = await fetch(`${base}/v1/query`, { method: "POST", body: JSON.stringify({ sql: "SELECT count(*) FROM kv" }) });
+  const body = (await r.json()) as { rows: number[][] };
+  return body.rows[0]?.[0] ?? 0;
 }

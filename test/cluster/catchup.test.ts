@@ -1,11 +1,14 @@
 // A follower that falls behind catches up: after kill -9 while writes go on it replays its WAL
 // and receives the rest of the log; kept down while the others compact their logs into
-// snapshots, it is sent a snapshot and then the entries after it. Either way it ends healthy
-// with exactly the leader's data.
+// snapshots, it is sent a snapshot and then the entries after it; when a snapshot transfer is
+// cut off by the leader's death, it takes the log from the next leader. Every way it ends
+// healthy with exactly the leader's data.
 
 import { beforeAll, describe, expect } from "bun:test";
 import { clusterTest, passedThrough, recoveryPath, type Cluster } from "../lib/cluster.ts";
-import { Ledger, WriteLoad, ensureBinary, execute, fetchMetrics, kvSchema, kvTable, useProcessCleanup, type NodeProcess } from "../lib/proc.ts";
+import {
+  Ledger, WriteLoad, ensureBinary, execute, fetchMetrics, kvSchema, kvTable, postJson, queryRaw, useProcessCleanup, waitFor, type NodeProcess, type SqlValue,
+} from "../lib/proc.ts";
 
 useProcessCleanup();
 
@@ -25,6 +28,12 @@ async function expectSameData(cluster: Cluster, ledger: Ledger): Promise<void> {
   const reference = await cluster.dump(leader, kvTable);
   expect(ledger.check(reference).slice(0, 20)).toEqual([]);
   for (const n of cluster.nodes) expect(await cluster.dump(n, kvTable)).toEqual(reference);
+}
+
+async function queryStale(node: NodeProcess, sql: string): Promise<SqlValue[][]> {
+  const r = await queryRaw(node.clientUrl, sql, [], "stale");
+  if (r.status !== 200 || r.body === undefined) throw new Error(`query on ${node.nodeId} answered ${r.status}: ${r.text}`);
+  return r.body.rows;
 }
 
 async function followerOf(cluster: Cluster): Promise<NodeProcess> {
@@ -115,5 +124,56 @@ describe("a follower that fell behind catches up", () => {
     await expectSameData(cluster, ledger);
     // Converged again after any further snapshot the leader sent while writes went on.
     expect(recoveryPath(follower).at(-1)).toBe("healthy");
+  });
+  // The leader streams a large snapshot; it dies part-way. The next leader never compacted
+  // its log, so it sends the follower the entries themselves: the follower must leave
+  // installing_snapshot, catch up from the log and become healthy.
+  clusterTest("a follower whose snapshot transfer is cut off by the leader's death catches up from the next leader's log and becomes healthy", {
+    proxied: true,
+    // No automatic snapshots: only the leader compacts, when the test asks it to.
+    overrides: { snapshotIntervalEntries: 1_000_000 },
+  }, async (cluster) => {
+    await cluster.start();
+    const leader = await cluster.waitLeader();
+    const [victim, other] = cluster.others(leader) as [NodeProcess, NodeProcess];
+    await execute(leader.clientUrl, ["CREATE TABLE big (id INTEGER PRIMARY KEY, b BLOB)", kvSchema]);
+    await cluster.kill9(victim);
+    // About 32 MB of state from one small entry (randomblob is deterministic per entry), so
+    // the snapshot takes many chunks to stream.
+    await execute(leader.clientUrl, ["WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 500) INSERT INTO big SELECT x, randomblob(65536) FROM n"]);
+    // One at a time: more appends than the leader keeps in flight to the dead follower, so
+    // what it missed is not all waiting in the leader's send queue when it comes back.
+    for (let i = 0; i < 150; i++) await execute(leader.clientUrl, [{ sql: `INSERT INTO ${kvTable} (k, v) VALUES (?, 'x')`, params: [`k${i}`] }]);
+    const snap = await postJson(`${leader.adminUrl}/admin/snapshot?wait=true`, {});
+    expect(snap.status).toBe(200);
+
+    // Kill the leader from inside the proxy once 12 MB of the stream went through. The leader
+    // sends at most 4 chunks (4 MiB) beyond what the follower acknowledged, so by then the
+    // follower holds part of the snapshot, and far from all of it.
+    const proxies = cluster.proxies!;
+    let cutAtBytes = 0;
+    proxies.watch(leader.nodeId, victim.nodeId, (bytes) => {
+      if (bytes < 12 * 1024 * 1024 || cutAtBytes > 0 || leader.pid === null) return;
+      cutAtBytes = bytes;
+      process.kill(leader.pid, "SIGKILL");
+      proxies.setLink(leader.nodeId, victim.nodeId, true);
+    });
+    victim.spawn();
+    await waitFor("the snapshot stream to be cut", () => cutAtBytes > 0);
+    proxies.watch(leader.nodeId, victim.nodeId, null);
+    await leader.kill9();
+    expect(victim.lastRunLog()).toContain("receiving a snapshot");
+    // The cut came before the end: the follower never held the whole snapshot.
+    expect(victim.lastRunLog()).not.toContain("snapshot received and verified");
+
+    await cluster.waitLeader([other]);
+    await cluster.waitHealthy(victim);
+    cluster.heal();
+    await leader.start();
+    await cluster.waitConverged();
+    const fingerprint = "SELECT count(*), sum(length(b)), hex(substr(max(b), 1, 8)) FROM big";
+    const reference = await queryStale(other, fingerprint);
+    for (const n of cluster.nodes) expect(await queryStale(n, fingerprint)).toEqual(reference);
+    for (const n of cluster.nodes) expect(await cluster.dump(n, kvTable)).toEqual(await cluster.dump(other, kvTable));
   });
 });

@@ -5,8 +5,12 @@
 
 import * as net from "node:net";
 
+/** Told the bytes `from` has sent to `to` through the proxy since it was set. */
+export type TrafficListener = (bytesSent: number) => void;
+
 class LinkProxy {
   private cut = false;
+  private listener: { fn: TrafficListener; bytes: number } | null = null;
   private readonly sockets = new Set<net.Socket>();
   private readonly server: net.Server;
 
@@ -24,6 +28,10 @@ class LinkProxy {
   setCut(cut: boolean): void {
     this.cut = cut;
     if (cut) this.dropAll();
+  }
+
+  watch(fn: TrafficListener | null): void {
+    this.listener = fn === null ? null : { fn, bytes: 0 };
   }
 
   get isCut(): boolean {
@@ -59,6 +67,12 @@ class LinkProxy {
     upstream.on("error", drop);
     client.on("close", drop);
     upstream.on("close", drop);
+    client.on("data", (chunk: Buffer) => {
+      const l = this.listener;
+      if (l === null) return;
+      l.bytes += chunk.length;
+      l.fn(l.bytes);
+    });
     // pipe() applies backpressure both ways: a slow reader slows the writer, nothing is buffered without bound.
     client.pipe(upstream);
     upstream.pipe(client);
@@ -79,6 +93,11 @@ export class PeerProxies {
   /** Cut (or restore) the links between two nodes, both directions. */
   setLink(a: string, b: string, cut: boolean): void {
     for (const l of this.links) if ((l.from === a && l.to === b) || (l.from === b && l.to === a)) l.setCut(cut);
+  }
+
+  /** Call `fn` on every chunk `from` sends to `to` (null stops it): a test can act in the middle of a transfer. */
+  watch(from: string, to: string, fn: TrafficListener | null): void {
+    for (const l of this.links) if (l.from === from && l.to === to) l.watch(fn);
   }
 
   /** Cut every link to and from `node`. */

@@ -110,6 +110,17 @@ export class Cluster {
     }
   }
 
+  /** Wait until the node reports itself healthy; a failure names the last /health answer. */
+  async waitHealthy(node: NodeProcess, deadlineMs = 20_000): Promise<void> {
+    let last: Health | null = null;
+    await waitFor(`${node.nodeId} to be healthy`, async () => {
+      last = await this.health(node);
+      return last?.status === "ok";
+    }, { deadlineMs }).catch((e: unknown) => {
+      throw new Error(`${e instanceof Error ? e.message : String(e)}; last /health: ${JSON.stringify(last)}`);
+    });
+  }
+
   /**
    * Wait until exactly one of `among` is leader and every healthy node of `among` names it:
    * a stable leader that the others follow.

@@ -1,22 +1,22 @@
-// The node: the one place that wires the pure Raft core to disks, timers and (later) peers.
+// The node: the one place that wires the pure Raft core to disks, timers and peers.
 // One loop owns every effect, in this order for each Ready:
 //   install snapshot → append entries to the WAL → save term/vote → fdatasync (once, for
 //   every record of the batch: group commit) → send messages → apply committed → answer
 //   clients → advance.
 // A client is answered only after its entry was fsynced on a quorum and applied.
 
-import { randomUUID } from "node:crypto";
-import { rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import { RaftCore, type MembershipChange, type Message, type Ready } from "../raft/index.ts";
 import { decodeMessage, encodeMessage } from "../raft/codec.ts";
 import { createTransport, MessageType, type Transport } from "../transport/index.ts";
-import { Store } from "../store/index.ts";
 import { SnapshotReceiver, SnapshotSender } from "./snapshot-transfer.ts";
-import { encodeMembership, type Entry, type Membership, type SnapshotMeta } from "../raft/types.ts";
-import { lockDataDir, snapshotStateFile, writeHardState, type DataDirLock, type SnapshotEntry, type StoredHardState } from "../storage/index.ts";
-import { createSnapshotImage, encodeCommand, type MemberAddress, type ApplyResult, type QueryResult, type SqlValue, type Statement, type StoreStats } from "../store/index.ts";
+import type { Entry, SnapshotMeta } from "../raft/types.ts";
+import { lockDataDir, snapshotStateFile, writeHardState, type DataDirLock, type StoredHardState } from "../storage/index.ts";
+import {
+  Store, createSnapshotImage, encodeCommand,
+  type MemberAddress, type ApplyResult, type QueryResult, type SqlValue, type Statement, type StoreStats,
+} from "../store/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
@@ -25,6 +25,8 @@ import { isPristine, loadState, prepareDataDir, toHardState, type LoadedState } 
 import { createNodeMetrics, type NodeMetrics } from "./metrics.ts";
 import { recoveryStateCode, type RecoveryState } from "./recovery-state.ts";
 import { ApplyWaiters } from "./waiters.ts";
+import { ReadBarriers } from "./reads.ts";
+import { bootstrapIfNew, clampCommit, forgetLocalState, rebaseOnStore } from "./bootstrap.ts";
 
 export type Consistency = "linearizable" | "leader" | "stale";
 
@@ -45,12 +47,6 @@ export interface SnapshotOutcome {
 const snapshotsRetainedCount = 3;
 const writeTimeoutMs = 30_000;
 const snapshotIdleFactor = 4;
-const pendingReadsMax = 100_000;
-
-interface PendingRead {
-  resolve: () => void;
-  reject: (e: SvcError) => void;
-}
 
 export class SvcNode {
   private recovery: RecoveryState = "starting";
@@ -75,10 +71,7 @@ export class SvcNode {
   /** Bytes of entry data applied since the newest snapshot began. */
   private logBytesSinceSnapshot = 0;
   /** Reads waiting for the ReadIndex round in flight, and those that arrived after it began. */
-  private readRoundInFlight: { id: number; reads: PendingRead[]; startedMs: number } | null = null;
-  private readsNotYetIssued: PendingRead[] = [];
-  private readsAwaitingApply: { index: number; reads: PendingRead[] }[] = [];
-  private nextReadId = 1;
+  private readonly reads: ReadBarriers;
   /** Commit index at which recovery is complete once applied. */
   private catchUpTarget = 0;
   /**
@@ -120,6 +113,13 @@ export class SvcNode {
       pendingWrites: () => this.waiters.size,
       writesPaused: () => this.state.store.meta.writesPaused,
     });
+    this.reads = new ReadBarriers(core, {
+      notLeader: (leaderId) => this.notLeader(leaderId),
+      started: () => {
+        this.metrics.readIndexRounds.inc();
+        this.schedule();
+      },
+    }, 2 * config.raft.electionTimeoutMs);
     const t = this.metrics.transfer;
     this.sender = new SnapshotSender(transport, state.snapshots, logger.child("snapshot"), t, (peer, ok) => {
       this.core.reportSnapshot(peer, ok);
@@ -267,7 +267,7 @@ export class SvcNode {
 
   async query(sql: string, params: SqlValue[], consistency: Consistency): Promise<QueryResult> {
     this.checkServing();
-    if (consistency === "linearizable") await this.readBarrier();
+    if (consistency === "linearizable") await this.reads.wait();
     else if (consistency === "leader") this.requireLeader();
     return this.state.store.query(sql, params);
   }
@@ -407,7 +407,7 @@ export class SvcNode {
     this.sender.stop();
     this.transport.close();
     this.waiters.failAll(new SvcError("SHUTTING_DOWN", "the node is shutting down", { hint: "retry against another node" }));
-    this.failReads(new SvcError("SHUTTING_DOWN", "the node is shutting down"));
+    this.reads.failAll(new SvcError("SHUTTING_DOWN", "the node is shutting down"));
     if (this.snapshotInFlight !== null) await this.snapshotInFlight.catch(() => undefined);
     try {
       this.state.wal.close();
@@ -448,7 +448,7 @@ export class SvcNode {
       const now = Date.now();
       this.waiters.expire(now, writeTimeoutMs);
       this.sender.checkStalls(now);
-      this.expireReadRound(now);
+      this.reads.expire(now, this.core.status().leaderId);
       this.maybeAutoSnapshot();
       this.schedule();
     }, this.config.raft.heartbeatIntervalMs);
@@ -605,7 +605,7 @@ export class SvcNode {
   private finishReady(rd: Ready, messages: readonly Message[] = rd.messages): void {
     this.send(messages);
     if (rd.committed.length > 0) this.apply(rd.committed);
-    for (const rs of rd.readStates) this.readIndexConfirmed(rs.requestId, rs.index);
+    for (const rs of rd.readStates) this.reads.confirmed(rs.requestId, rs.index);
     this.core.advance(rd);
     this.afterApply();
   }
@@ -629,12 +629,7 @@ export class SvcNode {
 
   private afterApply(): void {
     const applied = this.state.store.meta.appliedIndex;
-    // Serve the linearizable reads whose read index is now applied.
-    while (this.readsAwaitingApply.length > 0 && (this.readsAwaitingApply[0]?.index ?? Infinity) <= applied) {
-      const batch = this.readsAwaitingApply.shift();
-      for (const read of batch?.reads ?? []) read.resolve();
-    }
-    if (this.readRoundInFlight === null && this.readsNotYetIssued.length > 0) this.startReadRound();
+    this.reads.applied(applied);
     if (this.recovery !== "healthy") this.advanceRecovery(applied);
     this.maybeAutoSnapshot();
   }
@@ -674,7 +669,7 @@ export class SvcNode {
    */
   private probeCatchUp(): void {
     this.catchUpProbe = true;
-    this.readBarrier().then(
+    this.reads.wait().then(
       () => {
         this.catchUpProbe = false;
         if (this.recovery !== "joining") return;
@@ -723,67 +718,6 @@ export class SvcNode {
   private requireLeader(): void {
     const status = this.core.status();
     if (status.role !== "leader") throw this.notLeader(status.leaderId);
-  }
-
-  // ─── linearizable reads (ReadIndex, batched) ────────────────────────────────────────
-
-  private readBarrier(): Promise<void> {
-    if (this.readsNotYetIssued.length >= pendingReadsMax) {
-      return Promise.reject(new SvcError("OVERLOADED", "too many reads are waiting", { hint: "retry after a short wait" }));
-    }
-    return new Promise<void>((resolve, reject) => {
-      this.readsNotYetIssued.push({ resolve, reject });
-      // Reads that arrive while a round is in flight wait for the next one: a round only
-      // proves leadership as of when it began.
-      if (this.readRoundInFlight === null) this.startReadRound();
-    });
-  }
-
-  private startReadRound(): void {
-    const reads = this.readsNotYetIssued;
-    this.readsNotYetIssued = [];
-    const id = this.nextReadId++;
-    const r = this.core.readIndex(id);
-    if (!r.ok) {
-      const error = r.code === "NOT_LEADER" ? this.notLeader(r.leaderId) : new SvcError("OVERLOADED", "too many reads are waiting");
-      for (const read of reads) read.reject(error);
-      return;
-    }
-    this.metrics.readIndexRounds.inc();
-    this.readRoundInFlight = { id, reads, startedMs: Date.now() };
-    this.schedule();
-  }
-
-  /**
-   * A ReadIndex round that is not confirmed within two election timeouts will not be: the
-   * leader it went to is gone or cut off. Its reads fail (they never returned data) and the
-   * next round starts with whoever leads now.
-   */
-  private expireReadRound(nowMs: number): void {
-    const round = this.readRoundInFlight;
-    if (round === null || nowMs - round.startedMs < 2 * this.config.raft.electionTimeoutMs) return;
-    this.readRoundInFlight = null;
-    const error = this.notLeader(this.core.status().leaderId);
-    for (const read of round.reads) read.reject(new SvcError("READ_TIMEOUT", "the leader did not confirm its leadership in time; the read was not served", {
-      hint: error.hint ?? "retry",
-    }));
-    if (this.readsNotYetIssued.length > 0) this.startReadRound();
-  }
-
-  private readIndexConfirmed(requestId: number, index: number): void {
-    const round = this.readRoundInFlight;
-    if (round === null || round.id !== requestId) return;
-    this.readRoundInFlight = null;
-    this.readsAwaitingApply.push({ index, reads: round.reads });
-  }
-
-  private failReads(error: SvcError): void {
-    for (const read of this.readRoundInFlight?.reads ?? []) read.reject(error);
-    for (const read of this.readsNotYetIssued) read.reject(error);
-    for (const batch of this.readsAwaitingApply) for (const read of batch.reads) read.reject(error);
-    this.readRoundInFlight = null;
-    this.readsNotYetIssued = [];
-    this.readsAwaitingApply = [];
   }
 
   // ─── snapshots ──────────────────────────────────────────────────────────────────────
@@ -856,7 +790,7 @@ export class SvcNode {
     this.fatalError = error;
     this.logger.error(`fatal: ${error.message}`, { hint: error.hint });
     this.waiters.failAll(error);
-    this.failReads(error);
+    this.reads.failAll(error);
     this.onFatal?.(error);
   }
 
@@ -864,84 +798,3 @@ export class SvcNode {
   onFatal: ((e: SvcError) => void) | null = null;
 }
 
-function clampCommit(hs: { term: number; vote: string | null; commit: number }, state: LoadedState): { term: number; vote: string | null; commit: number } {
-  const last = state.entries.at(-1)?.index ?? state.snapshot?.index ?? 0;
-  return { ...hs, commit: Math.min(hs.commit, last) };
-}
-
-/**
- * A cluster is born once: on the first start of a node whose config says bootstrap = true
- * and whose data directory holds nothing, write a cluster id and the first membership.
- */
-export function bootstrapIfNew(state: LoadedState, config: Config, logger: Logger): string {
-  if (!isPristine(state)) {
-    const clusterId = state.hardState.clusterId !== "" ? state.hardState.clusterId : state.store.meta.clusterId;
-    return clusterId;
-  }
-  if (!config.cluster.bootstrap) return "";
-  const clusterId = randomUUID();
-  const voters = config.cluster.members.length > 0 ? config.cluster.members.map((m) => m.id) : [config.nodeId];
-  const membership: Membership = { voters, learners: [] };
-  const now = Date.now();
-  const first: Entry = { term: 1, index: 1, kind: "config", timestampMs: now, data: encodeMembership(membership) };
-  const second: Entry = { term: 1, index: 2, kind: "normal", timestampMs: now, data: encodeCommand({ op: "init_cluster", clusterId }) };
-  state.wal.append([first, second]);
-  state.wal.sync();
-  const hardState: StoredHardState = { term: 1, vote: null, commit: 2, clusterId };
-  writeHardState(state.paths.hardStatePath, hardState);
-  state.store.setClusterId(clusterId);
-  state.hardState = hardState;
-  state.entries = [first, second];
-  logger.info("bootstrapped a new cluster", { clusterId, voters });
-  return clusterId;
-}
-
-/**
- * The store holds committed state the log no longer has (the WAL was cleared or the log
- * has a gap): take a snapshot of the store and start the log after it.
- */
-async function rebaseOnStore(state: LoadedState, clusterId: string, logger: Logger): Promise<void> {
-  const tempDir = state.snapshots.beginTemp();
-  const image = await createSnapshotImage(state.paths.storePath, join(tempDir, snapshotStateFile));
-  const entry: SnapshotEntry = await state.snapshots.commit(tempDir, {
-    clusterId, index: image.appliedIndex, term: image.appliedTerm, membership: image.membership,
-  });
-  const meta: SnapshotMeta = { index: entry.index, term: entry.term, membership: image.membership };
-  state.wal.resetTo(entry.index + 1);
-  state.wal.removeSegmentsCoveredBy(entry.index);
-  state.snapshot = meta;
-  state.entries = [];
-  const hs = state.hardState;
-  if (hs.term < meta.term || hs.commit < meta.index) {
-    state.hardState = { ...hs, term: Math.max(hs.term, meta.term), commit: Math.max(hs.commit, meta.index), clusterId };
-    writeHardState(state.paths.hardStatePath, state.hardState);
-  }
-  state.needsSnapshotAt = null;
-  logger.info("recovery: the log starts after a snapshot of the store", { index: meta.index, term: meta.term });
-}
-
-/**
- * A member of a multi-node cluster whose log lost entries (a cleared WAL) must not vouch for
- * what it no longer holds. It drops its store back to its newest local snapshot (or to
- * empty), starts the log after it, and fetches the rest from the leader — a newer snapshot
- * if the leader compacted past it. Returns the index below which it must not vote.
- */
-function forgetLocalState(state: LoadedState, logger: Logger): number {
-  const guard = Math.max(state.store.meta.appliedIndex, state.hardState.commit, state.entries.at(-1)?.index ?? 0);
-  const base = state.snapshot;
-  logger.warn("recovery: the WAL lost entries this node held; requesting them from the leader", {
-    heldUpTo: guard, restartingFrom: base?.index ?? 0,
-  });
-  state.store.close();
-  for (const suffix of ["", "-wal", "-shm"]) rmSync(state.paths.storePath + suffix, { force: true });
-  const latest = base === null ? null : state.snapshots.list().find((e) => e.index === base.index && e.term === base.term);
-  if (latest !== null && latest !== undefined) Store.installImage(join(latest.dir, snapshotStateFile), state.paths.storePath);
-  state.store = Store.open(state.paths.storePath);
-  state.entries = [];
-  state.wal.resetTo((base?.index ?? 0) + 1);
-  state.wal.removeSegmentsCoveredBy(Number.MAX_SAFE_INTEGER);
-  state.hardState = { ...state.hardState, commit: base?.index ?? 0 };
-  writeHardState(state.paths.hardStatePath, state.hardState);
-  state.needsSnapshotAt = null;
-  return guard;
-}

@@ -121,6 +121,8 @@ describe("node recovery procedures (SPEC §4.6)", () => {
     // The leader compacts past the follower's newest local snapshot: only a snapshot from the
     // leader can bring it back.
     await writeThrough(cluster.others(follower), ledger, "b", 300);
+    // Automatic snapshots are paced by their own cost; take one so the compaction is certain.
+    for (const node of cluster.others(follower)) expect((await postJson(`${node.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
 
     follower.spawn();
     await follower.waitHealthy();

@@ -4,7 +4,7 @@
 
 import { defineCommand } from "citty";
 import { createLogger } from "../../log/index.ts";
-import { bootstrapIfNew } from "../../node/node.ts";
+import { bootstrapIfNew } from "../../node/bootstrap.ts";
 import { isPristine, loadState, prepareDataDir } from "../../node/load.ts";
 import { reinitCluster } from "../../node/reinit.ts";
 import { lockDataDir } from "../../storage/index.ts";

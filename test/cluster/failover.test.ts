@@ -4,7 +4,7 @@
 // leader, restarted, catches up to the same data.
 
 import { beforeAll, describe, expect } from "bun:test";
-import { clusterTest, type Cluster } from "../lib/cluster.ts";
+import { clusterTest } from "../lib/cluster.ts";
 import { ensureBinary, execute, executeRaw, queryRaw, postJson, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
 
 useProcessCleanup();

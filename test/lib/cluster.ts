@@ -53,28 +53,29 @@ export class Cluster {
   ) {}
 
   static async create(env: ProcEnv, options: ClusterOptions = {}): Promise<Cluster> {
-    const count = options.count ?? 3;
     const overrides: DraftOverrides = { raft: fastRaft, ...options.overrides };
-    if (options.proxied !== true) {
-      const configs = await clusterConfigs(env.dir, count, overrides);
-      return new Cluster(env, configs.map((c) => env.node(c)), null);
-    }
-    const configs = await clusterConfigs(env.dir, count, overrides);
+    const configs = await clusterConfigs(env.dir, options.count ?? 3, overrides);
+    if (options.proxied !== true) return new Cluster(env, configs.map((c) => env.node(c)), null);
     const proxies = new PeerProxies();
-    const proxied: ConfigDraft[] = [];
-    for (const config of configs) {
-      const members = config.cluster?.members ?? [];
-      const own = members.map(async (m) => {
-        if (m.id === config.nodeId) return m;
-        // This node reaches peer m through its own proxy: cutting it drops config.nodeId → m.
-        const [port] = await freePorts(1);
-        if (port === undefined) throw new Error("no free port for a peer proxy");
-        await proxies.add(config.nodeId, m.id, port, addressText(m.peer, `${m.id} peer`));
-        return { ...m, peer: `127.0.0.1:${port}` };
-      });
-      proxied.push({ ...config, cluster: { ...config.cluster, members: await Promise.all(own) } });
+    try {
+      const proxied: ConfigDraft[] = [];
+      for (const config of configs) {
+        const members = config.cluster?.members ?? [];
+        const own = members.map(async (m) => {
+          if (m.id === config.nodeId) return m;
+          // This node reaches peer m through its own proxy: cutting it drops config.nodeId → m.
+          const [port] = await freePorts(1);
+          if (port === undefined) throw new Error("no free port for a peer proxy");
+          await proxies.add(config.nodeId, m.id, port, addressText(m.peer, `${m.id} peer`));
+          return { ...m, peer: `127.0.0.1:${port}` };
+        });
+        proxied.push({ ...config, cluster: { ...config.cluster, members: await Promise.all(own) } });
+      }
+      return new Cluster(env, proxied.map((c) => env.node(c)), proxies);
+    } catch (e) {
+      proxies.close();
+      throw e;
     }
-    return new Cluster(env, proxied.map((c) => env.node(c)), proxies);
   }
 
   node(id: string): NodeProcess {

@@ -181,6 +181,8 @@ describe("node recovery procedures (SPEC §4.6)", () => {
     fs.rmSync(join(follower.dataDir, "raft"), { recursive: true, force: true });
     fs.rmSync(join(follower.dataDir, "store"), { recursive: true, force: true });
     await writeThrough(cluster.others(follower), ledger, "b", 150);
+    // The leader's log starts after a snapshot, so the rebuild has to go through one.
+    for (const node of cluster.others(follower)) expect((await postJson(`${node.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
 
     follower.spawn();
     await follower.waitHealthy();

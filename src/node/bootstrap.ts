@@ -4,11 +4,11 @@
 // entries, and a snapshot is an image of the store.
 
 import { randomUUID } from "node:crypto";
-import { rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import { encodeMembership, type Entry, type Membership, type SnapshotMeta } from "../raft/types.ts";
-import { snapshotStateFile, writeHardState, type SnapshotEntry, type StoredHardState } from "../storage/index.ts";
+import { fsyncDir, snapshotStateFile, writeFileAtomic, writeHardState, type SnapshotEntry, type StoredHardState } from "../storage/index.ts";
 import { createSnapshotImage, encodeCommand, Store } from "../store/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { isPristine, type LoadedState } from "./load.ts";
@@ -73,9 +73,9 @@ export async function rebaseOnStore(state: LoadedState, clusterId: string, logge
  * A member of a multi-node cluster whose log lost entries (a cleared WAL) must not vouch for
  * what it no longer holds. It drops its store back to its newest local snapshot (or to
  * empty), starts the log after it, and fetches the rest from the leader — a newer snapshot
- * if the leader compacted past it. Returns the index below which it must not vote.
+ * if the leader compacted past it. (The node also stops voting until then: see lostLog.)
  */
-export function forgetLocalState(state: LoadedState, logger: Logger): number {
+export function forgetLocalState(state: LoadedState, logger: Logger): void {
   const guard = Math.max(state.store.meta.appliedIndex, state.hardState.commit, state.entries.at(-1)?.index ?? 0);
   const base = state.snapshot;
   logger.warn("recovery: the WAL lost entries this node held; requesting them from the leader", {
@@ -92,5 +92,22 @@ export function forgetLocalState(state: LoadedState, logger: Logger): number {
   state.hardState = { ...state.hardState, commit: base?.index ?? 0 };
   writeHardState(state.paths.hardStatePath, state.hardState);
   state.needsSnapshotAt = null;
-  return guard;
+  markLostLog(state.paths.raftDir, true);
+}
+
+/**
+ * raft/LOST_LOG records, across restarts, that the node lost log entries and must not vote
+ * or campaign until a leader has confirmed it caught up.
+ */
+export function markLostLog(raftDir: string, lost: boolean): void {
+  const path = join(raftDir, "LOST_LOG");
+  if (lost) writeFileAtomic(path, `log entries lost at ${new Date().toISOString()}; no votes until caught up with a leader\n`);
+  else if (existsSync(path)) {
+    rmSync(path, { force: true });
+    fsyncDir(raftDir);
+  }
+}
+
+export function hasLostLog(raftDir: string): boolean {
+  return existsSync(join(raftDir, "LOST_LOG"));
 }

@@ -26,7 +26,7 @@ import { createNodeMetrics, type NodeMetrics } from "./metrics.ts";
 import { recoveryStateCode, type RecoveryState } from "./recovery-state.ts";
 import { ApplyWaiters } from "./waiters.ts";
 import { ReadBarriers } from "./reads.ts";
-import { bootstrapIfNew, clampCommit, forgetLocalState, rebaseOnStore } from "./bootstrap.ts";
+import { bootstrapIfNew, clampCommit, forgetLocalState, hasLostLog, markLostLog, rebaseOnStore } from "./bootstrap.ts";
 
 export type Consistency = "linearizable" | "leader" | "stale";
 
@@ -75,10 +75,12 @@ export class SvcNode {
   /** Commit index at which recovery is complete once applied. */
   private catchUpTarget = 0;
   /**
-   * While applied is below this, the node refuses to vote: it lost log entries it may have
-   * acknowledged (a cleared WAL), and a vote from it could elect a leader without them.
+   * Set when the node lost log entries it held (a cleared WAL): it cannot know how far its
+   * log went, so it neither votes nor campaigns (either could elect a leader without writes
+   * it had acknowledged) until a leader elected by the others has confirmed, by a ReadIndex
+   * round, that this node applied everything committed.
    */
-  private voteGuardIndex = 0;
+  private lostLog = false;
   /** A ReadIndex round is out to learn whether this joining node has caught up. */
   private catchUpProbe = false;
   /** The highest commit index the leader has told this node. */
@@ -127,12 +129,11 @@ export class SvcNode {
     });
     this.receiver = new SnapshotReceiver(transport, state.snapshots, logger.child("snapshot"), t, (message, clusterId) => {
       if (this.clusterIdValue === "" && clusterId !== "") this.adoptClusterId(clusterId);
-      this.setRecovery("installing_snapshot");
       this.core.step(message);
       this.schedule();
     }, () => {
       if (this.recovery === "requesting_snapshot" || this.recovery === "joining") this.setRecovery("installing_snapshot");
-    });
+    }, () => this.state.store.meta.appliedIndex);
   }
 
   get clusterId(): string {
@@ -163,13 +164,19 @@ export class SvcNode {
       const wasPristine = isPristine(state);
       const clusterId = bootstrapIfNew(state, config, log);
       const multiMember = config.cluster.members.length > 1;
-      let voteGuardIndex = 0;
+      // (A lone voter has no one to catch up with: it never holds back.)
+      let lostLog = multiMember && hasLostLog(paths.raftDir);
       if (multiMember && state.walWasEmpty && !wasPristine) {
         // SPEC §3.1: no WAL means the state comes from the leader.
-        voteGuardIndex = forgetLocalState(state, log);
+        forgetLocalState(state, log);
+        lostLog = true;
       } else if (state.needsSnapshotAt !== null) {
-        if (multiMember) voteGuardIndex = forgetLocalState(state, log);
-        else await rebaseOnStore(state, clusterId, log);
+        if (multiMember) {
+          forgetLocalState(state, log);
+          lostLog = true;
+        } else {
+          await rebaseOnStore(state, clusterId, log);
+        }
       }
       const tickMs = config.raft.heartbeatIntervalMs;
       const core = new RaftCore(
@@ -194,7 +201,7 @@ export class SvcNode {
         },
       );
       node = new SvcNode(config, log, lock, state, core, clusterId, transport);
-      node.voteGuardIndex = voteGuardIndex;
+      node.lostLog = lostLog;
       if (clusterId !== "") transport.setClusterId(clusterId);
       node.refreshPeers();
       node.begin();
@@ -427,9 +434,9 @@ export class SvcNode {
     const status = this.core.status();
     this.catchUpTarget = status.commit;
     const walHadEntries = status.lastIndex > status.snapshotIndex;
-    if (status.membership.voters.length === 0 || this.voteGuardIndex > 0 || (status.lastIndex === 0 && this.config.cluster.members.length > 1)) {
+    if (status.membership.voters.length === 0 || this.lostLog || (status.lastIndex === 0 && this.config.cluster.members.length > 1)) {
       this.setRecovery("requesting_snapshot");
-      if (this.voteGuardIndex === 0) {
+      if (!this.lostLog) {
         this.logger.warn("this node belongs to no cluster yet: waiting for a leader to send it a snapshot", {
           hint: "set bootstrap = true on the first node of a new cluster, or add this node from the leader with `svc admin add-node`",
         });
@@ -444,7 +451,7 @@ export class SvcNode {
       // A node that lost entries it held does not campaign (it drops vote requests too):
       // elected, it could lose writes it had acknowledged. Without ticks its election timer
       // never fires; appends from the leader are answered all the same.
-      if (this.state.store.meta.appliedIndex >= this.voteGuardIndex) this.core.tick();
+      if (!this.lostLog) this.core.tick();
       const now = Date.now();
       this.waiters.expire(now, writeTimeoutMs);
       this.sender.checkStalls(now);
@@ -568,7 +575,7 @@ export class SvcNode {
           this.metrics.peerMessagesDropped.labels("misaddressed").inc();
           return;
         }
-        if ((m.type === "vote" || m.type === "pre_vote") && this.state.store.meta.appliedIndex < this.voteGuardIndex) {
+        if ((m.type === "vote" || m.type === "pre_vote") && this.lostLog) {
           this.metrics.peerMessagesDropped.labels("vote_while_recovering").inc();
           return;
         }
@@ -656,8 +663,12 @@ export class SvcNode {
       this.setRecovery("joining");
     }
     const status = this.core.status();
-    if (this.recovery === "requesting_snapshot" && status.leaderId !== null && status.lastIndex > 0 && applied >= this.voteGuardIndex) {
+    if (this.recovery === "requesting_snapshot" && status.leaderId !== null && status.lastIndex > 0) {
       // The leader sent the log itself rather than a snapshot (it had not compacted).
+      this.setRecovery("joining");
+    }
+    if (this.recovery === "installing_snapshot" && !this.receiver.busy(applied) && !this.core.hasReady()) {
+      // The transfer ended without an install (the log overtook it): carry on joining.
       this.setRecovery("joining");
     }
     if (this.recovery === "joining" && status.leaderId !== null && !this.catchUpProbe) this.probeCatchUp();
@@ -673,6 +684,11 @@ export class SvcNode {
       () => {
         this.catchUpProbe = false;
         if (this.recovery !== "joining") return;
+        if (this.lostLog) {
+          markLostLog(this.state.paths.raftDir, false);
+          this.logger.info("recovery: holds again all the leader committed; votes and campaigns again");
+        }
+        this.lostLog = false;
         const status = this.core.status();
         this.logger.info(`recovery: caught_up; joined as ${status.role}`, { applied: this.state.store.meta.appliedIndex, term: status.term, leader: status.leaderId });
         this.setRecovery("healthy");

@@ -217,6 +217,7 @@ export class SnapshotSender {
 
 interface IncomingStream {
   key: string;
+  index: number;
   dir: string;
   path: string;
   receivedBytes: number;
@@ -227,6 +228,20 @@ export class SnapshotReceiver {
   private current: IncomingStream | null = null;
   private verifying = false;
 
+  /**
+   * A snapshot is arriving or being verified. A partial stream that the log has overtaken
+   * (its sender died and the next leader sent entries instead) is dropped here.
+   */
+  busy(appliedIndex: number): boolean {
+    const stream = this.current;
+    if (stream !== null && !this.verifying && stream.index <= appliedIndex) {
+      this.logger.info("dropping a partial snapshot the log has overtaken", { index: stream.index, appliedIndex });
+      fs.rmSync(stream.dir, { recursive: true, force: true });
+      this.current = null;
+    }
+    return this.current !== null || this.verifying;
+  }
+
   constructor(
     private readonly transport: Transport,
     private readonly snapshots: SnapshotStore,
@@ -234,7 +249,9 @@ export class SnapshotReceiver {
     private readonly metrics: TransferMetrics,
     /** Called with the verified snapshot, filed in the snapshot store; the node steps `message`. */
     private readonly complete: (message: SnapshotMessage, clusterId: string) => void,
-    private readonly onStart: () => void,
+    private readonly onStart: (meta: SnapshotMeta) => void,
+    /** The highest index this node's store has applied: a snapshot at or below it is not needed. */
+    private readonly appliedIndex: () => number,
   ) {}
 
   onChunk(from: string, payload: Uint8Array): void {
@@ -250,11 +267,18 @@ export class SnapshotReceiver {
       this.transport.send(from, MessageType.snapshotAck, encoder.encode(JSON.stringify(body)));
     };
     if (this.verifying) return;
+    if (header.meta.index <= this.appliedIndex()) {
+      // A snapshot sent again (the leader retried after a lost acknowledgement) or one this
+      // node has passed: nothing to transfer; the core answers the leader with what it holds.
+      ack("done", header.totalBytes);
+      this.complete({ type: "snapshot", from: header.from, to: header.to, term: header.term, snapshot: header.meta }, header.clusterId);
+      return;
+    }
     let stream = this.current;
     if (stream === null || stream.key !== key) {
       stream = this.open(key, header);
       this.current = stream;
-      this.onStart();
+      this.onStart(header.meta);
     }
     if (header.offset !== stream.receivedBytes || (Bun.hash.crc32(data) >>> 0) !== header.crc32) {
       // Out of order (a resumed stream) or damaged in flight: say what we hold.
@@ -296,7 +320,7 @@ export class SnapshotReceiver {
     for (const name of fs.readdirSync(this.snapshots.dir)) {
       if (name.startsWith(".recv-") && name !== `.recv-${key}`) fs.rmSync(join(this.snapshots.dir, name), { recursive: true, force: true });
     }
-    return { key, dir, path, receivedBytes };
+    return { key, index: header.meta.index, dir, path, receivedBytes };
   }
 
   private async finish(stream: IncomingStream, header: ChunkHeader, ack: (s: Ack["status"], n: number, reason?: string) => void): Promise<void> {

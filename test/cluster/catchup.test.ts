@@ -5,7 +5,7 @@
 // healthy with exactly the leader's data.
 
 import { beforeAll, describe, expect } from "bun:test";
-import { clusterTest, passedThrough, recoveryPath, type Cluster } from "../lib/cluster.ts";
+import { clusterTest, expectSameData, passedThrough, recoveryPath, type Cluster } from "../lib/cluster.ts";
 import {
   Ledger, WriteLoad, ensureBinary, execute, fetchMetrics, kvSchema, kvTable, postJson, queryRaw, useProcessCleanup, waitFor, type NodeProcess, type SqlValue,
 } from "../lib/proc.ts";
@@ -21,14 +21,6 @@ function loadAvoiding(cluster: Cluster, avoid: NodeProcess, ledger: Ledger, keyP
   return new WriteLoad({ target: () => targets[turn++ % targets.length]!.clientUrl, clients: 8, keyPrefix, ledger, requestTimeoutMs: 10_000 });
 }
 
-/** Every node holds the same rows, and they are exactly what the clients were told. */
-async function expectSameData(cluster: Cluster, ledger: Ledger): Promise<void> {
-  await cluster.waitConverged();
-  const leader = await cluster.waitLeader();
-  const reference = await cluster.dump(leader, kvTable);
-  expect(ledger.check(reference).slice(0, 20)).toEqual([]);
-  for (const n of cluster.nodes) expect(await cluster.dump(n, kvTable)).toEqual(reference);
-}
 
 async function queryStale(node: NodeProcess, sql: string): Promise<SqlValue[][]> {
   const r = await queryRaw(node.clientUrl, sql, [], "stale");

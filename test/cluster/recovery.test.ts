@@ -9,7 +9,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect } from "bun:test";
-import { clusterTest, recoveryPath, type Cluster } from "../lib/cluster.ts";
+import { clusterTest, expectSameData, recoveryPath, type Cluster } from "../lib/cluster.ts";
 import {
   Ledger, WriteLoad, ensureBinary, execute, executeRaw, fetchMetrics, kvSchema, kvTable, postJson, useProcessCleanup, waitFor, type NodeProcess,
 } from "../lib/proc.ts";
@@ -35,13 +35,6 @@ async function writeThrough(targets: readonly NodeProcess[], ledger: Ledger, key
   }
 }
 
-async function expectSameData(cluster: Cluster, ledger: Ledger): Promise<void> {
-  await cluster.waitConverged();
-  const leader = await cluster.waitLeader();
-  const reference = await cluster.dump(leader, kvTable);
-  expect(ledger.check(reference).slice(0, 20)).toEqual([]);
-  for (const n of cluster.nodes) expect(await cluster.dump(n, kvTable)).toEqual(reference);
-}
 
 /** Check `condition` again and again for `windowMs`; throw the first time it does not hold. */
 async function holdsThroughout(what: string, windowMs: number, condition: () => Promise<string | null>): Promise<void> {

@@ -4,7 +4,7 @@
 // clusterTest() gives each test its own temp dir and ports and, whatever happens, resumes
 // every paused node, closes the peer proxies and kills every process at the end.
 
-import { test } from "bun:test";
+import { expect, test } from "bun:test";
 import type { ConfigDraft } from "../../src/config/index.ts";
 import { PeerProxies } from "./cluster-proxy.ts";
 import { addressText, clusterConfigs, type DraftOverrides } from "./proc-config.ts";
@@ -12,18 +12,10 @@ import { ProcEnv } from "./proc-env.ts";
 import { executeRaw, queryRaw, request, waitFor, type SqlValue, type StatementInput } from "./proc-http.ts";
 import type { NodeProcess } from "./proc-node.ts";
 import { freePorts } from "./proc-ports.ts";
+import type { HealthBody as Health } from "./proc-cluster.ts";
+import { kvTable, type Ledger } from "./proc-load.ts";
 
-/** GET /health as the node answers it (200 healthy, 503 otherwise; the same body). */
-export interface Health {
-  status: string;
-  recovery: string;
-  node_id: string;
-  role: string;
-  leader: string | null;
-  term: number;
-  commit_index: number;
-  applied_index: number;
-}
+export type { HealthBody as Health } from "./proc-cluster.ts";
 
 /**
  * Short Raft timings so that a failover takes well under a second; the election timeout is
@@ -277,4 +269,13 @@ export function clusterTest(name: string, options: ClusterOptions, fn: (cluster:
       else await env.dispose();
     }
   }, timeoutMs);
+}
+
+/** Every node holds the same rows, and they are exactly what the clients were told. */
+export async function expectSameData(cluster: Cluster, ledger: Ledger): Promise<void> {
+  await cluster.waitConverged();
+  const leader = await cluster.waitLeader();
+  const reference = await cluster.dump(leader, kvTable);
+  expect(ledger.check(reference).slice(0, 20)).toEqual([]);
+  for (const n of cluster.nodes) expect(await cluster.dump(n, kvTable)).toEqual(reference);
 }

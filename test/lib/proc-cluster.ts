@@ -6,7 +6,8 @@ import type { DraftOverrides } from "./proc-config.ts";
 import { request, waitFor } from "./proc-http.ts";
 import type { NodeProcess, StartNodeOptions } from "./proc-node.ts";
 
-interface HealthBody {
+/** GET /health as the node answers it (200 healthy, 503 otherwise; the same body). */
+export interface HealthBody {
   status: string;
   recovery: string;
   node_id: string;

@@ -107,6 +107,7 @@ export class SvcNode {
       leaderCommitIndex: () => (this.core.status().role === "leader" ? this.core.status().commit : this.leaderCommitSeen),
       term: () => this.core.status().term,
       isLeader: () => this.core.status().role === "leader",
+      roleCode: () => ["follower", "pre_candidate", "candidate", "leader"].indexOf(this.core.status().role),
       recoveryStateCode: () => recoveryStateCode(this.recovery),
       snapshotIndex: () => this.lastSnapshotIndex,
       lastLogIndex: () => this.core.status().lastIndex,

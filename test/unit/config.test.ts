@@ -171,7 +171,8 @@ describe("config: problems", () => {
     const problems = problemsOf(parseConfig(`node_id = "a"\nmax_memory_mb = = 3\n`, "config.toml"));
     expect(problems).toHaveLength(1);
     expect(problems[0]?.line).toBe(2);
-    expect(problems[0]?.column).toBeGreaterThan(1);
+    const firstColumn = problems[0]?.column;
+    expect(firstColumn).toBeGreaterThan(1);
     expect(problems[0]?.message).toContain("TOML syntax error");
   });
 

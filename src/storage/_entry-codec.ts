@@ -3,6 +3,7 @@
 // u64 values are written as two u32 halves; svc never uses values above 2^53.
 
 import type { Entry, EntryKind } from "../raft/types.ts";
+import { recordHeaderBytes } from "./_record.ts";
 
 export const entryHeaderBytes = 25;
 
@@ -46,4 +47,26 @@ export function decodeEntry(payload: Uint8Array): Entry | null {
     // A copy: the segment buffer it came from is not kept.
     data: payload.slice(entryHeaderBytes),
   };
+}
+
+/**
+ * Write `entry` as a whole framed WAL record (see _record.ts) straight into `out` at `offset`,
+ * with no intermediate copy of its data; returns the offset after it. The CRC is the same
+ * streaming CRC of length, type and payload that decodeRecordAt checks.
+ */
+export function writeEntryRecord(out: Uint8Array, view: DataView, offset: number, type: number, entry: Entry): number {
+  const payloadBytes = entryHeaderBytes + entry.data.length;
+  const payloadAt = offset + recordHeaderBytes;
+  view.setUint32(offset, payloadBytes, true);
+  out[offset + 8] = type;
+  writeU64(view, payloadAt, entry.term);
+  writeU64(view, payloadAt + 8, entry.index);
+  writeU64(view, payloadAt + 16, entry.timestampMs);
+  out[payloadAt + 24] = kindCodes[entry.kind];
+  out.set(entry.data, payloadAt + entryHeaderBytes);
+  let crc = Bun.hash.crc32(out.subarray(offset, offset + 4));
+  crc = Bun.hash.crc32(out.subarray(offset + 8, offset + 9), crc);
+  crc = Bun.hash.crc32(out.subarray(payloadAt, payloadAt + payloadBytes), crc);
+  view.setUint32(offset + 4, crc >>> 0, true);
+  return payloadAt + payloadBytes;
 }

@@ -13,7 +13,7 @@ import { assert } from "../util/assert.ts";
 import { SvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import { encodeRecordInto, recordHeaderBytes } from "./_record.ts";
-import { encodeEntry } from "./_entry-codec.ts";
+import { entryHeaderBytes, writeEntryRecord } from "./_entry-codec.ts";
 import { ensureDir, fsyncDir, writeFully } from "./_fs.ts";
 import { lastNonZeroByte, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
 
@@ -142,18 +142,18 @@ export class Wal {
     if (first === undefined) return;
     assert(first.index <= this.lastIndexValue + 1 || this.lastIndexValue === 0, "WAL append leaves no gap");
     this.rollIfFull(first.index);
-    const payloads = entries.map(encodeEntry);
     let total = 0;
-    for (const p of payloads) total += recordHeaderBytes + p.length;
+    for (const e of entries) total += recordHeaderBytes + entryHeaderBytes + e.data.length;
     const buf = new Uint8Array(total);
+    const view = new DataView(buf.buffer);
     let offset = 0;
     let expected = first.index;
-    for (let i = 0; i < payloads.length; i++) {
-      const entry = entries[i];
-      assert(entry !== undefined && entry.index === expected, "WAL append entries are contiguous");
+    for (const entry of entries) {
+      assert(entry.index === expected, "WAL append entries are contiguous");
       expected++;
-      offset = encodeRecordInto(buf, offset, RecordType.entry, payloads[i] ?? new Uint8Array());
+      offset = writeEntryRecord(buf, view, offset, RecordType.entry, entry);
     }
+    assert(offset === total, "WAL batch fills its buffer exactly");
     const segment = this.currentSegment();
     writeFullyAt(this.openFd(), buf, segment.sizeBytes);
     segment.sizeBytes += total;

@@ -223,3 +223,14 @@ test("a last segment left empty or headerless by a crash during its creation is 
     writeEntries(dir, 5);
   }
 });
+
+test("a record written in place is byte for byte the framed entry", async () => {
+  const { encodeEntry, writeEntryRecord } = await import("../../src/storage/_entry-codec.ts");
+  const { encodeRecord } = await import("../../src/storage/_record.ts");
+  for (const e of [entry(1), entry(2, 3, 0), entry(7, 2, 5000)]) {
+    const expected = encodeRecord(1, encodeEntry(e));
+    const out = new Uint8Array(expected.length);
+    expect(writeEntryRecord(out, new DataView(out.buffer), 0, 1, e)).toBe(expected.length);
+    expect(out).toEqual(expected);
+  }
+});

@@ -69,6 +69,10 @@ export function listSegments(dir: string): SegmentInfo[] {
 export class Wal {
   private fd: number | null = null;
   private unsyncedBytes = 0;
+  /** A zero-filled file ready to become the next segment (see prepareSpare). */
+  private spareReady: string | null = null;
+  private sparePending = false;
+  private closed = false;
   private lastIndexValue: number;
 
   private constructor(
@@ -162,6 +166,43 @@ export class Wal {
     assert(last !== undefined, "non-empty append");
     this.lastIndexValue = last.index;
     segment.maxIndex = Math.max(segment.maxIndex, last.index);
+    if (segment.sizeBytes * 2 > this.options.segmentSizeBytes) this.prepareSpare();
+  }
+
+  /**
+   * Write the next segment's zeros ahead of time on the I/O thread pool, so that rolling to
+   * it costs the writing thread a header and a rename, not tens of megabytes of zeros. The
+   * spare is named *.wal.creating: a crash leaves it to be removed on open.
+   */
+  private prepareSpare(): void {
+    if (this.sparePending || this.spareReady !== null || this.closed) return;
+    this.sparePending = true;
+    const path = join(this.dir, `spare-${process.pid}-${Date.now()}.wal.creating`);
+    const sizeBytes = this.options.segmentSizeBytes;
+    void (async () => {
+      const handle = await fs.promises.open(path, "w", 0o640);
+      try {
+        for (let at = 0; at < sizeBytes; at += zeroChunk.length) {
+          await handle.write(zeroChunk, 0, Math.min(zeroChunk.length, sizeBytes - at), at);
+        }
+        await handle.datasync();
+      } finally {
+        await handle.close();
+      }
+      return path;
+    })().then(
+      (ready) => {
+        this.sparePending = false;
+        if (this.closed) fs.rmSync(ready, { force: true });
+        else this.spareReady = ready;
+      },
+      (e: unknown) => {
+        // No spare: the next roll writes its zeros itself, as without one.
+        this.sparePending = false;
+        fs.rmSync(path, { force: true });
+        this.options.logger.warn("could not prepare the next WAL segment ahead of time", { error: e instanceof Error ? e.message : String(e) });
+      },
+    );
   }
 
   /** Make every appended record durable (one fdatasync for all of them). */
@@ -227,6 +268,11 @@ export class Wal {
   }
 
   close(): void {
+    this.closed = true;
+    if (this.spareReady !== null) {
+      fs.rmSync(this.spareReady, { force: true });
+      this.spareReady = null;
+    }
     if (this.fd === null) return;
     this.sync();
     fs.closeSync(this.fd);
@@ -260,13 +306,25 @@ export class Wal {
     const path = join(this.dir, name);
     // Built under a temp name (ignored by listSegments) and renamed once whole, so a crash
     // never leaves a segment without its header.
-    const tmpPath = `${path}.creating`;
-    const fd = fs.openSync(tmpPath, "w", 0o640);
     const header = segmentHeaderPayload(seq, firstIndex);
     const buf = new Uint8Array(recordHeaderBytes + header.length);
     encodeRecordInto(buf, 0, RecordType.header, header);
-    writeFully(fd, buf);
-    preallocate(fd, buf.length, this.options.segmentSizeBytes);
+    const spare = this.spareReady;
+    this.spareReady = null;
+    let fd: number;
+    let tmpPath: string;
+    const spareFd = spare === null ? null : openOrNull(spare);
+    if (spare !== null && spareFd !== null) {
+      // The zeros were written ahead of time, off this thread: only the header is left.
+      tmpPath = spare;
+      fd = spareFd;
+      writeFullyAt(fd, buf, 0);
+    } else {
+      tmpPath = `${path}.creating`;
+      fd = fs.openSync(tmpPath, "w", 0o640);
+      writeFully(fd, buf);
+      preallocate(fd, buf.length, this.options.segmentSizeBytes);
+    }
     fs.fdatasyncSync(fd);
     fs.renameSync(tmpPath, path);
     fsyncDir(this.dir);
@@ -328,6 +386,14 @@ function corruption(segment: SegmentInfo, scan: SegmentScan): SvcError {
 }
 
 const zeroChunk = new Uint8Array(1024 * 1024);
+
+function openOrNull(path: string): number | null {
+  try {
+    return fs.openSync(path, "r+");
+  } catch {
+    return null;
+  }
+}
 
 /**
  * Fill [fromBytes, toBytes) with zeros by writing them. Written zeros, unlike a sparse or

@@ -231,6 +231,29 @@ test("a record written in place is byte for byte the framed entry", async () => 
     const expected = encodeRecord(1, encodeEntry(e));
     const out = new Uint8Array(expected.length);
     expect(writeEntryRecord(out, new DataView(out.buffer), 0, 1, e)).toBe(expected.length);
-    expect(out).toEqual(expected);
+    expect([...out]).toEqual([...expected]);
   }
+});
+
+test("segments prepared ahead of time become the next segments, and no spare is left behind", async () => {
+  const dir = tempDir();
+  const { wal } = Wal.open(dir, opts);
+  wal.append([entry(1, 1, 500)]);
+  let index = 2;
+  for (let segment = 0; segment < 3; segment++) {
+    // Fill past half of the segment, then give the spare time to be written.
+    while (wal.segments().at(-1)!.sizeBytes * 2 <= opts.segmentSizeBytes) wal.append([entry(index++, 1, 500)]);
+    const deadline = Date.now() + 10_000;
+    while (!fs.readdirSync(dir).some((n) => n.startsWith("spare-")) && Date.now() < deadline) await Bun.sleep(5);
+    for (let i = 0; i < 5; i++) await Bun.sleep(5);
+    while (wal.segments().length === segment + 1) wal.append([entry(index++, 1, 500)]);
+  }
+  wal.sync();
+  wal.close();
+  await Bun.sleep(20);
+  expect(fs.readdirSync(dir).filter((n) => !n.endsWith(".wal"))).toEqual([]);
+  const again = Wal.open(dir, opts);
+  expect(again.entries.length).toBe(index - 1);
+  expect(again.entries.at(-1)?.index).toBe(index - 1);
+  again.wal.close();
 });

@@ -161,6 +161,11 @@ export class SvcNode {
       transport.start();
       const log = logger.child("node");
       log.info("recovery: starting", { nodeId: config.nodeId, dataDir: config.dataDir });
+      if (config.wal.archiveCommand !== "") {
+        log.warn("wal.archive_command is set, but this version does not archive WAL segments yet: segments covered by a snapshot are removed unarchived", {
+          hint: "take snapshot backups (POST /admin/snapshot and copy raft/snapshots) until WAL archiving is available",
+        });
+      }
       const state = await loadState(paths, config, logger.child("wal"));
       const wasPristine = isPristine(state);
       const clusterId = bootstrapIfNew(state, config, log);

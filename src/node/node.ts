@@ -46,7 +46,7 @@ export interface SnapshotOutcome {
 /** Snapshots the node keeps itself; older ones go (the cleanup job also removes by age). */
 const snapshotsRetainedCount = 3;
 const writeTimeoutMs = 30_000;
-const snapshotIdleFactor = 4;
+const snapshotIdleFactor = 10;
 
 export class SvcNode {
   private recovery: RecoveryState = "starting";
@@ -64,7 +64,8 @@ export class SvcNode {
   /**
    * Automatic snapshots copy the whole store, so under a high write rate snapshot_interval
    * alone would keep one running all the time. After each, the next automatic one waits
-   * snapshotIdleFactor times as long as it took: at most a fifth of the time goes to them.
+   * snapshotIdleFactor times as long as it took: at most a tenth of the time goes to them
+   * (each copies the whole store, and that I/O delays the WAL's fsyncs).
    * POST /admin/snapshot is not held back.
    */
   private nextAutoSnapshotMs = 0;

@@ -55,10 +55,10 @@ async function post(base: string, body: unknown): Promise<void> {
   if (!r.ok) throw new Error(`setup write failed: ${r.status} ${await r.text()}`);
 }
 
-/** Bring the table to `rows` rows in batches of 1,000 rows per write, 8 writers. */
+/** Bring the table to `rows` more rows, 100 rows per write from 32 writers. */
 async function fillRows(base: string, rows: number, value: string): Promise<void> {
   const started = performance.now();
-  const batchRows = 1000;
+  const batchRows = 100;
   let next = 10_000_000;
   const end = next + rows;
   const writer = async (): Promise<void> => {
@@ -69,7 +69,7 @@ async function fillRows(base: string, rows: number, value: string): Promise<void
       await post(base, { statements: [`INSERT INTO kv (k, v) VALUES ${values}`] });
     }
   };
-  await Promise.all(Array.from({ length: 8 }, writer));
+  await Promise.all(Array.from({ length: 32 }, writer));
   process.stdout.write(`filled ${rows} rows in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
 }
 

@@ -47,6 +47,7 @@ export interface SnapshotOutcome {
 const snapshotsRetainedCount = 3;
 const writeTimeoutMs = 30_000;
 const snapshotIdleFactor = 10;
+const largeCompactionBytes = 16 * 1024 * 1024;
 
 export class SvcNode {
   private recovery: RecoveryState = "starting";
@@ -652,15 +653,15 @@ export class SvcNode {
    * Checked after applying and on every tick (a paced snapshot may come due while idle).
    * Due after snapshot_interval entries, or sooner when the entries since the last snapshot,
    * which the log holds in memory until a snapshot lets it drop them, pass a byte budget
-   * (a sixteenth of max_memory_mb, at most 64 MiB); at four times that budget memory wins
+   * (a thirty-second of max_memory_mb, at most 32 MiB); at twice that budget memory wins
    * over the pacing.
    */
   private maybeAutoSnapshot(): void {
     if (this.snapshotInFlight !== null || this.recovery !== "healthy" || this.fatalError !== null || this.stopped) return;
-    const budgetBytes = Math.min(64 * 1024 * 1024, this.config.maxMemoryBytes / 16);
+    const budgetBytes = Math.min(32 * 1024 * 1024, this.config.maxMemoryBytes / 32);
     const dueByCount = this.state.store.meta.appliedIndex - this.lastSnapshotIndex >= this.config.snapshotIntervalEntries;
     const dueByBytes = this.logBytesSinceSnapshot >= budgetBytes;
-    const paced = performance.now() >= this.nextAutoSnapshotMs || this.logBytesSinceSnapshot >= 4 * budgetBytes;
+    const paced = performance.now() >= this.nextAutoSnapshotMs || this.logBytesSinceSnapshot >= 2 * budgetBytes;
     if ((dueByCount || dueByBytes) && paced) this.takeSnapshot().catch(() => undefined);
   }
 
@@ -770,6 +771,9 @@ export class SvcNode {
       }
       this.lastSnapshotIndex = Math.max(this.lastSnapshotIndex, entry.index);
       this.logBytesSinceSnapshot = Math.max(0, this.logBytesSinceSnapshot - bytesAtStart);
+      // A compaction that dropped a large log leaves that much garbage: collect it now, while
+      // it is known to be there, instead of letting the process grow until the next cycle.
+      if (bytesAtStart >= largeCompactionBytes) Bun.gc(false);
       const durationMs = performance.now() - started;
       this.nextAutoSnapshotMs = performance.now() + snapshotIdleFactor * durationMs;
       const sizeBytes = entry.meta?.stateSizeBytes ?? 0;

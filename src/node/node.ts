@@ -48,6 +48,7 @@ const snapshotsRetainedCount = 3;
 const writeTimeoutMs = 30_000;
 const snapshotIdleFactor = 10;
 const largeCompactionBytes = 16 * 1024 * 1024;
+const idleTicksBeforeCollect = 5;
 
 export class SvcNode {
   private recovery: RecoveryState = "starting";
@@ -70,6 +71,9 @@ export class SvcNode {
    * POST /admin/snapshot is not held back.
    */
   private nextAutoSnapshotMs = 0;
+  private idleSeenApplied = 0;
+  private idleTicks = 0;
+  private collectedAtApplied = 0;
   /** Bytes of entry data applied since the newest snapshot began. */
   private logBytesSinceSnapshot = 0;
   /** Reads waiting for the ReadIndex round in flight, and those that arrived after it began. */
@@ -465,6 +469,7 @@ export class SvcNode {
       this.sender.checkStalls(now);
       this.reads.expire(now, this.core.status().leaderId);
       this.maybeAutoSnapshot();
+      this.collectWhenIdle();
       this.schedule();
     }, this.config.raft.heartbeatIntervalMs);
     this.schedule();
@@ -647,6 +652,24 @@ export class SvcNode {
     this.reads.applied(applied);
     if (this.recovery !== "healthy") this.advanceRecovery(applied);
     this.maybeAutoSnapshot();
+  }
+
+  /**
+   * Once writes stop for a moment, collect the garbage their bodies and entries left: the
+   * engine otherwise keeps it, and the process holds hundreds of megabytes it no longer uses.
+   */
+  private collectWhenIdle(): void {
+    const applied = this.state.store.meta.appliedIndex;
+    if (applied !== this.idleSeenApplied) {
+      this.idleSeenApplied = applied;
+      this.idleTicks = 0;
+      return;
+    }
+    this.idleTicks++;
+    if (this.idleTicks === idleTicksBeforeCollect && this.collectedAtApplied !== applied) {
+      this.collectedAtApplied = applied;
+      Bun.gc(true);
+    }
   }
 
   /**

@@ -54,7 +54,7 @@ const cachedSqlLengthMax = 4096;
  * SQLite's page cache for the applying connection (the reader gets a quarter). Most of the
  * store stays in the OS page cache either way; this bounds what the process itself holds.
  */
-const defaultCacheKib = 32 * 1024;
+const defaultCacheKib = 16 * 1024;
 
 export class Store {
   private readonly db: Database;

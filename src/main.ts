@@ -2,6 +2,7 @@
 // Entry point: the binary invoked as `svc-admin` acts as `svc admin`; otherwise run the
 // root command. Every error reaches reportError() here, which picks the exit code.
 
+import "./cli/_plain-output.ts";
 import { basename } from "node:path";
 import { renderUsage, runCommand, type CommandDef } from "citty";
 import { rootCommand } from "./cli/root.ts";

@@ -1,4 +1,4 @@
 export { clientApp } from "./client-app.ts";
 export { adminApp } from "./admin-app.ts";
-export { listen, probePort, type BoundServer } from "./server.ts";
+export { listen, type BoundServer } from "./server.ts";
 export { requestBodyBytesMax } from "./body.ts";

@@ -32,9 +32,3 @@ export function listen(app: FetchApp, address: Address, role: "client" | "admin"
     });
   }
 }
-
-/** Check that an address can be bound, without keeping it (so a port conflict fails fast). */
-export function probePort(address: Address, role: "client" | "admin"): void {
-  const server = listen({ fetch: () => new Response(null, { status: 503 }) }, address, role);
-  server.stop(true);
-}

@@ -110,7 +110,10 @@ export class SvcNode {
     this.metrics = createNodeMetrics({
       commitIndex: () => this.core.status().commit,
       appliedIndex: () => this.state.store.meta.appliedIndex,
-      leaderCommitIndex: () => (this.core.status().role === "leader" ? this.core.status().commit : this.leaderCommitSeen),
+      leaderCommitIndex: () => {
+        const status = this.core.status();
+        return status.role === "leader" ? status.commit : this.leaderCommitSeen;
+      },
       term: () => this.core.status().term,
       isLeader: () => this.core.status().role === "leader",
       roleCode: () => ["follower", "pre_candidate", "candidate", "leader"].indexOf(this.core.status().role),

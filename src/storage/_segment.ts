@@ -135,7 +135,7 @@ export function validRecordAfter(buf: Uint8Array, from: number): boolean {
 }
 
 /** Offset of the next valid entry record at or after `from`, or null. */
-export function nextValidRecord(buf: Uint8Array, from: number): number | null {
+function nextValidRecord(buf: Uint8Array, from: number): number | null {
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   for (let at = from; at + recordHeaderBytes <= buf.length; at++) {
     if (buf[at + 8] !== RecordType.entry) continue;

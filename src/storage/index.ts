@@ -1,5 +1,5 @@
 export { Wal, listSegments, segmentName, parseSegmentName, type SegmentInfo, type WalOpenResult } from "./wal.ts";
-export { readSegment, scanSegment, nextValidRecord, type SegmentScan } from "./_segment.ts";
+export { readSegment, scanSegment, type SegmentScan } from "./_segment.ts";
 export { readHardState, writeHardState, initialHardState, type StoredHardState } from "./hardstate.ts";
 export {
   SnapshotStore, verifySnapshot, readSnapshotMeta, sha256File, snapshotDirName, parseSnapshotDirName,

@@ -6,7 +6,6 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Membership } from "../raft/types.ts";
-import { SvcError } from "../util/errors.ts";
 import { ensureDir, fsyncDir, fsyncPath } from "./_fs.ts";
 
 export const snapshotFormatVersion = 1;
@@ -201,9 +200,4 @@ export class SnapshotStore {
     if (removed.length > 0) fsyncDir(this.dir);
     return removed;
   }
-}
-
-
-export function snapshotError(message: string, hint?: string): SvcError {
-  return new SvcError("SNAPSHOT_INVALID", message, hint === undefined ? {} : { hint });
 }

@@ -235,16 +235,9 @@ export class Wal {
     });
   }
 
-  /** Start a new segment at the next append even if the current one is not full. */
-  roll(nextIndex = this.lastIndexValue + 1): SegmentInfo | null {
-    const current = this.segmentList[this.segmentList.length - 1];
-    if (current !== undefined && current.maxIndex === 0) return null;
-    return this.startSegment(nextIndex);
-  }
-
   /**
    * Start over after a snapshot replaced the whole log: new entries begin at
-   * `nextIndex`; every older segment becomes removable (see removeSegmentsBefore).
+   * `nextIndex`; every older segment becomes removable (see removeSegmentsCoveredBy).
    */
   resetTo(nextIndex: number): void {
     this.startSegment(nextIndex);

@@ -92,7 +92,8 @@ function ownerOf(dir: string): string {
 }
 
 export async function loadState(paths: DataPaths, config: Config, logger: Logger): Promise<LoadedState> {
-  const hardState = readHardState(paths.hardStatePath) ?? initialHardState;
+  const savedHardState = readHardState(paths.hardStatePath);
+  let hardState = savedHardState ?? initialHardState;
   const snapshots = new SnapshotStore(paths.snapshotsDir);
   snapshots.prune(Number.MAX_SAFE_INTEGER); // only clears temp directories left by a crash
   const latest = await snapshots.latestValid((entry, reason) =>
@@ -136,6 +137,14 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   logger.info("recovery: loaded", {
     snapshotIndex, walFirstIndex: entries[0]?.index ?? 0, walLastIndex: lastIndex, applied, term: hardState.term, commit: hardState.commit,
   });
+  if (savedHardState === null && entries.length > 0) {
+    // A crash during a cluster's bootstrap, between its first entries and the hard state:
+    // no vote was cast yet (the first election comes after), so the term of the log is the
+    // term to resume in.
+    const term = entries.at(-1)?.term ?? 0;
+    logger.warn("recovery: raft/hardstate is missing; resuming in the term of the log", { term });
+    hardState = { term, vote: null, commit: 0, clusterId: store.meta.clusterId };
+  }
   return { paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, entries, needsSnapshotAt, walWasEmpty };
 }
 

@@ -529,19 +529,20 @@ export class SvcNode {
   private persist(rd: Ready): boolean {
     const { wal } = this.state;
     if (rd.snapshot !== null) this.installSnapshot(rd.snapshot);
+    if (rd.hardState !== null && (rd.hardState.term !== this.persistedHardState.term || rd.hardState.vote !== this.persistedHardState.vote)) {
+      // Term and vote are durable (writeHardState fsyncs) before anything depends on them:
+      // before any message leaves, and before the WAL holds an entry of the new term. In the
+      // other order, a crash between the two leaves entries newer than the saved term.
+      const next = { ...rd.hardState, clusterId: this.clusterId };
+      writeHardState(this.state.paths.hardStatePath, next);
+      this.persistedHardState = next;
+    }
     if (rd.entries.length > 0) {
       wal.append(rd.entries);
       let bytes = 0;
       for (const e of rd.entries) bytes += e.data.length;
       this.metrics.walAppendedBytes.inc(bytes);
       this.metrics.walEntriesPerSync.observe(rd.entries.length);
-    }
-    if (rd.hardState !== null && (rd.hardState.term !== this.persistedHardState.term || rd.hardState.vote !== this.persistedHardState.vote)) {
-      // Term and vote must be durable before any message that depends on them leaves
-      // (writeHardState fsyncs itself).
-      const next = { ...rd.hardState, clusterId: this.clusterId };
-      writeHardState(this.state.paths.hardStatePath, next);
-      this.persistedHardState = next;
     }
     return rd.mustSync && rd.entries.length > 0;
   }

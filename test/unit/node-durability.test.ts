@@ -111,6 +111,18 @@ describe("node durability", () => {
     expect(r.rows).toEqual([[190]]);
   });
 
+  test("a node whose hard state was lost with its log intact (a crash during bootstrap) resumes in the log's term", async () => {
+    const config = await testConfig();
+    const first = await startNode(config);
+    await first.execute([{ sql: "CREATE TABLE t (v)", params: [] }, { sql: "INSERT INTO t VALUES (1)", params: [] }]);
+    await first.stop();
+    fs.rmSync(join(config.dataDir, "raft", "hardstate"));
+    const second = await startNode(config);
+    expect(second.stats().totalEntries).toBe(1);
+    await second.execute([{ sql: "INSERT INTO t VALUES (2)", params: [] }]);
+    expect(second.stats().totalEntries).toBe(2);
+  });
+
   test("snapshots every snapshot_interval entries remove covered WAL segments and keep all data", async () => {
     const config = await testConfig({ snapshotIntervalEntries: 100 });
     const node = await startNode(config);

@@ -82,7 +82,7 @@ export function forgetLocalState(state: LoadedState, logger: Logger): void {
     heldUpTo: guard, restartingFrom: base?.index ?? 0,
   });
   state.store.close();
-  for (const suffix of ["", "-wal", "-shm"]) rmSync(state.paths.storePath + suffix, { force: true });
+  Store.remove(state.paths.storePath);
   const latest = base === null ? null : state.snapshots.list().find((e) => e.index === base.index && e.term === base.term);
   if (latest !== null && latest !== undefined) Store.installImage(join(latest.dir, snapshotStateFile), state.paths.storePath);
   state.store = Store.open(state.paths.storePath);

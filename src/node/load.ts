@@ -161,7 +161,7 @@ function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logg
     } catch (e) {
       logger.error("recovery: the store is damaged; rebuilding it from the snapshot and the WAL", { error: errorMessage(e) });
     }
-    removeStoreFiles(paths);
+    Store.remove(paths.storePath);
   } else {
     logger.info("recovery: the store is missing; rebuilding it from the snapshot and the WAL");
   }
@@ -170,10 +170,6 @@ function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logg
     Store.installImage(join(latest.dir, snapshotStateFile), paths.storePath);
   }
   return Store.open(paths.storePath);
-}
-
-function removeStoreFiles(paths: DataPaths): void {
-  for (const suffix of ["", "-wal", "-shm", ".installing"]) fs.rmSync(paths.storePath + suffix, { force: true });
 }
 
 /** Whether this data directory holds no Raft state at all (a node that never joined). */

@@ -5,11 +5,21 @@
 //
 // All of a call to apply() is one SQLite transaction; each entry inside it is a
 // savepoint, so a failing statement rolls back its own batch only and is reported.
+//
+// The store never waits for the disk while it is open (synchronous=OFF): the Raft WAL is
+// what makes a write durable, and an fsync on the thread that applies writes (SQLite's
+// checkpoints make one every few megabytes) stalls every client behind it. A crashed
+// process loses nothing SQLite wrote, since the kernel still holds it; a crashed machine
+// can. So while the store is open, state.db-boot holds the kernel's boot id. Found at open
+// with the id of another boot, the store may lack writes it had acknowledged to the node,
+// and it is rebuilt from the newest snapshot and the WAL like a damaged one. Closing
+// flushes the file to disk and removes the mark.
 
 import { Database, type Statement as SqliteStatement } from "bun:sqlite";
 import * as fs from "node:fs";
 import { dirname } from "node:path";
 import { decodeMembership, emptyMembership, type Entry, type Membership } from "../raft/types.ts";
+import { fsyncPath, writeFileAtomic } from "../storage/_fs.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { decodeCommand, type MemberAddress, type SqlValue } from "./command.ts";
@@ -55,6 +65,9 @@ const cachedSqlLengthMax = 4096;
  * store stays in the OS page cache either way; this bounds what the process itself holds.
  */
 const defaultCacheKib = 16 * 1024;
+/** Beside the store file while it is open with unflushed writes: the boot it was opened in. */
+const bootMarkSuffix = "-boot";
+const bootIdPath = "/proc/sys/kernel/random/boot_id";
 
 export class Store {
   private readonly db: Database;
@@ -65,12 +78,12 @@ export class Store {
   private readonly setMetaStmt: SqliteStatement;
   private metaValue: StoreMeta;
 
-  private constructor(readonly path: string, cacheKib: number) {
+  /** `flushOnClose`: the store runs without fsyncs under a boot mark (see the top of this file). */
+  private constructor(readonly path: string, cacheKib: number, private readonly flushOnClose: boolean) {
     this.db = new Database(path, { create: true });
     this.db.run("PRAGMA journal_mode = WAL");
-    // The Raft WAL is what makes writes durable; the store is derived and replayed from
-    // it, so it needs consistency across a crash, not an fsync per transaction.
-    this.db.run("PRAGMA synchronous = NORMAL");
+    // Without a boot id to tell a machine crash (not Linux), every checkpoint is flushed.
+    this.db.run(flushOnClose ? "PRAGMA synchronous = OFF" : "PRAGMA synchronous = NORMAL");
     this.db.run(`PRAGMA cache_size = -${cacheKib}`);
     this.db.run("PRAGMA foreign_keys = ON");
     this.db.run(`CREATE TABLE IF NOT EXISTS ${metaTable} (key TEXT PRIMARY KEY, value) WITHOUT ROWID`);
@@ -83,13 +96,23 @@ export class Store {
 
   /**
    * Open (creating if absent) the store. Throws STORE_DAMAGED when the file is not a
-   * healthy SQLite database; the node then rebuilds it from a snapshot and the WAL.
+   * healthy SQLite database, or was open when the machine last went down; the node then
+   * rebuilds it from a snapshot and the WAL.
    */
   static open(path: string, options: { cacheKib?: number; check?: boolean } = {}): Store {
     fs.mkdirSync(dirname(path), { recursive: true, mode: 0o750 });
+    const bootId = currentBootId();
+    const openedIn = readBootMark(path);
+    if (openedIn !== null && openedIn !== bootId) {
+      throw new SvcError("STORE_DAMAGED", `the store ${path} was open when the machine went down (boot ${openedIn}): writes it had not flushed to disk may be missing`, {
+        hint: "svc rebuilds it from the latest snapshot and the WAL when the file is removed",
+      });
+    }
+    // The mark is on disk before the first write that is not.
+    if (bootId !== null && openedIn !== bootId) writeFileAtomic(path + bootMarkSuffix, `${bootId}\n`);
     let store: Store | null = null;
     try {
-      store = new Store(path, options.cacheKib ?? defaultCacheKib);
+      store = new Store(path, options.cacheKib ?? defaultCacheKib, bootId !== null);
       if (options.check !== false) {
         const problems = store.integrityProblems("quick_check");
         if (problems.length > 0) throw new Error(problems.slice(0, 3).join("; "));
@@ -109,14 +132,15 @@ export class Store {
     fs.mkdirSync(dirname(storePath), { recursive: true, mode: 0o750 });
     const tmp = `${storePath}.installing`;
     fs.copyFileSync(imagePath, tmp);
-    const fd = fs.openSync(tmp, "r");
-    fs.fsyncSync(fd);
-    fs.closeSync(fd);
-    for (const suffix of ["-wal", "-shm"]) fs.rmSync(storePath + suffix, { force: true });
+    fsyncPath(tmp);
+    for (const suffix of ["-wal", "-shm", bootMarkSuffix]) fs.rmSync(storePath + suffix, { force: true });
     fs.renameSync(tmp, storePath);
-    const dirFd = fs.openSync(dirname(storePath), "r");
-    fs.fsyncSync(dirFd);
-    fs.closeSync(dirFd);
+    fsyncPath(dirname(storePath));
+  }
+
+  /** Remove the store and every file that goes with it (the node rebuilds it on start). */
+  static remove(storePath: string): void {
+    for (const suffix of ["", "-wal", "-shm", ".installing", bootMarkSuffix]) fs.rmSync(storePath + suffix, { force: true });
   }
 
   get meta(): Readonly<StoreMeta> {
@@ -210,8 +234,15 @@ export class Store {
       for (const stmt of cache.values()) stmt.finalize();
       cache.clear();
     }
+    this.setMetaStmt.finalize();
     this.reader?.close();
+    // Closing the last connection checkpoints the SQLite WAL into the file and removes it.
     this.db.close();
+    if (!this.flushOnClose) return;
+    fsyncPath(this.path);
+    if (fs.existsSync(`${this.path}-wal`)) fsyncPath(`${this.path}-wal`);
+    fs.rmSync(this.path + bootMarkSuffix, { force: true });
+    fsyncPath(dirname(this.path));
   }
 
   private userTables(): string[] {
@@ -350,4 +381,23 @@ function toJsonValue(v: unknown): unknown {
   if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
   if (typeof v === "bigint") return Number(v);
   return v;
+}
+
+/** The kernel's id for this boot; null where there is none (not Linux). */
+function currentBootId(): string | null {
+  try {
+    const id = fs.readFileSync(bootIdPath, "utf8").trim();
+    return id === "" ? null : id;
+  } catch {
+    return null;
+  }
+}
+
+function readBootMark(storePath: string): string | null {
+  try {
+    return fs.readFileSync(storePath + bootMarkSuffix, "utf8").trim();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw e;
+  }
 }

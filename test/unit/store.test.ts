@@ -154,6 +154,43 @@ describe("store", () => {
     fs.writeFileSync(path, "this is not sqlite".repeat(400));
     expect(() => Store.open(path)).toThrow(/damaged/);
   });
+
+  test("an open store is marked with the boot; a close flushes it and removes the mark", () => {
+    const path = join(tempDir(), "state.db");
+    const s = Store.open(path);
+    const bootId = fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+    expect(fs.readFileSync(`${path}-boot`, "utf8").trim()).toBe(bootId);
+    s.apply([exec(1, "CREATE TABLE t (v)"), exec(2, "INSERT INTO t VALUES (1)")]);
+    s.close();
+    expect(fs.existsSync(`${path}-boot`)).toBe(false);
+    expect(fs.existsSync(`${path}-wal`)).toBe(false);
+    // A store left open by a process that died in this boot is whole: the kernel kept its writes.
+    const crashed = Store.open(path);
+    crashed.apply([exec(3, "INSERT INTO t VALUES (2)")]);
+    const again = openStore(path);
+    expect(again.meta.appliedIndex).toBe(3);
+    expect(dump(again)).toEqual([[1], [2]]);
+    crashed.close();
+  });
+
+  test("a store that was open when the machine went down is reported as damaged, and removing it clears the mark", () => {
+    const path = join(tempDir(), "state.db");
+    const s = Store.open(path);
+    s.apply([exec(1, "CREATE TABLE t (v)")]);
+    s.close();
+    fs.writeFileSync(`${path}-boot`, "00000000-0000-0000-0000-000000000000\n");
+    let error: unknown;
+    try {
+      Store.open(path);
+    } catch (e) {
+      error = e;
+    }
+    expect(isSvcError(error) && error.code).toBe("STORE_DAMAGED");
+    expect(String(error)).toMatch(/open when the machine went down/);
+    Store.remove(path);
+    for (const suffix of ["", "-wal", "-shm", "-boot"]) expect(fs.existsSync(path + suffix)).toBe(false);
+    expect(openStore(path).meta.appliedIndex).toBe(0);
+  });
 });
 
 test("a lone statement that fails part way leaves no trace, whatever its conflict resolution", () => {

@@ -81,7 +81,7 @@ export function forgetLocalState(state: LoadedState, logger: Logger): void {
   logger.warn("recovery: the WAL lost entries this node held; requesting them from the leader", {
     heldUpTo: guard, restartingFrom: base?.index ?? 0,
   });
-  state.store.close();
+  state.store.close({ discard: true });
   Store.remove(state.paths.storePath);
   const latest = base === null ? null : state.snapshots.list().find((e) => e.index === base.index && e.term === base.term);
   if (latest !== null && latest !== undefined) Store.installImage(join(latest.dir, snapshotStateFile), state.paths.storePath);

@@ -157,7 +157,7 @@ function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logg
       logger.warn("recovery: the store is behind the newest snapshot; installing the snapshot", {
         applied: store.meta.appliedIndex, snapshotIndex,
       });
-      store.close();
+      store.close({ discard: true });
     } catch (e) {
       logger.error("recovery: the store is damaged; rebuilding it from the snapshot and the WAL", { error: errorMessage(e) });
     }

@@ -552,7 +552,7 @@ export class SvcNode {
     const entry = this.state.snapshots.list().find((e) => e.index === meta.index && e.term === meta.term && e.meta !== null);
     assert(entry !== undefined, "a snapshot is stepped into the core only after it was filed");
     this.logger.info("recovery: installing snapshot", { index: meta.index, term: meta.term });
-    this.state.store.close();
+    this.state.store.close({ discard: true });
     Store.installImage(join(entry.dir, snapshotStateFile), this.state.paths.storePath);
     this.state.store = Store.open(this.state.paths.storePath);
     if (this.clusterIdValue === "" && entry.meta !== null) this.adoptClusterId(entry.meta.clusterId);

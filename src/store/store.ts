@@ -133,9 +133,12 @@ export class Store {
     const tmp = `${storePath}.installing`;
     fs.copyFileSync(imagePath, tmp);
     fsyncPath(tmp);
-    for (const suffix of ["-wal", "-shm", bootMarkSuffix]) fs.rmSync(storePath + suffix, { force: true });
+    // The old store's SQLite WAL must not meet the new file; its boot mark goes only once the
+    // new file is in place (a crash in between makes a rebuild, never a torn store trusted).
+    for (const suffix of ["-wal", "-shm"]) fs.rmSync(storePath + suffix, { force: true });
     fs.renameSync(tmp, storePath);
     fsyncPath(dirname(storePath));
+    fs.rmSync(storePath + bootMarkSuffix, { force: true });
   }
 
   /** Remove the store and every file that goes with it (the node rebuilds it on start). */
@@ -229,7 +232,11 @@ export class Store {
     this.db.run("PRAGMA wal_checkpoint(TRUNCATE)");
   }
 
-  close(): void {
+  /**
+   * Close the store. It is flushed and its boot mark removed, unless `discard`: the caller
+   * replaces or removes the file next, and the mark stays until that is done.
+   */
+  close(options: { discard?: boolean } = {}): void {
     for (const cache of [this.statements, this.readStatements]) {
       for (const stmt of cache.values()) stmt.finalize();
       cache.clear();
@@ -238,7 +245,7 @@ export class Store {
     this.reader?.close();
     // Closing the last connection checkpoints the SQLite WAL into the file and removes it.
     this.db.close();
-    if (!this.flushOnClose) return;
+    if (!this.flushOnClose || options.discard === true) return;
     fsyncPath(this.path);
     if (fs.existsSync(`${this.path}-wal`)) fsyncPath(`${this.path}-wal`);
     fs.rmSync(this.path + bootMarkSuffix, { force: true });

@@ -12,7 +12,7 @@ import { decodeMessage, encodeMessage } from "../raft/codec.ts";
 import { createTransport, MessageType, type Transport } from "../transport/index.ts";
 import { SnapshotReceiver, SnapshotSender } from "./snapshot-transfer.ts";
 import type { Entry, SnapshotMeta } from "../raft/types.ts";
-import { lockDataDir, snapshotStateFile, writeHardState, type DataDirLock, type StoredHardState } from "../storage/index.ts";
+import { fsyncPathAsync, lockDataDir, snapshotStateFile, writeHardState, type DataDirLock, type StoredHardState } from "../storage/index.ts";
 import {
   Store, createSnapshotImage, encodeCommand,
   type MemberAddress, type ApplyResult, type QueryResult, type SqlValue, type Statement, type StoreStats,
@@ -792,9 +792,12 @@ export class SvcNode {
       // A snapshot installed from the leader meanwhile may already cover more than this one.
       if (!this.stopped && entry.index > this.core.status().snapshotIndex) {
         this.core.compact({ index: entry.index, term: entry.term, membership: image.membership });
-        const removed = wal.removeSegmentsCoveredBy(entry.index);
+        // Removals made durable off this thread: a directory fsync waits for the journal.
+        const removed = wal.removeSegmentsCoveredBy(entry.index, undefined, { syncDir: false });
         this.metrics.walSegmentsRemoved.inc(removed.length);
-        snapshots.prune(snapshotsRetainedCount);
+        const pruned = snapshots.prune(snapshotsRetainedCount, { syncDir: false });
+        if (removed.length > 0) await fsyncPathAsync(paths.walDir);
+        if (pruned.length > 0) await fsyncPathAsync(paths.snapshotsDir);
       }
       this.lastSnapshotIndex = Math.max(this.lastSnapshotIndex, entry.index);
       this.logBytesSinceSnapshot = Math.max(0, this.logBytesSinceSnapshot - bytesAtStart);

@@ -16,6 +16,16 @@ export function fsyncPath(path: string): void {
 
 export const fsyncDir = fsyncPath;
 
+/** fsync on the I/O thread pool: for the node's thread, which must not wait on the disk. */
+export async function fsyncPathAsync(path: string): Promise<void> {
+  const handle = await fs.promises.open(path, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
 /** Replace `path` with `data` atomically: write a temp file, fsync it, rename, fsync the directory. */
 export function writeFileAtomic(path: string, data: Uint8Array | string): void {
   const tmp = `${path}.tmp-${process.pid}`;

@@ -6,7 +6,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Membership } from "../raft/types.ts";
-import { ensureDir, fsyncDir, fsyncPath } from "./_fs.ts";
+import { ensureDir, fsyncDir, fsyncPathAsync } from "./_fs.ts";
 
 export const snapshotFormatVersion = 1;
 export const snapshotStateFile = "state.db";
@@ -149,14 +149,14 @@ export class SnapshotStore {
 
   /**
    * Finish a snapshot whose state.db is already in `tempDir`: fsync it, hash it, write
-   * meta.json last, rename into place and fsync the parent.
+   * meta.json last, rename into place and fsync the parent. The fsyncs run on the I/O pool.
    */
   async commit(
     tempDir: string,
     meta: Omit<SnapshotFileMeta, "formatVersion" | "stateSha256" | "stateSizeBytes" | "createdAt"> & { createdAt?: string },
   ): Promise<SnapshotEntry> {
     const statePath = join(tempDir, snapshotStateFile);
-    fsyncPath(statePath);
+    await fsyncPathAsync(statePath);
     const full: SnapshotFileMeta = {
       formatVersion: snapshotFormatVersion,
       clusterId: meta.clusterId,
@@ -169,8 +169,8 @@ export class SnapshotStore {
     };
     const metaPath = join(tempDir, snapshotMetaFile);
     fs.writeFileSync(metaPath, `${JSON.stringify(full, null, 2)}\n`, { mode: 0o640 });
-    fsyncPath(metaPath);
-    fsyncDir(tempDir);
+    await fsyncPathAsync(metaPath);
+    await fsyncPathAsync(tempDir);
     const name = snapshotDirName(meta.term, meta.index);
     const finalDir = join(this.dir, name);
     if (fs.existsSync(finalDir)) {
@@ -178,13 +178,16 @@ export class SnapshotStore {
       this.discard(tempDir);
     } else {
       fs.renameSync(tempDir, finalDir);
-      fsyncDir(this.dir);
+      await fsyncPathAsync(this.dir);
     }
     return { name, dir: finalDir, term: meta.term, index: meta.index, meta: readSnapshotMeta(finalDir) };
   }
 
-  /** Remove all but the newest `keepCount` complete snapshots, and stale temp directories. */
-  prune(keepCount: number): string[] {
+  /**
+   * Remove all but the newest `keepCount` complete snapshots, and stale temp directories.
+   * `syncDir: false` leaves the fsync of the directory to the caller (see fsyncPathAsync).
+   */
+  prune(keepCount: number, options: { syncDir?: boolean } = {}): string[] {
     const removed: string[] = [];
     const complete = this.list().filter((e) => e.meta !== null);
     for (const entry of complete.slice(0, Math.max(0, complete.length - keepCount))) {
@@ -197,7 +200,7 @@ export class SnapshotStore {
         removed.push(join(this.dir, name));
       }
     }
-    if (removed.length > 0) fsyncDir(this.dir);
+    if (removed.length > 0 && options.syncDir !== false) fsyncDir(this.dir);
     return removed;
   }
 }

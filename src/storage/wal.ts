@@ -248,8 +248,9 @@ export class Wal {
    * Remove the segments whose entries are all at or below `index` (covered by a snapshot),
    * oldest first, never the segment being written, and only while `mayRemove(segment)`
    * agrees (WAL archiving keeps a segment until it is archived). Returns what was removed.
+   * `syncDir: false` leaves the fsync of the directory to the caller (see fsyncPathAsync).
    */
-  removeSegmentsCoveredBy(index: number, mayRemove: (s: SegmentInfo) => boolean = () => true): SegmentInfo[] {
+  removeSegmentsCoveredBy(index: number, mayRemove: (s: SegmentInfo) => boolean = () => true, options: { syncDir?: boolean } = {}): SegmentInfo[] {
     const removed: SegmentInfo[] = [];
     while (this.segmentList.length > 1) {
       const oldest = this.segmentList[0];
@@ -259,7 +260,7 @@ export class Wal {
       this.segmentList.shift();
       removed.push(oldest);
     }
-    if (removed.length > 0) fsyncDir(this.dir);
+    if (removed.length > 0 && options.syncDir !== false) fsyncDir(this.dir);
     return removed;
   }
 

@@ -9,9 +9,12 @@
 import { Database, type SQLFunctionResult, type Statement } from "bun:sqlite";
 import { createPrng, type Prng } from "../util/prng.ts";
 
-export interface ApplyContext {
+/** What the functions read while an entry applies; the PRNG is made on its first use. */
+interface ApplyContext {
   timestampMs: number;
-  prng: Prng;
+  term: number;
+  index: number;
+  prng: Prng | null;
 }
 
 const dateFunctions = ["date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"] as const;
@@ -39,7 +42,7 @@ export class DeterministicFunctions {
 
   /** Run `fn` with the values of entry (term, index, timestampMs). */
   withEntry<T>(term: number, index: number, timestampMs: number, fn: () => T): T {
-    this.context = { timestampMs, prng: createPrng(index >>> 0, (term * 0x9e3779b1 + Math.floor(index / 0x1_0000_0000)) >>> 0) };
+    this.context = { timestampMs, term, index, prng: null };
     try {
       return fn();
     } finally {
@@ -47,14 +50,22 @@ export class DeterministicFunctions {
     }
   }
 
-  private current(): ApplyContext {
+  private currentTimestampMs(): number {
     // Outside an entry (reads through this connection) the node's own clock is fine:
     // nothing read that way is replicated.
-    return this.context ?? { timestampMs: Date.now(), prng: createPrng(Date.now() >>> 0) };
+    return this.context?.timestampMs ?? Date.now();
+  }
+
+  /** The entry's PRNG, seeded by its term and index (most entries never call for one). */
+  private currentPrng(): Prng {
+    const context = this.context;
+    if (context === null) return createPrng(Date.now() >>> 0);
+    context.prng ??= createPrng(context.index >>> 0, (context.term * 0x9e3779b1 + Math.floor(context.index / 0x1_0000_0000)) >>> 0);
+    return context.prng;
   }
 
   private randomInt64(): bigint {
-    const { prng } = this.current();
+    const prng = this.currentPrng();
     const hi = BigInt(prng.nextU32());
     const lo = BigInt(prng.nextU32());
     return BigInt.asIntN(64, (hi << 32n) | lo);
@@ -62,7 +73,7 @@ export class DeterministicFunctions {
 
   private randomBlob(n: unknown): Uint8Array {
     const size = Math.min(Math.max(1, Number(n) || 1), randomBlobBytesMax);
-    const { prng } = this.current();
+    const prng = this.currentPrng();
     const out = new Uint8Array(size);
     for (let i = 0; i < size; i += 4) {
       const v = prng.nextU32();
@@ -75,7 +86,7 @@ export class DeterministicFunctions {
   }
 
   private date(name: (typeof dateFunctions)[number], args: unknown[]): SQLFunctionResult {
-    const now = formatSqliteTime(this.current().timestampMs);
+    const now = formatSqliteTime(this.currentTimestampMs());
     const replaced = args.map((a) => (typeof a === "string" && a.trim().toLowerCase() === "now" ? now : a));
     // With no time value, these functions mean 'now' (strftime's first argument is its format).
     if (name === "strftime" ? replaced.length === 1 : replaced.length === 0) replaced.push(now);

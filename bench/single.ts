@@ -5,17 +5,21 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, runLoad, printRow, rssBytesOf, startSvc, waitHealthy } from "./_lib.ts";
+import { cpuMsOf, freePort, runLoad, printRow, rssBytesOf, startSvc, waitHealthy } from "./_lib.ts";
+import { describeDisk, probeDisk } from "./_disk.ts";
 import { createHttp1Client } from "./_http1.ts";
 import { runWrk, wrkPath } from "./_wrk.ts";
 
 export async function benchSingle(options: { durationMs: number; bin: string[]; rows: number }): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "svc-bench-"));
   const ports = { client: await freePort(), admin: await freePort(), peer: await freePort() };
+  // The disk first, with nothing else running: its own fdatasync stalls bound the node's p99.
+  const disk = probeDisk(dir, 5000);
   const node = startSvc(options.bin, dir, "node1", ports, [{ id: "node1", ...ports }], true);
   try {
     const base = `http://127.0.0.1:${ports.client}`;
-    await waitHealthy(`http://127.0.0.1:${ports.admin}`, 30_000);
+    const admin = `http://127.0.0.1:${ports.admin}`;
+    await waitHealthy(admin, 30_000);
     await post(base, { statements: ["CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)"] });
     const value = "v".repeat(256);
     let key = 0;
@@ -26,14 +30,21 @@ export async function benchSingle(options: { durationMs: number; bin: string[]; 
     const wrk = wrkPath();
     const wrkBody = JSON.stringify({ statements: [{ sql: "INSERT INTO kv (v) VALUES (?)", params: [value] }] });
     process.stdout.write(`load generator: ${wrk === null ? "bun (install wrk for a cheaper one: apt-get install wrk)" : wrk}\n`);
+    process.stdout.write(`${describeDisk(disk)}\n`);
     const http = createHttp1Client();
     try {
       await runLoad({ url: `${base}/v1/execute`, clients: 16, durationMs: 1000, body, post: http.post });
       for (const clients of [1, 64, 256]) {
+        const syncsBefore = await walSyncs(admin);
+        const cpuBefore = cpuMsOf(node.pid);
         const result = wrk === null
           ? await runLoad({ url: `${base}/v1/execute`, clients, durationMs: options.durationMs, body, post: http.post })
           : await runWrk(wrk, `${base}/v1/execute`, wrkBody, clients, options.durationMs);
+        const cpuUs = ((cpuMsOf(node.pid) - cpuBefore) * 1000) / Math.max(1, result.ops);
+        const syncsAfter = await walSyncs(admin);
         printRow(`writes, ${clients} client${clients === 1 ? "" : "s"}`, result);
+        process.stdout.write(`${"".padEnd(34)} node cpu/write ${cpuUs.toFixed(0)} µs; WAL fdatasync: ${syncsAfter.count - syncsBefore.count} calls, ` +
+          `${syncsAfter.over25Ms - syncsBefore.over25Ms} over 25.6 ms\n`);
       }
     } finally {
       http.close();
@@ -48,6 +59,14 @@ export async function benchSingle(options: { durationMs: number; bin: string[]; 
     await node.exited;
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The node's WAL fdatasync calls so far, and how many took longer than 25.6 ms (a bucket bound). */
+async function walSyncs(admin: string): Promise<{ count: number; over25Ms: number }> {
+  const text = await (await fetch(`${admin}/metrics`)).text();
+  const value = (re: RegExp): number => Number(re.exec(text)?.[1] ?? Number.NaN);
+  const count = value(/^tensor_chain_wal_sync_latency_seconds_count (\S+)$/m);
+  return { count, over25Ms: count - value(/^tensor_chain_wal_sync_latency_seconds_bucket\{le="0\.0256"\} (\S+)$/m) };
 }
 
 async function post(base: string, body: unknown): Promise<void> {

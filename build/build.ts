@@ -65,8 +65,10 @@ const build = Bun.spawnSync(
     "--define", `SVC_BUILD_COMMIT=${JSON.stringify(commit)}`,
     "--outfile", outFile,
     join(repoDir, "src", "main.ts"),
-    // Workers are separate entry points of the same executable (snapshots are taken in one).
+    // Workers are separate entry points of the same executable (snapshots are taken in one,
+    // and the store is flushed from another).
     join(repoDir, "src", "store", "snapshot-worker.ts"),
+    join(repoDir, "src", "store", "flush-worker.ts"),
   ],
   { cwd: repoDir, stdout: "inherit", stderr: "inherit" },
 );

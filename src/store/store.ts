@@ -8,12 +8,13 @@
 //
 // The store never waits for the disk while it is open (synchronous=OFF): the Raft WAL is
 // what makes a write durable, and an fsync on the thread that applies writes (SQLite's
-// checkpoints make one every few megabytes) stalls every client behind it. A crashed
-// process loses nothing SQLite wrote, since the kernel still holds it; a crashed machine
-// can. So while the store is open, state.db-boot holds the kernel's boot id. Found at open
-// with the id of another boot, the store may lack writes it had acknowledged to the node,
-// and it is rebuilt from the newest snapshot and the WAL like a damaged one. Closing
-// flushes the file to disk and removes the mark.
+// checkpoints make one every few megabytes) stalls every client behind it. A worker flushes
+// the files instead, a few times a second (flush-worker.ts). A crashed process loses nothing
+// SQLite wrote, since the kernel still holds it; a crashed machine can. So while the store is
+// open, state.db-boot holds the kernel's boot id. Found at open with the id of another boot,
+// the store may lack writes it had acknowledged to the node, and it is rebuilt from the
+// newest snapshot and the WAL like a damaged one. Closing flushes the file to disk and
+// removes the mark.
 
 import { Database, type Statement as SqliteStatement } from "bun:sqlite";
 import * as fs from "node:fs";
@@ -24,6 +25,7 @@ import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { decodeCommand, type MemberAddress, type SqlValue } from "./command.ts";
 import { DeterministicFunctions } from "./determinism.ts";
+import { StoreFlusher } from "./flusher.ts";
 import { checkReadStatement, internalTablePrefix } from "./_sql.ts";
 
 export interface StatementResult {
@@ -77,6 +79,7 @@ export class Store {
   private readonly readStatements = new Map<string, SqliteStatement>();
   private readonly setMetaStmt: SqliteStatement;
   private metaValue: StoreMeta;
+  private readonly flusher: StoreFlusher | null;
 
   /** `flushOnClose`: the store runs without fsyncs under a boot mark (see the top of this file). */
   private constructor(readonly path: string, cacheKib: number, private readonly flushOnClose: boolean) {
@@ -92,6 +95,7 @@ export class Store {
     this.metaValue = this.readMeta();
     this.reader = new Database(path, { readonly: true });
     this.reader.run(`PRAGMA cache_size = -${Math.max(2048, Math.floor(cacheKib / 4))}`);
+    this.flusher = flushOnClose ? new StoreFlusher([path, `${path}-wal`]) : null;
   }
 
   /**
@@ -237,6 +241,7 @@ export class Store {
    * replaces or removes the file next, and the mark stays until that is done.
    */
   close(options: { discard?: boolean } = {}): void {
+    this.flusher?.stop();
     for (const cache of [this.statements, this.readStatements]) {
       for (const stmt of cache.values()) stmt.finalize();
       cache.clear();

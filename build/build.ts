@@ -65,10 +65,11 @@ const build = Bun.spawnSync(
     "--define", `SVC_BUILD_COMMIT=${JSON.stringify(commit)}`,
     "--outfile", outFile,
     join(repoDir, "src", "main.ts"),
-    // Workers are separate entry points of the same executable (snapshots are taken in one,
-    // and the store is flushed from another).
+    // Workers are separate entry points of the same executable: snapshots are taken in one,
+    // the store is flushed from another, and the WAL's fdatasync calls run in a third.
     join(repoDir, "src", "store", "snapshot-worker.ts"),
     join(repoDir, "src", "store", "flush-worker.ts"),
+    join(repoDir, "src", "storage", "sync-worker.ts"),
   ],
   { cwd: repoDir, stdout: "inherit", stderr: "inherit" },
 );

@@ -513,7 +513,8 @@ export class SvcNode {
             },
             (e: unknown) => {
               this.syncInFlight = false;
-              this.fail(e);
+              // A stop closes the WAL under a sync in flight; its writes were failed already.
+              if (!this.stopped) this.fail(e);
             },
           );
           return;

@@ -16,6 +16,7 @@ import { encodeRecordInto, recordHeaderBytes } from "./_record.ts";
 import { entryHeaderBytes, writeEntryRecord } from "./_entry-codec.ts";
 import { ensureDir, fsyncDir, writeFully } from "./_fs.ts";
 import { lastNonZeroByte, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
+import { Syncer } from "./syncer.ts";
 
 export interface SegmentInfo {
   readonly seq: number;
@@ -74,6 +75,8 @@ export class Wal {
   private sparePending = false;
   private closed = false;
   private lastIndexValue: number;
+  /** The thread syncAsync() runs on, started with the first call. */
+  private syncer: Syncer | null = null;
 
   private constructor(
     readonly dir: string,
@@ -219,20 +222,13 @@ export class Wal {
    * The same as sync(), on a worker thread: the caller's thread goes on (accepting the next
    * batch of writes) while the disk flushes. No append may happen until it resolves.
    */
-  syncAsync(): Promise<void> {
+  async syncAsync(): Promise<void> {
     const fd = this.fd;
-    if (this.unsyncedBytes === 0 || fd === null) return Promise.resolve();
+    if (this.unsyncedBytes === 0 || fd === null) return;
     const bytes = this.unsyncedBytes;
-    return new Promise((resolve, reject) => {
-      fs.fdatasync(fd, (error) => {
-        if (error !== null) {
-          reject(error);
-          return;
-        }
-        this.unsyncedBytes -= bytes;
-        resolve();
-      });
-    });
+    this.syncer ??= new Syncer();
+    await this.syncer.fdatasync(fd);
+    this.unsyncedBytes -= bytes;
   }
 
   /**
@@ -270,6 +266,8 @@ export class Wal {
       fs.rmSync(this.spareReady, { force: true });
       this.spareReady = null;
     }
+    this.syncer?.close();
+    this.syncer = null;
     if (this.fd === null) return;
     this.sync();
     fs.closeSync(this.fd);

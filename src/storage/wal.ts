@@ -288,9 +288,10 @@ export class Wal {
 
   private startSegment(firstIndex: number): SegmentInfo {
     // The finished segment is synced before the next exists, so only the last segment
-    // can ever have a torn tail.
+    // can ever have a torn tail. (Usually the last sync covered it all: an fdatasync with
+    // nothing to write still flushes the disk's cache, so it is skipped.)
     if (this.fd !== null) {
-      fs.fdatasyncSync(this.fd);
+      if (this.unsyncedBytes > 0) fs.fdatasyncSync(this.fd);
       fs.closeSync(this.fd);
       this.fd = null;
       this.unsyncedBytes = 0;

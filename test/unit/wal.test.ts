@@ -3,6 +3,7 @@ import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Wal, listSegments, repairWal, scanSegment } from "../../src/storage/index.ts";
+import { Syncer } from "../../src/storage/syncer.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { isSvcError, silentLogger } from "../../src/util/index.ts";
 
@@ -256,4 +257,27 @@ test("segments prepared ahead of time become the next segments, and no spare is 
   expect(again.entries.length).toBe(index - 1);
   expect(again.entries.at(-1)?.index).toBe(index - 1);
   again.wal.close();
+});
+
+test("the WAL's sync thread flushes a descriptor, reports a failing one with its code, and fails what is pending once closed", async () => {
+  const dir = tempDir();
+  const fd = fs.openSync(join(dir, "f"), "w");
+  const syncer = new Syncer();
+  try {
+    fs.writeSync(fd, "data");
+    await syncer.fdatasync(fd);
+    const closedFd = fs.openSync(join(dir, "g"), "w");
+    fs.closeSync(closedFd);
+    let error: unknown;
+    await syncer.fdatasync(closedFd).catch((e: unknown) => {
+      error = e;
+    });
+    expect((error as NodeJS.ErrnoException | undefined)?.code).toBe("EBADF");
+  } finally {
+    const pending = syncer.fdatasync(fd);
+    syncer.close();
+    await expect(pending).rejects.toThrow(/closed/);
+    await expect(syncer.fdatasync(fd)).rejects.toThrow(/closed/);
+    fs.closeSync(fd);
+  }
 });

@@ -66,9 +66,8 @@ const build = Bun.spawnSync(
     "--outfile", outFile,
     join(repoDir, "src", "main.ts"),
     // Workers are separate entry points of the same executable: snapshots are taken in one,
-    // the store is flushed from another, and the WAL's fdatasync calls run in a third.
+    // and the WAL's fdatasync calls run in another.
     join(repoDir, "src", "store", "snapshot-worker.ts"),
-    join(repoDir, "src", "store", "flush-worker.ts"),
     join(repoDir, "src", "storage", "sync-worker.ts"),
   ],
   { cwd: repoDir, stdout: "inherit", stderr: "inherit" },

@@ -1,31 +1,60 @@
-// The store's background flusher (see flush-worker.ts): started with the store, stopped with it.
+// Flushes the store's files to disk a few times a second, on Bun's I/O thread pool. The store
+// itself never waits for the disk (see store.ts); without this, the kernel would let its
+// writes pile up for half a minute and then write back hundreds of megabytes at once, and
+// the WAL's own fdatasync calls would queue behind that at the disk. Flushing often keeps
+// each writeback small, and keeps the wait off the thread that applies writes.
+//
+// A failed flush is not reported: nothing relies on these flushes for durability (a store
+// left open by a machine that went down is rebuilt anyway), and a failing disk stops the
+// node through the WAL's own fdatasync.
 
-import type { FlushRequest } from "./flush-worker.ts";
+import * as fs from "node:fs";
 
 /** How often the store's files are flushed while it is open and written. */
 const flushIntervalMs = 200;
 
-export class StoreFlusher {
-  private readonly worker: Worker;
-
-  constructor(paths: string[]) {
-    this.worker = new Worker(workerSpecifier());
-    this.worker.unref();
-    this.worker.onmessage = () => this.worker.terminate();
-    this.post({ op: "start", paths, intervalMs: flushIntervalMs });
-  }
-
-  /** Stop flushing; the worker closes its files and ends on its own. */
-  stop(): void {
-    this.post({ op: "stop" });
-  }
-
-  private post(request: FlushRequest): void {
-    this.worker.postMessage(request);
-  }
+interface Watched {
+  path: string;
+  fd: number | null;
+  /** Size and change times at the last flush: a file unchanged since is not flushed again. */
+  seen: string;
+  inFlight: boolean;
 }
 
-/** As for the snapshot worker: beside this file from source, an extra entry point when compiled. */
-function workerSpecifier(): string {
-  return import.meta.url.includes("$bunfs") ? "./store/flush-worker.ts" : new URL("./flush-worker.ts", import.meta.url).href;
+export class StoreFlusher {
+  private readonly watched: Watched[];
+  private readonly timer: ReturnType<typeof setInterval>;
+
+  constructor(paths: string[]) {
+    this.watched = paths.map((path) => ({ path, fd: null, seen: "", inFlight: false }));
+    this.timer = setInterval(() => this.flushChanged(), flushIntervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    for (const w of this.watched) {
+      if (w.fd !== null) fs.closeSync(w.fd);
+      w.fd = null;
+    }
+  }
+
+  private flushChanged(): void {
+    for (const w of this.watched) {
+      if (w.inFlight) continue;
+      try {
+        w.fd ??= fs.openSync(w.path, "r");
+        const st = fs.fstatSync(w.fd);
+        const seen = `${st.size}/${st.ctimeMs}/${st.mtimeMs}`;
+        if (seen === w.seen) continue;
+        w.inFlight = true;
+        fs.fdatasync(w.fd, (error) => {
+          w.inFlight = false;
+          if (error === null) w.seen = seen;
+        });
+      } catch {
+        // Absent (the SQLite WAL comes and goes with the connection): see above.
+      }
+    }
+  }
 }

@@ -8,8 +8,8 @@
 //
 // The store never waits for the disk while it is open (synchronous=OFF): the Raft WAL is
 // what makes a write durable, and an fsync on the thread that applies writes (SQLite's
-// checkpoints make one every few megabytes) stalls every client behind it. A worker flushes
-// the files instead, a few times a second (flush-worker.ts). A crashed process loses nothing
+// checkpoints make one every few megabytes) stalls every client behind it. The files are
+// flushed a few times a second off that thread instead (flusher.ts). A crashed process loses nothing
 // SQLite wrote, since the kernel still holds it; a crashed machine can. So while the store is
 // open, state.db-boot holds the kernel's boot id. Found at open with the id of another boot,
 // the store may lack writes it had acknowledged to the node, and it is rebuilt from the

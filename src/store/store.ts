@@ -9,12 +9,12 @@
 // The store never waits for the disk while it is open (synchronous=OFF): the Raft WAL is
 // what makes a write durable, and an fsync on the thread that applies writes (SQLite's
 // checkpoints make one every few megabytes) stalls every client behind it. The files are
-// flushed a few times a second off that thread instead (flusher.ts). A crashed process loses nothing
-// SQLite wrote, since the kernel still holds it; a crashed machine can. So while the store is
-// open, state.db-boot holds the kernel's boot id. Found at open with the id of another boot,
-// the store may lack writes it had acknowledged to the node, and it is rebuilt from the
-// newest snapshot and the WAL like a damaged one. Closing flushes the file to disk and
-// removes the mark.
+// flushed a few times a second off that thread instead (flusher.ts). A crashed process
+// loses nothing SQLite wrote, since the kernel still holds it; a crashed machine can. So
+// while the store is open, state.db-boot holds the kernel's boot id. Found at open with the
+// id of another boot, the store may lack writes it had acknowledged to the node, and it is
+// rebuilt from the newest snapshot and the WAL like a damaged one. Closing flushes the file
+// to disk and removes the mark.
 
 import { Database, type Statement as SqliteStatement } from "bun:sqlite";
 import * as fs from "node:fs";
@@ -81,12 +81,12 @@ export class Store {
   private metaValue: StoreMeta;
   private readonly flusher: StoreFlusher | null;
 
-  /** `flushOnClose`: the store runs without fsyncs under a boot mark (see the top of this file). */
-  private constructor(readonly path: string, cacheKib: number, private readonly flushOnClose: boolean) {
+  /** `unsynced`: the store runs without fsyncs, under a boot mark (see the top of this file). */
+  private constructor(readonly path: string, cacheKib: number, private readonly unsynced: boolean) {
     this.db = new Database(path, { create: true });
     this.db.run("PRAGMA journal_mode = WAL");
     // Without a boot id to tell a machine crash (not Linux), every checkpoint is flushed.
-    this.db.run(flushOnClose ? "PRAGMA synchronous = OFF" : "PRAGMA synchronous = NORMAL");
+    this.db.run(unsynced ? "PRAGMA synchronous = OFF" : "PRAGMA synchronous = NORMAL");
     this.db.run(`PRAGMA cache_size = -${cacheKib}`);
     this.db.run("PRAGMA foreign_keys = ON");
     this.db.run(`CREATE TABLE IF NOT EXISTS ${metaTable} (key TEXT PRIMARY KEY, value) WITHOUT ROWID`);
@@ -95,7 +95,7 @@ export class Store {
     this.metaValue = this.readMeta();
     this.reader = new Database(path, { readonly: true });
     this.reader.run(`PRAGMA cache_size = -${Math.max(2048, Math.floor(cacheKib / 4))}`);
-    this.flusher = flushOnClose ? new StoreFlusher([path, `${path}-wal`]) : null;
+    this.flusher = unsynced ? new StoreFlusher([path, `${path}-wal`]) : null;
   }
 
   /**
@@ -250,7 +250,7 @@ export class Store {
     this.reader?.close();
     // Closing the last connection checkpoints the SQLite WAL into the file and removes it.
     this.db.close();
-    if (!this.flushOnClose || options.discard === true) return;
+    if (!this.unsynced || options.discard === true) return;
     fsyncPath(this.path);
     if (fs.existsSync(`${this.path}-wal`)) fsyncPath(`${this.path}-wal`);
     fs.rmSync(this.path + bootMarkSuffix, { force: true });

@@ -137,8 +137,40 @@ function checkCommon(sql: string, shape: SqlShape): void {
   }
 }
 
+/**
+ * Statements already let through, by text: clients send the same parameterised statements
+ * over and over, and lexing one costs more than the rest of reading its request. Short texts
+ * only, and a bounded number of them (the oldest dropped first). Only acceptance is kept.
+ */
+class AcceptedTexts {
+  private readonly keywords = new Map<string, string>();
+
+  accept(sql: string, check: (sql: string) => string): string {
+    const known = this.keywords.get(sql);
+    if (known !== undefined) return known;
+    const keyword = check(sql);
+    if (sql.length <= 4096) {
+      if (this.keywords.size >= 512) this.keywords.delete(this.keywords.keys().next().value as string);
+      this.keywords.set(sql, keyword);
+    }
+    return keyword;
+  }
+}
+
+const acceptedWrites = new AcceptedTexts();
+const acceptedReads = new AcceptedTexts();
+
 /** Refuse a statement that must not enter the log; returns its leading keyword. */
 export function checkWriteStatement(sql: string): string {
+  return acceptedWrites.accept(sql, checkWriteShape);
+}
+
+/** Refuse a statement that is not a read. */
+export function checkReadStatement(sql: string): void {
+  acceptedReads.accept(sql, checkReadShape);
+}
+
+function checkWriteShape(sql: string): string {
   const shape = lexSql(sql);
   checkCommon(sql, shape);
   // OR ROLLBACK, ON CONFLICT ROLLBACK and RAISE(ROLLBACK) end the store's own transaction,
@@ -152,8 +184,7 @@ export function checkWriteStatement(sql: string): string {
   return keyword;
 }
 
-/** Refuse a statement that is not a read. */
-export function checkReadStatement(sql: string): void {
+function checkReadShape(sql: string): string {
   const shape = lexSql(sql);
   checkCommon(sql, shape);
   const keyword = shape.keywords[0] ?? "";
@@ -165,6 +196,7 @@ export function checkReadStatement(sql: string): void {
     const name = (m?.[1] ?? "").toLowerCase();
     if (!readPragmas.has(name) || m?.[2] === "=") throw sqlError(`PRAGMA ${name} is not allowed in a query`);
   }
+  return keyword;
 }
 
 export function abbreviate(sql: string, max = 80): string {

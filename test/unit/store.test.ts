@@ -124,6 +124,19 @@ describe("store", () => {
     expect(checkWriteStatement("CREATE TRIGGER tr AFTER INSERT ON t BEGIN UPDATE t SET v = CASE WHEN 1 THEN 2 END; INSERT INTO u VALUES (1); END")).toBe("CREATE");
   });
 
+  test("a refused statement is refused every time, and accepted ones stay accepted past the memo's bound", () => {
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 600; i++) expect(checkWriteStatement(`INSERT INTO t VALUES (${i})`)).toBe("INSERT");
+      for (const sql of ["BEGIN", "INSERT OR ROLLBACK INTO t VALUES (1)"]) {
+        let err: unknown = null;
+        try { checkWriteStatement(sql); } catch (e) { err = e; }
+        expect(isSvcError(err, "SQL_REFUSED")).toBe(true);
+      }
+      expect(() => checkReadStatement("DELETE FROM t")).toThrow(/not a read/);
+      expect(() => checkReadStatement("SELECT 1")).not.toThrow();
+    }
+  });
+
   test("queries accept reads only", () => {
     expect(() => checkReadStatement("SELECT 1")).not.toThrow();
     expect(() => checkReadStatement("PRAGMA table_info(t)")).not.toThrow();

@@ -27,12 +27,25 @@ export interface MemberAddress {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/**
+ * Commands this process encoded, by their bytes: when the leader applies its own entry, the
+ * bytes are the very array it proposed, and decoding them again would only give back the
+ * command it had. Entries read from the WAL or a peer arrive in other arrays and are decoded.
+ */
+const encodedHere = new WeakMap<Uint8Array, Command>();
+
 export function encodeCommand(command: Command): Uint8Array {
-  return encoder.encode(JSON.stringify(command));
+  const bytes = encoder.encode(JSON.stringify(command));
+  // -0 is the one value JSON does not carry as it is (it comes back as 0): such a command is
+  // applied as every other node reads it.
+  if (command.op !== "execute" || !command.statements.some((s) => s.params.some((p) => Object.is(p, -0)))) encodedHere.set(bytes, command);
+  return bytes;
 }
 
 /** Decode an entry's command; null when the bytes are not a command this version knows. */
 export function decodeCommand(data: Uint8Array): Command | null {
+  const known = encodedHere.get(data);
+  if (known !== undefined) return known;
   let v: unknown;
   try {
     v = JSON.parse(decoder.decode(data));

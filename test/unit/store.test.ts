@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Store, encodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, type Command } from "../../src/store/index.ts";
+import { Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, type Command } from "../../src/store/index.ts";
 import { encodeMembership, type Entry } from "../../src/raft/types.ts";
 import { isSvcError } from "../../src/util/index.ts";
 
@@ -135,6 +135,20 @@ describe("store", () => {
       expect(() => checkReadStatement("DELETE FROM t")).toThrow(/not a read/);
       expect(() => checkReadStatement("SELECT 1")).not.toThrow();
     }
+  });
+
+  test("a command applied from the array it was proposed in reads exactly as every other node reads it", () => {
+    const plain: Command = { op: "execute", statements: [{ sql: "INSERT INTO t VALUES (?, ?, ?, ?, ?)", params: [1.5, "x\ud800", null, true, 2 ** 60] }] };
+    const bytes = encodeCommand(plain);
+    expect(decodeCommand(bytes)).toBe(plain);
+    expect(decodeCommand(bytes.slice())).toEqual(plain);
+    // -0 comes back from JSON as 0: the proposer reads its own entry as the others do.
+    const negativeZero: Command = { op: "execute", statements: [{ sql: "INSERT INTO t VALUES (?)", params: [-0] }] };
+    const zeroBytes = encodeCommand(negativeZero);
+    const own = decodeCommand(zeroBytes);
+    const other = decodeCommand(zeroBytes.slice());
+    expect(own).toEqual(other);
+    expect(own?.op === "execute" && Object.is(own.statements[0]?.params[0], 0)).toBe(true);
   });
 
   test("queries accept reads only", () => {

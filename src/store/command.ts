@@ -31,6 +31,8 @@ const decoder = new TextDecoder();
  * Commands this process encoded, by their bytes: when the leader applies its own entry, the
  * bytes are the very array it proposed, and decoding them again would only give back the
  * command it had. Entries read from the WAL or a peer arrive in other arrays and are decoded.
+ * A command is handed out once (it is applied once): the log keeps the bytes until the next
+ * snapshot, and the command would double what they hold in memory.
  */
 const encodedHere = new WeakMap<Uint8Array, Command>();
 
@@ -45,7 +47,10 @@ export function encodeCommand(command: Command): Uint8Array {
 /** Decode an entry's command; null when the bytes are not a command this version knows. */
 export function decodeCommand(data: Uint8Array): Command | null {
   const known = encodedHere.get(data);
-  if (known !== undefined) return known;
+  if (known !== undefined) {
+    encodedHere.delete(data);
+    return known;
+  }
   let v: unknown;
   try {
     v = JSON.parse(decoder.decode(data));

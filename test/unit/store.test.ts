@@ -142,6 +142,10 @@ describe("store", () => {
     const bytes = encodeCommand(plain);
     expect(decodeCommand(bytes)).toBe(plain);
     expect(decodeCommand(bytes.slice())).toEqual(plain);
+    // Handed out once: read again, the bytes are decoded.
+    const again = decodeCommand(bytes);
+    expect(again).not.toBe(plain);
+    expect(again).toEqual(plain);
     // -0 comes back from JSON as 0: the proposer reads its own entry as the others do.
     const negativeZero: Command = { op: "execute", statements: [{ sql: "INSERT INTO t VALUES (?)", params: [-0] }] };
     const zeroBytes = encodeCommand(negativeZero);

@@ -2,7 +2,7 @@
 // with 1, 64 and 256 concurrent clients; then RSS after 1,000,000 rows. Prints figures;
 // asserts nothing.
 
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cpuMsOf, freePort, runLoad, printRow, rssBytesOf, startSvc, waitHealthy } from "./_lib.ts";
@@ -37,14 +37,16 @@ export async function benchSingle(options: { durationMs: number; bin: string[]; 
       for (const clients of [1, 64, 256]) {
         const syncsBefore = await walSyncs(admin);
         const cpuBefore = cpuMsOf(node.pid);
+        const stealBefore = stolenTicks();
         const result = wrk === null
           ? await runLoad({ url: `${base}/v1/execute`, clients, durationMs: options.durationMs, body, post: http.post })
           : await runWrk(wrk, `${base}/v1/execute`, wrkBody, clients, options.durationMs);
         const cpuUs = ((cpuMsOf(node.pid) - cpuBefore) * 1000) / Math.max(1, result.ops);
         const syncsAfter = await walSyncs(admin);
         printRow(`writes, ${clients} client${clients === 1 ? "" : "s"}`, result);
+        const stolen = (stolenTicks() - stealBefore) / (navigator.hardwareConcurrency * (options.durationMs / 10));
         process.stdout.write(`${"".padEnd(34)} node cpu/write ${cpuUs.toFixed(0)} µs; WAL fdatasync: ${syncsAfter.count - syncsBefore.count} calls, ` +
-          `${syncsAfter.over25Ms - syncsBefore.over25Ms} over 25.6 ms\n`);
+          `${syncsAfter.over25Ms - syncsBefore.over25Ms} over 25.6 ms; cpu taken by the host (steal): ${(stolen * 100).toFixed(0)}%\n`);
       }
     } finally {
       http.close();
@@ -59,6 +61,15 @@ export async function benchSingle(options: { durationMs: number; bin: string[]; 
     await node.exited;
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Ticks (1/100 s) of CPU the hypervisor gave to others while this machine wanted it (the
+ * "steal" column of /proc/stat): a shared virtual machine is slower while it grows.
+ */
+function stolenTicks(): number {
+  const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "";
+  return Number(cpu.trim().split(/\s+/)[8] ?? 0);
 }
 
 /** The node's WAL fdatasync calls so far, and how many took longer than 25.6 ms (a bucket bound). */

@@ -53,13 +53,26 @@ export async function benchSingle(options: { durationMs: number; bin: string[]; 
     }
     process.stdout.write(`rss after the write runs: ${(rssBytesOf(node.pid) / 1048576).toFixed(1)} MB (${await rowCount(base)} rows)\n`);
     await fillRows(base, options.rows, value);
-    // Let the snapshot that the fill triggers finish before reading memory.
-    await Bun.sleep(2000);
+    await settle(admin);
     process.stdout.write(`rss after ${await rowCount(base)} rows: ${(rssBytesOf(node.pid) / 1048576).toFixed(1)} MB\n`);
   } finally {
     node.kill("SIGTERM");
     await node.exited;
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Wait until the node is done with what the fill left it: no snapshot running for a second
+ * and a half (the node collects its garbage half a second after writes stop). At most 30 s.
+ */
+async function settle(admin: string): Promise<void> {
+  const deadline = performance.now() + 30_000;
+  let quietSince = performance.now();
+  while (performance.now() < deadline && performance.now() - quietSince < 1500) {
+    const text = await (await fetch(`${admin}/metrics`)).text();
+    if (/^tensor_chain_snapshot_in_progress 1$/m.test(text)) quietSince = performance.now();
+    await Bun.sleep(100);
   }
 }
 

@@ -681,12 +681,13 @@ export class SvcNode {
    * Checked after applying and on every tick (a paced snapshot may come due while idle).
    * Due after snapshot_interval entries, or sooner when the entries since the last snapshot,
    * which the log holds in memory until a snapshot lets it drop them, pass a byte budget
-   * (a thirty-second of max_memory_mb, at most 32 MiB); at twice that budget memory wins
+   * (a sixty-fourth of max_memory_mb, at most 16 MiB: the process holds about three times
+   * what the log does, counting what the allocator keeps); at twice that budget memory wins
    * over the pacing.
    */
   private maybeAutoSnapshot(): void {
     if (this.snapshotInFlight !== null || this.recovery !== "healthy" || this.fatalError !== null || this.stopped) return;
-    const budgetBytes = Math.min(32 * 1024 * 1024, this.config.maxMemoryBytes / 32);
+    const budgetBytes = Math.min(16 * 1024 * 1024, this.config.maxMemoryBytes / 64);
     const dueByCount = this.state.store.meta.appliedIndex - this.lastSnapshotIndex >= this.config.snapshotIntervalEntries;
     const dueByBytes = this.logBytesSinceSnapshot >= budgetBytes;
     const paced = performance.now() >= this.nextAutoSnapshotMs || this.logBytesSinceSnapshot >= 2 * budgetBytes;

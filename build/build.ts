@@ -56,6 +56,9 @@ const build = Bun.spawnSync(
     // Bytecode makes start-up faster, and works only with ESM: with the default (cjs) format the
     // build succeeds but the binary fails at start.
     "--format=esm", "--bytecode",
+    // The runtime's smaller-heap mode: the collector runs more often, and the node holds about
+    // 20 MB less after heavy load (measured with `bun run bench`) for no CPU per write we could see.
+    "--compile-exec-argv=--smol",
     // No minification: the runtime makes up nearly all of the binary, and Elysia reads handlers'
     // source text (minified identifiers break its generated handlers).
     "--sourcemap=none",

@@ -71,9 +71,10 @@ export class SvcNode {
    * POST /admin/snapshot is not held back.
    */
   private nextAutoSnapshotMs = 0;
-  private idleSeenApplied = 0;
+  /** What the node had applied and compacted when last seen idle (see collectWhenIdle). */
+  private idleSeen = "";
   private idleTicks = 0;
-  private collectedAtApplied = 0;
+  private collectedAt = "";
   /** Bytes of entry data applied since the newest snapshot began. */
   private logBytesSinceSnapshot = 0;
   /** Reads waiting for the ReadIndex round in flight, and those that arrived after it began. */
@@ -662,17 +663,18 @@ export class SvcNode {
   /**
    * Once writes stop for a moment, collect the garbage their bodies and entries left: the
    * engine otherwise keeps it, and the process holds hundreds of megabytes it no longer uses.
+   * A snapshot that ends after that drops the log it covers: it is collected the same way.
    */
   private collectWhenIdle(): void {
-    const applied = this.state.store.meta.appliedIndex;
-    if (applied !== this.idleSeenApplied) {
-      this.idleSeenApplied = applied;
+    const seen = this.snapshotInFlight === null ? `${this.state.store.meta.appliedIndex}/${this.lastSnapshotIndex}` : "snapshotting";
+    if (seen !== this.idleSeen) {
+      this.idleSeen = seen;
       this.idleTicks = 0;
       return;
     }
     this.idleTicks++;
-    if (this.idleTicks === idleTicksBeforeCollect && this.collectedAtApplied !== applied) {
-      this.collectedAtApplied = applied;
+    if (this.idleTicks === idleTicksBeforeCollect && this.collectedAt !== seen && seen !== "snapshotting") {
+      this.collectedAt = seen;
       Bun.gc(true);
     }
   }

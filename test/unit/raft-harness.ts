@@ -192,6 +192,24 @@ export class TestCluster {
     return n;
   }
 
+  /**
+   * Elect id by delivering its vote requests and the answers only: it leads, and the appends
+   * of its term are still unsent (nothing of the term is committed yet).
+   */
+  electWithoutAppends(id: NodeId): TestNode {
+    const n = this.node(id);
+    n.core.campaign();
+    n.process();
+    for (const m of n.outbox.splice(0)) this.node(m.to).core.step(m);
+    for (const voter of this.nodes.values()) {
+      if (voter === n) continue;
+      voter.process();
+      for (const m of voter.outbox.splice(0)) n.core.step(m);
+    }
+    if (n.core.status().role !== "leader") throw new Error(`${id} did not become leader`);
+    return n;
+  }
+
   leaders(): TestNode[] {
     return [...this.nodes.values()].filter((n) => n.core.status().role === "leader");
   }

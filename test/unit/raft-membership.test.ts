@@ -72,15 +72,7 @@ describe("membership changes", () => {
 
   test("a new leader refuses changes until it has committed an entry of its term", () => {
     const c = new TestCluster(["a", "b", "c"]);
-    const a = c.node("a");
-    a.core.campaign();
-    a.process();
-    for (const m of a.outbox.splice(0)) c.node(m.to).core.step(m);
-    for (const id of ["b", "c"]) {
-      const n = c.node(id);
-      n.process();
-      for (const m of n.outbox.splice(0)) a.core.step(m);
-    }
+    const a = c.electWithoutAppends("a");
     expect(a.core.status().role).toBe("leader");
     expect(a.core.proposeMembership({ kind: "add_learner", id: "d" }, 0)).toEqual({ ok: false, code: "CHANGE_IN_PROGRESS" });
   });

@@ -47,16 +47,7 @@ describe("ReadIndex", () => {
 
   test("a read that arrives before the new leader committed an entry of its term waits for that commit", () => {
     const c = new TestCluster(["a", "b", "c"]);
-    const a = c.node("a");
-    a.core.campaign();
-    // Deliver the votes but not yet the leader's appends.
-    c.node("a").process();
-    for (const m of a.outbox.splice(0)) c.node(m.to).core.step(m);
-    for (const id of ["b", "c"]) {
-      const n = c.node(id);
-      n.process();
-      for (const m of n.outbox.splice(0)) a.core.step(m);
-    }
+    const a = c.electWithoutAppends("a");
     expect(a.core.status().role).toBe("leader");
     expect(a.core.status().commit).toBe(1);
     expect(a.core.readIndex(5)).toEqual({ ok: true });

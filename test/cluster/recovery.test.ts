@@ -37,6 +37,18 @@ async function writeThrough(targets: readonly NodeProcess[], ledger: Ledger, key
 
 
 /** Check `condition` again and again for `windowMs`; throw the first time it does not hold. */
+/** Start the cluster, write `count` rows through every node and wait until all hold them. */
+async function startWithRows(cluster: Cluster, count: number): Promise<{ leader: NodeProcess; follower: NodeProcess; ledger: Ledger }> {
+  await cluster.start();
+  await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+  const leader = await cluster.waitLeader();
+  const follower = cluster.others(leader)[0]!;
+  const ledger = new Ledger(32);
+  await writeThrough(cluster.nodes, ledger, "a", count);
+  await cluster.waitConverged();
+  return { leader, follower, ledger };
+}
+
 async function holdsThroughout(what: string, windowMs: number, condition: () => Promise<string | null>): Promise<void> {
   const end = Date.now() + windowMs;
   while (Date.now() < end) {
@@ -99,13 +111,7 @@ describe("node recovery procedures (SPEC §4.6)", () => {
   clusterTest("recovery from snapshot: a stopped follower whose WAL directory was emptied fetches a snapshot from the leader and comes back healthy with the same data", {
     overrides: { snapshotIntervalEntries: 100 },
   }, async (cluster) => {
-    await cluster.start();
-    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
-    const leader = await cluster.waitLeader();
-    const follower = cluster.others(leader)[0]!;
-    const ledger = new Ledger(32);
-    await writeThrough(cluster.nodes, ledger, "a", 300);
-    await cluster.waitConverged();
+    const { leader, follower, ledger } = await startWithRows(cluster, 300);
 
     expect(await follower.stop()).toBe(0);
     const walDir = join(follower.dataDir, "raft", "wal");
@@ -129,13 +135,7 @@ describe("node recovery procedures (SPEC §4.6)", () => {
   // snapshot is taken just before it stops, so its store holds nothing beyond it: the case
   // where the node loses nothing by the emptied WAL, and must still go the documented way.
   clusterTest("a follower started with an empty WAL directory enters requesting_snapshot, as the recovery flow says", {}, async (cluster) => {
-    await cluster.start();
-    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
-    const leader = await cluster.waitLeader();
-    const follower = cluster.others(leader)[0]!;
-    const ledger = new Ledger(32);
-    await writeThrough(cluster.nodes, ledger, "a", 100);
-    await cluster.waitConverged();
+    const { leader, follower, ledger } = await startWithRows(cluster, 100);
     const snap = await postJson(`${follower.adminUrl}/admin/snapshot?wait=true`, {});
     expect(snap.status).toBe(200);
     expect(await follower.stop()).toBe(0);
@@ -162,13 +162,7 @@ describe("node recovery procedures (SPEC §4.6)", () => {
   clusterTest("full state rebuild: a stopped follower with raft/ and store/ removed is rebuilt from the leader with the same data", {
     overrides: { snapshotIntervalEntries: 100 },
   }, async (cluster) => {
-    await cluster.start();
-    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
-    const leader = await cluster.waitLeader();
-    const follower = cluster.others(leader)[0]!;
-    const ledger = new Ledger(32);
-    await writeThrough(cluster.nodes, ledger, "a", 300);
-    await cluster.waitConverged();
+    const { leader, follower, ledger } = await startWithRows(cluster, 300);
 
     expect(await follower.stop()).toBe(0);
     fs.rmSync(join(follower.dataDir, "raft"), { recursive: true, force: true });

@@ -4,6 +4,7 @@
 
 import { closeSync, fdatasyncSync, openSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
+import { summarize } from "./_lib.ts";
 
 export interface DiskProbe {
   syncs: number;
@@ -34,15 +35,15 @@ export function probeDisk(dir: string, durationMs: number): DiskProbe {
       fdatasyncSync(fd);
       latencies.push(performance.now() - t0);
     }
-    const sorted = Float64Array.from(latencies).sort();
-    const q = (p: number): number => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
+    const elapsedMs = performance.now() - started;
+    const { p50Ms, p99Ms } = summarize(latencies, 0, elapsedMs);
     return {
-      syncs: sorted.length,
-      p50Ms: q(0.5),
-      p99Ms: q(0.99),
-      maxMs: sorted.at(-1) ?? Number.NaN,
+      syncs: latencies.length,
+      p50Ms,
+      p99Ms,
+      maxMs: latencies.reduce((max, l) => Math.max(max, l), 0),
       over30Ms: latencies.filter((l) => l > 30).length,
-      seconds: (performance.now() - started) / 1000,
+      seconds: elapsedMs / 1000,
     };
   } finally {
     closeSync(fd);

@@ -1,6 +1,7 @@
 // The WAL's sync thread (see sync-worker.ts): fdatasync on a file descriptor, answered by a
 // promise. The caller keeps the descriptor open until the promise settles.
 
+import { workerSpecifier } from "../util/worker.ts";
 import type { SyncReply, SyncRequest } from "./sync-worker.ts";
 
 export class Syncer {
@@ -10,7 +11,7 @@ export class Syncer {
   private failure: Error | null = null;
 
   constructor() {
-    this.worker = new Worker(workerSpecifier());
+    this.worker = new Worker(workerSpecifier(import.meta.url, "storage/sync-worker.ts"));
     // The servers keep the process alive; an idle sync thread must not.
     this.worker.unref();
     this.worker.onmessage = (event: MessageEvent<SyncReply>) => {
@@ -44,9 +45,4 @@ export class Syncer {
     for (const waiter of this.pending.values()) waiter.reject(e);
     this.pending.clear();
   }
-}
-
-/** As for the snapshot worker: beside this file from source, an extra entry point when compiled. */
-function workerSpecifier(): string {
-  return import.meta.url.includes("$bunfs") ? "./storage/sync-worker.ts" : new URL("./sync-worker.ts", import.meta.url).href;
 }

@@ -2,6 +2,7 @@
 
 import { decodeMembership, emptyMembership, type Membership } from "../raft/types.ts";
 import { SvcError } from "../util/errors.ts";
+import { workerSpecifier } from "../util/worker.ts";
 import type { SnapshotImageReply } from "./snapshot-worker.ts";
 
 export interface SnapshotImage {
@@ -12,7 +13,7 @@ export interface SnapshotImage {
 }
 
 export function createSnapshotImage(storePath: string, imagePath: string): Promise<SnapshotImage> {
-  const worker = new Worker(workerSpecifier());
+  const worker = new Worker(workerSpecifier(import.meta.url, "store/snapshot-worker.ts"));
   return new Promise<SnapshotImage>((resolve, reject) => {
     worker.onmessage = (event: MessageEvent<SnapshotImageReply>) => {
       worker.terminate();
@@ -36,12 +37,4 @@ export function createSnapshotImage(storePath: string, imagePath: string): Promi
     };
     worker.postMessage({ storePath, imagePath });
   });
-}
-
-/**
- * Where the worker's module is. From source it sits beside this file; in the compiled
- * binary it is an extra entry point, addressed relative to the bundle's root (src/).
- */
-function workerSpecifier(): string {
-  return import.meta.url.includes("$bunfs") ? "./store/snapshot-worker.ts" : new URL("./snapshot-worker.ts", import.meta.url).href;
 }

@@ -2,3 +2,4 @@ export { assert, assertNever, AssertionError } from "./assert.ts";
 export { SvcError, isSvcError, errorMessage } from "./errors.ts";
 export { createPrng, type Prng } from "./prng.ts";
 export { silentLogger, type Logger, type LogLevel } from "./logger.ts";
+export { workerSpecifier } from "./worker.ts";

@@ -15,7 +15,7 @@ import {
   type DataPaths, type SnapshotEntry, type StoredHardState,
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
-import { SvcError, errorMessage } from "../util/errors.ts";
+import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 
 export interface LoadedState {
@@ -159,6 +159,8 @@ function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logg
       });
       store.close({ discard: true });
     } catch (e) {
+      // Only a damaged store is rebuilt: one the disk refuses to write stays as it is.
+      if (!isSvcError(e, "STORE_DAMAGED")) throw e;
       logger.error("recovery: the store is damaged; rebuilding it from the snapshot and the WAL", { error: errorMessage(e) });
     }
     Store.remove(paths.storePath);

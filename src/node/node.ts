@@ -439,7 +439,12 @@ export class SvcNode {
     } catch (e) {
       this.logger.error("could not close the WAL cleanly; it is replayed on the next start", { error: errorMessage(e) });
     }
-    this.state.store.close();
+    try {
+      this.state.store.close();
+    } catch (e) {
+      // The boot mark stays: should the machine go down before the next start, the store is rebuilt.
+      this.logger.error("could not flush the store to disk; it is checked again on the next start", { error: errorMessage(e) });
+    }
     this.lock.release();
     this.logger.info("stopped");
   }

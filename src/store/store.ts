@@ -112,10 +112,10 @@ export class Store {
         hint: "svc rebuilds it from the latest snapshot and the WAL when the file is removed",
       });
     }
-    // The mark is on disk before the first write that is not.
-    if (bootId !== null && openedIn !== bootId) writeFileAtomic(path + bootMarkSuffix, `${bootId}\n`);
     let store: Store | null = null;
     try {
+      // The mark is on disk before the first write that is not.
+      if (bootId !== null && openedIn !== bootId) writeFileAtomic(path + bootMarkSuffix, `${bootId}\n`);
       store = new Store(path, options.cacheKib ?? defaultCacheKib, bootId !== null);
       if (options.check !== false) {
         const problems = store.integrityProblems("quick_check");
@@ -123,7 +123,14 @@ export class Store {
       }
       return store;
     } catch (e) {
-      store?.close();
+      store?.close({ discard: true });
+      if (isUnwritable(e)) {
+        // A full disk or a read-only one is no reason to throw the store away.
+        throw new SvcError("STORAGE_FAILED", `cannot write the store ${path}: ${errorMessage(e)}`, {
+          hint: "free space on the data directory's disk or fix its permissions, then start the node again; the store is left as it is",
+          cause: e,
+        });
+      }
       throw new SvcError("STORE_DAMAGED", `the store ${path} is damaged: ${errorMessage(e)}`, {
         hint: "svc rebuilds it from the latest snapshot and the WAL when the file is removed",
         cause: e,
@@ -393,6 +400,17 @@ function toJsonValue(v: unknown): unknown {
   if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
   if (typeof v === "bigint") return Number(v);
   return v;
+}
+
+const unwritableCodes = new Set([
+  "ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO",
+  "SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_IOERR",
+]);
+
+/** The disk or the permissions refused a write: a storage failure, not a damaged store. */
+function isUnwritable(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (unwritableCodes.has(code) || code.startsWith("SQLITE_IOERR") || code.startsWith("SQLITE_READONLY"));
 }
 
 /** The kernel's id for this boot; null where there is none (not Linux). */

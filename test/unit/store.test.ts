@@ -155,6 +155,28 @@ describe("store", () => {
     expect(own?.op === "execute" && Object.is(own.statements[0]?.params[0], 0)).toBe(true);
   });
 
+  test("a store on a disk that refuses writes is a storage failure and is left in place, not rebuilt", () => {
+    const dir = tempDir();
+    const path = join(dir, "state.db");
+    const s = Store.open(path);
+    s.apply([exec(1, "CREATE TABLE t (v)"), exec(2, "INSERT INTO t VALUES (1)")]);
+    s.close();
+    const before = fs.readFileSync(path);
+    // The immutable flag refuses every change in the directory, to root as well (ext4, tmpfs).
+    expect(Bun.spawnSync(["chattr", "+i", dir]).exitCode).toBe(0);
+    let error: unknown;
+    try {
+      Store.open(path);
+    } catch (e) {
+      error = e;
+    } finally {
+      Bun.spawnSync(["chattr", "-i", dir]);
+    }
+    expect(isSvcError(error) && error.code).toBe("STORAGE_FAILED");
+    expect(String(error)).toMatch(/cannot write the store/);
+    expect(fs.readFileSync(path).equals(before)).toBe(true);
+  });
+
   test("queries accept reads only", () => {
     expect(() => checkReadStatement("SELECT 1")).not.toThrow();
     expect(() => checkReadStatement("PRAGMA table_info(t)")).not.toThrow();

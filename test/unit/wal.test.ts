@@ -259,13 +259,17 @@ test("segments prepared ahead of time become the next segments, and no spare is 
   again.wal.close();
 });
 
-test("the WAL's sync thread flushes a descriptor, reports a failing one with its code, and fails what is pending once closed", async () => {
+test("the WAL's sync thread flushes a descriptor, takes requests in order, reports a failing one with its code, and fails what is pending once closed", async () => {
   const dir = tempDir();
   const fd = fs.openSync(join(dir, "f"), "w");
   const syncer = new Syncer();
   try {
     fs.writeSync(fd, "data");
     await syncer.fdatasync(fd);
+    // Requests made while one is with the thread wait their turn; each settles once.
+    const settled: number[] = [];
+    await Promise.all([1, 2, 3].map((n) => syncer.fdatasync(fd).then(() => settled.push(n))));
+    expect(settled).toEqual([1, 2, 3]);
     const closedFd = fs.openSync(join(dir, "g"), "w");
     fs.closeSync(closedFd);
     let error: unknown;

@@ -53,7 +53,7 @@ export async function rebaseOnStore(state: LoadedState, clusterId: string, logge
   const tempDir = state.snapshots.beginTemp();
   const image = await createSnapshotImage(state.paths.storePath, join(tempDir, snapshotStateFile));
   const entry: SnapshotEntry = await state.snapshots.commit(tempDir, {
-    clusterId, index: image.appliedIndex, term: image.appliedTerm, membership: image.membership,
+    clusterId, index: image.appliedIndex, term: image.appliedTerm, membership: image.membership, stateSha256: image.stateSha256,
   });
   const meta: SnapshotMeta = { index: entry.index, term: entry.term, membership: image.membership };
   state.wal.resetTo(entry.index + 1);

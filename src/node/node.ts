@@ -797,6 +797,7 @@ export class SvcNode {
       }
       const entry = await snapshots.commit(tempDir, {
         clusterId: this.clusterId, index: image.appliedIndex, term: image.appliedTerm, membership: image.membership,
+        stateSha256: image.stateSha256,
       });
       // A snapshot installed from the leader meanwhile may already cover more than this one.
       if (!this.stopped && entry.index > this.core.status().snapshotIndex) {

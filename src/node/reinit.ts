@@ -35,7 +35,7 @@ export async function reinitCluster(state: LoadedState, config: Config, logger: 
   // Index 0 would read as "no snapshot": a store that never applied anything starts at 1.
   const index = Math.max(1, image.appliedIndex);
   const term = Math.max(1, image.appliedTerm, state.hardState.term);
-  const entry = await snapshots.commit(tempDir, { clusterId, index, term, membership });
+  const entry = await snapshots.commit(tempDir, { clusterId, index, term, membership, stateSha256: image.stateSha256 });
   wal.resetTo(index + 1);
   wal.removeSegmentsCoveredBy(Number.MAX_SAFE_INTEGER);
   wal.close();

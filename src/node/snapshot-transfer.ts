@@ -341,6 +341,7 @@ export class SnapshotReceiver {
       fs.rmSync(stream.dir, { recursive: true, force: true });
       await this.snapshots.commit(tempDir, {
         clusterId: header.clusterId, index: header.meta.index, term: header.meta.term, membership: header.meta.membership, createdAt: header.createdAt,
+        stateSha256: sha,
       });
       this.current = null;
       this.metrics.transfers.labels("received_ok").inc();

@@ -7,6 +7,9 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Membership } from "../raft/types.ts";
 import { ensureDir, fsyncDir, fsyncPathAsync } from "./_fs.ts";
+import { sha256File } from "./_hash.ts";
+
+export { sha256File };
 
 export const snapshotFormatVersion = 1;
 export const snapshotStateFile = "state.db";
@@ -58,30 +61,6 @@ export function readSnapshotMeta(dir: string): SnapshotFileMeta | null {
   } catch {
     return null;
   }
-}
-
-const hashChunkBytes = 1024 * 1024;
-
-/**
- * SHA-256 of a file, read 1 MiB at a time on the I/O pool: a large image never sits in memory
- * whole, and the thread that serves writes hashes it in slices of about a millisecond
- * rather than in one block that would stall it.
- */
-export async function sha256File(path: string): Promise<string> {
-  const hasher = new Bun.CryptoHasher("sha256");
-  const handle = await fs.promises.open(path, "r");
-  try {
-    const buf = new Uint8Array(hashChunkBytes);
-    for (let position = 0; ; ) {
-      const { bytesRead } = await handle.read(buf, 0, buf.length, position);
-      if (bytesRead === 0) break;
-      hasher.update(buf.subarray(0, bytesRead));
-      position += bytesRead;
-    }
-  } finally {
-    await handle.close();
-  }
-  return hasher.digest("hex");
 }
 
 export type SnapshotCheck = { ok: true } | { ok: false; reason: string };
@@ -150,10 +129,12 @@ export class SnapshotStore {
   /**
    * Finish a snapshot whose state.db is already in `tempDir`: fsync it, hash it, write
    * meta.json last, rename into place and fsync the parent. The fsyncs run on the I/O pool.
+   * `stateSha256` is the image's checksum when the caller has it already (the snapshot
+   * worker hashes what it wrote; a received image was hashed to verify it).
    */
   async commit(
     tempDir: string,
-    meta: Omit<SnapshotFileMeta, "formatVersion" | "stateSha256" | "stateSizeBytes" | "createdAt"> & { createdAt?: string },
+    meta: Omit<SnapshotFileMeta, "formatVersion" | "stateSha256" | "stateSizeBytes" | "createdAt"> & { createdAt?: string; stateSha256?: string },
   ): Promise<SnapshotEntry> {
     const statePath = join(tempDir, snapshotStateFile);
     await fsyncPathAsync(statePath);
@@ -164,7 +145,7 @@ export class SnapshotStore {
       term: meta.term,
       membership: meta.membership,
       createdAt: meta.createdAt ?? new Date().toISOString(),
-      stateSha256: await sha256File(statePath),
+      stateSha256: meta.stateSha256 ?? (await sha256File(statePath)),
       stateSizeBytes: fs.statSync(statePath).size,
     };
     const metaPath = join(tempDir, snapshotMetaFile);

@@ -10,6 +10,8 @@ export interface SnapshotImage {
   appliedTerm: number;
   membership: Membership;
   clusterId: string;
+  /** SHA-256 of the image file, for its meta.json. */
+  stateSha256: string;
 }
 
 export function createSnapshotImage(storePath: string, imagePath: string): Promise<SnapshotImage> {
@@ -29,6 +31,7 @@ export function createSnapshotImage(storePath: string, imagePath: string): Promi
         appliedTerm: reply.appliedTerm,
         membership: decodeMembership(new TextEncoder().encode(reply.membership)) ?? emptyMembership,
         clusterId: reply.clusterId,
+        stateSha256: reply.stateSha256,
       });
     };
     worker.onerror = (event) => {

@@ -5,6 +5,7 @@
 
 import { Database } from "bun:sqlite";
 import { closeSync, fsyncSync, openSync } from "node:fs";
+import { sha256FileSync } from "../storage/_hash.ts";
 
 declare const self: Worker;
 
@@ -14,7 +15,7 @@ export interface SnapshotImageRequest {
 }
 
 export type SnapshotImageReply =
-  | { ok: true; appliedIndex: number; appliedTerm: number; membership: string; clusterId: string }
+  | { ok: true; appliedIndex: number; appliedTerm: number; membership: string; clusterId: string; stateSha256: string }
   | { ok: false; message: string };
 
 self.onmessage = (event: MessageEvent<SnapshotImageRequest>) => {
@@ -34,6 +35,9 @@ self.onmessage = (event: MessageEvent<SnapshotImageRequest>) => {
     } finally {
       closeSync(fd);
     }
+    // Hashed here too, while the image is still in the page cache: on the main thread a
+    // large image's hashing took CPU from the writes it serves.
+    const stateSha256 = sha256FileSync(imagePath);
     const image = new Database(imagePath, { readonly: true });
     try {
       const rows = image.query("SELECT key, value FROM _svc_meta").all() as { key: string; value: unknown }[];
@@ -44,6 +48,7 @@ self.onmessage = (event: MessageEvent<SnapshotImageRequest>) => {
         appliedTerm: Number(meta.get("applied_term") ?? 0),
         membership: String(meta.get("membership") ?? '{"voters":[],"learners":[]}'),
         clusterId: String(meta.get("cluster_id") ?? ""),
+        stateSha256,
       };
     } finally {
       image.close();

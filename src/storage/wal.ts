@@ -187,9 +187,9 @@ export class Wal {
       try {
         for (let at = 0; at < sizeBytes; at += zeroChunk.length) {
           await handle.write(zeroChunk, 0, Math.min(zeroChunk.length, sizeBytes - at), at);
-          // Flushed as it goes: tens of megabytes of dirty zeros written back at once would
-          // queue the WAL's own fdatasync behind them.
-          if ((at / zeroChunk.length) % 8 === 7) await handle.datasync();
+          // Flushed as it goes, a megabyte at a time: megabytes of zeros written back at once
+          // would queue the WAL's own fdatasync behind them (see _writeback.ts).
+          await handle.datasync();
         }
         await handle.datasync();
       } finally {

@@ -4,8 +4,8 @@
 // index, term and membership in the meta table.
 
 import { Database } from "bun:sqlite";
-import { closeSync, fsyncSync, openSync } from "node:fs";
 import { sha256FileSync } from "../storage/_hash.ts";
+import { fsyncGradually } from "../storage/_writeback.ts";
 
 declare const self: Worker;
 
@@ -28,13 +28,8 @@ self.onmessage = (event: MessageEvent<SnapshotImageRequest>) => {
     } finally {
       source.close();
     }
-    // Flushed here, off the main thread: a large image's fsync takes long enough to stall writes.
-    const fd = openSync(imagePath, "r");
-    try {
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
+    // Flushed here, off the main thread, and gradually: see _writeback.ts.
+    fsyncGradually(imagePath);
     // Hashed here too, while the image is still in the page cache: on the main thread a
     // large image's hashing took CPU from the writes it serves.
     const stateSha256 = sha256FileSync(imagePath);

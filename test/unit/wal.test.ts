@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Wal, listSegments, repairWal, scanSegment } from "../../src/storage/index.ts";
 import { Syncer } from "../../src/storage/syncer.ts";
+import { fsyncGradually } from "../../src/storage/_writeback.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { isSvcError, silentLogger } from "../../src/util/index.ts";
 
@@ -284,4 +285,15 @@ test("the WAL's sync thread flushes a descriptor, takes requests in order, repor
     await expect(syncer.fdatasync(fd)).rejects.toThrow(/closed/);
     fs.closeSync(fd);
   }
+});
+
+test("a large file flushed a slice at a time keeps every byte, and a missing one is an error naming it", () => {
+  const dir = tempDir();
+  const path = join(dir, "image");
+  const data = new Uint8Array(3 * 1024 * 1024 + 123);
+  for (let i = 0; i < data.length; i++) data[i] = (i * 13) & 0xff;
+  fs.writeFileSync(path, data);
+  fsyncGradually(path);
+  expect(new Uint8Array(fs.readFileSync(path))).toEqual(data);
+  expect(() => fsyncGradually(join(dir, "missing"))).toThrow(/ENOENT|no such file/);
 });

@@ -3,6 +3,7 @@
 
 import { loadConfigOrExit } from "./_config.ts";
 import { CliExit, ExitCode } from "./_exit.ts";
+import { parseJson64, stringifyJson64 } from "../util/json64.ts";
 
 export const nodeArgs = {
   node: { type: "string", description: "Admin URL of the node (default: the admin address in --config, else http://127.0.0.1:9090)", valueHint: "URL" },
@@ -35,7 +36,8 @@ export async function callNode(base: string, method: "GET" | "POST", path: strin
   const text = await response.text();
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    // Integers beyond 2^53 in query results stay exact (see json64.ts).
+    parsed = parseJson64(text);
   } catch {
     throw new CliExit(ExitCode.failure, `the node at ${base} answered ${response.status} with something that is not JSON: ${text.slice(0, 200)}`);
   }
@@ -51,17 +53,17 @@ export async function callNode(base: string, method: "GET" | "POST", path: strin
 export function printKeyValues(obj: Record<string, unknown>): void {
   const width = Math.max(...Object.keys(obj).map((k) => k.length));
   for (const [k, v] of Object.entries(obj)) {
-    process.stdout.write(`${`${k}:`.padEnd(width + 2)}${typeof v === "object" && v !== null ? JSON.stringify(v) : String(v)}\n`);
+    process.stdout.write(`${`${k}:`.padEnd(width + 2)}${typeof v === "object" && v !== null ? stringifyJson64(v) : String(v)}\n`);
   }
 }
 
 export function printJson(v: unknown): void {
-  process.stdout.write(`${JSON.stringify(v, null, 2)}\n`);
+  process.stdout.write(`${stringifyJson64(v, 2)}\n`);
 }
 
 /** A plain text table: header, rule, rows; cells are JSON for non-strings. */
 export function printTable(columns: readonly string[], rows: readonly (readonly unknown[])[]): void {
-  const cell = (v: unknown): string => (v === null ? "NULL" : typeof v === "string" ? v : JSON.stringify(v));
+  const cell = (v: unknown): string => (v === null ? "NULL" : typeof v === "string" ? v : stringifyJson64(v));
   const text = rows.map((r) => r.map(cell));
   const widths = columns.map((c, i) => Math.min(60, Math.max(c.length, ...text.map((r) => (r[i] ?? "").length))));
   const line = (cells: readonly string[]): string => cells.map((c, i) => c.slice(0, 60).padEnd(widths[i] ?? 0)).join(" | ").trimEnd();

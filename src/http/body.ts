@@ -2,6 +2,7 @@
 // fix its request without reading svc's source.
 
 import { SvcError } from "../util/errors.ts";
+import { parseJson64 } from "../util/json64.ts";
 import type { SqlValue, Statement } from "../store/index.ts";
 import { badRequest } from "./errors.ts";
 
@@ -36,10 +37,11 @@ export async function readBodyText(request: Request): Promise<string> {
   return Buffer.concat(chunks, total).toString("utf8");
 }
 
+/** The body as JSON; integers beyond ±2^53 stay exact (as BigInt, see json64.ts). */
 export function parseJsonText(text: string): unknown {
   if (text.trim() === "") throw badRequest("the request body is empty; send a JSON object");
   try {
-    return JSON.parse(text);
+    return parseJson64(text);
   } catch (e) {
     throw badRequest(`the request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
@@ -67,7 +69,7 @@ function parseParams(v: unknown, field: string): SqlValue[] {
   if (v.length > paramsPerStatementMax) throw badRequest(`"${field}" has ${v.length} values; at most ${paramsPerStatementMax}`);
   return v.map((p, i) => {
     if (p === null || typeof p === "string" || typeof p === "boolean") return p;
-    if (typeof p === "number" && Number.isFinite(p)) return p;
+    if ((typeof p === "number" && Number.isFinite(p)) || typeof p === "bigint") return p;
     throw badRequest(`"${field}[${i}]" must be a string, a finite number, a boolean or null`);
   });
 }

@@ -5,6 +5,7 @@
 import { Elysia } from "elysia";
 import type { SvcNode } from "../node/index.ts";
 import { checkWriteStatement } from "../store/index.ts";
+import { jsonInt } from "../util/json64.ts";
 import { parseExecuteBody, parseJsonText, parseQueryBody, readBodyText } from "./body.ts";
 import { errorResponse, json } from "./errors.ts";
 import { fallbackRoutes } from "./fallback.ts";
@@ -42,7 +43,7 @@ export function clientApp(node: SvcNode) {
       for (const s of statements) checkWriteStatement(s.sql);
       const outcome = await node.execute(statements);
       return {
-        results: outcome.results.map((r) => ({ rows_affected: r.rowsAffected, last_insert_id: r.lastInsertId })),
+        results: outcome.results.map((r) => ({ rows_affected: r.rowsAffected, last_insert_id: jsonInt(r.lastInsertId) })),
         index: outcome.index,
       };
     }), { parse: "none" })

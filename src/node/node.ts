@@ -31,7 +31,7 @@ import { bootstrapIfNew, clampCommit, forgetLocalState, hasLostLog, markLostLog,
 export type Consistency = "linearizable" | "leader" | "stale";
 
 export interface ExecuteOutcome {
-  results: { rowsAffected: number; lastInsertId: number }[];
+  results: { rowsAffected: number; lastInsertId: number | bigint }[];
   index: number;
 }
 

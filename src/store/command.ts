@@ -1,7 +1,11 @@
 // What a normal Raft entry carries for the store: a batch of SQL statements, or a
-// change of the replicated write-pause flag. Encoded as JSON; validated when decoded.
+// change of the replicated write-pause flag. Encoded as JSON (64-bit integers exact, see
+// json64.ts); validated when decoded.
 
-export type SqlValue = string | number | boolean | null;
+import { isWideDouble, parseJson64, stringifyJson64 } from "../util/json64.ts";
+
+/** A parameter: integers a double cannot hold exactly are BigInt. */
+export type SqlValue = string | number | bigint | boolean | null;
 
 export interface Statement {
   sql: string;
@@ -37,10 +41,20 @@ const decoder = new TextDecoder();
 const encodedHere = new WeakMap<Uint8Array, Command>();
 
 export function encodeCommand(command: Command): Uint8Array {
-  const bytes = encoder.encode(JSON.stringify(command));
+  let negativeZero = false;
+  let wide = false;
+  if (command.op === "execute") {
+    for (const s of command.statements) {
+      for (const p of s.params) {
+        if (typeof p === "bigint" || isWideDouble(p)) wide = true;
+        else if (Object.is(p, -0)) negativeZero = true;
+      }
+    }
+  }
+  const bytes = encoder.encode(wide ? stringifyJson64(command) : JSON.stringify(command));
   // -0 is the one value JSON does not carry as it is (it comes back as 0): such a command is
   // applied as every other node reads it.
-  if (command.op !== "execute" || !command.statements.some((s) => s.params.some((p) => Object.is(p, -0)))) encodedHere.set(bytes, command);
+  if (!negativeZero) encodedHere.set(bytes, command);
   return bytes;
 }
 
@@ -53,7 +67,7 @@ export function decodeCommand(data: Uint8Array): Command | null {
   }
   let v: unknown;
   try {
-    v = JSON.parse(decoder.decode(data));
+    v = parseJson64(decoder.decode(data));
   } catch {
     return null;
   }

@@ -23,6 +23,7 @@ import { decodeMembership, emptyMembership, type Entry, type Membership } from "
 import { fsyncPath, writeFileAtomic } from "../storage/_fs.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
+import { exactInt, jsonInt } from "../util/json64.ts";
 import { decodeCommand, type MemberAddress, type SqlValue } from "./command.ts";
 import { DeterministicFunctions } from "./determinism.ts";
 import { StoreFlusher } from "./flusher.ts";
@@ -30,7 +31,8 @@ import { checkReadStatement, internalTablePrefix } from "./_sql.ts";
 
 export interface StatementResult {
   rowsAffected: number;
-  lastInsertId: number;
+  /** A BigInt only when a double cannot hold it exactly. */
+  lastInsertId: number | bigint;
 }
 
 export type ApplyResult =
@@ -78,6 +80,8 @@ export class Store {
   private readonly statements = new Map<string, SqliteStatement>();
   private readonly readStatements = new Map<string, SqliteStatement>();
   private readonly setMetaStmt: SqliteStatement;
+  /** Prepared on first use: only a rowid past 2^53 needs it. */
+  private lastRowidStmt: SqliteStatement | null = null;
   private metaValue: StoreMeta;
   private readonly flusher: StoreFlusher | null;
 
@@ -206,7 +210,7 @@ export class Store {
   query(sql: string, params: readonly SqlValue[]): QueryResult {
     checkReadStatement(sql);
     try {
-      return withStatement(this.readStatements, this.reader, sql, (stmt) => {
+      return withStatement(this.readStatements, this.reader, sql, true, (stmt) => {
         const rows = stmt.values(...(params as never[])) as unknown[][];
         return { columns: stmt.columnNames, rows: rows.map((r) => r.map(toJsonValue)) };
       });
@@ -254,6 +258,7 @@ export class Store {
       cache.clear();
     }
     this.setMetaStmt.finalize();
+    this.lastRowidStmt?.finalize();
     this.reader?.close();
     // Closing the last connection checkpoints the SQLite WAL into the file and removes it.
     this.db.close();
@@ -315,7 +320,7 @@ export class Store {
     if (statements.length === 1 && only !== undefined && !/fail/i.test(only.sql)) {
       try {
         const r = this.run(only.sql, only.params);
-        return { kind: "execute", ok: true, results: [{ rowsAffected: r.changes, lastInsertId: Number(r.lastInsertRowid) }] };
+        return { kind: "execute", ok: true, results: [{ rowsAffected: r.changes, lastInsertId: r.lastInsertId }] };
       } catch (e) {
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
         return { kind: "execute", ok: false, statementIndex: 0, message: errorMessage(e) };
@@ -328,7 +333,7 @@ export class Store {
       assert(s !== undefined, "statement in range");
       try {
         const r = this.run(s.sql, s.params);
-        results.push({ rowsAffected: r.changes, lastInsertId: Number(r.lastInsertRowid) });
+        results.push({ rowsAffected: r.changes, lastInsertId: r.lastInsertId });
       } catch (e) {
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
         this.db.run("ROLLBACK TO entry");
@@ -340,8 +345,14 @@ export class Store {
     return { kind: "execute", ok: true, results };
   }
 
-  private run(sql: string, params: readonly SqlValue[]): { changes: number; lastInsertRowid: number | bigint } {
-    return withStatement(this.statements, this.db, sql, (stmt) => stmt.run(...(params as never[])));
+  private run(sql: string, params: readonly SqlValue[]): { changes: number; lastInsertId: number | bigint } {
+    const r = withStatement(this.statements, this.db, sql, false, (stmt) => stmt.run(...(params as never[])));
+    const rowid = Number(r.lastInsertRowid);
+    // A rowid past 2^53 comes back rounded: read it again, exact (rare enough to ask twice).
+    if (Number.isSafeInteger(rowid)) return { changes: Number(r.changes), lastInsertId: rowid };
+    this.lastRowidStmt ??= prepareStatement(this.db, "SELECT last_insert_rowid()", true);
+    const exact = (this.lastRowidStmt.values()[0]?.[0] ?? 0) as number | bigint;
+    return { changes: Number(r.changes), lastInsertId: exactInt(exact) };
   }
 
   private readMeta(): StoreMeta {
@@ -367,22 +378,22 @@ export class Store {
  * bounded cache, oldest dropped first; long ones (values written inline) are prepared for
  * this use only, since each cached copy would hold the SQL text and its compiled program.
  */
-function withStatement<T>(cache: Map<string, SqliteStatement>, db: Database, sql: string, use: (stmt: SqliteStatement) => T): T {
+function withStatement<T>(cache: Map<string, SqliteStatement>, db: Database, sql: string, exactIntegers: boolean, use: (stmt: SqliteStatement) => T): T {
   if (sql.length > cachedSqlLengthMax) {
-    const stmt = db.prepare(sql);
+    const stmt = prepareStatement(db, sql, exactIntegers);
     try {
       return use(stmt);
     } finally {
       stmt.finalize();
     }
   }
-  return use(cachedStatement(cache, db, sql));
+  return use(cachedStatement(cache, db, sql, exactIntegers));
 }
 
-function cachedStatement(cache: Map<string, SqliteStatement>, db: Database, sql: string): SqliteStatement {
+function cachedStatement(cache: Map<string, SqliteStatement>, db: Database, sql: string, exactIntegers: boolean): SqliteStatement {
   let stmt = cache.get(sql);
   if (stmt === undefined) {
-    stmt = db.prepare(sql);
+    stmt = prepareStatement(db, sql, exactIntegers);
     if (cache.size >= statementCacheSizeMax) {
       const oldest = cache.keys().next().value;
       if (oldest !== undefined) {
@@ -395,10 +406,20 @@ function cachedStatement(cache: Map<string, SqliteStatement>, db: Database, sql:
   return stmt;
 }
 
-/** Rows go out as JSON: blobs as base64 strings, 64-bit integers as numbers. */
+/**
+ * `exactIntegers`: the statement's integers come back as BigInt, so that none beyond 2^53 is
+ * rounded (reads; writes ask for their rowid again in the rare case that needs it).
+ */
+function prepareStatement(db: Database, sql: string, exactIntegers: boolean): SqliteStatement {
+  const stmt = db.prepare(sql);
+  if (exactIntegers) stmt.safeIntegers(true);
+  return stmt;
+}
+
+/** Rows go out as JSON: blobs as base64 strings, integers exact (see json64.ts). */
 function toJsonValue(v: unknown): unknown {
   if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
-  if (typeof v === "bigint") return Number(v);
+  if (typeof v === "bigint") return jsonInt(v);
   return v;
 }
 

@@ -3,3 +3,4 @@ export { SvcError, isSvcError, errorMessage } from "./errors.ts";
 export { createPrng, type Prng } from "./prng.ts";
 export { silentLogger, type Logger, type LogLevel } from "./logger.ts";
 export { workerSpecifier } from "./worker.ts";
+export { parseJson64, stringifyJson64, jsonInt, exactInt } from "./json64.ts";

@@ -273,6 +273,23 @@ describe("metrics and snapshots on the admin port", () => {
   });
 });
 
+describe("64-bit integers", () => {
+  it("go in as parameters and come back from reads, last_insert_id and svc admin query with every digit", async () => {
+    const post = (path: string, body: string) => request(`${node.clientUrl}${path}`, { method: "POST", body });
+    const created = await post("/v1/execute", '{"statements":["CREATE TABLE wide (k INTEGER PRIMARY KEY, v INTEGER)"]}');
+    expect(created.status).toBe(200);
+    const inserted = await post("/v1/execute", '{"statements":[{"sql":"INSERT INTO wide (k, v) VALUES (?, ?)","params":[9007199254740993,-9223372036854775808]}]}');
+    expect(inserted.status).toBe(200);
+    expect(inserted.text).toContain('"last_insert_id":9007199254740993');
+    const read = await post("/v1/query", '{"sql":"SELECT k, v, typeof(v) FROM wide WHERE v = ?","params":[-9223372036854775808]}');
+    expect(read.status).toBe(200);
+    expect(read.text).toContain('"rows":[[9007199254740993,-9223372036854775808,"integer"]]');
+    const cli = await runBinary(["admin", "query", "SELECT k FROM wide", "--node", node.adminUrl]);
+    expect(cli.exitCode).toBe(0);
+    expect(cli.stdout).toContain("9007199254740993");
+  });
+});
+
 /**
  * Where the records of a WAL segment are (u32 length | u32 crc | u8 type | payload each),
  * up to the zero-filled space a segment is preallocated with.

@@ -138,7 +138,7 @@ describe("store", () => {
   });
 
   test("a command applied from the array it was proposed in reads exactly as every other node reads it", () => {
-    const plain: Command = { op: "execute", statements: [{ sql: "INSERT INTO t VALUES (?, ?, ?, ?, ?)", params: [1.5, "x\ud800", null, true, 2 ** 60] }] };
+    const plain: Command = { op: "execute", statements: [{ sql: "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)", params: [1.5, "x\ud800", null, true, 2 ** 53 - 1, 2n ** 63n - 1n] }] };
     const bytes = encodeCommand(plain);
     expect(decodeCommand(bytes)).toBe(plain);
     expect(decodeCommand(bytes.slice())).toEqual(plain);
@@ -153,6 +153,31 @@ describe("store", () => {
     const other = decodeCommand(zeroBytes.slice());
     expect(own).toEqual(other);
     expect(own?.op === "execute" && Object.is(own.statements[0]?.params[0], 0)).toBe(true);
+    // A double holding an integer past 2^53 stays that double, and a BigInt that integer.
+    const wide: Command = { op: "execute", statements: [{ sql: "INSERT INTO t VALUES (?, ?, ?)", params: [2 ** 60, -(2 ** 70), 2n ** 60n] }] };
+    expect(decodeCommand(encodeCommand(wide).slice())).toEqual(wide);
+  });
+
+  test("64-bit integers go through the log and the store exact, in both directions", () => {
+    const a = openStore();
+    const b = openStore();
+    const big = [2n ** 53n + 1n, -(2n ** 63n), 2n ** 63n - 1n];
+    const entries = [
+      exec(1, "CREATE TABLE t (k INTEGER PRIMARY KEY, v INTEGER, x)"),
+      exec(2, ["INSERT INTO t (k, v, x) VALUES (?, ?, ?)", big]),
+      exec(3, "INSERT INTO t (k, v) VALUES (9007199254740995, 9007199254740997)"),
+    ];
+    // The proposer applies its own command objects; another node decodes the same bytes.
+    const ownResults = a.apply(entries);
+    b.apply(entries.map((e) => ({ ...e, data: e.data.slice() })));
+    const insert = ownResults[1];
+    expect(insert?.kind === "execute" && insert.ok && insert.results[0]?.lastInsertId).toBe(2n ** 53n + 1n);
+    for (const store of [a, b]) {
+      const rows = store.query("SELECT k, v, x, typeof(x) FROM t WHERE v = ? OR k = ? ORDER BY k", [-(2n ** 63n), 9007199254740995n]).rows;
+      expect(JSON.stringify(rows)).toBe('[[9007199254740993,-9223372036854775808,9223372036854775807,"integer"],[9007199254740995,9007199254740997,null,"null"]]');
+      // Integers a double holds exactly stay plain numbers.
+      expect(store.query("SELECT 42, 2.5", []).rows).toEqual([[42, 2.5]]);
+    }
   });
 
   test("a store on a disk that refuses writes is a storage failure and is left in place, not rebuilt", () => {

@@ -1,0 +1,61 @@
+// JSON numbers are doubles: an integer beyond ±2^53 read with JSON.parse comes back rounded,
+// and SQLite's integers are 64-bit. svc keeps them exact both ways: integer literals that a
+// double cannot hold (within the 64-bit range) are read as BigInt, and BigInts go out as
+// their digits. Everything else is plain JSON.
+
+const int64Min = -(2n ** 63n);
+const int64Max = 2n ** 63n - 1n;
+/** Every integer literal a double cannot hold exactly has at least 16 digits. */
+const longDigitRun = /\d{16}/;
+const integerLiteral = /^-?\d+$/;
+
+/** JSON.parse, with integers beyond ±2^53 (and within 64 bits) as BigInt. */
+export function parseJson64(text: string): unknown {
+  // The common body has no such number: it pays for one scan, not for a reviver call per value.
+  if (!longDigitRun.test(text)) return JSON.parse(text);
+  return JSON.parse(text, reviveInt64);
+}
+
+function reviveInt64(_key: string, value: unknown, context?: { source?: string }): unknown {
+  if (typeof value !== "number" || Number.isSafeInteger(value)) return value;
+  const source = context?.source;
+  if (source === undefined || !integerLiteral.test(source)) return value;
+  const exact = BigInt(source);
+  // Beyond 64 bits SQLite itself reads the literal as a REAL: the double is that value.
+  return exact < int64Min || exact > int64Max ? value : exact;
+}
+
+/**
+ * JSON.stringify that parseJson64 reads back as it was: BigInts as their digits, and a double
+ * holding an integer beyond 2^53 in exponent form (JSON.stringify would write it as an
+ * integer literal, which would come back as a BigInt, and not even the same integer).
+ */
+export function stringifyJson64(value: unknown, space?: number): string {
+  return JSON.stringify(value, (_key, v: unknown) => (typeof v === "bigint" ? jsonInt(v) : isWideDouble(v) ? rawJson(v.toExponential()) : v), space);
+}
+
+/** A double whose JSON text parseJson64 would not read back as a double. */
+export function isWideDouble(v: unknown): v is number {
+  return typeof v === "number" && Number.isInteger(v) && !Number.isSafeInteger(v);
+}
+
+function rawJson(text: string): unknown {
+  return (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON(text);
+}
+
+/**
+ * An integer for a JSON answer: a number when a double holds it exactly, else its digits
+ * as raw JSON (JSON.stringify writes them as they are).
+ */
+export function jsonInt(v: number | bigint): unknown {
+  if (typeof v === "number") return v;
+  const n = Number(v);
+  return Number.isSafeInteger(n) ? n : rawJson(v.toString());
+}
+
+/** A 64-bit integer from SQLite as a number when that is exact, else as the BigInt. */
+export function exactInt(v: number | bigint): number | bigint {
+  if (typeof v === "number") return v;
+  const n = Number(v);
+  return Number.isSafeInteger(n) ? n : v;
+}

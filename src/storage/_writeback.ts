@@ -39,7 +39,7 @@ function loadSyncFileRange(): SyncFileRange | null {
  * first. Where sync_file_range cannot be called this is a plain fsync.
  */
 export function fsyncGradually(path: string): void {
-  syncFileRangeFn ??= loadSyncFileRange();
+  if (syncFileRangeFn === undefined) syncFileRangeFn = loadSyncFileRange();
   const fd = fs.openSync(path, "r");
   try {
     const sync = syncFileRangeFn;

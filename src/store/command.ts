@@ -40,6 +40,9 @@ const decoder = new TextDecoder();
  */
 const encodedHere = new WeakMap<Uint8Array, Command>();
 
+/** Marks an encoded command whose integer literals beyond 2^53 are exact (see json64.ts). */
+const exactIntegersMark = "exactIntegers";
+
 export function encodeCommand(command: Command): Uint8Array {
   let negativeZero = false;
   let wide = false;
@@ -51,7 +54,9 @@ export function encodeCommand(command: Command): Uint8Array {
       }
     }
   }
-  const bytes = encoder.encode(wide ? stringifyJson64(command) : JSON.stringify(command));
+  // A command with such values says so: only then are its integer literals read as 64-bit
+  // integers. Entries without the mark (every entry of earlier versions) read as plain JSON.
+  const bytes = encoder.encode(wide ? stringifyJson64({ ...command, [exactIntegersMark]: true }) : JSON.stringify(command));
   // -0 is the one value JSON does not carry as it is (it comes back as 0): such a command is
   // applied as every other node reads it.
   if (!negativeZero) encodedHere.set(bytes, command);
@@ -67,7 +72,9 @@ export function decodeCommand(data: Uint8Array): Command | null {
   }
   let v: unknown;
   try {
-    v = parseJson64(decoder.decode(data));
+    const text = decoder.decode(data);
+    v = JSON.parse(text);
+    if (typeof v === "object" && v !== null && (v as Record<string, unknown>)[exactIntegersMark] === true) v = parseJson64(text);
   } catch {
     return null;
   }

@@ -23,7 +23,7 @@ import { decodeMembership, emptyMembership, type Entry, type Membership } from "
 import { fsyncPath, writeFileAtomic } from "../storage/_fs.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
-import { exactInt, jsonInt } from "../util/json64.ts";
+import { exactInt, isWideDouble, jsonInt, jsonWideDouble } from "../util/json64.ts";
 import { decodeCommand, type MemberAddress, type SqlValue } from "./command.ts";
 import { DeterministicFunctions } from "./determinism.ts";
 import { StoreFlusher } from "./flusher.ts";
@@ -416,10 +416,14 @@ function prepareStatement(db: Database, sql: string, exactIntegers: boolean): Sq
   return stmt;
 }
 
-/** Rows go out as JSON: blobs as base64 strings, integers exact (see json64.ts). */
+/**
+ * Rows go out as JSON: blobs as base64 strings, integers exact, and a real holding a whole
+ * number beyond 2^53 in exponent form, so that it does not read as an integer (see json64.ts).
+ */
 function toJsonValue(v: unknown): unknown {
   if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
   if (typeof v === "bigint") return jsonInt(v);
+  if (isWideDouble(v)) return jsonWideDouble(v);
   return v;
 }
 

@@ -31,7 +31,12 @@ function reviveInt64(_key: string, value: unknown, context?: { source?: string }
  * integer literal, which would come back as a BigInt, and not even the same integer).
  */
 export function stringifyJson64(value: unknown, space?: number): string {
-  return JSON.stringify(value, (_key, v: unknown) => (typeof v === "bigint" ? jsonInt(v) : isWideDouble(v) ? rawJson(v.toExponential()) : v), space);
+  return JSON.stringify(value, (_key, v: unknown) => (typeof v === "bigint" ? jsonInt(v) : isWideDouble(v) ? jsonWideDouble(v) : v), space);
+}
+
+/** A double holding a whole number beyond 2^53, in exponent form: it reads back as a double. */
+export function jsonWideDouble(v: number): unknown {
+  return rawJson(v.toExponential());
 }
 
 /** A double whose JSON text parseJson64 would not read back as a double. */

@@ -156,6 +156,9 @@ describe("store", () => {
     // A double holding an integer past 2^53 stays that double, and a BigInt that integer.
     const wide: Command = { op: "execute", statements: [{ sql: "INSERT INTO t VALUES (?, ?, ?)", params: [2 ** 60, -(2 ** 70), 2n ** 60n] }] };
     expect(decodeCommand(encodeCommand(wide).slice())).toEqual(wide);
+    // An entry without the mark (as every earlier version wrote them) reads as plain JSON.
+    const earlier = new TextEncoder().encode('{"op":"execute","statements":[{"sql":"INSERT INTO t VALUES (?)","params":[1152921504606847000]}]}');
+    expect(decodeCommand(earlier)).toEqual({ op: "execute", statements: [{ sql: "INSERT INTO t VALUES (?)", params: [2 ** 60] }] });
   });
 
   test("64-bit integers go through the log and the store exact, in both directions", () => {
@@ -175,8 +178,9 @@ describe("store", () => {
     for (const store of [a, b]) {
       const rows = store.query("SELECT k, v, x, typeof(x) FROM t WHERE v = ? OR k = ? ORDER BY k", [-(2n ** 63n), 9007199254740995n]).rows;
       expect(JSON.stringify(rows)).toBe('[[9007199254740993,-9223372036854775808,9223372036854775807,"integer"],[9007199254740995,9007199254740997,null,"null"]]');
-      // Integers a double holds exactly stay plain numbers.
+      // Integers a double holds exactly stay plain numbers; a real past 2^53 reads as a real.
       expect(store.query("SELECT 42, 2.5", []).rows).toEqual([[42, 2.5]]);
+      expect(JSON.stringify(store.query("SELECT CAST(1152921504606846976 AS REAL)", []).rows)).toBe("[[1.152921504606847e+18]]");
     }
   });
 

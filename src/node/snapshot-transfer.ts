@@ -10,7 +10,8 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Message } from "../raft/index.ts";
 import type { SnapshotMeta } from "../raft/types.ts";
-import { SnapshotStore, snapshotDirName, snapshotStateFile, sha256File } from "../storage/index.ts";
+import { SnapshotStore, snapshotDirName, snapshotStateFile } from "../storage/index.ts";
+import { sealReceivedImage } from "../store/index.ts";
 import { MessageType, type Transport } from "../transport/index.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
@@ -327,7 +328,9 @@ export class SnapshotReceiver {
     this.verifying = true;
     try {
       fs.truncateSync(stream.path, header.totalBytes);
-      const sha = await sha256File(stream.path);
+      // Flushed a slice at a time and hashed off this thread: a large image flushed or hashed
+      // here at once would hold up this node's own WAL syncs and writes.
+      const sha = await sealReceivedImage(stream.path);
       if (sha !== header.sha256) {
         this.logger.warn("received snapshot failed verification; fetching it again", { expected: header.sha256, got: sha });
         fs.rmSync(stream.dir, { recursive: true, force: true });

@@ -2,7 +2,7 @@ export { Wal, listSegments, segmentName, parseSegmentName, type SegmentInfo, typ
 export { readSegment, scanSegment, type SegmentScan } from "./_segment.ts";
 export { readHardState, writeHardState, initialHardState, type StoredHardState } from "./hardstate.ts";
 export {
-  SnapshotStore, verifySnapshot, readSnapshotMeta, sha256File, snapshotDirName, parseSnapshotDirName,
+  SnapshotStore, verifySnapshot, readSnapshotMeta, snapshotDirName, parseSnapshotDirName,
   snapshotStateFile, snapshotMetaFile, snapshotFormatVersion,
   type SnapshotEntry, type SnapshotFileMeta,
 } from "./snapshots.ts";

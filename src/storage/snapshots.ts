@@ -9,8 +9,6 @@ import type { Membership } from "../raft/types.ts";
 import { ensureDir, fsyncDir, fsyncPathAsync } from "./_fs.ts";
 import { sha256File } from "./_hash.ts";
 
-export { sha256File };
-
 export const snapshotFormatVersion = 1;
 export const snapshotStateFile = "state.db";
 export const snapshotMetaFile = "meta.json";

@@ -1,9 +1,9 @@
-// Taking a snapshot image of the store off the main thread (see snapshot-worker.ts).
+// Snapshot files made ready off the main thread (see snapshot-worker.ts).
 
 import { decodeMembership, emptyMembership, type Membership } from "../raft/types.ts";
 import { SvcError } from "../util/errors.ts";
 import { workerSpecifier } from "../util/worker.ts";
-import type { SnapshotImageReply } from "./snapshot-worker.ts";
+import type { SnapshotWorkerReply, SnapshotWorkerRequest } from "./snapshot-worker.ts";
 
 export interface SnapshotImage {
   appliedIndex: number;
@@ -14,30 +14,48 @@ export interface SnapshotImage {
   stateSha256: string;
 }
 
-export function createSnapshotImage(storePath: string, imagePath: string): Promise<SnapshotImage> {
+/** Copy the store into a durable snapshot image at `imagePath`. */
+export async function createSnapshotImage(storePath: string, imagePath: string): Promise<SnapshotImage> {
+  const reply = await runSnapshotWorker({ kind: "image", storePath, imagePath }, {
+    what: "could not copy the store into a snapshot",
+    hint: "check free disk space and permissions under the data directory, then POST /admin/snapshot again",
+  });
+  const image = reply.image;
+  if (image === null) throw new SvcError("SNAPSHOT_FAILED", "the snapshot worker returned no image metadata");
+  return {
+    appliedIndex: image.appliedIndex,
+    appliedTerm: image.appliedTerm,
+    membership: decodeMembership(new TextEncoder().encode(image.membership)) ?? emptyMembership,
+    clusterId: image.clusterId,
+    stateSha256: reply.sha256,
+  };
+}
+
+/** Make a snapshot image received from the leader durable; its SHA-256. */
+export async function sealReceivedImage(path: string): Promise<string> {
+  const reply = await runSnapshotWorker({ kind: "seal", path }, {
+    what: "could not flush a received snapshot",
+    hint: "check free disk space and permissions under the data directory; the leader sends the snapshot again",
+  });
+  return reply.sha256;
+}
+
+function runSnapshotWorker(
+  request: SnapshotWorkerRequest,
+  failure: { what: string; hint: string },
+): Promise<Extract<SnapshotWorkerReply, { ok: true }>> {
   const worker = new Worker(workerSpecifier(import.meta.url, "store/snapshot-worker.ts"));
-  return new Promise<SnapshotImage>((resolve, reject) => {
-    worker.onmessage = (event: MessageEvent<SnapshotImageReply>) => {
+  return new Promise((resolve, reject) => {
+    worker.onmessage = (event: MessageEvent<SnapshotWorkerReply>) => {
       worker.terminate();
       const reply = event.data;
-      if (!reply.ok) {
-        reject(new SvcError("SNAPSHOT_FAILED", `could not copy the store into a snapshot: ${reply.message}`, {
-          hint: "check free disk space and permissions under the data directory, then POST /admin/snapshot again",
-        }));
-        return;
-      }
-      resolve({
-        appliedIndex: reply.appliedIndex,
-        appliedTerm: reply.appliedTerm,
-        membership: decodeMembership(new TextEncoder().encode(reply.membership)) ?? emptyMembership,
-        clusterId: reply.clusterId,
-        stateSha256: reply.stateSha256,
-      });
+      if (reply.ok) resolve(reply);
+      else reject(new SvcError("SNAPSHOT_FAILED", `${failure.what}: ${reply.message}`, { hint: failure.hint }));
     };
     worker.onerror = (event) => {
       worker.terminate();
       reject(new SvcError("SNAPSHOT_FAILED", `snapshot worker failed: ${event.message}`));
     };
-    worker.postMessage({ storePath, imagePath });
+    worker.postMessage(request);
   });
 }

@@ -1,7 +1,11 @@
-// Runs in a Worker: copies the store into a snapshot image with VACUUM INTO on its own
-// read-only connection, so taking a snapshot never stalls the thread that applies
-// writes. The image is a consistent read of the store, and it carries its own applied
-// index, term and membership in the meta table.
+// Runs in a Worker, so that snapshot files of any size never stall the thread that applies
+// writes. Two jobs:
+//   image: copy the store into a snapshot image with VACUUM INTO on its own read-only
+//          connection. The image is a consistent read of the store and carries its own
+//          applied index, term and membership in the meta table.
+//   seal:  a snapshot image received whole from the leader.
+// Either way the file is then flushed gradually (see _writeback.ts) and hashed here, while
+// it is still in the page cache.
 
 import { Database } from "bun:sqlite";
 import { sha256FileSync } from "../storage/_hash.ts";
@@ -9,47 +13,58 @@ import { fsyncGradually } from "../storage/_writeback.ts";
 
 declare const self: Worker;
 
-export interface SnapshotImageRequest {
-  storePath: string;
-  imagePath: string;
+export type SnapshotWorkerRequest =
+  | { kind: "image"; storePath: string; imagePath: string }
+  | { kind: "seal"; path: string };
+
+/** What an image's meta table says; null for a sealed file. */
+export interface ImageMetaReply {
+  appliedIndex: number;
+  appliedTerm: number;
+  membership: string;
+  clusterId: string;
 }
 
-export type SnapshotImageReply =
-  | { ok: true; appliedIndex: number; appliedTerm: number; membership: string; clusterId: string; stateSha256: string }
+export type SnapshotWorkerReply =
+  | { ok: true; sha256: string; image: ImageMetaReply | null }
   | { ok: false; message: string };
 
-self.onmessage = (event: MessageEvent<SnapshotImageRequest>) => {
-  const { storePath, imagePath } = event.data;
-  let reply: SnapshotImageReply;
+self.onmessage = (event: MessageEvent<SnapshotWorkerRequest>) => {
+  const request = event.data;
+  let reply: SnapshotWorkerReply;
   try {
-    const source = new Database(storePath, { readonly: true });
-    try {
-      source.run("VACUUM INTO ?", [imagePath]);
-    } finally {
-      source.close();
-    }
-    // Flushed here, off the main thread, and gradually: see _writeback.ts.
-    fsyncGradually(imagePath);
-    // Hashed here too, while the image is still in the page cache: on the main thread a
-    // large image's hashing took CPU from the writes it serves.
-    const stateSha256 = sha256FileSync(imagePath);
-    const image = new Database(imagePath, { readonly: true });
-    try {
-      const rows = image.query("SELECT key, value FROM _svc_meta").all() as { key: string; value: unknown }[];
-      const meta = new Map(rows.map((r) => [r.key, r.value]));
-      reply = {
-        ok: true,
-        appliedIndex: Number(meta.get("applied_index") ?? 0),
-        appliedTerm: Number(meta.get("applied_term") ?? 0),
-        membership: String(meta.get("membership") ?? '{"voters":[],"learners":[]}'),
-        clusterId: String(meta.get("cluster_id") ?? ""),
-        stateSha256,
-      };
-    } finally {
-      image.close();
+    if (request.kind === "seal") {
+      fsyncGradually(request.path);
+      reply = { ok: true, sha256: sha256FileSync(request.path), image: null };
+    } else {
+      const source = new Database(request.storePath, { readonly: true });
+      try {
+        source.run("VACUUM INTO ?", [request.imagePath]);
+      } finally {
+        source.close();
+      }
+      fsyncGradually(request.imagePath);
+      const sha256 = sha256FileSync(request.imagePath);
+      reply = { ok: true, sha256, image: readImageMeta(request.imagePath) };
     }
   } catch (e) {
     reply = { ok: false, message: e instanceof Error ? e.message : String(e) };
   }
   postMessage(reply);
 };
+
+function readImageMeta(imagePath: string): ImageMetaReply {
+  const image = new Database(imagePath, { readonly: true });
+  try {
+    const rows = image.query("SELECT key, value FROM _svc_meta").all() as { key: string; value: unknown }[];
+    const meta = new Map(rows.map((r) => [r.key, r.value]));
+    return {
+      appliedIndex: Number(meta.get("applied_index") ?? 0),
+      appliedTerm: Number(meta.get("applied_term") ?? 0),
+      membership: String(meta.get("membership") ?? '{"voters":[],"learners":[]}'),
+      clusterId: String(meta.get("cluster_id") ?? ""),
+    };
+  } finally {
+    image.close();
+  }
+}

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, type Command } from "../../src/store/index.ts";
+import { Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, sealReceivedImage, type Command } from "../../src/store/index.ts";
 import { encodeMembership, type Entry } from "../../src/raft/types.ts";
 import { isSvcError } from "../../src/util/index.ts";
 
@@ -229,6 +229,13 @@ describe("store", () => {
     const reopened = openStore(restored.path);
     expect(reopened.meta.appliedIndex).toBe(2);
     expect(reopened.query("SELECT v FROM t", []).rows).toEqual([["x"]]);
+    // The checksum for meta.json is the image's, and so is that of an image received whole.
+    const fileSha = new Bun.CryptoHasher("sha256").update(fs.readFileSync(join(dir, "image.db"))).digest("hex");
+    expect(image.stateSha256).toBe(fileSha);
+    expect(await sealReceivedImage(join(dir, "image.db"))).toBe(fileSha);
+    const missing = await sealReceivedImage(join(dir, "absent.db")).catch((e: unknown) => e);
+    expect(isSvcError(missing) && missing.code).toBe("SNAPSHOT_FAILED");
+    expect(String((missing as Error).message)).toContain("absent.db");
   });
 
   test("a file that is not a database is reported as damaged", () => {

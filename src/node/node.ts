@@ -138,7 +138,7 @@ export class SvcNode {
       this.core.reportSnapshot(peer, ok);
       this.schedule();
     });
-    this.receiver = new SnapshotReceiver(transport, state.snapshots, logger.child("snapshot"), t, (message, clusterId) => {
+    this.receiver = new SnapshotReceiver(transport, state.snapshots, state.paths.storePath, logger.child("snapshot"), t, (message, clusterId) => {
       if (this.clusterIdValue === "" && clusterId !== "") this.adoptClusterId(clusterId);
       this.core.step(message);
       this.schedule();
@@ -560,7 +560,9 @@ export class SvcNode {
     assert(entry !== undefined, "a snapshot is stepped into the core only after it was filed");
     this.logger.info("recovery: installing snapshot", { index: meta.index, term: meta.term });
     this.state.store.close({ discard: true });
-    Store.installImage(join(entry.dir, snapshotStateFile), this.state.paths.storePath);
+    const storePath = this.state.paths.storePath;
+    const staged = Store.installImage(join(entry.dir, snapshotStateFile), storePath, Store.stagedImagePath(storePath, entry.name));
+    this.logger.info(staged ? "recovery: snapshot installed from its staged copy" : "recovery: snapshot installed by copying its image", { index: meta.index });
     this.state.store = Store.open(this.state.paths.storePath);
     if (this.clusterIdValue === "" && entry.meta !== null) this.adoptClusterId(entry.meta.clusterId);
     this.state.wal.resetTo(meta.index + 1);

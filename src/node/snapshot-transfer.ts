@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Message } from "../raft/index.ts";
 import type { SnapshotMeta } from "../raft/types.ts";
 import { SnapshotStore, snapshotDirName, snapshotStateFile } from "../storage/index.ts";
-import { sealReceivedImage } from "../store/index.ts";
+import { Store, sealReceivedImage, stageStoreImage } from "../store/index.ts";
 import { MessageType, type Transport } from "../transport/index.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
@@ -246,9 +246,11 @@ export class SnapshotReceiver {
   constructor(
     private readonly transport: Transport,
     private readonly snapshots: SnapshotStore,
+    /** The store file: a received image is copied beside it, ready to be installed. */
+    private readonly storePath: string,
     private readonly logger: Logger,
     private readonly metrics: TransferMetrics,
-    /** Called with the verified snapshot, filed in the snapshot store; the node steps `message`. */
+    /** Called with the verified snapshot, filed and staged; the node steps `message`. */
     private readonly complete: (message: SnapshotMessage, clusterId: string) => void,
     private readonly onStart: (meta: SnapshotMeta) => void,
     /** The highest index this node's store has applied: a snapshot at or below it is not needed. */
@@ -309,6 +311,21 @@ export class SnapshotReceiver {
     void this.finish(stream, header, ack);
   }
 
+  /**
+   * Copy the image beside the store, off this thread, so that installing it is a rename. If
+   * that fails the install copies it itself: slower, but nothing is lost.
+   */
+  private async stage(snapshotDir: string, snapshotName: string): Promise<void> {
+    const staged = Store.stagedImagePath(this.storePath, snapshotName);
+    Store.removeStaged(this.storePath);
+    try {
+      await stageStoreImage(join(snapshotDir, snapshotStateFile), staged);
+    } catch (e) {
+      Store.removeStaged(this.storePath);
+      this.logger.warn("could not copy the received snapshot beside the store; it is installed by a copy", { error: errorMessage(e) });
+    }
+  }
+
   private open(key: string, header: ChunkHeader): IncomingStream {
     const dir = join(this.snapshots.dir, `.recv-${key}`);
     const path = join(dir, snapshotStateFile);
@@ -342,10 +359,11 @@ export class SnapshotReceiver {
       const tempDir = this.snapshots.beginTemp();
       fs.renameSync(stream.path, join(tempDir, snapshotStateFile));
       fs.rmSync(stream.dir, { recursive: true, force: true });
-      await this.snapshots.commit(tempDir, {
+      const entry = await this.snapshots.commit(tempDir, {
         clusterId: header.clusterId, index: header.meta.index, term: header.meta.term, membership: header.meta.membership, createdAt: header.createdAt,
         stateSha256: sha,
       });
+      await this.stage(entry.dir, entry.name);
       this.current = null;
       this.metrics.transfers.labels("received_ok").inc();
       this.logger.info("snapshot received and verified", { index: header.meta.index, term: header.meta.term });

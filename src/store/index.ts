@@ -1,5 +1,5 @@
 export { Store, type ApplyResult, type StatementResult, type QueryResult, type StoreStats, type StoreMeta } from "./store.ts";
 export { encodeCommand, decodeCommand, type Command, type Statement, type SqlValue, type MemberAddress } from "./command.ts";
 export { checkWriteStatement, checkReadStatement, abbreviate } from "./_sql.ts";
-export { createSnapshotImage, sealReceivedImage, type SnapshotImage } from "./snapshot-image.ts";
+export { createSnapshotImage, sealReceivedImage, stageStoreImage, type SnapshotImage } from "./snapshot-image.ts";
 export { formatSqliteTime } from "./determinism.ts";

@@ -21,7 +21,7 @@ export async function createSnapshotImage(storePath: string, imagePath: string):
     hint: "check free disk space and permissions under the data directory, then POST /admin/snapshot again",
   });
   const image = reply.image;
-  if (image === null) throw new SvcError("SNAPSHOT_FAILED", "the snapshot worker returned no image metadata");
+  if (image === null || reply.sha256 === null) throw new SvcError("SNAPSHOT_FAILED", "the snapshot worker returned no image metadata");
   return {
     appliedIndex: image.appliedIndex,
     appliedTerm: image.appliedTerm,
@@ -31,12 +31,24 @@ export async function createSnapshotImage(storePath: string, imagePath: string):
   };
 }
 
+/**
+ * Copy a filed snapshot's image to `stagedPath`, durable, for Store.installImage to rename into
+ * place: the copy of a large image then happens here, not on the thread that installs it.
+ */
+export async function stageStoreImage(imagePath: string, stagedPath: string): Promise<void> {
+  await runSnapshotWorker({ kind: "stage", imagePath, stagedPath }, {
+    what: "could not copy a received snapshot beside the store",
+    hint: "check free disk space under the data directory; the snapshot is installed by a copy instead",
+  });
+}
+
 /** Make a snapshot image received from the leader durable; its SHA-256. */
 export async function sealReceivedImage(path: string): Promise<string> {
   const reply = await runSnapshotWorker({ kind: "seal", path }, {
     what: "could not flush a received snapshot",
     hint: "check free disk space and permissions under the data directory; the leader sends the snapshot again",
   });
+  if (reply.sha256 === null) throw new SvcError("SNAPSHOT_FAILED", "the snapshot worker returned no checksum");
   return reply.sha256;
 }
 

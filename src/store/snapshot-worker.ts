@@ -4,10 +4,15 @@
 //          connection. The image is a consistent read of the store and carries its own
 //          applied index, term and membership in the meta table.
 //   seal:  a snapshot image received whole from the leader.
-// Either way the file is then flushed gradually (see _writeback.ts) and hashed here, while
-// it is still in the page cache.
+//   stage: copy a received snapshot's image to where it waits to become the store, so that
+//          installing it is a rename (see Store.installImage).
+// The file written is then flushed gradually (see _writeback.ts); images are hashed here,
+// while they are still in the page cache.
 
 import { Database } from "bun:sqlite";
+import * as fs from "node:fs";
+import { dirname } from "node:path";
+import { fsyncPath } from "../storage/_fs.ts";
 import { sha256FileSync } from "../storage/_hash.ts";
 import { fsyncGradually } from "../storage/_writeback.ts";
 
@@ -15,7 +20,8 @@ declare const self: Worker;
 
 export type SnapshotWorkerRequest =
   | { kind: "image"; storePath: string; imagePath: string }
-  | { kind: "seal"; path: string };
+  | { kind: "seal"; path: string }
+  | { kind: "stage"; imagePath: string; stagedPath: string };
 
 /** What an image's meta table says; null for a sealed file. */
 export interface ImageMetaReply {
@@ -26,7 +32,7 @@ export interface ImageMetaReply {
 }
 
 export type SnapshotWorkerReply =
-  | { ok: true; sha256: string; image: ImageMetaReply | null }
+  | { ok: true; sha256: string | null; image: ImageMetaReply | null }
   | { ok: false; message: string };
 
 self.onmessage = (event: MessageEvent<SnapshotWorkerRequest>) => {
@@ -36,6 +42,14 @@ self.onmessage = (event: MessageEvent<SnapshotWorkerRequest>) => {
     if (request.kind === "seal") {
       fsyncGradually(request.path);
       reply = { ok: true, sha256: sha256FileSync(request.path), image: null };
+    } else if (request.kind === "stage") {
+      // Whole and durable under its final name, or not there at all.
+      const tmp = `${request.stagedPath}.tmp`;
+      fs.copyFileSync(request.imagePath, tmp);
+      fsyncGradually(tmp);
+      fs.renameSync(tmp, request.stagedPath);
+      fsyncPath(dirname(request.stagedPath));
+      reply = { ok: true, sha256: null, image: null };
     } else {
       const source = new Database(request.storePath, { readonly: true });
       try {

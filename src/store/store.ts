@@ -18,7 +18,7 @@
 
 import { Database, type Statement as SqliteStatement } from "bun:sqlite";
 import * as fs from "node:fs";
-import { dirname } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { decodeMembership, emptyMembership, type Entry, type Membership } from "../raft/types.ts";
 import { fsyncPath, writeFileAtomic } from "../storage/_fs.ts";
 import { assert } from "../util/assert.ts";
@@ -71,6 +71,8 @@ const cachedSqlLengthMax = 4096;
 const defaultCacheKib = 16 * 1024;
 /** Beside the store file while it is open with unflushed writes: the boot it was opened in. */
 const bootMarkSuffix = "-boot";
+/** A snapshot image copied beside the store, waiting to be installed (see installImage). */
+const stagedSuffix = ".staged-";
 const bootIdPath = "/proc/sys/kernel/random/boot_id";
 
 export class Store {
@@ -142,23 +144,56 @@ export class Store {
     }
   }
 
-  /** Replace the store file with a snapshot's image (copy, fsync, rename). */
-  static installImage(imagePath: string, storePath: string): void {
+  /**
+   * Replace the store file with a snapshot's image (copy, fsync, rename). `staged`: where a
+   * durable copy of that image may already wait (stageStoreImage): then only a rename is left.
+   * Staged copies are removed either way. Returns whether the staged copy was used.
+   */
+  static installImage(imagePath: string, storePath: string, staged?: string): boolean {
     fs.mkdirSync(dirname(storePath), { recursive: true, mode: 0o750 });
     const tmp = `${storePath}.installing`;
-    fs.copyFileSync(imagePath, tmp);
-    fsyncPath(tmp);
+    const useStaged = staged !== undefined && fs.existsSync(staged);
+    if (useStaged) {
+      fs.renameSync(staged, tmp);
+    } else {
+      fs.copyFileSync(imagePath, tmp);
+      fsyncPath(tmp);
+    }
+    Store.removeStaged(storePath);
     // The old store's SQLite WAL must not meet the new file; its boot mark goes only once the
     // new file is in place (a crash in between makes a rebuild, never a torn store trusted).
     for (const suffix of ["-wal", "-shm"]) fs.rmSync(storePath + suffix, { force: true });
     fs.renameSync(tmp, storePath);
     fsyncPath(dirname(storePath));
     fs.rmSync(storePath + bootMarkSuffix, { force: true });
+    return useStaged;
+  }
+
+  /** Where a copy of the snapshot named `snapshotName` waits to become the store. */
+  static stagedImagePath(storePath: string, snapshotName: string): string {
+    return `${storePath}${stagedSuffix}${snapshotName}`;
+  }
+
+  /** Remove staged copies (and unfinished ones), but `keep`. */
+  static removeStaged(storePath: string, keep?: string): void {
+    const dir = dirname(storePath);
+    const prefix = `${basename(storePath)}${stagedSuffix}`;
+    let names: string[];
+    try {
+      names = fs.readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const path = join(dir, name);
+      if (name.startsWith(prefix) && path !== keep) fs.rmSync(path, { force: true });
+    }
   }
 
   /** Remove the store and every file that goes with it (the node rebuilds it on start). */
   static remove(storePath: string): void {
     for (const suffix of ["", "-wal", "-shm", ".installing", bootMarkSuffix]) fs.rmSync(storePath + suffix, { force: true });
+    Store.removeStaged(storePath);
   }
 
   get meta(): Readonly<StoreMeta> {

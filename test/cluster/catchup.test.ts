@@ -112,6 +112,8 @@ describe("a follower that fell behind catches up", () => {
     const path = recoveryPath(follower);
     expect(path).toContain("installing_snapshot");
     expect(path).toContain("replaying_after_snapshot");
+    // The image was copied beside the store while it was received: installing it was a rename.
+    expect(follower.lastRunLog()).toContain("recovery: snapshot installed from its staged copy");
     const fm = await fetchMetrics(follower.adminUrl);
     expect(fm.get(receivedOk) ?? 0).toBeGreaterThanOrEqual(1);
     expect(fm.get("tensor_chain_snapshot_transfer_received_bytes_total") ?? 0).toBeGreaterThan(0);

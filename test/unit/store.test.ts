@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, sealReceivedImage, type Command } from "../../src/store/index.ts";
+import { Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, sealReceivedImage, stageStoreImage, type Command } from "../../src/store/index.ts";
 import { encodeMembership, type Entry } from "../../src/raft/types.ts";
 import { isSvcError } from "../../src/util/index.ts";
 
@@ -236,6 +236,25 @@ describe("store", () => {
     const missing = await sealReceivedImage(join(dir, "absent.db")).catch((e: unknown) => e);
     expect(isSvcError(missing) && missing.code).toBe("SNAPSHOT_FAILED");
     expect(String((missing as Error).message)).toContain("absent.db");
+  });
+
+  test("a received image staged beside the store is installed by a rename; stale staged copies go", async () => {
+    const dir = tempDir();
+    const source = openStore(join(dir, "source.db"));
+    source.apply([exec(1, "CREATE TABLE t (v)"), exec(2, "INSERT INTO t VALUES ('staged')")]);
+    await createSnapshotImage(source.path, join(dir, "image.db"));
+    const storePath = join(tempDir(), "state.db");
+    const staged = Store.stagedImagePath(storePath, "0000000000000001-0000000000000002");
+    const stale = Store.stagedImagePath(storePath, "0000000000000001-0000000000000001");
+    fs.writeFileSync(stale, "left by an earlier transfer");
+    await stageStoreImage(join(dir, "image.db"), staged);
+    expect(fs.readFileSync(staged)).toEqual(fs.readFileSync(join(dir, "image.db")));
+    expect(Store.installImage(join(dir, "missing-image.db"), storePath, staged)).toBe(true);
+    expect(fs.existsSync(staged)).toBe(false);
+    expect(fs.existsSync(stale)).toBe(false);
+    const installed = openStore(storePath);
+    expect(installed.meta.appliedIndex).toBe(2);
+    expect(installed.query("SELECT v FROM t", []).rows).toEqual([["staged"]]);
   });
 
   test("a file that is not a database is reported as damaged", () => {

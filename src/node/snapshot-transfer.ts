@@ -23,6 +23,11 @@ const chunkBytes = 1024 * 1024;
 const windowChunks = 4;
 /** A stream with no acknowledged progress for this long is abandoned (the core retries). */
 const stallTimeoutMs = 15_000;
+/**
+ * While a received image is flushed, hashed and staged (seconds for a large one, written back
+ * at a bounded rate), the follower tells the leader it is still there this often.
+ */
+const finishKeepAliveMs = 3_000;
 
 interface ChunkHeader {
   from: string;
@@ -343,6 +348,7 @@ export class SnapshotReceiver {
 
   private async finish(stream: IncomingStream, header: ChunkHeader, ack: (s: Ack["status"], n: number, reason?: string) => void): Promise<void> {
     this.verifying = true;
+    const keepAlive = setInterval(() => ack("progress", header.totalBytes), finishKeepAliveMs);
     try {
       fs.truncateSync(stream.path, header.totalBytes);
       // Flushed a slice at a time and hashed off this thread: a large image flushed or hashed
@@ -374,6 +380,7 @@ export class SnapshotReceiver {
       ack("failed", 0, errorMessage(e));
       this.current = null;
     } finally {
+      clearInterval(keepAlive);
       this.verifying = false;
     }
   }

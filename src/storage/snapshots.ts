@@ -125,14 +125,14 @@ export class SnapshotStore {
   }
 
   /**
-   * Finish a snapshot whose state.db is already in `tempDir`: fsync it, hash it, write
+   * Finish a snapshot whose state.db is already in `tempDir`: fsync it, write
    * meta.json last, rename into place and fsync the parent. The fsyncs run on the I/O pool.
-   * `stateSha256` is the image's checksum when the caller has it already (the snapshot
-   * worker hashes what it wrote; a received image was hashed to verify it).
+   * `stateSha256` is the image's checksum, which the caller has already (the snapshot worker
+   * hashes what it writes; a received image is hashed to verify it): nothing reads the image here.
    */
   async commit(
     tempDir: string,
-    meta: Omit<SnapshotFileMeta, "formatVersion" | "stateSha256" | "stateSizeBytes" | "createdAt"> & { createdAt?: string; stateSha256?: string },
+    meta: Omit<SnapshotFileMeta, "formatVersion" | "stateSizeBytes" | "createdAt"> & { createdAt?: string },
   ): Promise<SnapshotEntry> {
     const statePath = join(tempDir, snapshotStateFile);
     await fsyncPathAsync(statePath);
@@ -143,7 +143,7 @@ export class SnapshotStore {
       term: meta.term,
       membership: meta.membership,
       createdAt: meta.createdAt ?? new Date().toISOString(),
-      stateSha256: meta.stateSha256 ?? (await sha256File(statePath)),
+      stateSha256: meta.stateSha256,
       stateSizeBytes: fs.statSync(statePath).size,
     };
     const metaPath = join(tempDir, snapshotMetaFile);

@@ -34,6 +34,16 @@ async function dumpKv(node: NodeProcess): Promise<SqlValue[][]> {
   return query(node.clientUrl, `SELECT k, v FROM ${kvTable} ORDER BY k`);
 }
 
+/** A new node with the kv table and `acked` writes acknowledged by concurrent writers, now stopped. */
+async function nodeWithRows(env: ProcEnv, load: { ledger: Ledger; keyPrefix: string; clients: number; acked: number }): Promise<NodeProcess> {
+  const node = await env.startSingleNode();
+  await execute(node.clientUrl, [kvSchema]);
+  const writers = new WriteLoad({ target: () => node.clientUrl, clients: load.clients, keyPrefix: load.keyPrefix, ledger: load.ledger });
+  await writers.untilAcked(load.acked);
+  await writers.stop();
+  return node;
+}
+
 async function stats(node: NodeProcess): Promise<Record<string, unknown>> {
   return getJson(`${node.adminUrl}/admin/stats`);
 }
@@ -151,12 +161,8 @@ describe("crash safety of one node (compiled binary)", () => {
 
   procTest("a store left open by a machine that went down is rebuilt, even when it lost writes the disk never got", async (env) => {
     const prng = prngFor(env);
-    const node = await env.startSingleNode();
-    await execute(node.clientUrl, [kvSchema]);
     const ledger = new Ledger(256);
-    const early = new WriteLoad({ target: () => node.clientUrl, clients: writersCount, keyPrefix: "early", ledger });
-    await early.untilAcked(300 + prng.nextInt(300));
-    await early.stop();
+    const node = await nodeWithRows(env, { ledger, keyPrefix: "early", clients: writersCount, acked: 300 + prng.nextInt(300) });
     expect(await node.stop()).toBe(0);
     const storePath = join(node.dataDir, "store", "state.db");
     expect(fs.existsSync(`${storePath}-boot`)).toBe(false);
@@ -206,12 +212,8 @@ describe("crash safety of one node (compiled binary)", () => {
   });
 
   procTest("a WAL segment left empty by a crash while it was being created does not cost acknowledged writes", async (env) => {
-    const node = await env.startSingleNode();
-    await execute(node.clientUrl, [kvSchema]);
     const ledger = new Ledger(64);
-    const first = new WriteLoad({ target: () => node.clientUrl, clients: 4, keyPrefix: "first", ledger });
-    await first.untilAcked(50);
-    await first.stop();
+    const node = await nodeWithRows(env, { ledger, keyPrefix: "first", clients: 4, acked: 50 });
     const lastIndex = Number((await stats(node))["wal_last_index"]);
     expect(await node.stop()).toBe(0);
 
@@ -234,12 +236,8 @@ describe("crash safety of one node (compiled binary)", () => {
 
   procTest("a node whose WAL directory was emptied comes back with its store's data and a log that starts after it", async (env) => {
     const prng = prngFor(env);
-    const node = await env.startSingleNode();
-    await execute(node.clientUrl, [kvSchema]);
     const ledger = new Ledger(64);
-    const load = new WriteLoad({ target: () => node.clientUrl, clients: writersCount, keyPrefix: "before", ledger });
-    await load.untilAcked(300 + prng.nextInt(300));
-    await load.stop();
+    const node = await nodeWithRows(env, { ledger, keyPrefix: "before", clients: writersCount, acked: 300 + prng.nextInt(300) });
     const before = await dumpKv(node);
     const appliedBefore = Number((await stats(node))["applied_index"]);
     expect(await node.stop()).toBe(0);

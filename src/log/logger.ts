@@ -5,7 +5,7 @@
 import { createConsola, type ConsolaInstance, type LogObject } from "consola/core";
 import type { Logger, LogLevel } from "../util/index.ts";
 import { formatJson, formatText, type Fields, type LogFormat } from "./_format.ts";
-import { LEVEL_RANK, levelFor, parseRustLog, type Directive } from "./rust_log.ts";
+import { LEVEL_RANK, levelFor, parseRustLog, type Directive } from "./rust-log.ts";
 
 export const ROOT_TARGET = "tensor_chain";
 

@@ -10,7 +10,7 @@ import { guard, type TransportContext } from "./_context.ts";
 import { describeFrameError, encodeFrame, FrameDecoder, FrameType } from "./_frame.ts";
 import { decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsDialer } from "./_hello.ts";
 import { parsePeerAddress } from "./_options.ts";
-import { SendQueue } from "./_send_queue.ts";
+import { SendQueue } from "./_send-queue.ts";
 import { zeroCounters, type TransportCounters } from "./_stats.ts";
 
 type State = "connecting" | "handshaking" | "ready" | "waiting" | "closed";

@@ -10,4 +10,4 @@ export { createTransport, type SendOptions, type Transport } from "./transport.t
 export type { MessageHandler, TransportOptions } from "./_options.ts";
 export type { PeerStats, TransportCounters, TransportStats } from "./_stats.ts";
 export { PROTOCOL_VERSION } from "./_hello.ts";
-export { MessageType } from "./message_type.ts";
+export { MessageType } from "./message-type.ts";

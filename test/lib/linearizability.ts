@@ -5,12 +5,12 @@
 // (cut at a return) that already has no legal order, the operation whose return ends it, the
 // operations overlapping it and the longest legal order the search found.
 
-import { explainFailure } from "./linearizability_explain.ts";
-import { outcomeUnknown, type Operation } from "./linearizability_model.ts";
-import { withoutUnobservedUnknowns } from "./linearizability_prune.ts";
-import { searchLinearization } from "./linearizability_search.ts";
+import { explainFailure } from "./linearizability-explain.ts";
+import { outcomeUnknown, type Operation } from "./linearizability-model.ts";
+import { withoutUnobservedUnknowns } from "./linearizability-prune.ts";
+import { searchLinearization } from "./linearizability-search.ts";
 
-export { describeOperation, type Operation, type RegisterState, type Value } from "./linearizability_model.ts";
+export { describeOperation, type Operation, type RegisterState, type Value } from "./linearizability-model.ts";
 
 export type CheckResult =
   | { readonly ok: true }

@@ -5,7 +5,7 @@
 // operations, state) pair already explored is never explored again, and operations that cannot
 // change the register are linearized as soon as they are legal, without branching.
 
-import { outcomeUnknown, step, stateKey, type Operation, type RegisterState } from "./linearizability_model.ts";
+import { outcomeUnknown, step, stateKey, type Operation, type RegisterState } from "./linearizability-model.ts";
 
 export type SearchResult =
   | { readonly kind: "ok" }

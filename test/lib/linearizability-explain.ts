@@ -3,8 +3,8 @@
 // prefix has no legal order, no longer one has, so a binary search over return times finds the
 // shortest failing prefix; the operation whose return ends it is where the history goes wrong.
 
-import { describeOperation, describeState, outcomeUnknown, type Operation } from "./linearizability_model.ts";
-import { searchLinearization, type SearchResult } from "./linearizability_search.ts";
+import { describeOperation, describeState, outcomeUnknown, type Operation } from "./linearizability-model.ts";
+import { searchLinearization, type SearchResult } from "./linearizability-search.ts";
 
 const ORDER_LINES_MAX = 12;
 const OVERLAP_LINES_MAX = 20;

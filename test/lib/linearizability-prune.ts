@@ -6,7 +6,7 @@
 // compare-and-set expects it, and no known failed compare-and-set runs then); removing it leaves
 // the order legal, and conversely an order without it stays legal with it placed last.
 
-import { outcomeUnknown, stateKey, type Operation } from "./linearizability_model.ts";
+import { outcomeUnknown, stateKey, type Operation } from "./linearizability-model.ts";
 
 export function withoutUnobservedUnknowns(ops: readonly Operation[]): { kept: Operation[]; setAside: number } {
   const observed = new Set<string>();

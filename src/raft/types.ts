@@ -1,35 +1,13 @@
 // The data the Raft core exchanges with the node that drives it. The core is pure: it
 // never touches a disk, a socket, a timer, a clock or a random source of its own.
+//
+// The log's plain data (entries, hard state, membership) is defined in util/log-data.ts, so
+// that storage and store can persist and apply it without importing the consensus core.
 
-export type NodeId = string;
+import type { Membership } from "../util/log-data.ts";
 
-/**
- * normal: a state-machine command (opaque bytes for the core).
- * config: a membership change; data is encodeMembership() of the new membership.
- * noop: appended by a new leader to commit entries of earlier terms.
- */
-export type EntryKind = "normal" | "config" | "noop";
-
-export interface Entry {
-  readonly term: number;
-  readonly index: number;
-  readonly kind: EntryKind;
-  /** The leader's wall-clock time when the entry was proposed (ms since epoch); 0 for noop. */
-  readonly timestampMs: number;
-  readonly data: Uint8Array;
-}
-
-/** What must survive a crash besides the log. */
-export interface HardState {
-  readonly term: number;
-  readonly vote: NodeId | null;
-  readonly commit: number;
-}
-
-export interface Membership {
-  readonly voters: readonly NodeId[];
-  readonly learners: readonly NodeId[];
-}
+export type { Entry, EntryKind, HardState, Membership, NodeId } from "../util/log-data.ts";
+export { emptyMembership, encodeMembership, decodeMembership } from "../util/log-data.ts";
 
 export interface SnapshotMeta {
   readonly index: number;
@@ -38,22 +16,3 @@ export interface SnapshotMeta {
 }
 
 export type Role = "follower" | "pre_candidate" | "candidate" | "leader";
-
-export const emptyMembership: Membership = Object.freeze({ voters: [], learners: [] });
-
-export function encodeMembership(m: Membership): Uint8Array {
-  return new TextEncoder().encode(JSON.stringify({ voters: [...m.voters], learners: [...m.learners] }));
-}
-
-export function decodeMembership(data: Uint8Array): Membership | null {
-  try {
-    const v: unknown = JSON.parse(new TextDecoder().decode(data));
-    if (typeof v !== "object" || v === null) return null;
-    const { voters, learners } = v as { voters?: unknown; learners?: unknown };
-    if (!Array.isArray(voters) || !Array.isArray(learners)) return null;
-    if (!voters.every((x) => typeof x === "string") || !learners.every((x) => typeof x === "string")) return null;
-    return { voters: voters as string[], learners: learners as string[] };
-  } catch {
-    return null;
-  }
-}

@@ -2,7 +2,7 @@
 //   u64 term | u64 index | u64 timestampMs | u8 kind | data
 // u64 values are written as two u32 halves; svc never uses values above 2^53.
 
-import type { Entry, EntryKind } from "../raft/types.ts";
+import type { Entry, EntryKind } from "../util/log-data.ts";
 import { recordHeaderBytes } from "./_record.ts";
 
 export const entryHeaderBytes = 25;

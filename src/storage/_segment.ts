@@ -4,7 +4,7 @@
 // records after it is corruption.
 
 import * as fs from "node:fs";
-import type { Entry } from "../raft/types.ts";
+import type { Entry } from "../util/log-data.ts";
 import { decodeRecordAt, recordHeaderBytes } from "./_record.ts";
 import { decodeEntry } from "./_entry-codec.ts";
 

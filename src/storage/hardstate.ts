@@ -3,10 +3,10 @@
 // with a CRC, so it is either the old state or the new one, never a mix.
 
 import * as fs from "node:fs";
-import type { HardState } from "../raft/types.ts";
+import type { HardState } from "../util/log-data.ts";
 import { SvcError } from "../util/errors.ts";
 import { decodeRecordAt, encodeRecord } from "./_record.ts";
-import { writeFileAtomic } from "./_fs.ts";
+import { writeFileAtomic } from "../io/durable-file.ts";
 
 const hardStateRecordType = 0x20;
 const formatVersion = 1;

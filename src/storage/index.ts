@@ -7,6 +7,6 @@ export {
   type SnapshotEntry, type SnapshotFileMeta,
 } from "./snapshots.ts";
 export { lockDataDir, type DataDirLock } from "./lock.ts";
-export { writeFileAtomic, fsyncDir, fsyncPath, fsyncPathAsync, ensureDir } from "./_fs.ts";
+export { writeFileAtomic, fsyncDir, fsyncPath, fsyncPathAsync, ensureDir } from "../io/durable-file.ts";
 export { dataPaths, type DataPaths } from "./paths.ts";
 export { repairWal, type RepairReport } from "./repair.ts";

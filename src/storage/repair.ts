@@ -5,7 +5,7 @@
 
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { fsyncDir } from "./_fs.ts";
+import { fsyncDir } from "../io/durable-file.ts";
 import { lastNonZeroByte, readSegment } from "./_segment.ts";
 import { listSegments } from "./wal.ts";
 

@@ -5,9 +5,9 @@
 
 import * as fs from "node:fs";
 import { join } from "node:path";
-import type { Membership } from "../raft/types.ts";
-import { ensureDir, fsyncDir, fsyncPathAsync } from "./_fs.ts";
-import { sha256File } from "./_hash.ts";
+import type { Membership } from "../util/log-data.ts";
+import { ensureDir, fsyncDir, fsyncPathAsync } from "../io/durable-file.ts";
+import { sha256File } from "../io/file-hash.ts";
 
 export const snapshotFormatVersion = 1;
 export const snapshotStateFile = "state.db";

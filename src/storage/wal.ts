@@ -8,13 +8,13 @@
 
 import * as fs from "node:fs";
 import { join } from "node:path";
-import type { Entry } from "../raft/types.ts";
+import type { Entry } from "../util/log-data.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import { encodeRecordInto, recordHeaderBytes } from "./_record.ts";
 import { entryHeaderBytes, writeEntryRecord } from "./_entry-codec.ts";
-import { ensureDir, fsyncDir, writeFully } from "./_fs.ts";
+import { ensureDir, fsyncDir, writeFully } from "../io/durable-file.ts";
 import { lastNonZeroByte, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
 import { Syncer } from "./syncer.ts";
 

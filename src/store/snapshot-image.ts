@@ -1,6 +1,6 @@
 // Snapshot files made ready off the main thread (see snapshot-worker.ts).
 
-import { decodeMembership, emptyMembership, type Membership } from "../raft/types.ts";
+import { decodeMembership, emptyMembership, type Membership } from "../util/log-data.ts";
 import { SvcError } from "../util/errors.ts";
 import { workerSpecifier } from "../util/worker.ts";
 import type { SnapshotWorkerReply, SnapshotWorkerRequest } from "./snapshot-worker.ts";

@@ -12,9 +12,9 @@
 import { Database } from "bun:sqlite";
 import * as fs from "node:fs";
 import { dirname } from "node:path";
-import { fsyncPath } from "../storage/_fs.ts";
-import { sha256FileSync } from "../storage/_hash.ts";
-import { fsyncGradually } from "../storage/_writeback.ts";
+import { fsyncPath } from "../io/durable-file.ts";
+import { sha256FileSync } from "../io/file-hash.ts";
+import { fsyncGradually } from "../io/writeback.ts";
 
 declare const self: Worker;
 

@@ -19,8 +19,8 @@
 import { Database, type Statement as SqliteStatement } from "bun:sqlite";
 import * as fs from "node:fs";
 import { basename, dirname, join } from "node:path";
-import { decodeMembership, emptyMembership, type Entry, type Membership } from "../raft/types.ts";
-import { fsyncPath, writeFileAtomic } from "../storage/_fs.ts";
+import { decodeMembership, emptyMembership, type Entry, type Membership } from "../util/log-data.ts";
+import { fsyncPath, writeFileAtomic } from "../io/durable-file.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { exactInt, isWideDouble, jsonInt, jsonWideDouble } from "../util/json64.ts";

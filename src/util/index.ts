@@ -4,3 +4,4 @@ export { createPrng, type Prng } from "./prng.ts";
 export { silentLogger, type Logger, type LogLevel } from "./logger.ts";
 export { workerSpecifier } from "./worker.ts";
 export { parseJson64, stringifyJson64, jsonInt, exactInt } from "./json64.ts";
+export { emptyMembership, encodeMembership, decodeMembership, type Entry, type EntryKind, type HardState, type Membership, type NodeId } from "./log-data.ts";

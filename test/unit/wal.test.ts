@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Wal, listSegments, repairWal, scanSegment } from "../../src/storage/index.ts";
 import { Syncer } from "../../src/storage/syncer.ts";
-import { fsyncGradually } from "../../src/storage/_writeback.ts";
+import { fsyncGradually } from "../../src/io/writeback.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { isSvcError, silentLogger } from "../../src/util/index.ts";
 

@@ -2,11 +2,10 @@
 // Entry point: the binary invoked as `svc-admin` acts as `svc admin`; otherwise run the
 // root command. Every error reaches reportError() here, which picks the exit code.
 
-import "./cli/_plain-output.ts";
+// First: the cli module sets NO_COLOR for output that is not a terminal before citty loads.
+import { reportError, rootCommand } from "./cli/index.ts";
 import { basename } from "node:path";
 import { renderUsage, runCommand, type CommandDef } from "citty";
-import { rootCommand } from "./cli/root.ts";
-import { reportError } from "./cli/_exit.ts";
 
 function invokedArgs(): string[] {
   const args = process.argv.slice(2);

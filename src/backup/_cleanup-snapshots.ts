@@ -14,7 +14,7 @@ import {
   type SnapshotEntry,
 } from "../storage/index.ts";
 import { errorMessage } from "../util/errors.ts";
-import type { CleanupEntry, CleanupOptions, SnapshotCleanupReport } from "./cleanup.ts";
+import type { CleanupEntry, CleanupOptions, SnapshotCleanupReport } from "./types.ts";
 import { formatDuration } from "./_duration.ts";
 import { readDirOrThrow, removePath, treeSizeBytes } from "./_fs.ts";
 

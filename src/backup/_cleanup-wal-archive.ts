@@ -3,7 +3,7 @@
 
 import * as fs from "node:fs";
 import { join } from "node:path";
-import type { CleanupOptions, CleanupReport } from "./cleanup.ts";
+import type { CleanupOptions, CleanupReport } from "./types.ts";
 import { formatDuration } from "./_duration.ts";
 import { readDirOrThrow, removePath } from "./_fs.ts";
 

@@ -4,7 +4,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { SvcError } from "../util/errors.ts";
-import type { CleanupReport } from "./cleanup.ts";
+import type { CleanupReport } from "./types.ts";
 
 /** Entries of a directory that must exist; a missing one is an operator error with a hint. */
 export function readDirOrThrow(dir: string, what: string): fs.Dirent[] {

@@ -3,7 +3,7 @@
 
 import { loadConfigOrExit } from "./_config.ts";
 import { CliExit, ExitCode } from "./_exit.ts";
-import { parseJson64, stringifyJson64 } from "../util/json64.ts";
+import { parseJson64, stringifyJson64 } from "../util/index.ts";
 
 export const nodeArgs = {
   node: { type: "string", description: "Admin URL of the node (default: the admin address in --config, else http://127.0.0.1:9090)", valueHint: "URL" },

@@ -1,6 +1,6 @@
 // Exit codes and the one place where an error becomes what the operator sees.
 
-import { SvcError, errorMessage } from "../util/errors.ts";
+import { SvcError, errorMessage } from "../util/index.ts";
 
 export const ExitCode = {
   ok: 0,

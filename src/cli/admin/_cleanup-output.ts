@@ -2,7 +2,7 @@
 // would be removed), then a summary; with --json, the whole report as one JSON object.
 // Problems (a path that could not be removed, no valid snapshot) end the command with exit 1.
 
-import { formatDuration, parseDuration, type CleanupReport, type SnapshotCleanupReport } from "../../backup/cleanup.ts";
+import { formatDuration, parseDuration, type CleanupReport, type SnapshotCleanupReport } from "../../backup/index.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
 
 export function olderThanMs(text: string): number {

@@ -4,7 +4,7 @@
 
 import { existsSync } from "node:fs";
 import { defineCommand } from "citty";
-import { cleanupSnapshots } from "../../backup/cleanup.ts";
+import { cleanupSnapshots } from "../../backup/index.ts";
 import { formatProblems, loadConfigFile } from "../../config/index.ts";
 import { usageError } from "../_exit.ts";
 import { olderThanMs, printCleanupReport } from "./_cleanup-output.ts";

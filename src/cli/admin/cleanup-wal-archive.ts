@@ -3,7 +3,7 @@
 // Run weekly by the svc-cleanup-wal-archive timer (SPEC §8).
 
 import { defineCommand } from "citty";
-import { cleanupWalArchive } from "../../backup/cleanup.ts";
+import { cleanupWalArchive } from "../../backup/index.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
 import { olderThanMs, printCleanupReport } from "./_cleanup-output.ts";
 

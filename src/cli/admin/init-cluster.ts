@@ -8,7 +8,7 @@ import { bootstrapIfNew } from "../../node/bootstrap.ts";
 import { isPristine, loadState, prepareDataDir } from "../../node/load.ts";
 import { reinitCluster } from "../../node/reinit.ts";
 import { lockDataDir } from "../../storage/index.ts";
-import { SvcError } from "../../util/errors.ts";
+import { SvcError } from "../../util/index.ts";
 import { loadConfigOrExit } from "../_config.ts";
 import { printJson, printKeyValues } from "../_client.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";

@@ -6,7 +6,7 @@ import { verifyDataDir, type VerifyFinding } from "../../node/index.ts";
 import { dataPaths, lockDataDir } from "../../storage/index.ts";
 import { callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
 import { CliExit, ExitCode } from "../_exit.ts";
-import { SvcError } from "../../util/errors.ts";
+import { SvcError } from "../../util/index.ts";
 
 export const verifyChecksumsCommand = defineCommand({
   meta: { name: "verify-checksums", description: "Check WAL record CRCs, snapshot SHA-256 and store integrity" },

@@ -2,7 +2,7 @@
 
 import { defineCommand } from "citty";
 import { dataPaths, lockDataDir, repairWal } from "../../storage/index.ts";
-import { SvcError } from "../../util/errors.ts";
+import { SvcError } from "../../util/index.ts";
 import { loadConfigOrExit } from "../_config.ts";
 import { printJson } from "../_client.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";

@@ -1,0 +1,4 @@
+// Backups and their retention: archives, WAL archiving, point-in-time replay and the cleanup
+// jobs. The module's public surface; files starting with `_` are private to it.
+
+export * from "./cleanup.ts";

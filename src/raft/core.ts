@@ -398,7 +398,9 @@ export class RaftCore {
         // lost. Free one slot so that the next append goes out; if the follower lacks what it
         // follows, its rejection sends this progress back to probing.
         if (pr.state === "replicate" && pr.inflights.full()) pr.inflights.freeFirstOne();
-        if (pr.match < this.log.lastIndex()) this.sendAppends(m.from, true);
+        // A member in probe (unreachable for a while, perhaps restarted) is probed even when
+        // it matched the whole log: only its answer shows whether it still holds it.
+        if (pr.match < this.log.lastIndex() || pr.state === "probe") this.sendAppends(m.from, true);
         if (m.readSeq > this.reads.currentSeq()) return this.drop(m, "read_seq_never_sent");
         if (m.readSeq > 0) {
           for (const read of this.reads.ack(this.id, m.from, m.readSeq, this.membership().voters)) this.deliverRead(read);
@@ -458,9 +460,17 @@ export class RaftCore {
   }
 
   private handleHeartbeat(m: HeartbeatMessage): void {
-    // The leader caps commit at what it knows we hold, so it never exceeds our log.
-    if (m.commit > this.log.lastIndex()) this.drop(m, "heartbeat_commit_beyond_log");
-    else this.commitTo(m.commit);
+    // The leader caps commit at what it knows we hold, so it exceeds our log only when we
+    // lost entries we acknowledged (an emptied WAL, a rebuilt node). Say so: on a quiet
+    // cluster no new entry would ever make the leader look at our log again. The rejection
+    // names the index the leader believes we hold and our last one, as a probe's would.
+    const lastIndex = this.log.lastIndex();
+    if (m.commit > lastIndex) {
+      this.drop(m, "heartbeat_commit_beyond_log");
+      this.send(m.from, this.term, { type: "append_response", reject: true, index: m.commit, hintIndex: lastIndex, hintTerm: this.log.lastTerm() });
+    } else {
+      this.commitTo(m.commit);
+    }
     this.send(m.from, this.term, { type: "heartbeat_response", readSeq: m.readSeq });
   }
 
@@ -564,6 +574,7 @@ export class RaftCore {
     if (m.reject) {
       let nextProbe = m.hintIndex;
       if (m.hintTerm > 0) nextProbe = this.log.findConflictByTerm(m.hintIndex, m.hintTerm).index;
+      if (m.index <= pr.match && pr.state !== "snapshot") return this.handleRejectBelowMatch(m.from, pr, m.index, nextProbe);
       if (pr.maybeDecrTo(m.index, nextProbe)) {
         if (pr.state === "replicate") pr.becomeProbe();
         this.sendAppends(m.from, true);
@@ -572,7 +583,9 @@ export class RaftCore {
     }
     if (m.index > this.log.lastIndex()) return this.drop(m, "ack_beyond_log");
     const wasPaused = pr.isPaused();
-    if (!pr.maybeUpdate(m.index)) return;
+    // A probe accepted at match says nothing new about the log, but that the member still holds it.
+    const probeConfirmed = pr.state === "probe" && m.index === pr.match && pr.next === pr.match + 1;
+    if (!pr.maybeUpdate(m.index) && !probeConfirmed) return;
     if (pr.state === "probe") {
       pr.becomeReplicate();
     } else if (pr.state === "snapshot" && pr.match >= pr.pendingSnapshot) {
@@ -591,6 +604,22 @@ export class RaftCore {
       this.logger.info("leadership transfer: target caught up, sending timeout_now", { to: m.from });
       this.send(m.from, this.term, { type: "timeout_now" });
     }
+  }
+
+  /**
+   * The member says it lacks an index it acknowledged. Either the answer is stale (it lacked
+   * the index when it answered, not now) or the member lost its log (an emptied WAL, a
+   * rebuilt node). A probe at match tells the two apart: accepted, nothing changes; rejected,
+   * the member no longer holds what it matched, and the leader probes down from its last index.
+   */
+  private handleRejectBelowMatch(from: NodeId, pr: Progress, rejectedIndex: number, nextProbe: number): void {
+    if (pr.state === "probe" && rejectedIndex === pr.match && pr.next === pr.match + 1) {
+      this.logger.warn("member lost log entries it had acknowledged; sending them again", { member: from, match: pr.match, lastIndex: nextProbe });
+      pr.forgetMatch(Math.min(nextProbe, rejectedIndex - 1));
+    } else if (pr.state === "replicate") {
+      pr.becomeProbe();
+    }
+    this.sendAppends(from, true);
   }
 
   private bcastAppend(): void {

@@ -112,6 +112,19 @@ export class Progress {
     return true;
   }
 
+  /**
+   * probe: the member rejected a probe at match: it no longer holds what it acknowledged (its
+   * log was emptied or rebuilt). Nothing is known to match any more; probe after lastIndex,
+   * the last index the member says it holds.
+   */
+  forgetMatch(lastIndex: number): void {
+    assert(this.state === "probe", "a lost log is established by a probe");
+    assert(lastIndex < this.match, "the member holds less than it matched");
+    this.match = 0;
+    this.next = Math.max(lastIndex, 0) + 1;
+    this.probeSent = false;
+  }
+
   /** Whether the leader must hold back appends to this member for now. */
   isPaused(): boolean {
     switch (this.state) {

@@ -41,11 +41,11 @@ export const serveCommand = defineCommand({
     process.on("SIGTERM", earlyTerm);
     process.on("SIGINT", earlyInt);
     try {
-      servers.push(listen({ fetch: (r) => clientFetch(r) }, config.listen.client, "client"));
-      servers.push(listen({ fetch: (r) => adminFetch(r) }, config.listen.admin, "admin"));
+      servers.push(await listen({ fetch: (r) => clientFetch(r) }, config.listen.client, "client"));
+      servers.push(await listen({ fetch: (r) => adminFetch(r) }, config.listen.admin, "admin"));
       node = await SvcNode.start(config, logger);
     } catch (e) {
-      for (const s of servers) s.stop(true);
+      for (const s of servers) s.stop();
       throw e instanceof SvcError ? new CliExit(ExitCode.failure, e.describe()) : e;
     }
     const running = node;
@@ -59,7 +59,7 @@ export const serveCommand = defineCommand({
       stopping = true;
       log.info(`shutting down (${why})`);
       sdNotify("STOPPING=1");
-      for (const s of servers) s.stop(true);
+      for (const s of servers) s.stop();
       try {
         await running.stop();
       } catch (e) {

@@ -47,7 +47,7 @@ export function parseJsonText(text: string): unknown {
   }
 }
 
-function tooLarge(bytes: number): SvcError {
+export function tooLarge(bytes: number): SvcError {
   return new SvcError("BODY_TOO_LARGE", `the request body is ${bytes} bytes; the limit is ${requestBodyBytesMax}`, {
     hint: "split the batch into several requests",
   });

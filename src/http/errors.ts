@@ -2,40 +2,120 @@
 // with a status that fits. Modules throw SvcError with their own codes; only this file
 // knows statuses.
 
+import type { BackupErrorCode } from "../backup/index.ts";
+import type { NodeErrorCode } from "../node/errors.ts";
+import type { RaftErrorCode } from "../raft/index.ts";
+import type { StorageErrorCode } from "../storage/index.ts";
+import type { StoreErrorCode } from "../store/index.ts";
+import type { TransportErrorCode } from "../transport/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 
-const statusByCode: Record<string, number> = {
+/** The codes the http module itself gives. */
+export type HttpErrorCode =
+  | "BAD_REQUEST"
+  | "NOT_FOUND"
+  | "REQUEST_TIMEOUT"
+  | "BODY_TOO_LARGE"
+  | "UNSUPPORTED_MEDIA_TYPE"
+  /** A follower could not forward to the leader. */
+  | "NOT_LEADER"
+  | "PORT_IN_USE"
+  | "LISTEN_FAILED"
+  /** Anything that is not an SvcError: a bug, the one code answered with 500. */
+  | "INTERNAL";
+
+/** Every code a module of svc gives. A new code joins its module's union, and then this map. */
+export type KnownErrorCode =
+  | HttpErrorCode
+  | NodeErrorCode
+  | RaftErrorCode
+  | StorageErrorCode
+  | StoreErrorCode
+  | TransportErrorCode
+  | BackupErrorCode;
+
+/**
+ * Total over KnownErrorCode: the compiler refuses a code without a status. Only INTERNAL is
+ * 500; every known condition says whose fault it is (4xx: the request; 503: this node, for now,
+ * retry or ask another; 504: waited too long; 502: a peer sent what cannot be read).
+ * Some codes arise only in offline tools or at start and never reach a client; they are here so
+ * that no code can fall through to 500 if that changes.
+ */
+export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.freeze({
+  // The request is wrong: fix it, do not retry it as is.
   BAD_REQUEST: 400,
   SQL_REFUSED: 400,
   SQL_ERROR: 400,
-  NOT_FOUND: 404,
-  METHOD_NOT_ALLOWED: 405,
-  BODY_TOO_LARGE: 413,
-  UNSUPPORTED_MEDIA_TYPE: 415,
-  NOT_LEADER: 503,
-  WRITES_PAUSED: 503,
-  RECOVERING: 503,
-  SHUTTING_DOWN: 503,
-  OVERLOADED: 503,
-  ENTRY_REPLACED: 503,
-  WRITE_TIMEOUT: 504,
-  READ_TIMEOUT: 503,
-  CHANGE_IN_PROGRESS: 409,
   INVALID_CHANGE: 400,
   INVALID_TRANSFER: 400,
+  TRANSPORT_BAD_ADDRESS: 400,
+  TRANSPORT_BAD_OPTION: 400,
+  NOT_FOUND: 404,
+  CLEANUP_DIR_MISSING: 404,
+  REQUEST_TIMEOUT: 408,
+  CHANGE_IN_PROGRESS: 409,
+  DATA_DIR_LOCKED: 409,
+  NO_VALID_SNAPSHOT: 409,
+  BODY_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  // This node cannot answer now: retry, here later or at another member.
+  NOT_LEADER: 503,
+  WRITES_PAUSED: 503,
+  SHUTTING_DOWN: 503,
+  OVERLOADED: 503,
+  PROPOSALS_FULL: 503,
+  READS_FULL: 503,
+  ENTRY_REPLACED: 503,
+  READ_TIMEOUT: 503,
+  // This node's disk or data is damaged or unusable: other members can still answer.
+  STORAGE_FAILED: 503,
+  APPLY_FAILED: 503,
+  SNAPSHOT_FAILED: 503,
+  STORE_DAMAGED: 503,
+  WAL_CORRUPT: 503,
+  HARDSTATE_CORRUPT: 503,
+  RAFT_STATE_INVALID: 503,
+  LOG_GAP: 503,
+  DATA_DIR_NOT_WRITABLE: 503,
+  DATA_DIR_WRONG_OWNER: 503,
+  CLEANUP_DIR_UNREADABLE: 503,
+  REMOVE_FAILED: 503,
+  PORT_IN_USE: 503,
+  LISTEN_FAILED: 503,
+  TRANSPORT_LISTEN_FAILED: 503,
+  // A peer sent bytes that cannot be read.
+  FRAME_TOO_LARGE: 502,
+  FRAME_BAD_CRC: 502,
+  TRUNCATED: 502,
+  BAD_VERSION: 502,
+  UNKNOWN_TYPE: 502,
+  BAD_VALUE: 502,
+  TRAILING_BYTES: 502,
+  // Waited for the cluster and gave up; the outcome may still come.
+  WRITE_TIMEOUT: 504,
   TRANSFER_TIMEOUT: 504,
   CATCH_UP_TIMEOUT: 504,
-};
+  INTERNAL: 500,
+});
 
-export function statusFor(code: string): number {
-  return statusByCode[code] ?? 500;
+export function isKnownErrorCode(code: string): code is KnownErrorCode {
+  return Object.hasOwn(statusByCode, code);
 }
+
+/** The status for a code; 500 only for INTERNAL and for a code no module declares (a bug). */
+export function statusFor(code: string): number {
+  return isKnownErrorCode(code) ? statusByCode[code] : 500;
+}
+
+const reservedKeys: ReadonlySet<string> = new Set(["code", "message", "hint"]);
 
 export function errorBody(e: SvcError): Record<string, unknown> {
   const error: Record<string, unknown> = { code: e.code, message: e.message };
   if (e.hint !== undefined) error["hint"] = e.hint;
   for (const [k, v] of Object.entries(e.details)) {
-    if (v !== null && v !== undefined) error[k === "leaderId" ? "leader" : snakeCase(k)] = v;
+    const key = k === "leaderId" ? "leader" : snakeCase(k);
+    // A detail never replaces the code, the message or the hint.
+    if (v !== null && v !== undefined && !reservedKeys.has(key)) error[key] = v;
   }
   return { error };
 }

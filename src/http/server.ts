@@ -1,34 +1,186 @@
 // Binding the client and admin ports. A port that is taken is reported with the address
 // and what to do, before the node has touched any data.
+//
+// The ports are served by node:http, not Bun.serve: Bun.serve drops the connection when a
+// second HTTP/1.1 request arrives in the same read while the first one's handler is still
+// running (pipelining), after the first one has already run. node:http answers pipelined
+// requests in order. Each request is adapted to a web Request for the Elysia app, with its
+// body read here, bounded (413) and with a stall limit (408), and the Response written back.
 
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Address } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
-import { requestBodyBytesMax } from "./body.ts";
+import { requestBodyBytesMax, tooLarge } from "./body.ts";
+import { errorResponse } from "./errors.ts";
 
 interface FetchApp {
   fetch: (request: Request) => Response | Promise<Response>;
 }
 
-export type BoundServer = ReturnType<typeof Bun.serve>;
+export interface BoundServer {
+  /** The bound port (the configured one, or the one the system picked for port 0). */
+  readonly port: number;
+  /** Stops accepting and closes every connection, idle or not. */
+  stop(): void;
+}
 
-export function listen(app: FetchApp, address: Address, role: "client" | "admin"): BoundServer {
+/** A request body that sends nothing for this long is answered 408 and its connection closed. */
+export const bodyStallMsMax = 5_000;
+/** An idle keep-alive connection is closed after this long. */
+const keepAliveIdleMs = 120_000;
+
+/**
+ * Binds the port and resolves once it listens; rejects with PORT_IN_USE or LISTEN_FAILED
+ * (with a hint naming the setting) when it cannot.
+ */
+export function listen(app: FetchApp, address: Address, role: "client" | "admin"): Promise<BoundServer> {
+  // Requests get this node's own address as their origin, never the client's Host header:
+  // Elysia finds the path by position in the URL, which a crafted Host would move.
+  let origin = originOf(address.host, address.port);
+  const server = createServer((req, res) => void serveOne(app, origin, req, res));
+  server.keepAliveTimeout = keepAliveIdleMs;
+  return new Promise((resolve, reject) => {
+    const onError = (e: Error): void => {
+      server.close();
+      reject(listenError(e, address, role));
+    };
+    server.once("error", onError);
+    try {
+      server.listen(address.port, address.host, () => {
+        server.off("error", onError);
+        server.on("error", () => undefined);
+        const listening = bound(server, address);
+        origin = originOf(address.host, listening.port);
+        resolve(listening);
+      });
+    } catch (e) {
+      server.off("error", onError);
+      reject(listenError(e, address, role));
+    }
+  });
+}
+
+function originOf(host: string, port: number): string {
+  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
+
+function bound(server: Server, address: Address): BoundServer {
+  const info = server.address();
+  const port = typeof info === "object" && info !== null ? info.port : address.port;
+  return {
+    port,
+    stop: () => {
+      server.close();
+      server.closeAllConnections();
+    },
+  };
+}
+
+function listenError(e: unknown, address: Address, role: "client" | "admin"): SvcError {
+  const inUse = e instanceof Error && "code" in e && e.code === "EADDRINUSE";
+  return new SvcError(inUse ? "PORT_IN_USE" : "LISTEN_FAILED", `cannot listen on ${address.raw} (${role} port): ${inUse ? "the address is already in use" : errorMessage(e)}`, {
+    hint: inUse
+      ? `stop the process using it (\`ss -ltnp 'sport = :${address.port}'\` shows which) or set listen.${role} to another port`
+      : `check listen.${role} in the configuration`,
+  });
+}
+
+async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  let response: Response;
+  let closeAfter = false;
   try {
-    return Bun.serve({
-      hostname: address.host,
-      port: address.port,
-      reusePort: false,
-      // Bun would answer bodies past this itself, without JSON; svc's own bounded read
-      // (body.ts) refuses anything over requestBodyBytesMax first, so this is only a backstop.
-      maxRequestBodySize: 1024 * requestBodyBytesMax,
-      idleTimeout: 120,
-      fetch: app.fetch,
-    });
+    const body = await readBody(req);
+    if (body instanceof SvcError) {
+      // The rest of the body is unread (or never comes): the connection cannot carry another request.
+      response = errorResponse(body);
+      closeAfter = true;
+    } else {
+      response = await app.fetch(toRequest(req, body, origin));
+    }
   } catch (e) {
-    const inUse = e instanceof Error && "code" in e && e.code === "EADDRINUSE";
-    throw new SvcError(inUse ? "PORT_IN_USE" : "LISTEN_FAILED", `cannot listen on ${address.raw} (${role} port): ${inUse ? "the address is already in use" : errorMessage(e)}`, {
-      hint: inUse
-        ? `stop the process using it (\`ss -ltnp 'sport = :${address.port}'\` shows which) or set listen.${role} to another port`
-        : `check listen.${role} in the configuration`,
-    });
+    response = errorResponse(e);
   }
+  try {
+    await writeResponse(res, response, closeAfter);
+  } catch {
+    // The client went away while the answer was written: nothing is left to tell it.
+    res.destroy();
+  }
+  if (closeAfter) req.socket.destroySoon();
+}
+
+const noBody = new Uint8Array(0);
+
+/**
+ * The whole body, or the error to answer instead: 413 past requestBodyBytesMax (by the
+ * declared length before anything is read, or while reading a chunked body), 408 when the
+ * client stops sending for bodyStallMsMax, 400 when it closes before the declared length.
+ */
+function readBody(req: IncomingMessage): Promise<Uint8Array | SvcError> {
+  const declared = req.headers["content-length"];
+  const chunked = req.headers["transfer-encoding"] !== undefined;
+  if (declared === undefined && !chunked) return Promise.resolve(noBody);
+  const length = Number(declared ?? "0");
+  if (length > requestBodyBytesMax) return Promise.resolve(tooLarge(length));
+  if (declared !== undefined && length === 0) return Promise.resolve(noBody);
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    let done = false;
+    const finish = (result: Uint8Array | SvcError): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(stall);
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("close", onClose);
+      req.off("error", onClose);
+      resolve(result);
+    };
+    const onStall = (): void => {
+      finish(new SvcError("REQUEST_TIMEOUT", `the request body stopped after ${total} of ${declared ?? "(chunked)"} bytes: nothing arrived for ${bodyStallMsMax / 1000} s`, {
+        hint: "send the whole body that Content-Length announces, or use chunked encoding",
+      }));
+    };
+    let stall = setTimeout(onStall, bodyStallMsMax);
+    const onData = (chunk: Buffer): void => {
+      total += chunk.byteLength;
+      if (total > requestBodyBytesMax) return finish(tooLarge(total));
+      chunks.push(chunk);
+      clearTimeout(stall);
+      stall = setTimeout(onStall, bodyStallMsMax);
+    };
+    const onEnd = (): void => finish(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, total));
+    const onClose = (): void => finish(new SvcError("BAD_REQUEST", `the connection closed after ${total} bytes of the request body`));
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("close", onClose);
+    req.on("error", onClose);
+  });
+}
+
+function toRequest(req: IncomingMessage, body: Uint8Array, origin: string): Request {
+  const headers = new Headers();
+  const raw = req.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i] as string, raw[i + 1] as string);
+  const method = req.method ?? "GET";
+  const init: RequestInit = { method, headers };
+  if (method !== "GET" && method !== "HEAD") init.body = body;
+  const path = req.url ?? "/";
+  return new Request(path.startsWith("/") ? origin + path : `${origin}/${path}`, init);
+}
+
+async function writeResponse(res: ServerResponse, response: Response, closeAfter: boolean): Promise<void> {
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of response.headers) {
+    if (name === "set-cookie") continue;
+    headers[name] = value;
+  }
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length > 0) headers["set-cookie"] = cookies;
+  if (closeAfter) headers["connection"] = "close";
+  const body = response.body === null ? noBody : new Uint8Array(await response.arrayBuffer());
+  headers["content-length"] = String(body.byteLength);
+  res.writeHead(response.status, response.statusText, headers);
+  res.end(body);
 }

@@ -161,6 +161,87 @@ describe("limits and routes", () => {
   });
 });
 
+/** One HTTP/1.1 response parsed off a raw connection. */
+interface RawResponse {
+  status: number;
+  body: string;
+}
+
+/**
+ * Writes `bytes` in one write on a fresh TCP connection to `baseUrl` and collects the
+ * responses until `count` have arrived (or with `untilClose`, until the server closes), the
+ * server closes, or `deadlineMs` passes.
+ */
+async function rawExchange(baseUrl: string, bytes: string, count: number, deadlineMs: number, untilClose = false): Promise<{ responses: RawResponse[]; closed: boolean }> {
+  const url = new URL(baseUrl);
+  let received = Buffer.alloc(0);
+  let closed = false;
+  const socket = await Bun.connect({
+    hostname: url.hostname,
+    port: Number(url.port),
+    socket: {
+      data: (_s, chunk) => {
+        received = Buffer.concat([received, chunk]);
+      },
+      close: () => {
+        closed = true;
+      },
+    },
+  });
+  socket.write(bytes);
+  const parse = (): RawResponse[] => {
+    const out: RawResponse[] = [];
+    let offset = 0;
+    for (;;) {
+      const headEnd = received.indexOf("\r\n\r\n", offset);
+      if (headEnd < 0) return out;
+      const head = received.subarray(offset, headEnd).toString("latin1");
+      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? "0");
+      if (received.length < headEnd + 4 + length) return out;
+      out.push({ status: Number(head.split(" ")[1]), body: received.subarray(headEnd + 4, headEnd + 4 + length).toString("utf8") });
+      offset = headEnd + 4 + length;
+    }
+  };
+  const enough = (): boolean => (untilClose ? closed : parse().length >= count || closed);
+  await waitFor(untilClose ? "the server to close" : `${count} responses or a close`, enough, { deadlineMs }).catch(() => undefined);
+  socket.end();
+  return { responses: parse(), closed };
+}
+
+function rawPost(path: string, body: string): string {
+  return `POST ${path} HTTP/1.1\r\nHost: svc\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+}
+
+describe("HTTP/1.1 on the client port", () => {
+  it("two POST /v1/execute pipelined in one TCP write both get their answers, in order", async () => {
+    const first = JSON.stringify({ statements: [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["pipelined-1", "a"] }] });
+    const second = JSON.stringify({ statements: [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["pipelined-2", "b"] }] });
+    const { responses } = await rawExchange(node.clientUrl, rawPost("/v1/execute", first) + rawPost("/v1/execute", second), 2, 10_000);
+    expect(responses.map((r) => r.status)).toEqual([200, 200]);
+    const indexes = responses.map((r) => (JSON.parse(r.body) as { index: number }).index);
+    expect(indexes[1]).toBeGreaterThan(indexes[0] ?? Infinity);
+    expect(await countRows(node, "k IN ('pipelined-1', 'pipelined-2')")).toBe(2);
+  });
+
+  it("a pipelined read behind a write is answered after it, seeing it", async () => {
+    const write = JSON.stringify({ statements: [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["pipelined-3", "c"] }] });
+    const read = JSON.stringify({ sql: "SELECT v FROM kv WHERE k = ?", params: ["pipelined-3"] });
+    const { responses } = await rawExchange(node.clientUrl, rawPost("/v1/execute", write) + rawPost("/v1/query", read), 2, 10_000);
+    expect(responses.map((r) => r.status)).toEqual([200, 200]);
+    expect(responses[1]?.body).toContain('"rows":[["c"]]');
+  });
+
+  it("a body that stops short of its Content-Length is answered 408 and closed, and nothing is written", async () => {
+    const head = "POST /v1/execute HTTP/1.1\r\nHost: svc\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n";
+    const partial = '{"statements": ["INSERT INTO kv (k, v) VALUES (\'short-body\', \'x\')"]}';
+    const { responses, closed } = await rawExchange(node.clientUrl, head + partial, 1, 15_000, true);
+    expect(responses.map((r) => r.status)).toEqual([408]);
+    expect(JSON.parse(responses[0]?.body ?? "{}").error.code).toBe("REQUEST_TIMEOUT");
+    expect(closed).toBe(true);
+    expect(await countRows(node, "k = 'short-body'")).toBe(0);
+  }, 30_000);
+});
+
 describe("pause-writes and resume-writes", () => {
   it("writes get 503 WRITES_PAUSED while paused, reads go on, and resume-writes lets writes through again", async () => {
     const pause = await runBinary(["admin", "pause-writes", "--node", node.adminUrl]);

@@ -2,3 +2,4 @@
 // jobs. The module's public surface; files starting with `_` are private to it.
 
 export * from "./cleanup.ts";
+export type { BackupErrorCode } from "./errors.ts";

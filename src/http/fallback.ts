@@ -1,17 +1,45 @@
-// Answers for requests that match no route, and for errors nothing else caught: JSON,
-// never an HTML page or a stack trace.
+// Answers for requests that match no route, for Elysia's own errors (a body it could not
+// parse, a schema it refused) and for errors nothing else caught: always the JSON error body
+// {"error": {"code", "message", ...}}, never an HTML page, a bare text or a stack trace.
 
 import { Elysia } from "elysia";
 import { SvcError } from "../util/errors.ts";
-import { errorResponse } from "./errors.ts";
+import { errorResponse, type HttpErrorCode } from "./errors.ts";
+
+/** Statuses an Elysia `status(…)` response may carry, as svc's codes; any other is a bug. */
+const codeByStatus: ReadonlyMap<number, HttpErrorCode> = new Map([
+  [400, "BAD_REQUEST"],
+  [404, "NOT_FOUND"],
+  [408, "REQUEST_TIMEOUT"],
+  [413, "BODY_TOO_LARGE"],
+  [415, "UNSUPPORTED_MEDIA_TYPE"],
+]);
 
 export const fallbackRoutes = new Elysia({ name: "svc-fallback" }).onError({ as: "global" }, ({ code, request, error }) => {
-  if (code === "NOT_FOUND") {
-    const url = new URL(request.url);
-    return errorResponse(new SvcError("NOT_FOUND", `no route for ${request.method} ${url.pathname}`, {
-      hint: "see the API in the README: /health, /v1/execute, /v1/query on the client port; /health, /metrics, /admin/* on the admin port",
-    }));
+  switch (code) {
+    case "NOT_FOUND": {
+      const url = new URL(request.url);
+      return errorResponse(new SvcError("NOT_FOUND", `no route for ${request.method} ${url.pathname}`, {
+        hint: "see the API in the README: /health, /v1/execute, /v1/query on the client port; /health, /metrics, /admin/* on the admin port",
+      }));
+    }
+    case "PARSE":
+      return errorResponse(new SvcError("BAD_REQUEST", "the request body could not be parsed", { hint: "send a JSON object" }));
+    case "VALIDATION": {
+      const at = error.valueError === undefined ? "" : ` at "${error.valueError.path || "/"}": ${error.valueError.message}`;
+      return errorResponse(new SvcError("BAD_REQUEST", `the request does not have the expected form${at}`, { hint: "see the API in the README" }));
+    }
+    case "INVALID_COOKIE_SIGNATURE":
+      return errorResponse(new SvcError("BAD_REQUEST", "a cookie's signature does not match", { hint: "svc uses no cookies; send the request without them" }));
+    case "INVALID_FILE_TYPE":
+      return errorResponse(new SvcError("UNSUPPORTED_MEDIA_TYPE", error.message, { hint: "send JSON with content-type: application/json" }));
+    default: {
+      if (typeof code === "number") {
+        const svcCode = codeByStatus.get(code);
+        if (svcCode !== undefined) return errorResponse(new SvcError(svcCode, `the request was refused with status ${code}`));
+      }
+      // A route's own SvcError keeps its code; anything else becomes INTERNAL.
+      return errorResponse(error);
+    }
   }
-  if (code === "PARSE") return errorResponse(new SvcError("BAD_REQUEST", "the request body could not be parsed"));
-  return errorResponse(error);
 });

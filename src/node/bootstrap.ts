@@ -4,11 +4,10 @@
 // entries, and a snapshot is an image of the store.
 
 import { randomUUID } from "node:crypto";
-import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import { encodeMembership, type Entry, type Membership, type SnapshotMeta } from "../raft/types.ts";
-import { fsyncDir, snapshotStateFile, writeFileAtomic, writeHardState, type SnapshotEntry, type StoredHardState } from "../storage/index.ts";
+import { markLostLog, snapshotStateFile, writeHardState, type SnapshotEntry, type StoredHardState } from "../storage/index.ts";
 import { createSnapshotImage, encodeCommand, Store } from "../store/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { isPristine, type LoadedState } from "./load.ts";
@@ -93,21 +92,4 @@ export function forgetLocalState(state: LoadedState, logger: Logger): void {
   writeHardState(state.paths.hardStatePath, state.hardState);
   state.needsSnapshotAt = null;
   markLostLog(state.paths.raftDir, true);
-}
-
-/**
- * raft/LOST_LOG records, across restarts, that the node lost log entries and must not vote
- * or campaign until a leader has confirmed it caught up.
- */
-export function markLostLog(raftDir: string, lost: boolean): void {
-  const path = join(raftDir, "LOST_LOG");
-  if (lost) writeFileAtomic(path, `log entries lost at ${new Date().toISOString()}; no votes until caught up with a leader\n`);
-  else if (existsSync(path)) {
-    rmSync(path, { force: true });
-    fsyncDir(raftDir);
-  }
-}
-
-export function hasLostLog(raftDir: string): boolean {
-  return existsSync(join(raftDir, "LOST_LOG"));
 }

@@ -24,6 +24,7 @@ export interface NodeMetrics {
   snapshotSizeBytes: Gauge;
   readIndexRounds: Counter;
   peerMessagesDropped: Counter;
+  recoveryTransitions: Counter;
   transfer: TransferMetrics;
 }
 
@@ -101,6 +102,7 @@ export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
     snapshotLastCompletedTimestamp: r.gauge("tensor_chain_snapshot_last_completed_timestamp_seconds", "Unix time the newest snapshot completed"),
     snapshotSizeBytes: r.gauge("tensor_chain_snapshot_size_bytes", "Size of the newest snapshot's state.db"),
     readIndexRounds: r.counter("tensor_chain_read_index_rounds_total", "ReadIndex rounds (each serves a batch of linearizable reads)"),
+    recoveryTransitions: r.counter("tensor_chain_recovery_transitions_total", "Transitions of the recovery flow (SPEC §3.1), by state left and state entered", ["from", "to"]),
     peerMessagesDropped: r.counter("tensor_chain_peer_messages_dropped_total", "Peer messages dropped before the Raft core, by reason", ["reason"]),
     transfer: {
       sentBytes: r.counter("tensor_chain_snapshot_transfer_sent_bytes_total", "Snapshot bytes streamed to followers"),

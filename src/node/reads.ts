@@ -25,7 +25,12 @@ export class ReadBarriers {
   private awaitingApply: { index: number; reads: PendingRead[] }[] = [];
   private nextId = 1;
 
-  constructor(private readonly core: RaftCore, private readonly hooks: ReadBarrierHooks, private readonly roundTimeoutMs: number) {}
+  constructor(
+    private readonly core: RaftCore,
+    private readonly hooks: ReadBarrierHooks,
+    private readonly roundTimeoutMs: number,
+    private readonly nowMs: () => number,
+  ) {}
 
   /** Resolves when a read may be served linearizably from this node's store. */
   wait(): Promise<void> {
@@ -86,7 +91,7 @@ export class ReadBarriers {
       for (const read of reads) read.reject(error);
       return;
     }
-    this.inFlight = { id, reads, startedMs: Date.now() };
+    this.inFlight = { id, reads, startedMs: this.nowMs() };
     this.hooks.started();
   }
 }

@@ -12,12 +12,56 @@ import type { Message } from "../raft/index.ts";
 import type { SnapshotMeta } from "../raft/types.ts";
 import { SnapshotStore, snapshotDirName, snapshotStateFile } from "../storage/index.ts";
 import { Store, sealReceivedImage, stageStoreImage } from "../store/index.ts";
-import { MessageType, type Transport } from "../transport/index.ts";
+import { MessageType } from "../transport/index.ts";
+import type { PeerNetwork } from "../io/index.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import type { Counter, Gauge } from "../metrics/index.ts";
 
-type SnapshotMessage = Extract<Message, { type: "snapshot" }>;
+export type SnapshotMessage = Extract<Message, { type: "snapshot" }>;
+
+/**
+ * Moving snapshots between members, as the effect loop uses it. Production: the chunked,
+ * resumable streams below (fileSnapshotTransfer). The simulator has a twin that moves a
+ * filed image in one message over its network.
+ */
+export interface SnapshotTransfer {
+  /** The core asked to send a snapshot to m.to. */
+  send(m: SnapshotMessage): Promise<void>;
+  onChunk(from: string, payload: Uint8Array): void;
+  onAck(from: string, payload: Uint8Array): void;
+  /** On every tick: abandon outgoing transfers that stopped making progress. */
+  checkStalls(nowMs: number): void;
+  /** A snapshot is arriving or being verified (see SnapshotReceiver.busy). */
+  busy(appliedIndex: number): boolean;
+  stop(): void;
+}
+
+export interface SnapshotTransferHooks {
+  /** An outgoing transfer ended (the core is told: reportSnapshot). */
+  sent(peer: string, ok: boolean): void;
+  /** A snapshot arrived, verified and filed: step `message` into the core. */
+  received(message: SnapshotMessage, clusterId: string): void;
+  /** The first chunk of a snapshot arrived. */
+  started(meta: SnapshotMeta): void;
+  appliedIndex(): number;
+}
+
+/** The production transfer: snapshot directories streamed over the peer transport's bulk lane. */
+export function fileSnapshotTransfer(
+  network: PeerNetwork, dirs: SnapshotStore, storePath: string, logger: Logger, metrics: TransferMetrics, hooks: SnapshotTransferHooks,
+): SnapshotTransfer {
+  const sender = new SnapshotSender(network, dirs, logger, metrics, hooks.sent);
+  const receiver = new SnapshotReceiver(network, dirs, storePath, logger, metrics, hooks.received, hooks.started, hooks.appliedIndex);
+  return {
+    send: (m) => sender.start(m),
+    onChunk: (from, payload) => receiver.onChunk(from, payload),
+    onAck: (from, payload) => sender.onAck(from, payload),
+    checkStalls: (nowMs) => sender.checkStalls(nowMs),
+    busy: (appliedIndex) => receiver.busy(appliedIndex),
+    stop: () => sender.stop(),
+  };
+}
 
 const chunkBytes = 1024 * 1024;
 const windowChunks = 4;
@@ -111,7 +155,7 @@ export class SnapshotSender {
   private readonly streams = new Map<string, OutgoingStream>();
 
   constructor(
-    private readonly transport: Transport,
+    private readonly transport: PeerNetwork,
     private readonly snapshots: SnapshotStore,
     private readonly logger: Logger,
     private readonly metrics: TransferMetrics,
@@ -249,7 +293,7 @@ export class SnapshotReceiver {
   }
 
   constructor(
-    private readonly transport: Transport,
+    private readonly transport: PeerNetwork,
     private readonly snapshots: SnapshotStore,
     /** The store file: a received image is copied beside it, ready to be installed. */
     private readonly storePath: string,

@@ -25,10 +25,10 @@ export class ApplyWaiters {
     });
   }
 
-  /** An entry was applied: answer whoever waits for its index. Returns the wait in ms, or -1. */
-  applied(index: number, term: number, result: ApplyResult, nowMs: number): number {
+  /** An entry was applied: answer whoever waits for its index. Returns whether a client was answered. */
+  applied(index: number, term: number, result: ApplyResult): boolean {
     const waiter = this.byIndex.get(index);
-    if (waiter === undefined) return -1;
+    if (waiter === undefined) return false;
     this.byIndex.delete(index);
     if (waiter.term === term) {
       waiter.resolve(result);
@@ -37,7 +37,7 @@ export class ApplyWaiters {
         hint: "retry the write",
       }));
     }
-    return nowMs - waiter.startedMs;
+    return waiter.term === term;
   }
 
   /** Fail everyone still waiting (shutdown, storage failure). */

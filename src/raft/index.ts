@@ -38,3 +38,4 @@ export type { Entry, EntryKind, HardState, Membership, NodeId, Role, SnapshotMet
 export { emptyMembership, encodeMembership, decodeMembership } from "./types.ts";
 export { encodeMessage, decodeMessage, codecVersion, nodeIdBytesMax } from "./codec.ts";
 export type { DecodeResult, DecodeError, DecodeErrorCode } from "./codec.ts";
+export type { RaftErrorCode, RaftRefusalCode } from "./errors.ts";

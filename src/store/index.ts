@@ -3,3 +3,4 @@ export { encodeCommand, decodeCommand, type Command, type Statement, type SqlVal
 export { checkWriteStatement, checkReadStatement, abbreviate } from "./_sql.ts";
 export { createSnapshotImage, sealReceivedImage, stageStoreImage, type SnapshotImage } from "./snapshot-image.ts";
 export { formatSqliteTime } from "./determinism.ts";
+export { MemSnapshots, type MemSnapshot } from "./mem-snapshots.ts";

@@ -21,6 +21,7 @@ import * as fs from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { decodeMembership, emptyMembership, type Entry, type Membership } from "../util/log-data.ts";
 import { fsyncPath, writeFileAtomic } from "../io/durable-file.ts";
+import type { StateMachine } from "../io/state-machine.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { exactInt, isWideDouble, jsonInt, jsonWideDouble } from "../util/json64.ts";
@@ -75,7 +76,7 @@ const bootMarkSuffix = "-boot";
 const stagedSuffix = ".staged-";
 const bootIdPath = "/proc/sys/kernel/random/boot_id";
 
-export class Store {
+export class Store implements StateMachine<Entry, ApplyResult> {
   private readonly db: Database;
   private readonly reader: Database;
   private readonly functions = new DeterministicFunctions();
@@ -86,22 +87,48 @@ export class Store {
   private lastRowidStmt: SqliteStatement | null = null;
   private metaValue: StoreMeta;
   private readonly flusher: StoreFlusher | null;
+  private readonly inMemory: boolean;
 
-  /** `unsynced`: the store runs without fsyncs, under a boot mark (see the top of this file). */
-  private constructor(readonly path: string, cacheKib: number, private readonly unsynced: boolean) {
-    this.db = new Database(path, { create: true });
-    this.db.run("PRAGMA journal_mode = WAL");
-    // Without a boot id to tell a machine crash (not Linux), every checkpoint is flushed.
-    this.db.run(unsynced ? "PRAGMA synchronous = OFF" : "PRAGMA synchronous = NORMAL");
+  /**
+   * `unsynced`: the store runs without fsyncs, under a boot mark (see the top of this file).
+   * `memory`: the store lives in memory only (the simulator's twin): one connection serves
+   * applies and reads, and nothing touches the disk.
+   */
+  private constructor(readonly path: string, cacheKib: number, private readonly unsynced: boolean, memory: Database | null = null) {
+    this.inMemory = memory !== null;
+    this.db = memory ?? new Database(path, { create: true });
+    if (memory === null) {
+      this.db.run("PRAGMA journal_mode = WAL");
+      // Without a boot id to tell a machine crash (not Linux), every checkpoint is flushed.
+      this.db.run(unsynced ? "PRAGMA synchronous = OFF" : "PRAGMA synchronous = NORMAL");
+    }
     this.db.run(`PRAGMA cache_size = -${cacheKib}`);
     this.db.run("PRAGMA foreign_keys = ON");
     this.db.run(`CREATE TABLE IF NOT EXISTS ${metaTable} (key TEXT PRIMARY KEY, value) WITHOUT ROWID`);
     this.functions.install(this.db);
     this.setMetaStmt = this.db.prepare(`INSERT OR REPLACE INTO ${metaTable} (key, value) VALUES (?, ?)`);
     this.metaValue = this.readMeta();
-    this.reader = new Database(path, { readonly: true });
-    this.reader.run(`PRAGMA cache_size = -${Math.max(2048, Math.floor(cacheKib / 4))}`);
+    if (memory === null) {
+      this.reader = new Database(path, { readonly: true });
+      this.reader.run(`PRAGMA cache_size = -${Math.max(2048, Math.floor(cacheKib / 4))}`);
+    } else {
+      this.reader = memory;
+    }
     this.flusher = unsynced ? new StoreFlusher([path, `${path}-wal`]) : null;
+  }
+
+  /**
+   * A store held in memory only, empty or from an image (`serialize()`'s bytes): the twin
+   * the simulator runs the real node on. It applies and answers exactly as a store on disk.
+   */
+  static openInMemory(image: Uint8Array | null = null): Store {
+    const db = image === null ? new Database(":memory:") : Database.deserialize(image);
+    return new Store(":memory:", 2048, false, db);
+  }
+
+  /** The whole database as one image (an in-memory store's snapshot). */
+  serialize(): Uint8Array {
+    return this.db.serialize();
   }
 
   /**
@@ -194,6 +221,11 @@ export class Store {
   static remove(storePath: string): void {
     for (const suffix of ["", "-wal", "-shm", ".installing", bootMarkSuffix]) fs.rmSync(storePath + suffix, { force: true });
     Store.removeStaged(storePath);
+  }
+
+  /** The index of the last entry applied (StateMachine). */
+  get appliedIndex(): number {
+    return this.metaValue.appliedIndex;
   }
 
   get meta(): Readonly<StoreMeta> {
@@ -294,7 +326,7 @@ export class Store {
     }
     this.setMetaStmt.finalize();
     this.lastRowidStmt?.finalize();
-    this.reader?.close();
+    if (!this.inMemory) this.reader.close();
     // Closing the last connection checkpoints the SQLite WAL into the file and removes it.
     this.db.close();
     if (!this.unsynced || options.discard === true) return;

@@ -11,3 +11,4 @@ export type { MessageHandler, TransportOptions } from "./_options.ts";
 export type { PeerStats, TransportCounters, TransportStats } from "./_stats.ts";
 export { PROTOCOL_VERSION } from "./_hello.ts";
 export { MessageType } from "./message-type.ts";
+export type { TransportErrorCode } from "./errors.ts";

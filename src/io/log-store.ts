@@ -1,0 +1,53 @@
+// The log store the node writes through: log entries (the WAL) and the hard state (term,
+// vote, commit, cluster id), plus the mark a member keeps while it lost entries it held.
+// Production: storage's FileLogStore (WAL segments, raft/hardstate, raft/LOST_LOG). Twin:
+// MemLogStore (mem-log-store.ts), which loses exactly what was not synced at a crash.
+//
+// Contract: entries appended are durable only once a sync() that began after the append has
+// resolved; saveHardState() is durable when it returns. The node acknowledges nothing before.
+
+/** What the log store needs of an entry; the node stores Raft entries. */
+export interface LogRecord {
+  readonly index: number;
+  readonly term: number;
+}
+
+export interface HardStateRecord {
+  readonly term: number;
+  readonly vote: string | null;
+  readonly commit: number;
+  /** Empty until the node belongs to a cluster. */
+  readonly clusterId: string;
+}
+
+export interface LogStoreStats {
+  /** Files (or units) the log occupies; compaction removes whole units. */
+  readonly segmentCount: number;
+  readonly sizeBytes: number;
+  /** Index of the first entry held, 0 when empty. */
+  readonly firstIndex: number;
+}
+
+export interface LogStore<E extends LogRecord> {
+  /** Index of the last entry appended (synced or not); the index before the log when empty. */
+  readonly lastIndex: number;
+  /**
+   * Append after the last entry. An entry at or below lastIndex replaces the suffix from its
+   * index on (a new leader overwrote uncommitted entries). Not durable until sync().
+   */
+  append(entries: readonly E[]): void;
+  /** Make every entry appended so far durable; rejects on an I/O error (the node stops). */
+  sync(): Promise<void>;
+  /** The same, blocking: start-up and offline tools only. */
+  syncNow(): void;
+  /** Replace the hard state, durably, before returning. */
+  saveHardState(state: HardStateRecord): void;
+  /** Drop every entry and continue at `nextIndex` (the log restarts after a snapshot). */
+  resetTo(nextIndex: number): void;
+  /** Drop the entries at or below `index` that a snapshot covers; returns the units removed. */
+  compact(index: number): Promise<number>;
+  /** Record, durably, whether this member lost log entries it held (see the node's vote gate). */
+  setLostLog(lost: boolean): void;
+  stats(): LogStoreStats;
+  close(): void;
+}

@@ -1,0 +1,146 @@
+// The in-memory twin of LogStore for the simulator. It keeps two views: what was appended
+// and what a sync made durable. crash() returns the durable view, optionally with the first
+// unsynced entry torn off (a write that reached the disk only in part is cut on open, as the
+// WAL does with a torn tail); failNextSync() makes the next sync reject, as an fsync error does.
+
+import type { HardStateRecord, LogRecord, LogStore, LogStoreStats } from "./log-store.ts";
+
+export interface MemLogImage<E extends LogRecord> {
+  readonly entries: readonly E[];
+  /** Index the log starts after (a reset or compaction moved it). */
+  readonly offset: number;
+  readonly hardState: HardStateRecord | null;
+  readonly lostLog: boolean;
+}
+
+export class MemLogStore<E extends LogRecord> implements LogStore<E> {
+  private entries: E[];
+  private offset: number;
+  /** How many of `entries` are durable; everything after is lost by a crash. */
+  private durableCount: number;
+  /** Set by resetTo/compact until the next sync: the durable view still has the old log. */
+  private durableSnapshot: { entries: E[]; offset: number } | null = null;
+  private hardState: HardStateRecord | null;
+  private lostLog: boolean;
+  private failSync: Error | null = null;
+  private closed = false;
+  /** Called with entries once a sync made them durable (the simulator checks them). */
+  onDurable: ((entries: readonly E[]) => void) | null = null;
+
+  constructor(image: MemLogImage<E> = { entries: [], offset: 0, hardState: null, lostLog: false }) {
+    this.entries = [...image.entries];
+    this.offset = image.offset;
+    this.durableCount = this.entries.length;
+    this.hardState = image.hardState;
+    this.lostLog = image.lostLog;
+  }
+
+  get lastIndex(): number {
+    return this.offset + this.entries.length;
+  }
+
+  /** Entries held, synced or not. */
+  all(): readonly E[] {
+    return this.entries;
+  }
+
+  savedHardState(): HardStateRecord | null {
+    return this.hardState;
+  }
+
+  get lostLogMarked(): boolean {
+    return this.lostLog;
+  }
+
+  append(entries: readonly E[]): void {
+    this.checkOpen();
+    for (const e of entries) {
+      const at = e.index - this.offset - 1;
+      if (at < 0) throw new Error(`log store: append of index ${e.index} before the log start ${this.offset + 1}`);
+      if (at > this.entries.length) throw new Error(`log store: append of index ${e.index} leaves a gap after ${this.lastIndex}`);
+      if (at < this.entries.length) {
+        this.entries.length = at;
+        this.durableCount = Math.min(this.durableCount, at);
+      }
+      this.entries.push(e);
+    }
+  }
+
+  sync(): Promise<void> {
+    try {
+      this.syncNow();
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  syncNow(): void {
+    this.checkOpen();
+    if (this.failSync !== null) {
+      const error = this.failSync;
+      this.failSync = null;
+      throw error;
+    }
+    const fresh = this.entries.slice(this.durableCount);
+    this.durableCount = this.entries.length;
+    this.durableSnapshot = null;
+    if (fresh.length > 0) this.onDurable?.(fresh);
+  }
+
+  saveHardState(state: HardStateRecord): void {
+    this.checkOpen();
+    this.hardState = state;
+  }
+
+  resetTo(nextIndex: number): void {
+    this.checkOpen();
+    this.durableSnapshot ??= { entries: this.entries.slice(0, this.durableCount), offset: this.offset };
+    this.entries = [];
+    this.durableCount = 0;
+    this.offset = nextIndex - 1;
+  }
+
+  compact(index: number): Promise<number> {
+    this.checkOpen();
+    const drop = Math.min(this.entries.length, Math.max(0, index - this.offset));
+    if (drop === 0) return Promise.resolve(0);
+    // Removing covered entries is safe whenever it lands: nothing after them is touched.
+    this.entries = this.entries.slice(drop);
+    this.durableCount = Math.max(0, this.durableCount - drop);
+    this.offset += drop;
+    return Promise.resolve(1);
+  }
+
+  setLostLog(lost: boolean): void {
+    this.checkOpen();
+    this.lostLog = lost;
+  }
+
+  stats(): LogStoreStats {
+    return { segmentCount: this.entries.length > 0 ? 1 : 0, sizeBytes: this.entries.length, firstIndex: this.entries.length > 0 ? this.offset + 1 : 0 };
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  /** The next sync rejects with `error` (an fsync that failed). */
+  failNextSync(error: Error): void {
+    this.failSync = error;
+  }
+
+  /**
+   * What survives a crash now: the durable entries and the hard state. A torn write of the
+   * first unsynced entry is cut on open by the WAL, so it leaves the same image.
+   */
+  crashImage(): MemLogImage<E> {
+    this.closed = true;
+    const durable = this.durableSnapshot ?? { entries: this.entries.slice(0, this.durableCount), offset: this.offset };
+    return { entries: durable.entries, offset: durable.offset, hardState: this.hardState, lostLog: this.lostLog };
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new Error("log store: closed");
+  }
+}

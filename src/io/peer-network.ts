@@ -1,0 +1,21 @@
+// The peer network as the node uses it: typed opaque messages to other members by id.
+// Production: the TCP transport (src/transport), which frames, checks and reconnects.
+// Twin: the simulator's network, which delays, drops, duplicates and partitions. Messages
+// arriving go to the handler the node was built with (SvcNode.onPeerMessage).
+
+export interface PeerLinkStatus {
+  readonly connected: boolean;
+  readonly inboundConnected: boolean;
+  readonly address: string;
+}
+
+export interface PeerNetwork {
+  /** Queue a message; false when it cannot be sent now (no link, queue full). */
+  send(peerId: string, type: number, payload: Uint8Array, options?: { bulk?: boolean }): boolean;
+  /** The members to talk to, by id, with their peer addresses. */
+  setPeers(peers: Readonly<Record<string, string>>): void;
+  setClusterId(clusterId: string): void;
+  /** Per-peer link state, for cluster-status. */
+  linkStatus(): Record<string, PeerLinkStatus>;
+  close(): void;
+}

@@ -1,0 +1,142 @@
+// What the parts of a node share: its configuration, the Raft core, the io it runs on (clock,
+// log store, state machine and snapshots, peer network), the recovery state, and the few
+// facts every part reads (cluster id, lost-log gate, fatal error). Parts change these only
+// through the methods here, so each rule is stated once.
+
+import type { Config } from "../config/index.ts";
+import type { Clock, LogStore, PeerNetwork, SnapshotStore } from "../io/index.ts";
+import type { Entry, Membership, RaftCore } from "../raft/index.ts";
+import type { MemberAddress, Store } from "../store/index.ts";
+import { assert } from "../util/assert.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/logger.ts";
+import type { StoredHardState } from "../storage/index.ts";
+import type { NodeMetrics } from "./metrics.ts";
+import { nextRecoveryState, recoveryAccepts, type RecoveryEvent, type RecoveryState } from "./recovery.ts";
+import { ApplyWaiters } from "./waiters.ts";
+
+/** The io a node runs on: production (start.ts) or the simulator's twins. */
+export interface NodeIo {
+  readonly clock: Clock;
+  readonly log: LogStore<Entry>;
+  readonly snapshots: SnapshotStore<Membership, Store>;
+  readonly network: PeerNetwork;
+  /** Ask the runtime to collect garbage (`full`: synchronously, everything). */
+  readonly collectGarbage: (full: boolean) => void;
+}
+
+export class NodeContext {
+  recovery: RecoveryState = "starting";
+  /** The state machine; replaced when a snapshot is installed. */
+  store: Store;
+  persistedHardState: StoredHardState;
+  clusterId: string;
+  /**
+   * Set when the node lost log entries it held (a cleared WAL): it cannot know how far its
+   * log went, so it neither votes nor campaigns (either could elect a leader without writes
+   * it had acknowledged) until a leader elected by the others has confirmed, by a ReadIndex
+   * round, that this node applied everything committed.
+   */
+  lostLog = false;
+  /** The highest commit index a leader has told this node. */
+  leaderCommitSeen = 0;
+  /** Index of the newest snapshot this node holds (0: none). */
+  snapshotIndex: number;
+  fatalError: SvcError | null = null;
+  stopped = false;
+  readonly waiters = new ApplyWaiters();
+  /** Called once when the node hits an unrecoverable error (serve.ts exits the process). */
+  onFatal: ((e: SvcError) => void) | null = null;
+  /** Failing pending reads too is the read barrier's job; it registers here. */
+  readonly failHooks: ((e: SvcError) => void)[] = [];
+
+  constructor(
+    readonly config: Config,
+    readonly logger: Logger,
+    readonly io: NodeIo,
+    readonly core: RaftCore,
+    readonly metrics: NodeMetrics,
+    store: Store,
+    hardState: StoredHardState,
+    clusterId: string,
+  ) {
+    this.store = store;
+    this.persistedHardState = hardState;
+    this.clusterId = clusterId;
+    this.snapshotIndex = io.snapshots.latest()?.index ?? 0;
+  }
+
+  get clock(): Clock {
+    return this.io.clock;
+  }
+
+  /** Move the recovery flow; an event with no edge from the current state is a bug. */
+  transition(event: RecoveryEvent): void {
+    const next = nextRecoveryState(this.recovery, event);
+    assert(next !== null, `recovery: no transition from ${this.recovery} on ${event}`);
+    if (next === this.recovery) return;
+    this.logger.info(`recovery: ${this.recovery} -> ${next}`, { event });
+    this.metrics.recoveryTransitions.labels(this.recovery, next).inc();
+    this.recovery = next;
+  }
+
+  /** The same, for an event that only matters in some states (ignored in the others). */
+  transitionIfAllowed(event: RecoveryEvent): void {
+    if (recoveryAccepts(this.recovery, event)) this.transition(event);
+  }
+
+  adoptClusterId(clusterId: string): void {
+    this.clusterId = clusterId;
+    this.io.network.setClusterId(clusterId);
+    const next = { ...this.persistedHardState, clusterId };
+    this.io.log.saveHardState(next);
+    this.persistedHardState = next;
+    if (this.store.meta.clusterId === "") this.store.setClusterId(clusterId);
+    this.logger.info("joined cluster", { clusterId });
+  }
+
+  /** Every member's addresses: the configuration file's, then those replicated at run time. */
+  memberAddresses(): Map<string, MemberAddress> {
+    const book = new Map<string, MemberAddress>();
+    for (const m of this.config.cluster.members) book.set(m.id, { id: m.id, peer: m.peer.raw, client: m.client.raw, admin: m.admin.raw });
+    for (const m of this.store.memberAddresses()) book.set(m.id, m);
+    return book;
+  }
+
+  refreshPeers(): void {
+    const peers: Record<string, string> = {};
+    for (const [id, m] of this.memberAddresses()) if (id !== this.config.nodeId) peers[id] = m.peer;
+    this.io.network.setPeers(peers);
+  }
+
+  notLeader(leaderId: string | null): SvcError {
+    const leader = leaderId === null ? undefined : this.memberAddresses().get(leaderId);
+    return new SvcError("NOT_LEADER", leaderId === null ? "no leader is known right now" : `this node is not the leader; ${leaderId} is`, {
+      hint: leaderId === null ? "retry shortly: an election is in progress" : "send the request to the leader",
+      details: { leaderId, leaderClient: leader?.client ?? null, leaderAdmin: leader?.admin ?? null },
+    });
+  }
+
+  requireLeader(): void {
+    const status = this.core.status();
+    if (status.role !== "leader") throw this.notLeader(status.leaderId);
+  }
+
+  checkServing(): void {
+    if (this.fatalError !== null) throw this.fatalError;
+    if (this.stopped) throw new SvcError("SHUTTING_DOWN", "the node is shutting down");
+  }
+
+  /** A storage failure: nothing unsynced was acknowledged, but the node cannot go on safely. */
+  fail(e: unknown): void {
+    const error = e instanceof SvcError ? e : new SvcError("STORAGE_FAILED", `storage failure: ${errorMessage(e)}`, {
+      hint: "check the disk (free space, I/O errors in the kernel log); the node stops and replays its WAL on restart",
+      cause: e,
+    });
+    this.fatalError = error;
+    this.logger.error(`fatal: ${error.message}`, { hint: error.hint });
+    this.waiters.failAll(error);
+    for (const hook of this.failHooks) hook(error);
+    this.onFatal?.(error);
+  }
+}

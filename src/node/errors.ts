@@ -1,0 +1,29 @@
+// The node module's error codes: what a client or an operator sees from a running node
+// (not the leader, overloaded, timed out, shutting down, a failed disk) and what loading a
+// data directory can find wrong with it.
+
+export type NodeErrorCode =
+  | "NOT_LEADER"
+  | "WRITES_PAUSED"
+  | "OVERLOADED"
+  | "SHUTTING_DOWN"
+  /** A write was committed but could not be read back when applied. */
+  | "APPLY_FAILED"
+  /** A write's statement failed in SQLite; nothing of its batch was applied. */
+  | "SQL_ERROR"
+  /** The disk failed under the node; it stops serving and replays its WAL on restart. */
+  | "STORAGE_FAILED"
+  /** A waiting write's log position was taken by another leader's entry. */
+  | "ENTRY_REPLACED"
+  | "WRITE_TIMEOUT"
+  | "READ_TIMEOUT"
+  | "CHANGE_IN_PROGRESS"
+  | "INVALID_CHANGE"
+  | "INVALID_TRANSFER"
+  | "TRANSFER_TIMEOUT"
+  | "CATCH_UP_TIMEOUT"
+  /** At start: the data directory cannot be written, or belongs to another user. */
+  | "DATA_DIR_NOT_WRITABLE"
+  | "DATA_DIR_WRONG_OWNER"
+  /** At start: entries between the newest snapshot and the WAL are missing. */
+  | "LOG_GAP";

@@ -1,0 +1,72 @@
+// The production SnapshotStore: snapshot directories under raft/snapshots/ (storage's
+// SnapshotStore), images made by the snapshot worker from the store file, and installs
+// that rename a staged copy into place when the receiver left one (else copy the image).
+
+import { join } from "node:path";
+import type { InstallMethod, SnapshotRecord, SnapshotStore } from "../io/index.ts";
+import { fsyncPathAsync } from "../io/durable-file.ts";
+import type { Membership } from "../raft/index.ts";
+import { snapshotStateFile, type SnapshotEntry, type SnapshotStore as SnapshotDirs } from "../storage/index.ts";
+import { Store, createSnapshotImage } from "../store/index.ts";
+
+export class FileSnapshots implements SnapshotStore<Membership, Store> {
+  constructor(readonly dirs: SnapshotDirs, private readonly storePath: string) {}
+
+  latest(): SnapshotRecord<Membership> | null {
+    const entry = this.dirs.latest();
+    return entry === null ? null : toRecord(entry);
+  }
+
+  find(term: number, index: number): SnapshotRecord<Membership> | null {
+    const entry = this.dirs.list().find((e) => e.index === index && e.term === term && e.meta !== null);
+    return entry === undefined ? null : toRecord(entry);
+  }
+
+  count(): number {
+    return this.dirs.list().filter((e) => e.meta !== null).length;
+  }
+
+  async take(state: Store, clusterId: string, afterIndex: number): Promise<SnapshotRecord<Membership> | null> {
+    const tempDir = this.dirs.beginTemp();
+    try {
+      // The worker copies the store file from its own connection: `state` goes on applying.
+      const image = await createSnapshotImage(state.path, join(tempDir, snapshotStateFile));
+      if (image.appliedIndex <= afterIndex) {
+        this.dirs.discard(tempDir);
+        return null;
+      }
+      const entry = await this.dirs.commit(tempDir, {
+        clusterId, index: image.appliedIndex, term: image.appliedTerm, membership: image.membership, stateSha256: image.stateSha256,
+      });
+      return toRecord(entry);
+    } catch (e) {
+      this.dirs.discard(tempDir);
+      throw e;
+    }
+  }
+
+  install(state: Store, record: SnapshotRecord<Membership>): { state: Store; method: InstallMethod } {
+    state.close({ discard: true });
+    const name = record.location.split("/").at(-1) ?? "";
+    const staged = Store.installImage(join(record.location, snapshotStateFile), this.storePath, Store.stagedImagePath(this.storePath, name));
+    return { state: Store.open(this.storePath), method: staged ? "staged" : "copied" };
+  }
+
+  async prune(keepCount: number): Promise<number> {
+    const removed = this.dirs.prune(keepCount, { syncDir: false });
+    if (removed.length > 0) await fsyncPathAsync(this.dirs.dir);
+    return removed.length;
+  }
+}
+
+function toRecord(entry: SnapshotEntry): SnapshotRecord<Membership> {
+  const meta = entry.meta;
+  return {
+    term: entry.term,
+    index: entry.index,
+    membership: meta?.membership ?? { voters: [], learners: [] },
+    clusterId: meta?.clusterId ?? "",
+    sizeBytes: meta?.stateSizeBytes ?? 0,
+    location: entry.dir,
+  };
+}

@@ -1,0 +1,317 @@
+// The effect loop: the one place that turns the Raft core's Ready into effects, in this
+// order for each Ready:
+//   install snapshot → append entries to the log store → save term/vote → sync (once, for
+//   every record of the batch: group commit) → send messages → apply committed → answer
+//   clients → advance.
+// A client is answered only after its entry was synced on a quorum and applied. The loop
+// also owns the tick timer and the recovery flow's progress (recovery.ts decides the edges).
+
+import { decodeMessage, encodeMessage, type Message, type Ready, type SnapshotMeta } from "../raft/index.ts";
+import type { Entry } from "../raft/index.ts";
+import type { Timer } from "../io/index.ts";
+import { MessageType } from "../transport/index.ts";
+import { assert } from "../util/assert.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+import type { NodeContext } from "./context.ts";
+import { ReadBarriers } from "./reads.ts";
+import type { SnapshotPolicy } from "./snapshot-policy.ts";
+import type { SnapshotTransfer } from "./snapshot-transfer.ts";
+
+const writeTimeoutMs = 30_000;
+
+export class EffectLoop {
+  readonly reads: ReadBarriers;
+  private tickTimer: Timer | null = null;
+  private readyScheduled = false;
+  /** A Ready's log sync is running; the next Ready waits for it. */
+  private syncInFlight = false;
+  /** Commit index at which recovery's replay is complete once applied. */
+  private catchUpTarget = 0;
+  /** A ReadIndex round is out to learn whether this joining node has caught up. */
+  private catchUpProbe = false;
+  transfer: SnapshotTransfer | null = null;
+
+  constructor(private readonly ctx: NodeContext, private readonly snapshots: SnapshotPolicy) {
+    this.reads = new ReadBarriers(ctx.core, {
+      notLeader: (leaderId) => ctx.notLeader(leaderId),
+      started: () => {
+        ctx.metrics.readIndexRounds.inc();
+        this.schedule();
+      },
+    }, 2 * ctx.config.raft.electionTimeoutMs, () => ctx.clock.nowMs());
+    ctx.failHooks.push((e) => this.reads.failAll(e));
+  }
+
+  /** Enter the recovery flow (SPEC §3.1) and start ticking. */
+  begin(): void {
+    const { ctx } = this;
+    const status = ctx.core.status();
+    this.catchUpTarget = status.commit;
+    const walHadEntries = status.lastIndex > status.snapshotIndex;
+    if (status.membership.voters.length === 0 || ctx.lostLog || (status.lastIndex === 0 && ctx.config.cluster.members.length > 1)) {
+      ctx.transition("wal_missing");
+      if (!ctx.lostLog) {
+        ctx.logger.warn("this node belongs to no cluster yet: waiting for a leader to send it a snapshot", {
+          hint: "set bootstrap = true on the first node of a new cluster, or add this node from the leader with `svc admin add-node`",
+        });
+      }
+    } else {
+      // SPEC §3.1: a node with a WAL replays it, whether or not anything is left to apply.
+      ctx.transition(walHadEntries ? "wal_found" : "wal_empty");
+      if (walHadEntries) ctx.logger.info("recovery: replay of the WAL", { from: status.snapshotIndex + 1, to: status.lastIndex, commit: status.commit });
+    }
+    if (status.membership.voters.length === 1 && status.membership.voters[0] === ctx.config.nodeId) ctx.core.campaign();
+    this.tickTimer = ctx.clock.every(ctx.config.raft.heartbeatIntervalMs, () => this.tick());
+    this.schedule();
+  }
+
+  private tick(): void {
+    const { ctx } = this;
+    // A node that lost entries it held does not campaign (it drops vote requests too):
+    // elected, it could lose writes it had acknowledged. Without ticks its election timer
+    // never fires; appends from the leader are answered all the same.
+    if (!ctx.lostLog) ctx.core.tick();
+    const now = ctx.clock.nowMs();
+    ctx.waiters.expire(now, writeTimeoutMs);
+    this.transfer?.checkStalls(now);
+    this.reads.expire(now, ctx.core.status().leaderId);
+    this.snapshots.maybeAuto();
+    this.snapshots.collectWhenIdle();
+    this.schedule();
+  }
+
+  stop(): void {
+    this.tickTimer?.cancel();
+    this.tickTimer = null;
+  }
+
+  schedule(): void {
+    if (this.readyScheduled || this.ctx.stopped) return;
+    this.readyScheduled = true;
+    this.ctx.clock.soon(() => {
+      this.readyScheduled = false;
+      this.processReady();
+    });
+  }
+
+  private processReady(): void {
+    const { ctx } = this;
+    if (ctx.stopped || ctx.fatalError !== null || this.syncInFlight) return;
+    try {
+      while (ctx.core.hasReady()) {
+        const rd = ctx.core.ready();
+        if (this.persist(rd)) {
+          // The log is syncing on another thread; requests that arrive meanwhile are
+          // proposed and go into the next batch (group commit, pipelined).
+          // Only append responses claim durability (the entries they acknowledge must be
+          // on disk); everything else leaves now, so the leader's appends reach the
+          // followers while its own disk is still syncing. The leader counts itself toward
+          // a quorum only after advance(), so this never commits an unsynced entry.
+          const afterSync = rd.messages.filter((m) => m.type === "append_response");
+          this.send(rd.messages.filter((m) => m.type !== "append_response"));
+          this.syncInFlight = true;
+          const startedMs = ctx.clock.monotonicMs();
+          ctx.io.log.sync().then(
+            () => {
+              this.syncInFlight = false;
+              ctx.metrics.walSyncLatency.observe((ctx.clock.monotonicMs() - startedMs) / 1000);
+              ctx.metrics.walSyncs.inc();
+              try {
+                this.finishReady(rd, afterSync);
+              } catch (e) {
+                ctx.fail(e);
+                return;
+              }
+              this.processReady();
+            },
+            (e: unknown) => {
+              this.syncInFlight = false;
+              // A stop closes the log under a sync in flight; its writes were failed already.
+              if (!ctx.stopped) ctx.fail(e);
+            },
+          );
+          return;
+        }
+        this.finishReady(rd);
+      }
+    } catch (e) {
+      ctx.fail(e);
+    }
+  }
+
+  /** Write what a Ready asks to persist; returns true when a sync is owed before going on. */
+  private persist(rd: Ready): boolean {
+    const { ctx } = this;
+    if (rd.snapshot !== null) this.installSnapshot(rd.snapshot);
+    const saved = ctx.persistedHardState;
+    if (rd.hardState !== null && (rd.hardState.term !== saved.term || rd.hardState.vote !== saved.vote)) {
+      // Term and vote are durable before anything depends on them: before any message
+      // leaves, and before the log holds an entry of the new term. In the other order, a
+      // crash between the two leaves entries newer than the saved term.
+      const next = { ...rd.hardState, clusterId: ctx.clusterId };
+      ctx.io.log.saveHardState(next);
+      ctx.persistedHardState = next;
+    }
+    if (rd.entries.length > 0) {
+      ctx.io.log.append(rd.entries);
+      let bytes = 0;
+      for (const e of rd.entries) bytes += e.data.length;
+      ctx.metrics.walAppendedBytes.inc(bytes);
+      ctx.metrics.walEntriesPerSync.observe(rd.entries.length);
+    }
+    return rd.mustSync && rd.entries.length > 0;
+  }
+
+  /** Replace the store with a snapshot received from the leader and start the log after it. */
+  private installSnapshot(meta: SnapshotMeta): void {
+    const { ctx } = this;
+    const record = ctx.io.snapshots.find(meta.term, meta.index);
+    assert(record !== null, "a snapshot is stepped into the core only after it was filed");
+    ctx.logger.info("recovery: installing snapshot", { index: meta.index, term: meta.term });
+    const { state, method } = ctx.io.snapshots.install(ctx.store, record);
+    ctx.store = state;
+    const how = { staged: "from its staged copy", copied: "by copying its image", in_memory: "in memory" }[method];
+    ctx.logger.info(`recovery: snapshot installed ${how}`, { index: meta.index });
+    if (ctx.clusterId === "" && record.clusterId !== "") ctx.adoptClusterId(record.clusterId);
+    ctx.io.log.resetTo(meta.index + 1);
+    void ctx.io.log.compact(meta.index).catch((e: unknown) => ctx.logger.warn("could not remove WAL segments a snapshot covers", { error: errorMessage(e) }));
+    ctx.snapshotIndex = Math.max(ctx.snapshotIndex, meta.index);
+    this.snapshots.pruneAfterInstall();
+    this.catchUpTarget = Math.max(this.catchUpTarget, meta.index);
+    ctx.transition("snapshot_installed");
+  }
+
+  /** After persisting: send, apply, answer, advance. */
+  private finishReady(rd: Ready, messages: readonly Message[] = rd.messages): void {
+    this.send(messages);
+    if (rd.committed.length > 0) this.apply(rd.committed);
+    for (const rs of rd.readStates) this.reads.confirmed(rs.requestId, rs.index);
+    this.ctx.core.advance(rd);
+    this.afterApply();
+  }
+
+  private apply(entries: readonly Entry[]): void {
+    const { ctx } = this;
+    const results = ctx.store.apply(entries);
+    this.snapshots.applied(entries);
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i];
+      const result = results[i];
+      assert(entry !== undefined && result !== undefined, "one result per applied entry");
+      if (result.kind === "init_cluster" && ctx.clusterId === "") ctx.adoptClusterId(ctx.store.meta.clusterId);
+      if (result.kind === "set_member") ctx.refreshPeers();
+      const answered = ctx.waiters.applied(entry.index, entry.term, result);
+      if (answered && result.kind === "execute" && result.ok) ctx.metrics.writesTotal.inc();
+    }
+  }
+
+  private afterApply(): void {
+    const applied = this.ctx.store.meta.appliedIndex;
+    this.reads.applied(applied);
+    if (this.ctx.recovery !== "healthy") this.advanceRecovery(applied);
+    this.snapshots.maybeAuto();
+  }
+
+  private advanceRecovery(applied: number): void {
+    const { ctx } = this;
+    if ((ctx.recovery === "replaying_wal" || ctx.recovery === "replaying_after_snapshot") && applied >= this.catchUpTarget) {
+      ctx.logger.info("recovery: replay finished", { applied });
+      ctx.transition("replay_done");
+    }
+    const status = ctx.core.status();
+    if (ctx.recovery === "requesting_snapshot" && status.leaderId !== null && status.lastIndex > 0) ctx.transition("log_received");
+    if (ctx.recovery === "installing_snapshot" && !(this.transfer?.busy(applied) ?? false) && !ctx.core.hasReady()) ctx.transition("snapshot_transfer_abandoned");
+    if (ctx.recovery === "joining" && status.leaderId !== null && !this.catchUpProbe) this.probeCatchUp();
+  }
+
+  /**
+   * Caught up means applied up to the leader's commit index as the leader itself states it:
+   * a ReadIndex round asks exactly that (heartbeats alone cannot tell a lagging follower).
+   */
+  private probeCatchUp(): void {
+    const { ctx } = this;
+    this.catchUpProbe = true;
+    this.reads.wait().then(
+      () => {
+        this.catchUpProbe = false;
+        if (ctx.recovery !== "joining") return;
+        if (ctx.lostLog) {
+          ctx.io.log.setLostLog(false);
+          ctx.logger.info("recovery: holds again all the leader committed; votes and campaigns again");
+        }
+        ctx.lostLog = false;
+        const status = ctx.core.status();
+        ctx.logger.info(`recovery: caught_up; joined as ${status.role}`, { applied: ctx.store.meta.appliedIndex, term: status.term, leader: status.leaderId });
+        ctx.transition("caught_up");
+      },
+      () => {
+        // No leader answered; the next pass through afterApply tries again.
+        this.catchUpProbe = false;
+      },
+    );
+  }
+
+  // ─── peers ──────────────────────────────────────────────────────────────────────────
+
+  /** A message from a peer (the network has checked framing, CRC and cluster id). */
+  onPeerMessage(from: string, type: number, payload: Uint8Array): void {
+    const { ctx } = this;
+    if (ctx.stopped || ctx.fatalError !== null) return;
+    switch (type) {
+      case MessageType.raft: {
+        const decoded = decodeMessage(payload);
+        if (!decoded.ok) {
+          ctx.metrics.peerMessagesDropped.labels("malformed").inc();
+          ctx.logger.debug("dropped a malformed raft message", { from, error: decoded.error.code });
+          return;
+        }
+        const m = decoded.message;
+        if (m.from !== from || m.to !== ctx.config.nodeId) {
+          ctx.metrics.peerMessagesDropped.labels("misaddressed").inc();
+          return;
+        }
+        if ((m.type === "vote" || m.type === "pre_vote") && ctx.lostLog) {
+          ctx.metrics.peerMessagesDropped.labels("vote_while_recovering").inc();
+          return;
+        }
+        if (m.type === "append" || m.type === "heartbeat") ctx.leaderCommitSeen = Math.max(ctx.leaderCommitSeen, m.commit);
+        ctx.core.step(m);
+        this.schedule();
+        return;
+      }
+      case MessageType.snapshotChunk:
+        this.transfer?.onChunk(from, payload);
+        return;
+      case MessageType.snapshotAck:
+        this.transfer?.onAck(from, payload);
+        return;
+      default:
+        ctx.metrics.peerMessagesDropped.labels("unknown_type").inc();
+    }
+  }
+
+  private send(messages: readonly Message[]): void {
+    const { ctx } = this;
+    for (const m of messages) {
+      if (m.type === "snapshot") {
+        const transfer = this.transfer;
+        if (transfer === null) {
+          ctx.core.reportSnapshot(m.to, false);
+          continue;
+        }
+        transfer.send(m).catch((e: unknown) => {
+          ctx.logger.error("cannot send snapshot", { peer: m.to, error: errorMessage(e) });
+          ctx.core.reportSnapshot(m.to, false);
+        });
+        continue;
+      }
+      if (!ctx.io.network.send(m.to, MessageType.raft, encodeMessage(m)) && m.type === "append") ctx.core.reportUnreachable(m.to);
+    }
+  }
+
+  /** Fail every write and read still waiting (the node stops). */
+  failPending(error: SvcError): void {
+    this.ctx.waiters.failAll(error);
+    this.reads.failAll(error);
+  }
+}

@@ -1,0 +1,117 @@
+// Starting a node on its data directory: the production io. Opens and locks the directory,
+// binds the peer port, loads hard state, snapshots, WAL and store (load.ts), decides where the
+// log starts (a new cluster, a lone node whose store outlived its WAL, a member that lost
+// entries: bootstrap.ts), and builds the Raft core on what was loaded.
+
+import type { Config } from "../config/index.ts";
+import { systemClock } from "../io/index.ts";
+import { RaftCore } from "../raft/index.ts";
+import { FileLogStore, hasLostLog, lockDataDir, type DataPaths } from "../storage/index.ts";
+import { createTransport, type MessageHandler } from "../transport/index.ts";
+import type { Logger } from "../util/logger.ts";
+import { createPrng } from "../util/prng.ts";
+import { bootstrapIfNew, clampCommit, forgetLocalState, rebaseOnStore } from "./bootstrap.ts";
+import { FileSnapshots } from "./file-snapshots.ts";
+import { isPristine, loadState, prepareDataDir, toHardState } from "./load.ts";
+import type { NodeParts } from "./node.ts";
+import { fileSnapshotTransfer } from "./snapshot-transfer.ts";
+
+export interface VerifyTarget {
+  readonly paths: DataPaths;
+}
+
+export async function openNode(config: Config, logger: Logger, onMessage: MessageHandler): Promise<NodeParts> {
+  const paths = prepareDataDir(config.dataDir);
+  const lock = lockDataDir(config.dataDir, `node ${config.nodeId}`);
+  const transport = createTransport({
+    nodeId: config.nodeId,
+    clusterId: "",
+    listen: { hostname: config.listen.peer.host, port: config.listen.peer.port },
+    logger: logger.child("transport"),
+    onMessage,
+  });
+  try {
+    transport.start();
+    const log = logger.child("node");
+    log.info("recovery: starting", { nodeId: config.nodeId, dataDir: config.dataDir });
+    if (config.wal.archiveCommand !== "") {
+      log.warn("wal.archive_command is set, but this version does not archive WAL segments yet: segments covered by a snapshot are removed unarchived", {
+        hint: "take snapshot backups (POST /admin/snapshot and copy raft/snapshots) until WAL archiving is available",
+      });
+    }
+    const state = await loadState(paths, config, logger.child("wal"));
+    const wasPristine = isPristine(state);
+    const clusterId = bootstrapIfNew(state, config, log);
+    const multiMember = config.cluster.members.length > 1;
+    // (A lone voter has no one to catch up with: it never holds back.)
+    let lostLog = multiMember && hasLostLog(paths.raftDir);
+    if (multiMember && state.walWasEmpty && !wasPristine) {
+      // SPEC §3.1: no WAL means the state comes from the leader.
+      forgetLocalState(state, log);
+      lostLog = true;
+    } else if (state.needsSnapshotAt !== null) {
+      if (multiMember) {
+        forgetLocalState(state, log);
+        lostLog = true;
+      } else {
+        await rebaseOnStore(state, clusterId, log);
+      }
+    }
+    const tickMs = config.raft.heartbeatIntervalMs;
+    const core = new RaftCore(
+      {
+        id: config.nodeId,
+        electionTimeoutTicks: Math.max(2, Math.round(config.raft.electionTimeoutMs / tickMs)),
+        heartbeatTicks: 1,
+        prng: createPrng(Date.now() >>> 0, process.pid),
+        logger: logger.child("raft"),
+        preVote: true,
+        checkQuorum: true,
+        maxInflightAppends: 64,
+        maxEntriesPerAppend: 4096,
+        maxBytesPerAppend: 4 * 1024 * 1024,
+        maxPendingProposals: 65_536,
+      },
+      {
+        hardState: clampCommit(toHardState(state.hardState), state),
+        snapshot: state.snapshot,
+        entries: state.entries,
+        appliedIndex: state.store.meta.appliedIndex,
+      },
+    );
+    const network = {
+      send: transport.send.bind(transport),
+      setPeers: transport.setPeers.bind(transport),
+      setClusterId: transport.setClusterId.bind(transport),
+      close: transport.close.bind(transport),
+      linkStatus: () => {
+        const out: Record<string, { connected: boolean; inboundConnected: boolean; address: string }> = {};
+        for (const [id, p] of Object.entries(transport.stats().peers)) out[id] = { connected: p.connected, inboundConnected: p.inboundConnected, address: p.address };
+        return out;
+      },
+    };
+    return {
+      config,
+      logger: log,
+      io: {
+        clock: systemClock,
+        log: new FileLogStore(state.wal, paths),
+        snapshots: new FileSnapshots(state.snapshots, paths.storePath),
+        network,
+        collectGarbage: (full) => Bun.gc(full),
+      },
+      core,
+      store: state.store,
+      hardState: state.hardState,
+      clusterId,
+      lostLog,
+      makeTransfer: (hooks, metrics) => fileSnapshotTransfer(network, state.snapshots, paths.storePath, logger.child("snapshot"), metrics, hooks),
+      release: () => lock.release(),
+      verifyTarget: { paths },
+    };
+  } catch (e) {
+    transport.close();
+    lock.release();
+    throw e;
+  }
+}

@@ -1,0 +1,83 @@
+// The production LogStore: WAL segments under raft/wal/, the hard state in raft/hardstate
+// (replaced atomically), and raft/LOST_LOG while a member that lost entries it held waits to
+// catch up. Segment removals are made durable off the main thread (a directory fsync waits
+// for the file system's journal).
+
+import { existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { Entry } from "../util/log-data.ts";
+import type { HardStateRecord, LogStore, LogStoreStats } from "../io/log-store.ts";
+import { fsyncDir, fsyncPathAsync, writeFileAtomic } from "../io/durable-file.ts";
+import { writeHardState } from "./hardstate.ts";
+import type { DataPaths } from "./paths.ts";
+import type { Wal } from "./wal.ts";
+
+const lostLogFile = "LOST_LOG";
+
+export class FileLogStore implements LogStore<Entry> {
+  constructor(readonly wal: Wal, private readonly paths: DataPaths) {}
+
+  get lastIndex(): number {
+    return this.wal.lastIndex;
+  }
+
+  append(entries: readonly Entry[]): void {
+    this.wal.append(entries);
+  }
+
+  sync(): Promise<void> {
+    return this.wal.syncAsync();
+  }
+
+  syncNow(): void {
+    this.wal.sync();
+  }
+
+  saveHardState(state: HardStateRecord): void {
+    writeHardState(this.paths.hardStatePath, state);
+  }
+
+  resetTo(nextIndex: number): void {
+    this.wal.resetTo(nextIndex);
+  }
+
+  async compact(index: number): Promise<number> {
+    const removed = this.wal.removeSegmentsCoveredBy(index, undefined, { syncDir: false });
+    if (removed.length > 0) await fsyncPathAsync(this.paths.walDir);
+    return removed.length;
+  }
+
+  setLostLog(lost: boolean): void {
+    markLostLog(this.paths.raftDir, lost);
+  }
+
+  stats(): LogStoreStats {
+    const segments = this.wal.segments();
+    return {
+      segmentCount: segments.length,
+      sizeBytes: segments.reduce((sum, s) => sum + s.sizeBytes, 0),
+      firstIndex: segments[0]?.firstIndex ?? 0,
+    };
+  }
+
+  close(): void {
+    this.wal.close();
+  }
+}
+
+/**
+ * raft/LOST_LOG records, across restarts, that the node lost log entries and must not vote
+ * or campaign until a leader has confirmed it caught up.
+ */
+export function markLostLog(raftDir: string, lost: boolean): void {
+  const path = join(raftDir, lostLogFile);
+  if (lost) writeFileAtomic(path, `log entries lost at ${new Date().toISOString()}; no votes until caught up with a leader\n`);
+  else if (existsSync(path)) {
+    rmSync(path, { force: true });
+    fsyncDir(raftDir);
+  }
+}
+
+export function hasLostLog(raftDir: string): boolean {
+  return existsSync(join(raftDir, lostLogFile));
+}

@@ -1,0 +1,14 @@
+// The store module's error codes: refused or failed SQL, and a store that cannot be trusted
+// or written.
+
+export type StoreErrorCode =
+  /** A statement svc does not accept (admission, before anything runs). */
+  | "SQL_REFUSED"
+  /** SQLite refused a statement while running it. */
+  | "SQL_ERROR"
+  /** The store file cannot be written (disk full, I/O error, read-only). */
+  | "STORAGE_FAILED"
+  /** The store file is not a healthy SQLite database, or was open at a crash. */
+  | "STORE_DAMAGED"
+  /** Taking or sealing a snapshot image failed. */
+  | "SNAPSHOT_FAILED";

@@ -34,6 +34,8 @@ export interface InboundHooks {
   /** Counters of a configured peer, or null for an id this node does not know. */
   countersOf(peerId: string): TransportCounters | null;
   deliver(fromPeerId: string, type: number, payload: Uint8Array): void;
+  /** A peer completed its handshake: it is up, whatever our own dials to it last saw. */
+  peerConnected(peerId: string): void;
 }
 
 export class InboundServer {
@@ -199,6 +201,7 @@ export class InboundServer {
       if (old !== undefined) this.#hardClose(previous, old);
     }
     logger.debug(`peer transport: accepted connection from peer ${hello.senderId} at ${conn.remote}`, { peer: hello.senderId, remote: conn.remote });
+    this.#hooks.peerConnected(hello.senderId);
     return true;
   }
 

@@ -110,6 +110,18 @@ export class OutboundPeer {
     this.#dial();
   }
 
+  /**
+   * The peer showed it is up (it connected to us). A redial waiting out a backoff that grew
+   * while the peer was down goes now: a restarted peer is reached at once, not seconds later.
+   * A dial in progress or a live connection is left alone.
+   */
+  peerIsUp(): void {
+    if (this.#state !== "waiting") return;
+    this.#ctx.logger.debug(`peer transport: peer ${this.peerId} connected to us; dialling it now`, { peer: this.peerId });
+    this.#failuresInRow = 0;
+    this.#dial();
+  }
+
   close(): void {
     this.#dropAttempt();
     this.#state = "closed";

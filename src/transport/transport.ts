@@ -69,6 +69,7 @@ class PeerTransport implements Transport {
     this.#inbound = new InboundServer(ctx, {
       countersOf: (peerId) => this.#peers.get(peerId)?.counters ?? null,
       deliver: (from, type, payload) => this.#deliver(from, type, payload),
+      peerConnected: (peerId) => this.#peers.get(peerId)?.peerIsUp(),
     });
     this.#context = ctx;
   }

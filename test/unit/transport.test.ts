@@ -339,6 +339,24 @@ describe("peer transport", () => {
     await waitFor("the restarted peer's message arrived", () => a.received.length === 1);
   });
 
+  test("a peer that comes back and connects to us is redialled at once, not after the backoff grown while it was down", async () => {
+    // A backoff of 20-40 s: only the peer's own connection can make a reconnect within the wait below.
+    const a = startNode("a", "c1", { reconnectDelayMsMin: 40_000, reconnectDelayMsMax: 40_000 });
+    let b = startNode("b");
+    const port = b.transport.port;
+    connect(a, b);
+    await waitFor("a connected to b", () => a.transport.stats().peers.b?.connected === true);
+    b.transport.close();
+    await waitFor("a noticed the loss", () => a.transport.stats().peers.b?.connected === false);
+
+    b = startNode("b", "c1", { listen: { hostname: HOST, port } });
+    b.transport.setPeers({ a: a.address });
+    await waitFor("a reconnected to the restarted peer", () => a.transport.stats().peers.b?.connected === true, 3_000);
+    a.transport.send("b", MessageType.raft, te.encode("after"));
+    await waitFor("a message reached the restarted peer", () => b.received.length === 1);
+    expect(text(b.received[0])).toBe("after");
+  });
+
   test("a full queue drops and counts instead of growing", async () => {
     const port = await freePort();
     const a = startNode("a", "c1", { queueMessagesMax: 5, queueBytesMax: 1_000_000, bulkQueueMessagesMax: 2 });

@@ -29,7 +29,9 @@ export function reportError(e: unknown): number {
   }
   if (e instanceof SvcError) {
     process.stderr.write(`svc: ${e.describe()}\n`);
-    return e.code.startsWith("CONFIG_") || e.code === "USAGE" ? ExitCode.usage : ExitCode.failure;
+    // A wrong command line or configuration is a CliExit with ExitCode.usage, raised before
+    // anything runs; an SvcError is the command failing.
+    return ExitCode.failure;
   }
   if (e instanceof Error && e.name === "CLIError") {
     // citty's own complaints about the command line: unknown command, missing argument.

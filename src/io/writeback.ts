@@ -44,8 +44,8 @@ export function fsyncGradually(path: string): void {
   try {
     const sync = syncFileRangeFn;
     if (sync !== null) {
-      const size = fs.fstatSync(fd).size;
-      for (let offset = 0; offset < size; offset += sliceBytes) {
+      const sizeBytes = fs.fstatSync(fd).size;
+      for (let offset = 0; offset < sizeBytes; offset += sliceBytes) {
         // A failure here is left to the fsync below, which reports it with its errno.
         if (sync(fd, offset, sliceBytes, SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) !== 0) break;
         Bun.sleepSync(pauseMs);

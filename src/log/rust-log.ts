@@ -81,17 +81,18 @@ export function parseRustLog(spec: string | undefined): { directives: Directive[
 /** The most verbose level written for `target`: the longest matching directive, else the default. */
 export function levelFor(target: string, directives: readonly Directive[]): LevelFilter {
   let level: LevelFilter = DEFAULT_LEVEL;
-  let matchedLength = -1;
+  /** Length of the longest target that matched so far; null while only defaults applied. */
+  let matchedTargetChars: number | null = null;
   for (const directive of directives) {
     if (directive.target === undefined) {
-      if (matchedLength < 0) level = directive.level;
+      if (matchedTargetChars === null) level = directive.level;
       continue;
     }
     const name = directive.target;
     const matches = target === name || target.startsWith(`${name}::`);
-    if (matches && name.length > matchedLength) {
+    if (matches && (matchedTargetChars === null || name.length > matchedTargetChars)) {
       level = directive.level;
-      matchedLength = name.length;
+      matchedTargetChars = name.length;
     }
   }
   return level;

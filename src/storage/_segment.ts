@@ -90,28 +90,28 @@ function isZeroHeader(buf: Uint8Array, offset: number): boolean {
 }
 
 function isZeroFrom(buf: Uint8Array, offset: number): boolean {
-  return lastNonZeroByte(buf) < offset;
+  return nonZeroEndBytes(buf) <= offset;
 }
 
-/** Index of the last non-zero byte, -1 when all are zero. */
-export function lastNonZeroByte(buf: Uint8Array): number {
+/** The length of `buf` without its trailing zeros: one past the last non-zero byte, 0 when all are zero. */
+export function nonZeroEndBytes(buf: Uint8Array): number {
   // Compare eight bytes at a time where aligned; the preallocated tail is megabytes of zeros.
-  let i = buf.length - 1;
-  while (i >= 0 && (i + 1) % 8 !== 0) {
-    if (buf[i] !== 0) return i;
-    i--;
+  let end = buf.length;
+  while (end > 0 && end % 8 !== 0) {
+    if (buf[end - 1] !== 0) return end;
+    end--;
   }
-  const words = new BigUint64Array(buf.buffer, buf.byteOffset, Math.floor((i + 1) / 8));
   if (buf.byteOffset % 8 === 0) {
-    let w = words.length - 1;
-    while (w >= 0 && words[w] === 0n) w--;
-    i = w * 8 + 7;
+    const words = new BigUint64Array(buf.buffer, buf.byteOffset, end / 8);
+    let w = words.length;
+    while (w > 0 && words[w - 1] === 0n) w--;
+    end = w * 8;
   }
-  while (i >= 0) {
-    if (buf[i] !== 0) return i;
-    i--;
+  while (end > 0) {
+    if (buf[end - 1] !== 0) return end;
+    end--;
   }
-  return -1;
+  return 0;
 }
 
 function parseHeader(payload: Uint8Array): { format: number } | null {

@@ -3,13 +3,14 @@
 
 /** Slots of the shared Int32Array. */
 export const SyncSlot = {
-  /** Sequence number of the latest request; the writer stores it last. -1 tells the thread to stop. */
+  /** Sequence number of the latest request (never 0, the thread's initial "seen"); the writer stores it last. */
   request: 0,
   /** The descriptor to flush for that request. */
   fd: 1,
+  /** 1 once the writer has closed: the thread returns at its next wake-up. */
+  stop: 2,
 } as const;
-export const syncSlotCount = 2;
-export const syncStop = -1;
+export const syncSlotCount = 3;
 
 export interface SyncReply {
   seq: number;

@@ -25,14 +25,14 @@ export function lockDataDir(dataDir: string, holder: string): DataDirLock {
   const path = join(dataDir, "LOCK");
   const fd = fs.openSync(path, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o640);
   if (flock(fd, LOCK_EX | LOCK_NB) !== 0) {
-    let owner = "";
+    let owner: string | null = null;
     try {
-      owner = fs.readFileSync(path, "utf8").trim();
+      owner = fs.readFileSync(path, "utf8").trim() || null;
     } catch {
       // unreadable: say nothing about the owner
     }
     fs.closeSync(fd);
-    throw new SvcError("DATA_DIR_LOCKED", `data directory ${dataDir} is in use by another svc process${owner === "" ? "" : ` (${owner})`}`, {
+    throw new SvcError("DATA_DIR_LOCKED", `data directory ${dataDir} is in use by another svc process${owner === null ? "" : ` (${owner})`}`, {
       hint: "stop the other node first (two nodes on one data directory would destroy it), or point this one at its own data_dir",
     });
   }

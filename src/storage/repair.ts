@@ -6,7 +6,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { fsyncDir } from "../io/durable-file.ts";
-import { lastNonZeroByte, readSegment } from "./_segment.ts";
+import { nonZeroEndBytes, readSegment } from "./_segment.ts";
 import { listSegments } from "./wal.ts";
 
 export interface RepairReport {
@@ -42,7 +42,7 @@ export function repairWal(walDir: string, options: { dryRun: boolean }): RepairR
 
 function zeroFrom(path: string, offset: number): void {
   const buf = new Uint8Array(fs.readFileSync(path));
-  const end = lastNonZeroByte(buf) + 1;
+  const end = nonZeroEndBytes(buf);
   const fd = fs.openSync(path, "r+");
   try {
     if (end > offset) fs.writeSync(fd, new Uint8Array(end - offset), 0, end - offset, offset);

@@ -9,7 +9,7 @@
 // as messages, since only a message wakes the writer's event loop.
 
 import { fdatasyncSync } from "node:fs";
-import { SyncSlot, syncStop, type SyncReply } from "./_sync-protocol.ts";
+import { SyncSlot, type SyncReply } from "./_sync-protocol.ts";
 
 declare const self: Worker;
 
@@ -18,8 +18,8 @@ self.onmessage = (event: MessageEvent<SharedArrayBuffer>) => {
   let seen = 0;
   for (;;) {
     Atomics.wait(slots, SyncSlot.request, seen);
+    if (Atomics.load(slots, SyncSlot.stop) !== 0) return;
     const seq = Atomics.load(slots, SyncSlot.request);
-    if (seq === syncStop) return;
     if (seq === seen) continue;
     seen = seq;
     const fd = Atomics.load(slots, SyncSlot.fd);

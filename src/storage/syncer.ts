@@ -6,7 +6,7 @@
 // a message each way, and the writing thread's CPU per sync fell by about a quarter.
 
 import { workerSpecifier } from "../util/worker.ts";
-import { SyncSlot, syncSlotCount, syncStop, type SyncReply } from "./_sync-protocol.ts";
+import { SyncSlot, syncSlotCount, type SyncReply } from "./_sync-protocol.ts";
 
 interface Request {
   seq: number;
@@ -43,7 +43,7 @@ export class Syncer {
   fdatasync(fd: number): Promise<void> {
     if (this.failure !== null) return Promise.reject(this.failure);
     return new Promise<void>((resolve, reject) => {
-      // Sequence numbers stay positive: -1 is the stop signal.
+      // Sequence numbers stay within an Int32 slot and never 0, the thread's initial "seen".
       const seq = this.nextSeq;
       this.nextSeq = this.nextSeq >= 0x7fff_ffff ? 1 : this.nextSeq + 1;
       this.queued.push({ seq, fd, resolve, reject });
@@ -53,7 +53,10 @@ export class Syncer {
 
   close(): void {
     this.failAll(new Error("the WAL was closed during a sync"));
-    Atomics.store(this.slots, SyncSlot.request, syncStop);
+    Atomics.store(this.slots, SyncSlot.stop, 1);
+    // A new value in the request slot too, so that a thread just about to wait does not sleep
+    // through the notify.
+    Atomics.store(this.slots, SyncSlot.request, this.nextSeq);
     Atomics.notify(this.slots, SyncSlot.request);
     this.worker.terminate();
   }

@@ -15,7 +15,7 @@ import type { Logger } from "../util/logger.ts";
 import { encodeRecordInto, recordHeaderBytes } from "./_record.ts";
 import { entryHeaderBytes, writeEntryRecord } from "./_entry-codec.ts";
 import { ensureDir, fsyncDir, writeFully } from "../io/durable-file.ts";
-import { lastNonZeroByte, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
+import { nonZeroEndBytes, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
 import { Syncer } from "./syncer.ts";
 
 export interface SegmentInfo {
@@ -407,7 +407,7 @@ function preallocate(fd: number, fromBytes: number, toBytes: number): void {
 /** Zero a torn tail from `offset` to the last non-zero byte; returns how many bytes were cut. */
 function cutTornTail(path: string, offset: number): number {
   const buf = new Uint8Array(fs.readFileSync(path));
-  const end = lastNonZeroByte(buf) + 1;
+  const end = nonZeroEndBytes(buf);
   const fd = fs.openSync(path, "r+");
   try {
     preallocate(fd, offset, Math.max(offset, end));

@@ -71,16 +71,16 @@ export class DeterministicFunctions {
     return BigInt.asIntN(64, (hi << 32n) | lo);
   }
 
-  private randomBlob(n: unknown): Uint8Array {
-    const size = Math.min(Math.max(1, Number(n) || 1), randomBlobBytesMax);
+  private randomBlob(sizeArg: unknown): Uint8Array {
+    const sizeBytes = Math.min(Math.max(1, Number(sizeArg) || 1), randomBlobBytesMax);
     const prng = this.currentPrng();
-    const out = new Uint8Array(size);
-    for (let i = 0; i < size; i += 4) {
+    const out = new Uint8Array(sizeBytes);
+    for (let i = 0; i < sizeBytes; i += 4) {
       const v = prng.nextU32();
       out[i] = v & 0xff;
-      if (i + 1 < size) out[i + 1] = (v >>> 8) & 0xff;
-      if (i + 2 < size) out[i + 2] = (v >>> 16) & 0xff;
-      if (i + 3 < size) out[i + 3] = v >>> 24;
+      if (i + 1 < sizeBytes) out[i + 1] = (v >>> 8) & 0xff;
+      if (i + 2 < sizeBytes) out[i + 2] = (v >>> 16) & 0xff;
+      if (i + 3 < sizeBytes) out[i + 3] = v >>> 24;
     }
     return out;
   }

@@ -13,12 +13,23 @@ import * as fs from "node:fs";
 /** How often the store's files are flushed while it is open and written. */
 const flushIntervalMs = 200;
 
+/** What fstat says of a file's contents: when none of it changed, neither did the file. */
+interface FileVersion {
+  readonly sizeBytes: number;
+  readonly ctimeMs: number;
+  readonly mtimeMs: number;
+}
+
 interface Watched {
   path: string;
   fd: number | null;
-  /** Size and change times at the last flush: a file unchanged since is not flushed again. */
-  seen: string;
+  /** The file as of its last flush (null: never flushed); a file unchanged since is not flushed again. */
+  flushed: FileVersion | null;
   inFlight: boolean;
+}
+
+function sameVersion(a: FileVersion | null, b: FileVersion): boolean {
+  return a !== null && a.sizeBytes === b.sizeBytes && a.ctimeMs === b.ctimeMs && a.mtimeMs === b.mtimeMs;
 }
 
 export class StoreFlusher {
@@ -26,7 +37,7 @@ export class StoreFlusher {
   private readonly timer: ReturnType<typeof setInterval>;
 
   constructor(paths: string[]) {
-    this.watched = paths.map((path) => ({ path, fd: null, seen: "", inFlight: false }));
+    this.watched = paths.map((path) => ({ path, fd: null, flushed: null, inFlight: false }));
     this.timer = setInterval(() => this.flushChanged(), flushIntervalMs);
     this.timer.unref();
   }
@@ -45,12 +56,12 @@ export class StoreFlusher {
       try {
         w.fd ??= fs.openSync(w.path, "r");
         const st = fs.fstatSync(w.fd);
-        const seen = `${st.size}/${st.ctimeMs}/${st.mtimeMs}`;
-        if (seen === w.seen) continue;
+        const version: FileVersion = { sizeBytes: st.size, ctimeMs: st.ctimeMs, mtimeMs: st.mtimeMs };
+        if (sameVersion(w.flushed, version)) continue;
         w.inFlight = true;
         fs.fdatasync(w.fd, (error) => {
           w.inFlight = false;
-          if (error === null) w.seen = seen;
+          if (error === null) w.flushed = version;
         });
       } catch {
         // Absent (the SQLite WAL comes and goes with the connection): see above.

@@ -67,6 +67,16 @@ const pendingNodeExports: readonly string[] = [
   "http/errors.ts -> node/errors.ts",
 ];
 
+/**
+ * Import cycles inside node/ that wait for the node's split to break them (node/ is not edited
+ * from here). Each entry is one cycle's files, sorted. Stale entries fail the test too.
+ */
+const pendingNodeCycles: readonly (readonly string[])[] = [
+  // start.ts imports the type NodeParts from node.ts, which imports openNode from start.ts:
+  // NodeParts belongs in a file both import (context.ts, or a parts.ts of its own).
+  ["node/node.ts", "node/start.ts"],
+];
+
 interface Import {
   /** Importing file, relative to src/. */
   readonly from: string;
@@ -222,7 +232,13 @@ describe("import arrows", () => {
   });
 
   test("no import cycle between files", () => {
-    expect(cycles(graph(internal.map((i) => [i.from, i.to] as const)))).toEqual([]);
+    const found = cycles(graph(internal.map((i) => [i.from, i.to] as const)));
+    const key = (c: readonly string[]) => c.join(" <-> ");
+    const pendingKeys = new Set(pendingNodeCycles.map(key));
+    expect(found.filter((c) => !pendingKeys.has(key(c)))).toEqual([]);
+    // A pending cycle that is gone leaves the list.
+    const foundKeys = new Set(found.map(key));
+    expect(pendingNodeCycles.map(key).filter((k) => !foundKeys.has(k))).toEqual([]);
   });
 
   test("no import cycle between modules", () => {

@@ -22,6 +22,8 @@ export type NodeErrorCode =
   | "INVALID_TRANSFER"
   | "TRANSFER_TIMEOUT"
   | "CATCH_UP_TIMEOUT"
+  /** Taking a snapshot failed (the image, the disk); the node goes on with its log. */
+  | "SNAPSHOT_FAILED"
   /** At start: the data directory cannot be written, or belongs to another user. */
   | "DATA_DIR_NOT_WRITABLE"
   | "DATA_DIR_WRONG_OWNER"

@@ -19,6 +19,8 @@ export type HttpErrorCode =
   | "UNSUPPORTED_MEDIA_TYPE"
   /** A follower could not forward to the leader. */
   | "NOT_LEADER"
+  /** A follower forwarded a write and lost the connection before the leader's answer. */
+  | "OUTCOME_UNKNOWN"
   | "PORT_IN_USE"
   | "LISTEN_FAILED"
   /** Anything that is not an SvcError: a bug, the one code answered with 500. */
@@ -95,6 +97,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   WRITE_TIMEOUT: 504,
   TRANSFER_TIMEOUT: 504,
   CATCH_UP_TIMEOUT: 504,
+  OUTCOME_UNKNOWN: 504,
   INTERNAL: 500,
 });
 

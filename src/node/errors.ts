@@ -16,6 +16,8 @@ export type NodeErrorCode =
   /** A waiting write's log position was taken by another leader's entry. */
   | "ENTRY_REPLACED"
   | "WRITE_TIMEOUT"
+  /** A waiting write's node stopped or failed: the write may or may not be applied. */
+  | "OUTCOME_UNKNOWN"
   | "READ_TIMEOUT"
   | "CHANGE_IN_PROGRESS"
   | "INVALID_CHANGE"

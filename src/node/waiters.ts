@@ -40,9 +40,17 @@ export class ApplyWaiters {
     return waiter.term === term;
   }
 
-  /** Fail everyone still waiting (shutdown, storage failure). */
+  /**
+   * Fail everyone still waiting (shutdown, storage failure). Their entries are in the log and
+   * may have reached other members, which can still commit them: the outcome is unknown.
+   */
   failAll(error: SvcError): void {
-    for (const waiter of this.byIndex.values()) waiter.reject(error);
+    for (const [index, waiter] of this.byIndex) {
+      waiter.reject(new SvcError("OUTCOME_UNKNOWN", `${error.message} while the write (log index ${index}) waited to be applied; it may or may not be applied`, {
+        hint: "read back whether it was applied before retrying a write that is not idempotent",
+        cause: error,
+      }));
+    }
     this.byIndex.clear();
   }
 

@@ -1,0 +1,108 @@
+// A follower forwarding to the leader tells the client whether its write may have happened:
+// NOT_LEADER (503, not applied) only when the request provably never left the follower, and
+// OUTCOME_UNKNOWN (504) once the leader may have read it. Fake leaders on 127.0.0.1 play
+// each failure.
+
+import { afterEach, describe, expect, test } from "bun:test";
+import * as net from "node:net";
+import { errorResponse } from "../../src/http/errors.ts";
+import { forwardToLeader } from "../../src/http/forward.ts";
+
+const HOST = "127.0.0.1";
+const writeBody = JSON.stringify({ statements: ["INSERT INTO t VALUES (1)"] });
+const servers: net.Server[] = [];
+
+afterEach(() => {
+  for (const s of servers.splice(0)) s.close();
+});
+
+/** A fake leader that reads the whole request, then `onRequest` decides what it does to the connection. */
+async function fakeLeader(onRequest: (socket: net.Socket) => void): Promise<{ address: string; requests: () => number }> {
+  let requests = 0;
+  const server = net.createServer((socket) => {
+    let seen = "";
+    socket.on("data", (chunk) => {
+      seen += chunk.toString("latin1");
+      const headerEnd = seen.indexOf("\r\n\r\n");
+      const length = Number(/content-length: *(\d+)/i.exec(seen)?.[1] ?? 0);
+      if (headerEnd >= 0 && seen.length >= headerEnd + 4 + length) {
+        requests++;
+        onRequest(socket);
+      }
+    });
+    socket.on("error", () => {});
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, HOST, () => resolve()));
+  const port = (server.address() as net.AddressInfo).port;
+  return { address: `${HOST}:${port}`, requests: () => requests };
+}
+
+async function freePort(): Promise<number> {
+  const listener = Bun.listen({ hostname: HOST, port: 0, socket: { data() {} } });
+  const port = listener.port;
+  listener.stop(true);
+  return port;
+}
+
+/** What the client gets: the relayed answer, or the error the forward failed with, as the client API answers it. */
+async function forward(address: string, path = "/v1/execute"): Promise<{ status: number; code: string | undefined; headers: Headers }> {
+  let r: Response;
+  try {
+    r = await forwardToLeader(address, path, writeBody, "n2");
+  } catch (e) {
+    r = errorResponse(e);
+  }
+  const body = (await r.json()) as { error?: { code?: string } };
+  return { status: r.status, code: body.error?.code, headers: r.headers };
+}
+
+describe("forwarding a write to the leader", () => {
+  test("the leader's connection reset after it read the request: 504 OUTCOME_UNKNOWN, not a retryable 503", async () => {
+    const leader = await fakeLeader((socket) => socket.resetAndDestroy());
+    const answer = await forward(leader.address);
+    expect(leader.requests()).toBe(1);
+    expect(answer).toMatchObject({ status: 504, code: "OUTCOME_UNKNOWN" });
+    expect(answer.headers.get("retry-after")).toBeNull();
+  });
+
+  test("the leader's connection closed after it read the request, with no answer: 504 OUTCOME_UNKNOWN", async () => {
+    const leader = await fakeLeader((socket) => socket.end());
+    const answer = await forward(leader.address);
+    expect(leader.requests()).toBe(1);
+    expect(answer).toMatchObject({ status: 504, code: "OUTCOME_UNKNOWN" });
+  });
+
+  test("an answer cut off in its body: 504 OUTCOME_UNKNOWN", async () => {
+    const leader = await fakeLeader((socket) => {
+      socket.write("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"results\":");
+      setTimeout(() => socket.resetAndDestroy(), 20);
+    });
+    const answer = await forward(leader.address);
+    expect(answer).toMatchObject({ status: 504, code: "OUTCOME_UNKNOWN" });
+  });
+
+  test("connection refused: the request never left, 503 NOT_LEADER", async () => {
+    const answer = await forward(`${HOST}:${await freePort()}`);
+    expect(answer).toMatchObject({ status: 503, code: "NOT_LEADER" });
+    expect(answer.headers.get("retry-after")).toBe("1");
+  });
+
+  test("the leader's name does not resolve: the request never left, 503 NOT_LEADER", async () => {
+    const answer = await forward("leader.invalid:7878");
+    expect(answer).toMatchObject({ status: 503, code: "NOT_LEADER" });
+  });
+
+  test("the leader's own answer is relayed as it is", async () => {
+    const leader = await fakeLeader((socket) => {
+      const body = JSON.stringify({ error: { code: "WRITES_PAUSED", message: "paused" } });
+      socket.end(`HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    });
+    expect(await forward(leader.address)).toMatchObject({ status: 503, code: "WRITES_PAUSED" });
+  });
+
+  test("a forwarded read whose connection resets is retryable: 503 NOT_LEADER (a read applies nothing)", async () => {
+    const leader = await fakeLeader((socket) => socket.resetAndDestroy());
+    expect(await forward(leader.address, "/v1/query")).toMatchObject({ status: 503, code: "NOT_LEADER" });
+  });
+});

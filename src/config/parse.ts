@@ -2,7 +2,8 @@
 // Syntax errors stop at the first (the TOML parser cannot go on); everything else is
 // collected in one pass so that an operator fixes a file in one round.
 
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
+import { isAbsolute } from "node:path";
 import { parse, TomlError } from "smol-toml";
 import { assert, errorMessage } from "../util/index.ts";
 import { checkListenPorts, checkMembers, checkRaftTimes, checkSelfInMembers } from "./_checks.ts";
@@ -11,16 +12,52 @@ import { readMembers } from "./_members.ts";
 import { Problems } from "./_problems.ts";
 import { checkUnknownKeys, readAddress, readBool, readInt, readString, readTable, type TomlTable } from "./_read.ts";
 import { MIB, NODE_ID_PATTERN, ROOT_FIELDS, type FieldSpec, type TableSpec } from "./schema.ts";
-import type { Config, ConfigResult } from "./types.ts";
+import type { Config, ConfigProblem, ConfigResult } from "./types.ts";
 
 export function loadConfigFile(path: string): ConfigResult {
-  let text: string;
+  let bytes: Uint8Array;
   try {
-    text = readFileSync(path, "utf8");
+    bytes = readFileSync(path);
   } catch (e) {
     return { ok: false, problems: [{ keyPath: "", message: `cannot read the config file: ${errorMessage(e)}` }] };
   }
+  const text = decodeUtf8(bytes);
+  if (typeof text !== "string") return { ok: false, problems: [text] };
   return parseConfig(text, path);
+}
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * The file's text, or where its first byte that is not UTF-8 is: decoded lossily, such a byte
+ * would become U+FFFD in a value (a path, a command) without a word.
+ */
+function decodeUtf8(bytes: Uint8Array): string | ConfigProblem {
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    // The longest prefix that decodes (a sequence cut at the end is not an error while
+    // streaming): the bad byte is the first one after it, or the sequence it ends.
+    let good = 0;
+    let bad = bytes.byteLength;
+    while (bad - good > 1) {
+      const mid = (good + bad) >>> 1;
+      try {
+        new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(0, mid), { stream: true });
+        good = mid;
+      } catch {
+        bad = mid;
+      }
+    }
+    const before = bytes.subarray(0, good);
+    const lineStart = before.lastIndexOf(0x0a) + 1;
+    let line = 1;
+    for (const b of before) if (b === 0x0a) line++;
+    return {
+      line, column: good - lineStart + 1, keyPath: "",
+      message: `the file is not valid UTF-8 (byte 0x${(bytes[good] ?? 0).toString(16).padStart(2, "0")} at offset ${good}); save it as UTF-8`,
+    };
+  }
 }
 
 export function parseConfig(text: string, sourceName: string): ConfigResult {
@@ -47,7 +84,7 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
     problems.add(["node_id"], `must be 1 to 64 characters of A-Z a-z 0-9 _ . -, got ${JSON.stringify(nodeId)}`);
   }
   const dataDir = readString(root, "data_dir", field(ROOT_FIELDS, "data_dir", "string"), [], problems);
-  if (dataDir === "") problems.add(["data_dir"], "must not be empty; the node keeps its WAL, snapshots and store there");
+  if (dataDir !== undefined) checkDataDir(dataDir, problems);
   const maxMemoryMb = readInt(root, "max_memory_mb", field(ROOT_FIELDS, "max_memory_mb", "int"), [], problems);
   const snapshotInterval = readInt(root, "snapshot_interval", field(ROOT_FIELDS, "snapshot_interval", "int"), [], problems);
 
@@ -98,6 +135,25 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
     wal: { archiveCommand, archiveTimeoutMs: archiveTimeoutS * 1000, segmentSizeBytes: segmentSizeMb * MIB },
     raft: { heartbeatIntervalMs, electionTimeoutMs },
   };
+}
+
+/**
+ * data_dir must be an absolute path: a relative one would depend on the directory the service
+ * happens to start in. A path that exists must be a directory.
+ */
+function checkDataDir(dataDir: string, problems: Problems): void {
+  if (dataDir === "") {
+    problems.add(["data_dir"], "must not be empty; the node keeps its WAL, snapshots and store there");
+    return;
+  }
+  if (!isAbsolute(dataDir)) {
+    problems.add(["data_dir"], `must be an absolute path, got ${JSON.stringify(dataDir)}; a relative path would depend on the directory svc is started from (write e.g. "/var/lib/svc")`);
+    return;
+  }
+  const stat = statSync(dataDir, { throwIfNoEntry: false });
+  if (stat !== undefined && !stat.isDirectory()) {
+    problems.add(["data_dir"], `${JSON.stringify(dataDir)} is a file, not a directory; point data_dir at a directory (it is created if missing)`);
+  }
 }
 
 function field<K extends FieldSpec["kind"]>(spec: TableSpec, key: string, kind: K): FieldSpec & { kind: K } {

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import {
   defaultConfig,
   formatProblem,
@@ -120,10 +120,10 @@ describe("config: a valid file", () => {
 });
 
 describe("config: the embedded default", () => {
-  test("runs one bootstrapping node on loopback with data in ./svc-data", () => {
+  test("runs one bootstrapping node on loopback with data in ./svc-data, as an absolute path", () => {
     const c = defaultConfig();
     expect(c.nodeId).toBe("node1");
-    expect(c.dataDir).toBe("./svc-data");
+    expect(c.dataDir).toBe(resolve("svc-data"));
     expect(c.listen.client.raw).toBe("127.0.0.1:7878");
     expect(c.listen.admin.raw).toBe("127.0.0.1:9090");
     expect(c.listen.peer.raw).toBe("127.0.0.1:7879");
@@ -323,6 +323,42 @@ describe("config: problems", () => {
   });
 });
 
+describe("config: values that would be taken differently than written are refused", () => {
+  test("an address whose host is not a valid IP address or host name is refused, naming the key", () => {
+    for (const bad of ["999.1.1.1:7878", "10.0.1:7878", "256.0.0.1:7878", "[zz]:7878", "bad host:7878"]) {
+      const text = THREE_NODES.replace('client = "0.0.0.0:7878"', `client = ${JSON.stringify(bad)}`);
+      expect(only(text, "listen.client").message).toContain(JSON.stringify(bad));
+    }
+    const member = THREE_NODES.replace('peer = "10.0.0.2:7879"', 'peer = "10.0.0.999:7879"');
+    expect(only(member, "cluster.members[1].peer").message).toContain("not a valid IPv4 address");
+    for (const good of ["127.0.0.1:7878", "[::1]:7878", "localhost:7878", "db-1.example.com:7878", "svc_node1:7878"]) {
+      expect(parseConfig(THREE_NODES.replace('client = "0.0.0.0:7878"', `client = ${JSON.stringify(good)}`), "config.toml").ok).toBe(true);
+    }
+  });
+
+  test("a relative data_dir is refused, naming the key", () => {
+    for (const relative of ["svc-data", "./svc-data", "../data"]) {
+      const text = THREE_NODES.replace('data_dir = "/var/lib/svc"', `data_dir = ${JSON.stringify(relative)}`);
+      const problem = only(text, "data_dir");
+      expect(problem.message).toContain("absolute path");
+      expect(problem.line).toBe(lineOf(text, "data_dir"));
+    }
+  });
+
+  test("a data_dir that is an existing file is refused as a file", () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-config-"));
+    try {
+      const file = join(dir, "not-a-dir");
+      writeFileSync(file, "x");
+      const problem = only(THREE_NODES.replace('data_dir = "/var/lib/svc"', `data_dir = ${JSON.stringify(file)}`), "data_dir");
+      expect(problem.message).toContain("is a file");
+      expect(parseConfig(THREE_NODES.replace('data_dir = "/var/lib/svc"', `data_dir = ${JSON.stringify(dir)}`), "config.toml").ok).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("config: loading a file", () => {
   test("loadConfigFile reads and validates a file", () => {
     const dir = mkdtempSync(join(tmpdir(), "svc-config-"));
@@ -330,6 +366,23 @@ describe("config: loading a file", () => {
       const path = join(dir, "config.toml");
       writeFileSync(path, THREE_NODES);
       expect(loadConfigFile(path).ok).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a file that is not UTF-8 is refused at the line of the bad byte, not decoded with replacement characters", () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-config-"));
+    try {
+      const path = join(dir, "config.toml");
+      const text = THREE_NODES.replace('archive_command = ""', 'archive_command = "cp %p /backup/X"');
+      const bytes = new TextEncoder().encode(text);
+      bytes[bytes.indexOf("X".charCodeAt(0), text.indexOf("/backup/"))] = 0xe9;
+      writeFileSync(path, bytes);
+      const problems = problemsOf(loadConfigFile(path));
+      expect(problems).toHaveLength(1);
+      expect(problems[0]?.message).toContain("not valid UTF-8");
+      expect(problems[0]?.line).toBe(lineOf(text, "archive_command"));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -5,7 +5,8 @@ import { Elysia } from "elysia";
 import { METRICS_CONTENT_TYPE } from "../metrics/index.ts";
 import type { SvcNode } from "../node/index.ts";
 import { version, commit } from "../version.ts";
-import { parseIdBody, parseMemberBody, parseQueryBody, readJsonBody } from "./body.ts";
+import { checkReadStatement } from "../store/index.ts";
+import { checkParamCount, parseIdBody, parseMemberBody, parseQueryBody, readJsonBody } from "./body.ts";
 import { answer, json } from "./errors.ts";
 import { fallbackRoutes } from "./fallback.ts";
 import { healthResponse } from "./health.ts";
@@ -48,6 +49,7 @@ export function adminApp(node: SvcNode) {
     }))
     .post("/admin/query", ({ request }) => answer(async () => {
       const { sql, params, consistency } = parseQueryBody(await readJsonBody(request));
+      checkParamCount(checkReadStatement(sql), params, "sql", "params");
       return json(await node.query(sql, params, consistency));
     }), { parse: "none" })
     .get("/admin/verify-checksums", () => answer(async () => {

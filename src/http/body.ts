@@ -1,9 +1,10 @@
 // Reading and checking request bodies. Every problem names the field, so a client can
 // fix its request without reading svc's source.
 
+import { parseAddress } from "../config/index.ts";
 import { SvcError } from "../util/errors.ts";
-import { parseJson64 } from "../util/json64.ts";
-import type { SqlValue, Statement } from "../store/index.ts";
+import { parseJson64Strict, WideIntegerLiteral } from "../util/json64.ts";
+import type { SqlValue, Statement, StatementShape } from "../store/index.ts";
 import { badRequest } from "./errors.ts";
 
 /** Largest request body svc reads; bigger ones get 413 before being buffered. */
@@ -23,9 +24,9 @@ export async function readBodyText(request: Request): Promise<string> {
   const declared = request.headers.get("content-length");
   const length = Number(declared ?? "0");
   if (length > requestBodyBytesMax) throw tooLarge(length);
-  // With a Content-Length within the limit, Bun reads no more than it says: the one-piece
+  // With a Content-Length within the limit, no more than it says is read: the one-piece
   // read is the cheap one. Only a chunked body is read piece by piece against the limit.
-  if (declared !== null) return request.text();
+  if (declared !== null) return utf8Text(new Uint8Array(await request.arrayBuffer()));
   if (request.body === null) return "";
   const chunks: Uint8Array[] = [];
   let total = 0;
@@ -34,14 +35,28 @@ export async function readBodyText(request: Request): Promise<string> {
     if (total > requestBodyBytesMax) throw tooLarge(total);
     chunks.push(chunk);
   }
-  return Buffer.concat(chunks, total).toString("utf8");
+  return utf8Text(Buffer.concat(chunks, total));
 }
 
-/** The body as JSON; integers beyond ±2^53 stay exact (as BigInt, see json64.ts). */
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** Bytes that are not UTF-8 are refused: decoding them would put U+FFFD in the user's values. */
+function utf8Text(bytes: Uint8Array): string {
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    throw badRequest("the request body is not valid UTF-8", "send JSON encoded as UTF-8; put binary data in a string (base64 or hex)");
+  }
+}
+
+/**
+ * The body as JSON; integers beyond ±2^53 stay exact (as BigInt, see json64.ts), and integer
+ * literals beyond 64 bits come as WideIntegerLiteral, refused where they are used.
+ */
 export function parseJsonText(text: string): unknown {
   if (text.trim() === "") throw badRequest("the request body is empty; send a JSON object");
   try {
-    return parseJson64(text);
+    return parseJson64Strict(text);
   } catch (e) {
     throw badRequest(`the request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
@@ -68,10 +83,37 @@ function parseParams(v: unknown, field: string): SqlValue[] {
   if (!Array.isArray(v)) throw badRequest(`"${field}" must be an array of values`);
   if (v.length > paramsPerStatementMax) throw badRequest(`"${field}" has ${v.length} values; at most ${paramsPerStatementMax}`);
   return v.map((p, i) => {
-    if (p === null || typeof p === "string" || typeof p === "boolean") return p;
+    if (p === null || typeof p === "boolean") return p;
+    if (typeof p === "string") return wellFormed(p, `${field}[${i}]`);
     if ((typeof p === "number" && Number.isFinite(p)) || typeof p === "bigint") return p;
+    if (p instanceof WideIntegerLiteral) {
+      throw badRequest(`"${field}[${i}]" is the integer ${p.source}, outside SQLite's 64-bit range (-9223372036854775808 to 9223372036854775807)`,
+        "send it as a string, or as a real number with a decimal point or an exponent if a rounded value is meant");
+    }
     throw badRequest(`"${field}[${i}]" must be a string, a finite number, a boolean or null`);
   });
+}
+
+/**
+ * A string with a lone surrogate (a "\ud800" escape without its pair) has no UTF-8 form:
+ * SQLite would store U+FFFD in its place.
+ */
+function wellFormed(s: string, field: string): string {
+  if (s.isWellFormed()) return s;
+  const at = [...s].findIndex((c) => !c.isWellFormed());
+  throw badRequest(`"${field}" holds a lone UTF-16 surrogate at character ${at}, which no UTF-8 text can hold`,
+    "pair each surrogate escape (\\ud83d\\ude00) or send the character itself; binary data belongs in base64 or hex");
+}
+
+/**
+ * A statement must get exactly the values it binds: a missing or short "params" would bind
+ * NULL (or fail on every replica), an extra value would be ignored.
+ */
+export function checkParamCount(shape: StatementShape, params: readonly SqlValue[], where: string, paramsField: string): void {
+  if (params.length === shape.parameterCount) return;
+  const wants = `${shape.parameterCount} parameter${shape.parameterCount === 1 ? "" : "s"}`;
+  const got = params.length === 0 ? "no values" : `${params.length} value${params.length === 1 ? "" : "s"}`;
+  throw badRequest(`"${where}" binds ${wants}, but "${paramsField}" has ${got}`, `send exactly ${shape.parameterCount} values in "${paramsField}", in the order of the placeholders`);
 }
 
 /** {"statements": ["SQL", {"sql": "...", "params": [...]}, ...]} */
@@ -83,11 +125,11 @@ export function parseExecuteBody(body: unknown): Statement[] {
   if (statements.length === 0) throw badRequest('"statements" must hold at least one statement');
   if (statements.length > statementsPerBatchMax) throw badRequest(`"statements" has ${statements.length} entries; at most ${statementsPerBatchMax} per batch`);
   return statements.map((s, i) => {
-    if (typeof s === "string") return { sql: s, params: [] };
+    if (typeof s === "string") return { sql: wellFormed(s, `statements[${i}]`), params: [] };
     if (!isObject(s)) throw badRequest(`"statements[${i}]" must be a string or an object {"sql", "params"}`);
     checkKeys(s, ["sql", "params"], `statements[${i}].`);
     if (typeof s["sql"] !== "string") throw badRequest(`"statements[${i}].sql" is required and must be a string`);
-    return { sql: s["sql"], params: parseParams(s["params"], `statements[${i}].params`) };
+    return { sql: wellFormed(s["sql"], `statements[${i}].sql`), params: parseParams(s["params"], `statements[${i}].params`) };
   });
 }
 
@@ -103,7 +145,7 @@ export function parseQueryBody(body: unknown): { sql: string; params: SqlValue[]
   if (typeof consistency !== "string" || !consistencies.includes(consistency as Consistency)) {
     throw badRequest(`"consistency" must be one of ${consistencies.map((c) => `"${c}"`).join(", ")}`);
   }
-  return { sql: body["sql"], params: parseParams(body["params"], "params"), consistency: consistency as Consistency };
+  return { sql: wellFormed(body["sql"], "sql"), params: parseParams(body["params"], "params"), consistency: consistency as Consistency };
 }
 
 /** {"id": "node2"} */
@@ -119,7 +161,10 @@ export function parseMemberBody(body: unknown): { member: { id: string; peer: st
   const field = (k: string): string => {
     const v = body[k];
     if (typeof v !== "string" || v === "") throw badRequest(`"${k}" is required and must be a string`);
-    if (k !== "id" && !/^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/.test(v)) throw badRequest(`"${k}" must be host:port, got ${JSON.stringify(v)}`);
+    if (k !== "id") {
+      const parsed = parseAddress(v);
+      if (!parsed.ok) throw badRequest(`"${k}" must be host:port: ${parsed.message}`);
+    }
     return v;
   };
   const learner = body["learner"] ?? false;

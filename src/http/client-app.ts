@@ -4,9 +4,9 @@
 
 import { Elysia } from "elysia";
 import type { SvcNode } from "../node/index.ts";
-import { checkWriteStatement } from "../store/index.ts";
+import { checkReadStatement, checkWriteStatement } from "../store/index.ts";
 import { jsonInt } from "../util/json64.ts";
-import { parseExecuteBody, parseJsonText, parseQueryBody, readBodyText } from "./body.ts";
+import { checkParamCount, parseExecuteBody, parseJsonText, parseQueryBody, readBodyText } from "./body.ts";
 import { errorResponse, json } from "./errors.ts";
 import { fallbackRoutes } from "./fallback.ts";
 import { forwardToLeader, leaderToForwardTo } from "./forward.ts";
@@ -40,7 +40,7 @@ export function clientApp(node: SvcNode) {
     .get("/health", () => healthResponse(node))
     .post("/v1/execute", ({ request }) => hereOrAtLeader(request, "/v1/execute", async (body) => {
       const statements = parseExecuteBody(body);
-      for (const s of statements) checkWriteStatement(s.sql);
+      statements.forEach((s, i) => checkParamCount(checkWriteStatement(s.sql), s.params, `statements[${i}]`, `statements[${i}].params`));
       const outcome = await node.execute(statements);
       return {
         results: outcome.results.map((r) => ({ rows_affected: r.rowsAffected, last_insert_id: jsonInt(r.lastInsertId) })),
@@ -49,6 +49,7 @@ export function clientApp(node: SvcNode) {
     }), { parse: "none" })
     .post("/v1/query", ({ request }) => hereOrAtLeader(request, "/v1/query", async (body) => {
       const { sql, params, consistency } = parseQueryBody(body);
+      checkParamCount(checkReadStatement(sql), params, "sql", "params");
       const result = await node.query(sql, params, consistency);
       node.metrics.readsTotal.inc();
       return result;

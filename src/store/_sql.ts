@@ -1,6 +1,7 @@
 // A small SQL lexer: enough to split a string into statements, find each statement's
 // leading keyword, and see identifiers, without being fooled by strings, quoted
-// identifiers or comments. The checks decide what may enter the log before it does.
+// identifiers or comments. The checks decide what may enter the log before it does, and
+// count the values a statement binds, so that a request with too few is refused before it.
 
 import { SvcError } from "../util/errors.ts";
 
@@ -9,6 +10,33 @@ export interface SqlShape {
   keywords: string[];
   /** Every bare or quoted identifier, lower-cased. */
   identifiers: Set<string>;
+  /** Values the SQL binds, as SQLite numbers them (see Placeholders). */
+  parameterCount: number;
+}
+
+/**
+ * SQLite's numbering of parameters: `?` takes the next index after the largest so far,
+ * `?NNN` is index NNN, and a named one (`:a`, `@a`, `$a`) takes the next index the first time
+ * its name appears and the same one after. The statement binds as many values as the
+ * largest index.
+ */
+class Placeholders {
+  count = 0;
+  private readonly names = new Map<string, number>();
+
+  numbered(index: number): void {
+    this.count = Math.max(this.count, index);
+  }
+
+  next(): void {
+    this.count++;
+  }
+
+  named(name: string): void {
+    if (this.names.has(name)) return;
+    this.count++;
+    this.names.set(name, this.count);
+  }
 }
 
 export function lexSql(sql: string): SqlShape {
@@ -19,6 +47,7 @@ export function lexSql(sql: string): SqlShape {
   let wordsInStatement = 0;
   let isTrigger = false;
   let blockDepth = 0;
+  const placeholders = new Placeholders();
   let i = 0;
   const n = sql.length;
   while (i < n) {
@@ -63,12 +92,29 @@ export function lexSql(sql: string): SqlShape {
       identifiers.add(word.toLowerCase());
       expectKeyword = false;
       i = j;
+    } else if (c === "?") {
+      let j = i + 1;
+      while (j < n && isDigit(sql.charCodeAt(j))) j++;
+      if (j > i + 1) placeholders.numbered(Number(sql.slice(i + 1, j)));
+      else placeholders.next();
+      expectKeyword = false;
+      i = j;
+    } else if ((c === ":" || c === "@" || c === "$") && i + 1 < n && isWordPart(sql.charCodeAt(i + 1))) {
+      let j = i + 1;
+      while (j < n && isWordPart(sql.charCodeAt(j))) j++;
+      placeholders.named(sql.slice(i, j));
+      expectKeyword = false;
+      i = j;
     } else {
       if (!isSpace(sql.charCodeAt(i))) expectKeyword = false;
       i++;
     }
   }
-  return { keywords, identifiers };
+  return { keywords, identifiers, parameterCount: placeholders.count };
+}
+
+function isDigit(c: number): boolean {
+  return c >= 48 && c <= 57;
 }
 
 function isWordStart(c: number): boolean {
@@ -143,34 +189,42 @@ function checkCommon(sql: string, shape: SqlShape): void {
  * only, and a bounded number of them (the oldest dropped first). Only acceptance is kept.
  */
 class AcceptedTexts {
-  private readonly keywords = new Map<string, string>();
+  private readonly shapes = new Map<string, StatementShape>();
 
-  accept(sql: string, check: (sql: string) => string): string {
-    const known = this.keywords.get(sql);
+  accept(sql: string, check: (sql: string) => StatementShape): StatementShape {
+    const known = this.shapes.get(sql);
     if (known !== undefined) return known;
-    const keyword = check(sql);
+    const shape = check(sql);
     if (sql.length <= 4096) {
-      if (this.keywords.size >= 512) this.keywords.delete(this.keywords.keys().next().value as string);
-      this.keywords.set(sql, keyword);
+      if (this.shapes.size >= 512) this.shapes.delete(this.shapes.keys().next().value as string);
+      this.shapes.set(sql, shape);
     }
-    return keyword;
+    return shape;
   }
+}
+
+/** What the checks tell about an accepted statement. */
+export interface StatementShape {
+  /** Its leading keyword, upper-cased. */
+  readonly keyword: string;
+  /** How many values it binds: a request must send exactly as many params. */
+  readonly parameterCount: number;
 }
 
 const acceptedWrites = new AcceptedTexts();
 const acceptedReads = new AcceptedTexts();
 
-/** Refuse a statement that must not enter the log; returns its leading keyword. */
-export function checkWriteStatement(sql: string): string {
+/** Refuse a statement that must not enter the log; returns its shape. */
+export function checkWriteStatement(sql: string): StatementShape {
   return acceptedWrites.accept(sql, checkWriteShape);
 }
 
-/** Refuse a statement that is not a read. */
-export function checkReadStatement(sql: string): void {
-  acceptedReads.accept(sql, checkReadShape);
+/** Refuse a statement that is not a read; returns its shape. */
+export function checkReadStatement(sql: string): StatementShape {
+  return acceptedReads.accept(sql, checkReadShape);
 }
 
-function checkWriteShape(sql: string): string {
+function checkWriteShape(sql: string): StatementShape {
   const shape = lexSql(sql);
   checkCommon(sql, shape);
   // OR ROLLBACK, ON CONFLICT ROLLBACK and RAISE(ROLLBACK) end the store's own transaction,
@@ -181,10 +235,10 @@ function checkWriteShape(sql: string): string {
   const keyword = shape.keywords[0] ?? "";
   const why = refusedInWrites[keyword];
   if (why !== undefined) throw sqlError(`${keyword} is not allowed in a write: ${why}`);
-  return keyword;
+  return { keyword, parameterCount: shape.parameterCount };
 }
 
-function checkReadShape(sql: string): string {
+function checkReadShape(sql: string): StatementShape {
   const shape = lexSql(sql);
   checkCommon(sql, shape);
   const keyword = shape.keywords[0] ?? "";
@@ -196,7 +250,7 @@ function checkReadShape(sql: string): string {
     const name = (m?.[1] ?? "").toLowerCase();
     if (!readPragmas.has(name) || m?.[2] === "=") throw sqlError(`PRAGMA ${name} is not allowed in a query`);
   }
-  return keyword;
+  return { keyword, parameterCount: shape.parameterCount };
 }
 
 export function abbreviate(sql: string, max = 80): string {

@@ -9,6 +9,15 @@ const int64Max = 2n ** 63n - 1n;
 const longDigitRun = /\d{16}/;
 const integerLiteral = /^-?\d+$/;
 
+/**
+ * An integer literal outside the 64-bit range, as written. A double would hold it only
+ * rounded, and SQLite has no integer that large: parseJson64Strict gives this instead, so
+ * that the caller refuses it by name rather than store a different value.
+ */
+export class WideIntegerLiteral {
+  constructor(readonly source: string) {}
+}
+
 /** JSON.parse, with integers beyond ±2^53 (and within 64 bits) as BigInt. */
 export function parseJson64(text: string): unknown {
   // The common body has no such number: it pays for one scan, not for a reviver call per value.
@@ -16,13 +25,30 @@ export function parseJson64(text: string): unknown {
   return JSON.parse(text, reviveInt64);
 }
 
+/** parseJson64, with integer literals beyond 64 bits as WideIntegerLiteral instead of a double. */
+export function parseJson64Strict(text: string): unknown {
+  if (!longDigitRun.test(text)) return JSON.parse(text);
+  return JSON.parse(text, reviveInt64Strict);
+}
+
 function reviveInt64(_key: string, value: unknown, context?: { source?: string }): unknown {
-  if (typeof value !== "number" || Number.isSafeInteger(value)) return value;
-  const source = context?.source;
-  if (source === undefined || !integerLiteral.test(source)) return value;
-  const exact = BigInt(source);
+  const exact = exactIntegerOf(value, context);
   // Beyond 64 bits SQLite itself reads the literal as a REAL: the double is that value.
-  return exact < int64Min || exact > int64Max ? value : exact;
+  return exact === null || exact < int64Min || exact > int64Max ? value : exact;
+}
+
+function reviveInt64Strict(_key: string, value: unknown, context?: { source?: string }): unknown {
+  const exact = exactIntegerOf(value, context);
+  if (exact === null) return value;
+  return exact < int64Min || exact > int64Max ? new WideIntegerLiteral(context?.source ?? String(exact)) : exact;
+}
+
+/** The integer an integer literal beyond ±2^53 wrote, or null for any other value. */
+function exactIntegerOf(value: unknown, context?: { source?: string }): bigint | null {
+  if (typeof value !== "number" || Number.isSafeInteger(value)) return null;
+  const source = context?.source;
+  if (source === undefined || !integerLiteral.test(source)) return null;
+  return BigInt(source);
 }
 
 /**

@@ -371,6 +371,66 @@ describe("64-bit integers", () => {
   });
 });
 
+describe("a value is refused, never changed: 400 naming the parameter, and nothing enters the log", () => {
+  const post = (path: string, body: string | Uint8Array) => request(`${node.clientUrl}${path}`, { method: "POST", body });
+  const insertWith = (param: string) => `{"statements":[{"sql":"INSERT INTO kv (k, v) VALUES ('refused', ?)","params":[${param}]}]}`;
+
+  for (const literal of ["9223372036854775808", "-9223372036854775809", "123456789012345678901234567890"]) {
+    it(`an integer parameter outside 64 bits (${literal}) is refused, naming its index`, async () => {
+      const r = await post("/v1/execute", insertWith(literal));
+      expect(expectError(r, 400, "BAD_REQUEST")).toContain('"statements[0].params[0]"');
+      const q = await post("/v1/query", `{"sql":"SELECT typeof(?)","params":[${literal}]}`);
+      expect(expectError(q, 400, "BAD_REQUEST")).toContain('"params[0]"');
+      expect(await countRows(node, "k = 'refused'")).toBe(0);
+    });
+  }
+
+  it("a string parameter with a lone surrogate is refused, naming its index", async () => {
+    const r = await post("/v1/execute", insertWith('"a\\ud800b"'));
+    expect(expectError(r, 400, "BAD_REQUEST")).toContain('"statements[0].params[0]"');
+    const q = await post("/v1/query", '{"sql":"SELECT ?","params":["\\udc00"]}');
+    expect(expectError(q, 400, "BAD_REQUEST")).toContain('"params[0]"');
+    expect(await countRows(node, "k = 'refused'")).toBe(0);
+  });
+
+  it("SQL with a lone surrogate is refused", async () => {
+    const r = await post("/v1/execute", '{"statements":["INSERT INTO kv (k, v) VALUES (\'refused\', \'\\ud800\')"]}');
+    expect(expectError(r, 400, "BAD_REQUEST")).toContain('"statements[0]"');
+    const q = await post("/v1/query", '{"sql":"SELECT \'\\ud800\'"}');
+    expect(expectError(q, 400, "BAD_REQUEST")).toContain('"sql"');
+    expect(await countRows(node, "k = 'refused'")).toBe(0);
+  });
+
+  it("a paired surrogate escape goes in and comes back as the character", async () => {
+    const r = await post("/v1/execute", '{"statements":[{"sql":"INSERT INTO kv (k, v) VALUES (?, ?)","params":["emoji","\\ud83d\\ude00"]}]}');
+    expect(r.status).toBe(200);
+    expect(await query(node.clientUrl, "SELECT v FROM kv WHERE k = 'emoji'")).toEqual([["\u{1F600}"]]);
+  });
+
+  it("a statement with placeholders and no params is refused like one with too few, naming the statement", async () => {
+    const none = await post("/v1/execute", '{"statements":["INSERT INTO kv (k, v) VALUES (\'refused\', ?)"]}');
+    expect(expectError(none, 400, "BAD_REQUEST")).toContain('"statements[0]" binds 1 parameter');
+    const missing = await post("/v1/execute", '{"statements":[{"sql":"INSERT INTO kv (k, v) VALUES (?, ?)"}]}');
+    expect(expectError(missing, 400, "BAD_REQUEST")).toContain('"statements[0]" binds 2 parameters');
+    const short = await post("/v1/execute", '{"statements":["SELECT 1",{"sql":"INSERT INTO kv (k, v) VALUES (?, ?)","params":["refused"]}]}');
+    expect(expectError(short, 400, "BAD_REQUEST")).toContain('"statements[1]" binds 2 parameters');
+    const extra = await post("/v1/execute", '{"statements":[{"sql":"INSERT INTO kv (k, v) VALUES (?, 1)","params":["refused", 2]}]}');
+    expect(expectError(extra, 400, "BAD_REQUEST")).toContain('"statements[0]" binds 1 parameter');
+    const read = await post("/v1/query", '{"sql":"SELECT v FROM kv WHERE k = ?"}');
+    expect(expectError(read, 400, "BAD_REQUEST")).toContain('"sql" binds 1 parameter');
+    expect(await countRows(node, "k = 'refused'")).toBe(0);
+  });
+
+  it("a body that is not UTF-8 is refused", async () => {
+    const text = '{"statements":[{"sql":"INSERT INTO kv (k, v) VALUES (?, ?)","params":["refused","X"]}]}';
+    const bytes = new TextEncoder().encode(text);
+    bytes[bytes.indexOf("X".charCodeAt(0))] = 0xff;
+    const r = await post("/v1/execute", bytes);
+    expect(expectError(r, 400, "BAD_REQUEST")).toContain("UTF-8");
+    expect(await countRows(node, "k = 'refused'")).toBe(0);
+  });
+});
+
 /**
  * Where the records of a WAL segment are (u32 length | u32 crc | u8 type | payload each),
  * up to the zero-filled space a segment is preallocated with.

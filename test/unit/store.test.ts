@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
+import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, sealReceivedImage, stageStoreImage, type Command } from "../../src/store/index.ts";
 import { encodeMembership, type Entry } from "../../src/raft/types.ts";
@@ -120,13 +121,24 @@ describe("store", () => {
       try { checkWriteStatement(sql); } catch (e) { err = e; }
       expect(isSvcError(err, "SQL_REFUSED")).toBe(true);
     }
-    expect(checkWriteStatement("insert into t values ('a;b', \"x;\") -- ; trailing")).toBe("INSERT");
-    expect(checkWriteStatement("CREATE TRIGGER tr AFTER INSERT ON t BEGIN UPDATE t SET v = CASE WHEN 1 THEN 2 END; INSERT INTO u VALUES (1); END")).toBe("CREATE");
+    expect(checkWriteStatement("insert into t values ('a;b', \"x;\") -- ; trailing").keyword).toBe("INSERT");
+    expect(checkWriteStatement("CREATE TRIGGER tr AFTER INSERT ON t BEGIN UPDATE t SET v = CASE WHEN 1 THEN 2 END; INSERT INTO u VALUES (1); END").keyword).toBe("CREATE");
+  });
+
+  test("a statement's parameter count is SQLite's: ? takes the next index, ?N its own, a repeated name one", () => {
+    const db = new Database(":memory:");
+    for (const [values, count] of [
+      ["1", 0], ["?, ?", 2], ["?3, ?", 4], ["?1, ?1", 1], [":a, @b, $c, :a", 3], ["'?', \"?\", ? -- ?\n", 1], ["? /* :x */", 1],
+    ] as const) {
+      expect({ values, count: checkWriteStatement(`INSERT INTO t SELECT ${values}`).parameterCount }).toEqual({ values, count });
+      expect(db.prepare(`SELECT ${values}`).paramsCount).toBe(count);
+    }
+    db.close();
   });
 
   test("a refused statement is refused every time, and accepted ones stay accepted past the memo's bound", () => {
     for (let round = 0; round < 2; round++) {
-      for (let i = 0; i < 600; i++) expect(checkWriteStatement(`INSERT INTO t VALUES (${i})`)).toBe("INSERT");
+      for (let i = 0; i < 600; i++) expect(checkWriteStatement(`INSERT INTO t VALUES (${i})`).keyword).toBe("INSERT");
       for (const sql of ["BEGIN", "INSERT OR ROLLBACK INTO t VALUES (1)"]) {
         let err: unknown = null;
         try { checkWriteStatement(sql); } catch (e) { err = e; }

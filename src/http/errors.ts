@@ -3,7 +3,7 @@
 // knows statuses.
 
 import type { BackupErrorCode } from "../backup/index.ts";
-import type { NodeErrorCode } from "../node/errors.ts";
+import type { NodeErrorCode } from "../node/index.ts";
 import type { RaftErrorCode } from "../raft/index.ts";
 import type { StorageErrorCode } from "../storage/index.ts";
 import type { StoreErrorCode } from "../store/index.ts";

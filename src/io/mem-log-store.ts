@@ -18,14 +18,19 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
   private offset: number;
   /** How many of `entries` are durable; everything after is lost by a crash. */
   private durableCount: number;
-  /** Set by resetTo/compact until the next sync: the durable view still has the old log. */
-  private durableSnapshot: { entries: E[]; offset: number } | null = null;
   private hardState: HardStateRecord | null;
   private lostLog: boolean;
   private failSync: Error | null = null;
+  /** Changes when entries are replaced (a reset, a truncated suffix): a sync begun before covers none of the new ones. */
+  private generation = 0;
   private closed = false;
   /** Called with entries once a sync made them durable (the simulator checks them). */
   onDurable: ((entries: readonly E[]) => void) | null = null;
+  /**
+   * When set, sync() completes only when the simulator runs the callback it is handed (a
+   * disk whose fsync takes time); a crash before that loses what it would have synced.
+   */
+  deferSync: ((complete: () => void) => void) | null = null;
 
   constructor(image: MemLogImage<E> = { entries: [], offset: 0, hardState: null, lostLog: false }) {
     this.entries = [...image.entries];
@@ -59,6 +64,7 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
       if (at < 0) throw new Error(`log store: append of index ${e.index} before the log start ${this.offset + 1}`);
       if (at > this.entries.length) throw new Error(`log store: append of index ${e.index} leaves a gap after ${this.lastIndex}`);
       if (at < this.entries.length) {
+        this.generation++;
         this.entries.length = at;
         this.durableCount = Math.min(this.durableCount, at);
       }
@@ -67,12 +73,31 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
   }
 
   sync(): Promise<void> {
-    try {
-      this.syncNow();
-      return Promise.resolve();
-    } catch (e) {
-      return Promise.reject(e);
+    const defer = this.deferSync;
+    if (defer === null) {
+      try {
+        this.syncNow();
+        return Promise.resolve();
+      } catch (e) {
+        return Promise.reject(e);
+      }
     }
+    // A sync covers the entries appended before it began, not those appended while it runs.
+    const upToIndex = this.lastIndex;
+    const generation = this.generation;
+    return new Promise((resolve, reject) => {
+      defer(() => {
+        if (this.closed) return; // crashed meanwhile: never settles, as a killed process never hears back
+        if (this.failSync !== null) {
+          const error = this.failSync;
+          this.failSync = null;
+          reject(error);
+          return;
+        }
+        if (this.generation === generation) this.markDurable(Math.min(this.entries.length, upToIndex - this.offset));
+        resolve();
+      });
+    });
   }
 
   syncNow(): void {
@@ -82,10 +107,14 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
       this.failSync = null;
       throw error;
     }
-    const fresh = this.entries.slice(this.durableCount);
-    this.durableCount = this.entries.length;
-    this.durableSnapshot = null;
-    if (fresh.length > 0) this.onDurable?.(fresh);
+    this.markDurable(this.entries.length);
+  }
+
+  private markDurable(count: number): void {
+    if (count <= this.durableCount) return;
+    const fresh = this.entries.slice(this.durableCount, count);
+    this.durableCount = count;
+    this.onDurable?.(fresh);
   }
 
   saveHardState(state: HardStateRecord): void {
@@ -95,7 +124,8 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
 
   resetTo(nextIndex: number): void {
     this.checkOpen();
-    this.durableSnapshot ??= { entries: this.entries.slice(0, this.durableCount), offset: this.offset };
+    // Durable at once, as the WAL's new segment is synced and its directory entry too.
+    this.generation++;
     this.entries = [];
     this.durableCount = 0;
     this.offset = nextIndex - 1;
@@ -136,8 +166,7 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
    */
   crashImage(): MemLogImage<E> {
     this.closed = true;
-    const durable = this.durableSnapshot ?? { entries: this.entries.slice(0, this.durableCount), offset: this.offset };
-    return { entries: durable.entries, offset: durable.offset, hardState: this.hardState, lostLog: this.lostLog };
+    return { entries: this.entries.slice(0, this.durableCount), offset: this.offset, hardState: this.hardState, lostLog: this.lostLog };
   }
 
   private checkOpen(): void {

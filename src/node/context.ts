@@ -12,6 +12,8 @@ import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import type { StoredHardState } from "../storage/index.ts";
 import type { NodeMetrics } from "./metrics.ts";
+import type { SnapshotTransfer, SnapshotTransferHooks, TransferMetrics } from "./snapshot-transfer.ts";
+import type { DataPaths } from "../storage/index.ts";
 import { nextRecoveryState, recoveryAccepts, type RecoveryEvent, type RecoveryState } from "./recovery.ts";
 import { ApplyWaiters } from "./waiters.ts";
 
@@ -23,6 +25,23 @@ export interface NodeIo {
   readonly network: PeerNetwork;
   /** Ask the runtime to collect garbage (`full`: synchronously, everything). */
   readonly collectGarbage: (full: boolean) => void;
+}
+
+/** Everything a node is built from (production: start.ts; the simulator: its twins). */
+export interface NodeParts {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly io: NodeIo;
+  readonly core: RaftCore;
+  readonly store: Store;
+  readonly hardState: StoredHardState;
+  readonly clusterId: string;
+  readonly lostLog: boolean;
+  readonly makeTransfer: (hooks: SnapshotTransferHooks, metrics: TransferMetrics) => SnapshotTransfer;
+  /** Releases what the node holds outside its io (the data directory's lock). */
+  readonly release: () => void;
+  /** What verify-checksums checks on a running node; absent for an in-memory node. */
+  readonly verifyTarget?: { readonly paths: DataPaths };
 }
 
 export class NodeContext {

@@ -26,33 +26,16 @@ import { createNodeMetrics, type NodeMetrics } from "./metrics.ts";
 import { Proposer } from "./proposer.ts";
 import { recoveryStateCode, type RecoveryState } from "./recovery.ts";
 import { SnapshotPolicy, type SnapshotOutcome } from "./snapshot-policy.ts";
-import type { SnapshotTransfer, SnapshotTransferHooks } from "./snapshot-transfer.ts";
-import type { TransferMetrics } from "./snapshot-transfer.ts";
-import { openNode, type VerifyTarget } from "./start.ts";
+import type { SnapshotTransfer } from "./snapshot-transfer.ts";
+import { openNode } from "./start.ts";
+import type { NodeParts } from "./context.ts";
 
 export type Consistency = "linearizable" | "leader" | "stale";
-export type { SnapshotOutcome };
+export type { SnapshotOutcome, NodeParts };
 
 export interface ExecuteOutcome {
   results: { rowsAffected: number; lastInsertId: number | bigint }[];
   index: number;
-}
-
-/** Everything a node is built from (production: start.ts; the simulator: its twins). */
-export interface NodeParts {
-  readonly config: Config;
-  readonly logger: Logger;
-  readonly io: NodeIo;
-  readonly core: RaftCore;
-  readonly store: Store;
-  readonly hardState: StoredHardState;
-  readonly clusterId: string;
-  readonly lostLog: boolean;
-  readonly makeTransfer: (hooks: SnapshotTransferHooks, metrics: TransferMetrics) => SnapshotTransfer;
-  /** Releases what the node holds outside its io (the data directory's lock). */
-  readonly release: () => void;
-  /** What verify-checksums checks on a running node; absent for an in-memory node. */
-  readonly verifyTarget?: VerifyTarget;
 }
 
 export class SvcNode {
@@ -219,6 +202,11 @@ export class SvcNode {
     if (consistency === "linearizable") await this.loop.reads.wait();
     else if (consistency === "leader") ctx.requireLeader();
     return ctx.store.query(sql, params);
+  }
+
+  /** A read of this node's own state as it is now (what "stale" consistency answers), at once. */
+  queryLocal(sql: string, params: SqlValue[]): QueryResult {
+    return this.ctx.store.query(sql, params);
   }
 
   stats(): StoreStats & { raft: ReturnType<SvcNode["status"]>; wal: { segments: number; sizeBytes: number; firstIndex: number; lastIndex: number }; snapshots: { count: number; latestIndex: number; latestSizeBytes: number } } {

@@ -6,19 +6,15 @@
 import type { Config } from "../config/index.ts";
 import { systemClock } from "../io/index.ts";
 import { RaftCore } from "../raft/index.ts";
-import { FileLogStore, hasLostLog, lockDataDir, type DataPaths } from "../storage/index.ts";
+import { FileLogStore, hasLostLog, lockDataDir } from "../storage/index.ts";
 import { createTransport, type MessageHandler } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { createPrng } from "../util/prng.ts";
 import { bootstrapIfNew, clampCommit, forgetLocalState, rebaseOnStore } from "./bootstrap.ts";
 import { FileSnapshots } from "./file-snapshots.ts";
 import { isPristine, loadState, prepareDataDir, toHardState } from "./load.ts";
-import type { NodeParts } from "./node.ts";
+import type { NodeParts } from "./context.ts";
 import { fileSnapshotTransfer } from "./snapshot-transfer.ts";
-
-export interface VerifyTarget {
-  readonly paths: DataPaths;
-}
 
 export async function openNode(config: Config, logger: Logger, onMessage: MessageHandler): Promise<NodeParts> {
   const paths = prepareDataDir(config.dataDir);

@@ -4,9 +4,7 @@
 
 import { defineCommand } from "citty";
 import { createLogger } from "../../log/index.ts";
-import { bootstrapIfNew } from "../../node/bootstrap.ts";
-import { isPristine, loadState, prepareDataDir } from "../../node/load.ts";
-import { reinitCluster } from "../../node/reinit.ts";
+import { bootstrapIfNew, isPristine, loadState, prepareDataDir, reinitCluster } from "../../node/index.ts";
 import { lockDataDir } from "../../storage/index.ts";
 import { SvcError } from "../../util/index.ts";
 import { loadConfigOrExit } from "../_config.ts";

@@ -1,0 +1,495 @@
+// A deterministic simulation of svc nodes: the real SvcNode (effect loop, recovery flow,
+// proposer, snapshot policy and install, SQL store) built by SvcNode.create on the in-memory
+// twins of its io — ManualClock, MemLogStore, MemSnapshots with an in-memory Store — and a
+// simulated network. One seed decides everything: the cluster's shape, message loss, delay,
+// duplication and partitions, crashes (which lose exactly what was not synced), fsync errors,
+// and the client load. Checked: no acknowledged write is ever missing from a member that has
+// applied past it, members that applied the same index hold the same rows, linearizable reads
+// never go back in time, and once faults stop a last write reaches every member.
+
+import type { Config, Member } from "../../src/config/index.ts";
+import { ManualClock, MemLogStore, type HardStateRecord, type MemLogImage, type PeerNetwork } from "../../src/io/index.ts";
+import { SvcNode, type SnapshotMessage, type SnapshotTransfer, type SnapshotTransferHooks } from "../../src/node/index.ts";
+import { RaftCore, encodeMembership, type Entry, type Membership } from "../../src/raft/index.ts";
+import { MemSnapshots, Store, encodeCommand, type MemSnapshot } from "../../src/store/index.ts";
+import { createPrng, silentLogger, type Logger, type Prng } from "../../src/util/index.ts";
+
+export interface NodeSimConfig {
+  readonly seed: number;
+  readonly voterCount: number;
+  /** Every member starts with the bootstrap entries (else only n1 has them; the rest are sent them). */
+  readonly allBootstrapped: boolean;
+  readonly stepsMs: number;
+  readonly snapshotIntervalEntries: number;
+  readonly lossRate: number;
+  readonly duplicateRate: number;
+  readonly delayMaxMs: number;
+  readonly syncDelayMaxMs: number;
+  readonly crashPerMs: number;
+  /** Every member goes down at once (each comes back after its own delay). */
+  readonly powerLossPerMs: number;
+  readonly fsyncErrorPerMs: number;
+  readonly partitionPerMs: number;
+  readonly writePerMs: number;
+  readonly readPerMs: number;
+}
+
+export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
+  const p = createPrng(seed, 0x51de);
+  const pick = <T>(xs: readonly T[]): T => xs[p.nextInt(xs.length)] as T;
+  const quiet = p.next() < 0.15;
+  return {
+    seed,
+    voterCount: pick([1, 3, 3, 5]),
+    allBootstrapped: p.next() < 0.7,
+    stepsMs: 2500 + p.nextInt(1500),
+    snapshotIntervalEntries: pick([8, 20, 64, 100_000]),
+    lossRate: quiet ? 0 : pick([0, 0.01, 0.05]),
+    duplicateRate: quiet ? 0 : pick([0, 0.02]),
+    delayMaxMs: pick([1, 3, 8]),
+    syncDelayMaxMs: pick([0, 2, 10]),
+    crashPerMs: pick([0, 0.0005, 0.002]),
+    powerLossPerMs: pick([0, 0.0003, 0.001]),
+    fsyncErrorPerMs: quiet ? 0 : pick([0, 0, 0.0005]),
+    partitionPerMs: quiet ? 0 : pick([0, 0.0005, 0.002]),
+    writePerMs: pick([0.05, 0.2]),
+    readPerMs: pick([0.02, 0.1]),
+  };
+}
+
+const heartbeatMs = 10;
+const electionMs = 100;
+const settleMsMax = 20_000;
+const chunkType = 0x11;
+
+export class NodeSimViolation extends Error {}
+
+/** What survives a crash: the synced log and hard state, and the filed snapshots. */
+interface Disk {
+  log: MemLogImage<Entry>;
+  snapshots: readonly MemSnapshot[];
+}
+
+interface Packet {
+  readonly atMs: number;
+  readonly order: number;
+  readonly from: string;
+  readonly to: string;
+  readonly type: number;
+  readonly payload: Uint8Array;
+  /** A snapshot moved in one piece (the transfer twin). */
+  readonly snapshot?: { readonly message: SnapshotMessage; readonly image: Uint8Array; readonly record: MemSnapshot["record"] };
+}
+
+class SimMember {
+  node: SvcNode | null = null;
+  clock: ManualClock | null = null;
+  log: MemLogStore<Entry> | null = null;
+  snapshots: MemSnapshots | null = null;
+  transferHooks: SnapshotTransferHooks | null = null;
+  downUntilMs = 0;
+  constructor(readonly id: string, public disk: Disk) {}
+}
+
+export class NodeSimulation {
+  readonly prng: Prng;
+  readonly members: SimMember[] = [];
+  nowMs = 0;
+  private packets: Packet[] = [];
+  private readonly cuts = new Set<string>();
+  private partitionEndsAtMs = -1;
+  private writeSeq = 0;
+  /** Acknowledged writes: row id → the log index it was applied at. */
+  readonly acked = new Map<number, number>();
+  /** For each read: rows acknowledged when it started; its answer must hold at least those. */
+  private readsChecked = 0;
+  private readonly contentAt = new Map<number, string>();
+  readonly trace: string[] = [];
+  private readonly memberConfig: Member[];
+
+  constructor(readonly config: NodeSimConfig, private readonly logger: Logger = silentLogger) {
+    this.prng = createPrng(config.seed, 1);
+    const ids = Array.from({ length: config.voterCount }, (_, i) => `n${i + 1}`);
+    this.memberConfig = ids.map((id, i) => ({
+      id,
+      peer: addr(`10.0.0.${i + 1}:7879`),
+      client: addr(`10.0.0.${i + 1}:7878`),
+      admin: addr(`10.0.0.${i + 1}:9090`),
+    }));
+    const membership: Membership = { voters: ids, learners: [] };
+    const clusterId = `sim-${config.seed}`;
+    const bootstrap: Entry[] = [
+      { term: 1, index: 1, kind: "config", timestampMs: 0, data: encodeMembership(membership) },
+      { term: 1, index: 2, kind: "normal", timestampMs: 0, data: encodeCommand({ op: "init_cluster", clusterId }) },
+    ];
+    for (const id of ids) {
+      const holds = config.allBootstrapped || id === "n1";
+      const hardState: HardStateRecord | null = holds ? { term: 1, vote: null, commit: 2, clusterId } : null;
+      this.members.push(new SimMember(id, { log: { entries: holds ? bootstrap : [], offset: 0, hardState, lostLog: false }, snapshots: [] }));
+    }
+    for (const m of this.members) this.start(m);
+  }
+
+  note(s: string): void {
+    this.trace.push(`[${this.nowMs}] ${s}`);
+    if (this.trace.length > 300) this.trace.splice(0, 100);
+  }
+
+  private config_(id: string): Config {
+    return {
+      nodeId: id,
+      dataDir: `mem:${id}`,
+      maxMemoryBytes: 256 * 1024 * 1024,
+      snapshotIntervalEntries: this.config.snapshotIntervalEntries,
+      listen: { client: addr("127.0.0.1:0"), admin: addr("127.0.0.1:0"), peer: addr("127.0.0.1:0") },
+      cluster: { bootstrap: false, members: this.memberConfig },
+      wal: { archiveCommand: "", archiveTimeoutMs: 60_000, segmentSizeBytes: 1 << 20 },
+      raft: { heartbeatIntervalMs: heartbeatMs, electionTimeoutMs: electionMs },
+    };
+  }
+
+  /** Start (or restart) a member on what its disk holds, as the real load does. */
+  private start(m: SimMember): void {
+    const disk = m.disk;
+    const clock = new ManualClock(1_700_000_000_000 + this.nowMs);
+    const log = new MemLogStore<Entry>(disk.log);
+    const snapshots = new MemSnapshots(disk.snapshots);
+    const latest = snapshots.latest();
+    // The store is derived: rebuilt from the newest snapshot, then the log replays.
+    const store = latest === null ? Store.openInMemory() : Store.openInMemory(snapshots.image(latest.term, latest.index));
+    const snapshotIndex = latest?.index ?? 0;
+    const entries = log.all().filter((e) => e.index > snapshotIndex);
+    if ((entries[0]?.index ?? snapshotIndex + 1) !== snapshotIndex + 1) throw new NodeSimViolation(`${m.id}: the log starts at ${entries[0]?.index} after a snapshot at ${snapshotIndex}`);
+    const saved = disk.log.hardState ?? { term: entries.at(-1)?.term ?? 0, vote: null, commit: 0, clusterId: "" };
+    const lastIndex = entries.at(-1)?.index ?? snapshotIndex;
+    const hardState = { ...saved, commit: Math.min(saved.commit, lastIndex) };
+    const core = new RaftCore(
+      {
+        id: m.id,
+        electionTimeoutTicks: electionMs / heartbeatMs,
+        heartbeatTicks: 1,
+        prng: createPrng(this.config.seed, this.prng.nextU32()),
+        logger: this.logger.child(m.id),
+        preVote: true,
+        checkQuorum: true,
+        maxInflightAppends: 8,
+        maxEntriesPerAppend: 16,
+        maxBytesPerAppend: 64 * 1024,
+        maxPendingProposals: 1024,
+      },
+      {
+        hardState: { term: hardState.term, vote: hardState.vote, commit: hardState.commit },
+        snapshot: latest === null ? null : { index: latest.index, term: latest.term, membership: latest.membership },
+        entries,
+        appliedIndex: store.meta.appliedIndex,
+      },
+    );
+    log.deferSync = (complete) => clock.after(this.prng.nextInt(this.config.syncDelayMaxMs + 1), complete);
+    const network: PeerNetwork = {
+      send: (peerId, type, payload) => {
+        this.sendPacket(m.id, peerId, type, payload);
+        return true;
+      },
+      setPeers: () => undefined,
+      setClusterId: () => undefined,
+      linkStatus: () => ({}),
+      close: () => undefined,
+    };
+    m.clock = clock;
+    m.log = log;
+    m.snapshots = snapshots;
+    m.node = SvcNode.create({
+      config: this.config_(m.id),
+      logger: this.logger.child(m.id),
+      io: { clock, log, snapshots, network, collectGarbage: () => undefined },
+      core,
+      store,
+      hardState,
+      clusterId: hardState.clusterId !== "" ? hardState.clusterId : store.meta.clusterId,
+      lostLog: disk.log.lostLog,
+      makeTransfer: (hooks) => {
+        m.transferHooks = hooks;
+        return this.transferTwin(m);
+      },
+      release: () => undefined,
+    });
+    m.node.onFatal = (e) => this.note(`${m.id} fatal: ${e.code} ${e.message}`);
+    this.note(`${m.id} started (log ${log.lastIndex}, snapshot ${snapshotIndex}, recovery ${m.node.recoveryState})`);
+  }
+
+  /** The transfer twin: a filed image moves to the follower in one packet, or is lost. */
+  private transferTwin(m: SimMember): SnapshotTransfer {
+    return {
+      send: (message) => {
+        const record = m.snapshots?.find(message.snapshot.term, message.snapshot.index) ?? null;
+        const image = record === null ? null : m.snapshots?.image(record.term, record.index) ?? null;
+        if (record === null || image === null) throw new NodeSimViolation(`${m.id} was asked to send snapshot ${message.snapshot.index} it does not hold`);
+        this.packets.push({ atMs: this.nowMs + 1 + this.prng.nextInt(this.config.delayMaxMs * 4 + 1), order: this.prng.nextU32(), from: m.id, to: message.to, type: chunkType, payload: new Uint8Array(0), snapshot: { message, image, record } });
+        return Promise.resolve();
+      },
+      onChunk: () => undefined,
+      onAck: () => undefined,
+      checkStalls: () => undefined,
+      busy: () => false,
+      stop: () => undefined,
+    };
+  }
+
+  private sendPacket(from: string, to: string, type: number, payload: Uint8Array): void {
+    if (this.prng.next() < this.config.lossRate) return;
+    const copies = this.prng.next() < this.config.duplicateRate ? 2 : 1;
+    for (let i = 0; i < copies; i++) {
+      this.packets.push({ atMs: this.nowMs + 1 + this.prng.nextInt(this.config.delayMaxMs), order: this.prng.nextU32(), from, to, type, payload });
+    }
+  }
+
+  private member(id: string): SimMember | undefined {
+    return this.members.find((m) => m.id === id);
+  }
+
+  private deliver(): void {
+    const due = this.packets.filter((p) => p.atMs <= this.nowMs).sort((a, b) => a.atMs - b.atMs || a.order - b.order);
+    this.packets = this.packets.filter((p) => p.atMs > this.nowMs);
+    for (const p of due) {
+      const to = this.member(p.to);
+      const from = this.member(p.from);
+      const cut = this.cuts.has(`${p.from}>${p.to}`);
+      if (p.snapshot !== undefined) {
+        const ok = !cut && to?.node != null && to.transferHooks !== null && to.snapshots !== null && this.prng.next() >= this.config.lossRate;
+        if (ok && to?.snapshots != null && to.transferHooks !== null) {
+          to.snapshots.file(p.snapshot.record, p.snapshot.image);
+          to.transferHooks.started(p.snapshot.message.snapshot);
+          to.transferHooks.received(p.snapshot.message, p.snapshot.record.clusterId);
+          this.note(`${p.to} received snapshot ${p.snapshot.record.index} from ${p.from}`);
+        }
+        if (from?.node != null) from.transferHooks?.sent(p.to, ok);
+        continue;
+      }
+      if (cut || to?.node == null) continue;
+      to.node.onPeerMessage(p.from, p.type, p.payload);
+    }
+  }
+
+  private crash(m: SimMember, downMs: number): void {
+    if (m.node === null || m.log === null || m.snapshots === null) return;
+    m.disk = { log: m.log.crashImage(), snapshots: [...m.snapshots.all()] };
+    m.clock?.reset();
+    m.node = null;
+    m.clock = null;
+    m.log = null;
+    m.snapshots = null;
+    m.transferHooks = null;
+    m.downUntilMs = this.nowMs + downMs;
+    this.packets = this.packets.filter((p) => p.to !== m.id && p.from !== m.id);
+    this.note(`${m.id} crashed (durable log up to ${m.disk.log.offset + m.disk.log.entries.length})`);
+  }
+
+  private leader(): SimMember | undefined {
+    let best: SimMember | undefined;
+    let bestTerm = -1;
+    for (const m of this.members) {
+      const s = m.node?.status();
+      if (s !== undefined && s.role === "leader" && s.term > bestTerm) {
+        best = m;
+        bestTerm = s.term;
+      }
+    }
+    return best;
+  }
+
+  private up(): SimMember[] {
+    return this.members.filter((m) => m.node !== null);
+  }
+
+  private write(target: SimMember): void {
+    const id = ++this.writeSeq;
+    const node = target.node;
+    if (node === null) return;
+    node.execute([
+      "CREATE TABLE IF NOT EXISTS kv (id INTEGER PRIMARY KEY, v TEXT)",
+      { sql: "INSERT INTO kv (id, v) VALUES (?, ?)", params: [id, `w${id}`] },
+    ].map((s) => (typeof s === "string" ? { sql: s, params: [] } : s))).then(
+      (r) => {
+        this.acked.set(id, r.index);
+        this.note(`write ${id} acked at ${r.index} by ${target.id}`);
+      },
+      () => undefined,
+    );
+  }
+
+  private read(target: SimMember): void {
+    const node = target.node;
+    if (node === null) return;
+    const ackedBefore = [...this.acked.keys()];
+    node.query("SELECT id FROM kv", [], "linearizable").then(
+      (r) => {
+        const seen = new Set(r.rows.map((row) => Number(row[0])));
+        for (const id of ackedBefore) {
+          if (!seen.has(id)) throw new NodeSimViolation(`linearizability: a read on ${target.id} missed write ${id}, acknowledged before the read began`);
+        }
+        this.readsChecked++;
+      },
+      (e: unknown) => {
+        if (e instanceof NodeSimViolation) throw e;
+        // "no such table" before the first write, NOT_LEADER, timeouts: no answer, nothing to check.
+      },
+    );
+  }
+
+  private faults(): void {
+    const c = this.config;
+    const up = this.up();
+    if (up.length > 0 && this.prng.next() < c.crashPerMs) {
+      const m = up[this.prng.nextInt(up.length)];
+      if (m !== undefined) this.crash(m, 20 + this.prng.nextInt(400));
+    }
+    if (up.length > 1 && this.prng.next() < c.powerLossPerMs) {
+      this.note("power loss: every member goes down");
+      for (const m of up) this.crash(m, 5 + this.prng.nextInt(300));
+    }
+    if (up.length > 0 && this.prng.next() < c.fsyncErrorPerMs) {
+      const m = up[this.prng.nextInt(up.length)];
+      if (m?.log != null) {
+        m.log.failNextSync(new Error("EIO: fsync failed (simulated)"));
+        this.note(`${m.id}: next fsync fails`);
+      }
+    }
+    if (this.partitionEndsAtMs >= 0 && this.nowMs >= this.partitionEndsAtMs) {
+      this.cuts.clear();
+      this.partitionEndsAtMs = -1;
+      this.note("partition healed");
+    } else if (this.partitionEndsAtMs < 0 && this.prng.next() < c.partitionPerMs) {
+      const ids = this.members.map((m) => m.id);
+      const side = new Set(ids.filter(() => this.prng.next() < 0.5));
+      for (const a of ids) for (const b of ids) if (side.has(a) !== side.has(b)) this.cuts.add(`${a}>${b}`);
+      this.partitionEndsAtMs = this.nowMs + 50 + this.prng.nextInt(500);
+      this.note(`partition {${[...side].join(",")}} | rest`);
+    }
+  }
+
+  /** Run every node's due timers and event-loop turns until all are quiet at this instant. */
+  private async drain(): Promise<void> {
+    for (const m of this.up()) m.clock?.advanceTo(1_700_000_000_000 + this.nowMs);
+    for (let round = 0; round < 1000; round++) {
+      let ran = 0;
+      for (const m of this.up()) ran += m.clock?.runSoon() ?? 0;
+      // Every promise the nodes chained settles before the next macrotask: nothing else runs.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (ran === 0 && !this.up().some((m) => m.clock?.hasSoon === true)) return;
+    }
+    throw new NodeSimViolation("a node's event loop did not go quiet within 1,000 turns at one instant");
+  }
+
+  private restartDue(): void {
+    for (const m of this.members) {
+      if (m.node === null && m.downUntilMs <= this.nowMs) this.start(m);
+      // A node that stopped on a storage failure is restarted by its supervisor, as systemd does.
+      else if (m.node?.fatal != null) this.crash(m, 10);
+    }
+  }
+
+  private check(): void {
+    for (const m of this.up()) {
+      const node = m.node;
+      if (node === null) continue;
+      const applied = node.status().appliedIndex;
+      // No acknowledged write is missing from a member that applied past it, and members that
+      // applied the same index hold the same rows. Sampled: every member every 50 ms. every 50 ms of simulated time.
+      if (this.nowMs % 50 !== 0) continue;
+      const content = storeContent(node);
+      const seen = new Set(content === "" ? [] : content.split(",").map(Number));
+      for (const [id, index] of this.acked) {
+        if (index <= applied && !seen.has(id)) throw new NodeSimViolation(`durability: ${m.id} applied ${applied} but lacks write ${id}, acknowledged at ${index}`);
+      }
+      const other = this.contentAt.get(applied);
+      if (other === undefined) this.contentAt.set(applied, content);
+      else if (other !== content) throw new NodeSimViolation(`divergence: at applied index ${applied} ${m.id} holds rows [${content}] where another member held [${other}]`);
+    }
+  }
+
+  async step(withFaults: boolean): Promise<void> {
+    this.nowMs++;
+    this.restartDue();
+    this.deliver();
+    const c = this.config;
+    const up = this.up();
+    if (up.length > 0 && this.prng.next() < c.writePerMs) {
+      const leader = this.leader();
+      const target = leader !== undefined && this.prng.next() < 0.8 ? leader : up[this.prng.nextInt(up.length)];
+      if (target !== undefined) this.write(target);
+    }
+    if (up.length > 0 && this.prng.next() < c.readPerMs) {
+      const target = up[this.prng.nextInt(up.length)];
+      if (target !== undefined) this.read(target);
+    }
+    if (withFaults) this.faults();
+    await this.drain();
+    this.check();
+  }
+
+  async run(): Promise<{ seed: number; acked: number; readsChecked: number; finalIndex: number }> {
+    for (let i = 0; i < this.config.stepsMs; i++) await this.step(true);
+    // Faults stop: heal, restart everyone, and a last write must reach every member.
+    this.cuts.clear();
+    for (const m of this.members) if (m.node === null) m.downUntilMs = this.nowMs;
+    const deadlineMs = this.nowMs + settleMsMax;
+    const finalId = 1_000_000_000 + this.config.seed;
+    let finalIndex = 0;
+    let proposedTerm = -1;
+    while (this.nowMs < deadlineMs) {
+      await this.stepSettling();
+      const leader = this.leader();
+      if (leader?.node == null) continue;
+      const term = leader.node.status().term;
+      if (term !== proposedTerm) {
+        proposedTerm = term;
+        leader.node.execute([{ sql: "INSERT OR IGNORE INTO kv (id, v) VALUES (?, 'final')", params: [finalId] }]).then((r) => {
+          finalIndex = r.index;
+          this.acked.set(finalId, r.index);
+        }, () => undefined);
+        continue;
+      }
+      if (finalIndex > 0 && this.members.every((m) => m.node !== null && m.node.status().appliedIndex >= finalIndex && m.node.recoveryState === "healthy")) {
+        const contents = this.members.map((m) => storeContent(m.node as SvcNode));
+        if (new Set(contents).size !== 1) throw new NodeSimViolation(`divergence at the end: ${contents.join(" / ")}`);
+        for (const id of this.acked.keys()) if (!contents[0]?.split(",").includes(String(id))) throw new NodeSimViolation(`durability: acknowledged write ${id} is missing at the end`);
+        for (const m of this.members) await m.node?.stop();
+        return { seed: this.config.seed, acked: this.acked.size, readsChecked: this.readsChecked, finalIndex };
+      }
+    }
+    const states = this.members.map((m) => `${m.id}: ${m.node === null ? "down" : JSON.stringify(m.node.status())}`);
+    throw new NodeSimViolation(`liveness: no last write reached every member within ${settleMsMax} ms after faults stopped (final index ${finalIndex})\n${states.join("\n")}`);
+  }
+
+  private async stepSettling(): Promise<void> {
+    this.nowMs++;
+    this.restartDue();
+    this.deliver();
+    await this.drain();
+    this.check();
+  }
+}
+
+/** The ids of the rows a member holds, in order ("" before the table exists). */
+function storeContent(node: SvcNode): string {
+  try {
+    return node.queryLocal("SELECT id FROM kv ORDER BY id", []).rows.map((r) => String(r[0])).join(",");
+  } catch {
+    return "";
+  }
+}
+
+function addr(raw: string): { host: string; port: number; raw: string } {
+  const [host, port] = raw.split(":");
+  return { host: host ?? "", port: Number(port), raw };
+}
+
+export async function runNodeSeed(seed: number, logger?: Logger): Promise<{ seed: number; acked: number; readsChecked: number; finalIndex: number }> {
+  const sim = new NodeSimulation(nodeSimConfigForSeed(seed), logger);
+  try {
+    return await sim.run();
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw new Error(`node simulation seed ${seed} failed at ${sim.nowMs} ms: ${why}\nreplay: NODE_SEED=${seed} bun test test/sim/node-sim.test.ts\nconfig: ${JSON.stringify(sim.config)}\nlast events:\n${sim.trace.slice(-60).join("\n")}`, { cause: e });
+  }
+}

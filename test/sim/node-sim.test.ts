@@ -1,0 +1,29 @@
+// Runs the real node under the node simulation (node-cluster.ts) over many seeds. Prints the
+// seeds first; a failure names its seed and replays exactly with NODE_SEED=<n>.
+// NODE_SIM_SEEDS=<n> runs n seeds (default 300) from NODE_SIM_FIRST_SEED (default 1);
+// SIM_TRACE=1 prints the nodes' logs (useful with NODE_SEED).
+
+import { describe, expect, test } from "bun:test";
+import { runNodeSeed } from "./node-cluster.ts";
+import { consoleLogger } from "./trace-logger.ts";
+
+const single = process.env["NODE_SEED"];
+const count = Number(process.env["NODE_SIM_SEEDS"] ?? 300);
+const first = Number(process.env["NODE_SIM_FIRST_SEED"] ?? 1);
+const seeds = single !== undefined ? [Number(single)] : Array.from({ length: count }, (_, i) => first + i);
+const chunkSize = 10;
+
+console.log(single !== undefined ? `node simulation: NODE_SEED=${single}` : `node simulation: seeds ${first}..${first + count - 1} (replay one with NODE_SEED=<n>)`);
+
+describe("node simulation", () => {
+  for (let i = 0; i < seeds.length; i += chunkSize) {
+    const chunk = seeds.slice(i, i + chunkSize);
+    test(`the real node keeps every acknowledged write, converges and recovers under faults for seeds ${chunk[0]}..${chunk.at(-1)}`, async () => {
+      for (const seed of chunk) {
+        const stats = await runNodeSeed(seed, process.env["SIM_TRACE"] === "1" ? consoleLogger() : undefined);
+        if (single !== undefined) console.log(JSON.stringify(stats));
+        expect(stats.finalIndex).toBeGreaterThan(0);
+      }
+    }, 600_000);
+  }
+});

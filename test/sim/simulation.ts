@@ -390,10 +390,17 @@ export class Simulation {
     throw new SafetyViolation(`liveness: no leader committed a last write to every member within ${settleUnitsMax} units after faults stopped (final index ${finalIndex})\n${states.join("\n")}`);
   }
 
-  /** Nodes a change removed are shut down, as an operator would; a node added back comes back. */
+  /**
+   * Nodes a change removed are shut down, as an operator would, but only once the removal is
+   * committed: the leader's latest membership may be an uncommitted change (its own removal,
+   * say, which needs the remaining voters to commit), and a stale leader's may be one the
+   * cluster has since replaced. So a node retires only when neither the leader's latest
+   * membership (`members`) nor the newest committed one names it. A node added back comes back.
+   */
   private retireNonMembers(members: ReadonlySet<NodeId>): void {
+    const committed = this.committedMembers();
     for (const n of this.nodes) {
-      if (!members.has(n.id) && !n.retired) {
+      if (!members.has(n.id) && !committed.has(n.id) && !n.retired) {
         if (n.core !== null) n.crash(this.now, 0);
         n.retired = true;
         this.note(`${n.id} retired`);
@@ -402,6 +409,17 @@ export class Simulation {
         n.downUntil = this.now;
       }
     }
+  }
+
+  /** The members of the newest committed membership: the one in force at the highest commit index any node holds. */
+  private committedMembers(): Set<NodeId> {
+    let best: SimNode | undefined;
+    for (const n of this.upNodes()) {
+      if (best === undefined || n.core!.status().commit > best.core!.status().commit) best = n;
+    }
+    if (best === undefined) return new Set();
+    const m = best.core!.membershipAt(best.core!.status().commit);
+    return new Set([...m.voters, ...m.learners]);
   }
 
   run(): SimStats {

@@ -135,6 +135,35 @@ describe("membership changes", () => {
     expect(c.node("b").appliedTexts()).toEqual(["z"]);
   });
 
+  test("a leader that removes itself leads until the removal commits, and that takes the remaining voters: it must not be stopped before", () => {
+    const c = new TestCluster(["a", "b", "c"]);
+    const a = c.elect("a");
+    c.isolate("b");
+    c.isolate("c");
+    const r = a.core.proposeMembership({ kind: "remove", id: "a" }, 0);
+    expect(r.ok).toBe(true);
+    const index = r.ok ? r.index : 0;
+    c.deliverAll();
+    // The latest membership already leaves a out; the committed one, in force at the commit
+    // index, still names it: a is the only node that holds the change and must carry it on.
+    const s = a.core.status();
+    expect(s.role).toBe("leader");
+    expect(s.membership.voters).toEqual(["b", "c"]);
+    expect(s.commit).toBeLessThan(index);
+    expect(a.core.membershipAt(s.commit).voters).toContain("a");
+    // Both remaining voters must hold it: b alone is not a majority of {b, c}.
+    c.heal();
+    c.isolate("c");
+    c.tickAll(2);
+    expect(a.core.status()).toMatchObject({ role: "leader" });
+    expect(a.core.status().commit).toBeLessThan(index);
+    c.heal();
+    c.tickAll(2);
+    expect(a.core.status().commit).toBeGreaterThanOrEqual(index);
+    expect(a.core.status().role).toBe("follower");
+    expect(a.core.membershipAt(a.core.status().commit).voters).toEqual(["b", "c"]);
+  });
+
   test("a removed follower never campaigns and no longer receives entries", () => {
     const c = new TestCluster(["a", "b", "c"]);
     const a = c.elect("a");

@@ -1,7 +1,8 @@
 // The handshake each side sends first on a peer connection, and the rules for accepting one.
 // Payload: `u32 magic | u16 version | (u8 length | UTF-8) × [clusterId, senderId, targetId]`.
-// An empty cluster id means "not in a cluster yet" (a new node waiting for its first snapshot):
-// it matches any cluster id, while two non-empty ids must be equal.
+// An empty cluster id means "not in a cluster yet" (a new node waiting for its first snapshot).
+// A node without a cluster id accepts members of any cluster; a node with one accepts only
+// members that send the same id. The accepting side also requires the sender to be a member.
 
 /** "SVCP": tells a peer connection apart from a stray client or a port scanner. */
 export const PROTOCOL_MAGIC = 0x53564350;
@@ -79,14 +80,26 @@ function clusterMismatch(local: string, remote: string): string | null {
   return `peer belongs to cluster ${JSON.stringify(remote)}, this node to cluster ${JSON.stringify(local)}`;
 }
 
-/** Why the accepting side refuses a dialer's handshake, or null to accept it. */
-export function refuseAsAcceptor(hello: Hello, localNodeId: string, localClusterId: string): string | null {
+/** What the accepting side knows of its members. */
+export type Membership = "unknown" | { readonly has: (peerId: string) => boolean };
+
+/**
+ * Why the accepting side refuses a dialer's handshake, or null to accept it. A connection is
+ * accepted only from a member, and, once this node has a cluster id, only with that id: what
+ * arrives over it is trusted as the member's Raft messages.
+ */
+export function refuseAsAcceptor(hello: Hello, localNodeId: string, localClusterId: string, members: Membership): string | null {
   const cluster = clusterMismatch(localClusterId, hello.clusterId);
   if (cluster !== null) return cluster;
+  if (localClusterId !== "" && hello.clusterId === "") {
+    return `peer ${JSON.stringify(hello.senderId)} sent no cluster id, and this node belongs to cluster ${JSON.stringify(localClusterId)}`;
+  }
   if (hello.targetId !== localNodeId) {
     return `peer ${JSON.stringify(hello.senderId)} dialed node ${JSON.stringify(hello.targetId)}, but this is node ${JSON.stringify(localNodeId)}`;
   }
   if (hello.senderId === localNodeId) return `peer claims this node's own id ${JSON.stringify(localNodeId)}`;
+  if (members === "unknown") return "this node is starting and does not know its members yet";
+  if (!members.has(hello.senderId)) return `node ${JSON.stringify(hello.senderId)} is not a member of this node's cluster`;
   return null;
 }
 

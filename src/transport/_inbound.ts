@@ -1,14 +1,16 @@
 // The peer listener and the connections peers dial to this node. A connection must open with a
-// valid handshake; from then on its identity is the sender id it named, and it carries that
-// peer's messages to us (our messages to the peer go over the connection we dial). Anything
-// malformed closes the connection, is logged at warn with the remote address, and is counted.
+// valid handshake from a member, within the handshake timeout; from then on its identity is the
+// sender id it named, and it carries that peer's messages to us (our messages to the peer go
+// over the connection we dial). Anything malformed closes the connection, is counted, and is
+// logged at warn with the remote address (refusals at a bounded rate per remote host).
 
 import type { Socket, TCPSocketListener } from "bun";
 import { errorMessage, SvcError } from "../util/index.ts";
 import { guard, type TransportContext } from "./_context.ts";
 import { Reassembler } from "./_fragment.ts";
 import { CALLER_TYPE_MIN, describeFrameError, encodeFrame, FrameDecoder, FrameType } from "./_frame.ts";
-import { decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsAcceptor, REJECT_REASON_CHARS_MAX } from "./_hello.ts";
+import { decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsAcceptor, REJECT_REASON_CHARS_MAX, type Membership } from "./_hello.ts";
+import { RefusalLog } from "./_refusal-log.ts";
 import type { TransportCounters } from "./_stats.ts";
 
 type Timer = ReturnType<typeof setTimeout>;
@@ -20,6 +22,8 @@ const REJECT_LINGER_MS = 1_000;
 interface InboundConn {
   /** "address:port" of the remote end, for logs. */
   readonly remote: string;
+  /** The remote address without the port: refusals are rate-limited per host. */
+  readonly remoteHost: string;
   readonly decoder: FrameDecoder;
   readonly reassembler: Reassembler;
   /** Set by a valid handshake; null before. */
@@ -34,6 +38,13 @@ export interface InboundHooks {
   /** Counters of a configured peer, or null for an id this node does not know. */
   countersOf(peerId: string): TransportCounters | null;
   deliver(fromPeerId: string, type: number, payload: Uint8Array): void;
+  /** The members this node accepts connections from. */
+  members(): Membership;
+  /**
+   * A member with a cluster id connected while this node has none: this node dials with that
+   * id from now on, so that the members (who refuse a handshake without their id) accept it.
+   */
+  learnClusterId(clusterId: string, fromPeerId: string): void;
   /** A peer completed its handshake: it is up, whatever our own dials to it last saw. */
   peerConnected(peerId: string): void;
 }
@@ -46,10 +57,12 @@ export class InboundServer {
   readonly #conns = new Map<PeerSocket, InboundConn>();
   /** The newest handshaken connection of each peer. */
   readonly #byPeer = new Map<string, PeerSocket>();
+  readonly #refusals: RefusalLog;
 
   constructor(ctx: TransportContext, hooks: InboundHooks) {
     this.#ctx = ctx;
     this.#hooks = hooks;
+    this.#refusals = new RefusalLog(ctx.logger, ctx.options.refusalLogWindowMs);
   }
 
   /** Binds the listener; returns the bound port. */
@@ -89,6 +102,11 @@ export class InboundServer {
     return this.#byPeer.has(peerId);
   }
 
+  /** Closes the connections of a peer that is no longer a member. */
+  dropPeer(peerId: string): void {
+    for (const [socket, conn] of this.#conns) if (conn.peerId === peerId) this.#hardClose(socket, conn);
+  }
+
   /** Closes every accepted connection; peers redial and handshake again. */
   dropAll(): void {
     for (const [socket, conn] of this.#conns) this.#hardClose(socket, conn);
@@ -101,11 +119,12 @@ export class InboundServer {
   }
 
   #onOpen(socket: PeerSocket): void {
-    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    const remoteHost = socket.remoteAddress;
+    const remote = `${remoteHost}:${socket.remotePort}`;
     const { options, logger, count } = this.#ctx;
-    if (this.#conns.size >= options.inboundConnectionsMax) {
+    if (this.#conns.size >= options.inboundConnectionsMax && !this.#evictOneUnidentified()) {
       count(null, "handshakeRejects");
-      logger.warn(`peer transport: refusing connection from ${remote}: already ${this.#conns.size} peer connections open`, {
+      this.#refusals.warn(remoteHost, `peer transport: refusing connection from ${remote}: already ${this.#conns.size} peer connections open`, {
         remote, reason: "too many connections",
       });
       socket.terminate();
@@ -113,6 +132,7 @@ export class InboundServer {
     }
     const conn: InboundConn = {
       remote,
+      remoteHost,
       decoder: new FrameDecoder(HELLO_FRAME_BYTES_MAX),
       reassembler: new Reassembler(options.frameBytesMax),
       peerId: null,
@@ -122,9 +142,27 @@ export class InboundServer {
     this.#conns.set(socket, conn);
     socket.setNoDelay(true);
     conn.timer = setTimeout(
-      () => guard(logger, "handshake timeout", () => this.#refuse(socket, conn, `no handshake within ${options.handshakeTimeoutMs} ms`, null), () => this.#hardClose(socket, conn)),
+      () => guard(logger, "handshake timeout", () => {
+        count(null, "handshakeTimeouts");
+        this.#refuse(socket, conn, `no handshake within ${options.handshakeTimeoutMs} ms`, null);
+      }, () => this.#hardClose(socket, conn)),
       options.handshakeTimeoutMs,
     );
+  }
+
+  /**
+   * Makes room for a new connection by closing the oldest one that is being refused or has not
+   * identified itself yet: connections that never handshake cannot keep a member out. False
+   * when every connection belongs to a peer.
+   */
+  #evictOneUnidentified(): boolean {
+    for (const [socket, conn] of this.#conns) {
+      if (conn.peerId !== null && !conn.closing) continue;
+      if (conn.peerId === null && !conn.closing) this.#ctx.count(null, "handshakeTimeouts");
+      this.#hardClose(socket, conn);
+      return true;
+    }
+    return false;
   }
 
   #counters(conn: InboundConn): TransportCounters | null {
@@ -141,6 +179,14 @@ export class InboundServer {
     this.#ctx.count(this.#counters(conn), "framesIn");
     if (conn.peerId === null) return this.#onHandshake(socket, conn, type, payload);
     const peerId = conn.peerId;
+    const members = this.#hooks.members();
+    if (members === "unknown" || !members.has(peerId)) {
+      // Removed from the members while connected (setPeers closes such connections; this
+      // guards the frames of a chunk already being decoded).
+      this.#ctx.count(null, "nonMemberRejects");
+      this.#hardClose(socket, conn);
+      return false;
+    }
     if (type === FrameType.fragment) {
       const result = conn.reassembler.push(payload);
       switch (result.kind) {
@@ -173,11 +219,14 @@ export class InboundServer {
       this.#refuse(socket, conn, hello.error, null);
       return false;
     }
-    const refusal = refuseAsAcceptor(hello, options.nodeId, this.#ctx.clusterId());
+    const members = this.#hooks.members();
+    const refusal = refuseAsAcceptor(hello, options.nodeId, this.#ctx.clusterId(), members);
     if (refusal !== null) {
-      this.#refuse(socket, conn, refusal, this.#hooks.countersOf(hello.senderId));
+      if (members !== "unknown" && !members.has(hello.senderId)) count(null, "nonMemberRejects");
+      this.#refuse(socket, conn, refusal, this.#hooks.countersOf(hello.senderId), members === "unknown" ? "debug" : "warn");
       return false;
     }
+    if (this.#ctx.clusterId() === "" && hello.clusterId !== "") this.#hooks.learnClusterId(hello.clusterId, hello.senderId);
     const reply = encodeFrame(FrameType.hello, encodeHello({ clusterId: this.#ctx.clusterId(), senderId: options.nodeId, targetId: hello.senderId }));
     const peerCounters = this.#hooks.countersOf(hello.senderId);
     const writtenBytes = socket.write(reply);
@@ -206,10 +255,12 @@ export class InboundServer {
   }
 
   /** Refuses a handshake: the peer is told why, then the connection closes. */
-  #refuse(socket: PeerSocket, conn: InboundConn, reason: string, counters: TransportCounters | null): void {
+  #refuse(socket: PeerSocket, conn: InboundConn, reason: string, counters: TransportCounters | null, level: "warn" | "debug" = "warn"): void {
     const { logger, count } = this.#ctx;
     count(counters, "handshakeRejects");
-    logger.warn(`peer transport: refused peer connection from ${conn.remote}: ${reason}`, { remote: conn.remote, reason });
+    const message = `peer transport: refused peer connection from ${conn.remote}: ${reason}`;
+    if (level === "debug") logger.debug(message, { remote: conn.remote, reason });
+    else this.#refusals.warn(conn.remoteHost, message, { remote: conn.remote, reason });
     conn.closing = true;
     if (conn.timer !== null) clearTimeout(conn.timer);
     socket.end(encodeFrame(FrameType.reject, new TextEncoder().encode(reason.slice(0, REJECT_REASON_CHARS_MAX))));
@@ -219,8 +270,11 @@ export class InboundServer {
   #badFrame(socket: PeerSocket, conn: InboundConn, reason: string): void {
     const { logger, count } = this.#ctx;
     count(this.#counters(conn), "badFrames");
-    const who = conn.peerId === null ? "" : ` (peer ${conn.peerId})`;
-    logger.warn(`peer transport: closing connection from ${conn.remote}${who}: ${reason}`, { remote: conn.remote, peer: conn.peerId, reason });
+    const message = `peer transport: closing connection from ${conn.remote}${conn.peerId === null ? "" : ` (peer ${conn.peerId})`}: ${reason}`;
+    // A member's bad frame is always worth a line; bytes from an unidentified dialer are
+    // rate-limited like refusals.
+    if (conn.peerId === null) this.#refusals.warn(conn.remoteHost, message, { remote: conn.remote, reason });
+    else logger.warn(message, { remote: conn.remote, peer: conn.peerId, reason });
     this.#hardClose(socket, conn);
   }
 

@@ -35,11 +35,17 @@ export interface TransportOptions {
   readonly reconnectDelayMsMin?: number;
   readonly reconnectDelayMsMax?: number;
   readonly connectTimeoutMs?: number;
+  /** A connection (either way) that has not completed its handshake by then is closed. */
   readonly handshakeTimeoutMs?: number;
   /** An outbound connection with bytes pending and no write progress for this long is dropped. */
   readonly writeStallTimeoutMs?: number;
-  /** Accepted connections at once, handshaken or not. */
+  /**
+   * Accepted connections at once, handshaken or not. When full, a new connection pushes out
+   * the oldest one that has not completed its handshake.
+   */
   readonly inboundConnectionsMax?: number;
+  /** Refused connections are logged at most once per remote address in this window. */
+  readonly refusalLogWindowMs?: number;
 }
 
 export interface ResolvedOptions {
@@ -58,6 +64,7 @@ export interface ResolvedOptions {
   readonly handshakeTimeoutMs: number;
   readonly writeStallTimeoutMs: number;
   readonly inboundConnectionsMax: number;
+  readonly refusalLogWindowMs: number;
   /** Smallest write handed to the socket when more is queued: fewer syscalls for small messages. */
   readonly writeBatchBytesMin: number;
 }
@@ -106,9 +113,11 @@ export function resolveOptions(o: TransportOptions): ResolvedOptions {
     reconnectDelayMsMin,
     reconnectDelayMsMax,
     connectTimeoutMs: positiveInt("connectTimeoutMs", o.connectTimeoutMs ?? 5_000),
-    handshakeTimeoutMs: positiveInt("handshakeTimeoutMs", o.handshakeTimeoutMs ?? 5_000),
+    // A handshake is one round trip: a peer that takes longer is broken or is not a peer.
+    handshakeTimeoutMs: positiveInt("handshakeTimeoutMs", o.handshakeTimeoutMs ?? 2_000),
     writeStallTimeoutMs: positiveInt("writeStallTimeoutMs", o.writeStallTimeoutMs ?? 30_000),
     inboundConnectionsMax: positiveInt("inboundConnectionsMax", o.inboundConnectionsMax ?? 256),
+    refusalLogWindowMs: positiveInt("refusalLogWindowMs", o.refusalLogWindowMs ?? 10_000),
     writeBatchBytesMin: 64 * 1024,
   };
 }

@@ -13,6 +13,10 @@ export interface TransportCounters {
   badFrames: number;
   /** Handshakes refused, by this node or by the peer. */
   handshakeRejects: number;
+  /** Handshakes refused and messages dropped because the sender is not a member. */
+  nonMemberRejects: number;
+  /** Accepted connections closed before they completed a handshake: timed out, or pushed out by a newer one. */
+  handshakeTimeouts: number;
   /** Outbound connections established again after the first one to the peer. */
   reconnects: number;
   /** Outbound dials that failed to connect or to complete the handshake. */
@@ -39,7 +43,7 @@ export interface TransportStats {
 export function zeroCounters(): TransportCounters {
   return {
     framesIn: 0, framesOut: 0, bytesIn: 0, bytesOut: 0, badFrames: 0,
-    handshakeRejects: 0, reconnects: 0, dialFailures: 0, queueDrops: 0,
+    handshakeRejects: 0, nonMemberRejects: 0, handshakeTimeouts: 0, reconnects: 0, dialFailures: 0, queueDrops: 0,
   };
 }
 

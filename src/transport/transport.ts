@@ -2,6 +2,8 @@
 // dials one connection to every peer for what it sends, and accepts the peers' connections for
 // what it receives. Delivery is best effort and in order per connection: messages queued when a
 // connection breaks may be lost, and a full queue refuses new ones. Raft retransmits.
+// Only members (the peers given to setPeers) are accepted, and only with this node's cluster
+// id once it has one: a stranger's messages never reach the caller.
 
 import { AssertionError, assert, errorMessage, silentLogger, type Logger } from "../util/index.ts";
 import type { TransportContext } from "./_context.ts";
@@ -25,9 +27,10 @@ export interface Transport {
   /** Binds the peer listener; returns the bound port. Throws SvcError TRANSPORT_LISTEN_FAILED. */
   start(): number;
   /**
-   * The peers to send to, id → "host:port" (this node's own id is ignored). New peers are
-   * dialled, changed addresses redialled, removed peers disconnected and their queues dropped.
-   * Throws SvcError TRANSPORT_BAD_ADDRESS (changing nothing) on a malformed address.
+   * The members, id → "host:port" (this node's own id is ignored): the peers to send to and
+   * the only ones accepted. Until the first call every peer connection is refused. New peers
+   * are dialled, changed addresses redialled, removed peers disconnected both ways and their
+   * queues dropped. Throws SvcError TRANSPORT_BAD_ADDRESS (changing nothing) on a malformed address.
    */
   setPeers(peers: ReadonlyMap<string, string> | Readonly<Record<string, string>>): void;
   /**
@@ -35,7 +38,10 @@ export interface Transport {
    * when the peer is unknown, the payload exceeds frameBytesMax or the lane is full.
    */
   send(peerId: string, type: number, payload: Uint8Array, options?: SendOptions): boolean;
-  /** Adopts a cluster id (a new node that installed its first snapshot); reconnects everything. */
+  /**
+   * Adopts a cluster id (a new node that installed its first snapshot); reconnects everything,
+   * unless it is the id this transport already learned from a member's handshake.
+   */
   setClusterId(clusterId: string): void;
   stats(): TransportStats;
   /** Closes the listener and every connection and stops redialling. */
@@ -49,6 +55,14 @@ class PeerTransport implements Transport {
   readonly #totals: TransportCounters = zeroCounters();
   readonly #count: Count = counterSink(this.#totals);
   #clusterId: string;
+  /**
+   * While #clusterId is "": the id of the first member that connected with one. Dials carry
+   * it, since members with an id refuse a handshake without one. Invariant: "" when
+   * #clusterId is set.
+   */
+  #learnedClusterId = "";
+  /** False until the first setPeers: no peer is accepted before the members are known. */
+  #membersKnown = false;
   readonly #peers = new Map<string, OutboundPeer>();
   readonly #inbound: InboundServer;
   readonly #context: TransportContext;
@@ -64,12 +78,14 @@ class PeerTransport implements Transport {
       options: this.#options,
       logger: this.#logger,
       count: this.#count,
-      clusterId: () => this.#clusterId,
+      clusterId: () => (this.#clusterId !== "" ? this.#clusterId : this.#learnedClusterId),
     };
     this.#inbound = new InboundServer(ctx, {
       countersOf: (peerId) => this.#peers.get(peerId)?.counters ?? null,
       deliver: (from, type, payload) => this.#deliver(from, type, payload),
       peerConnected: (peerId) => this.#peers.get(peerId)?.peerIsUp(),
+      members: () => (this.#membersKnown ? this.#peers : "unknown"),
+      learnClusterId: (clusterId, fromPeerId) => this.#learnClusterId(clusterId, fromPeerId),
     });
     this.#context = ctx;
   }
@@ -104,6 +120,7 @@ class PeerTransport implements Transport {
       if (address === undefined) {
         peer.close();
         this.#peers.delete(id);
+        this.#inbound.dropPeer(id);
         this.#logger.info(`peer transport: peer ${id} removed`, { peer: id });
       } else {
         peer.setAddress(address);
@@ -113,6 +130,7 @@ class PeerTransport implements Transport {
       this.#peers.set(id, peer);
       peer.start();
     }
+    this.#membersKnown = true;
   }
 
   send(peerId: string, type: number, payload: Uint8Array, options?: SendOptions): boolean {
@@ -133,6 +151,14 @@ class PeerTransport implements Transport {
   setClusterId(clusterId: string): void {
     checkId("cluster id", clusterId);
     if (clusterId === this.#clusterId) return;
+    if (clusterId !== "" && clusterId === this.#learnedClusterId) {
+      // Every connection already carries this id: nothing to redo.
+      this.#clusterId = clusterId;
+      this.#learnedClusterId = "";
+      this.#logger.info(`peer transport: cluster id is now ${JSON.stringify(clusterId)}`);
+      return;
+    }
+    this.#learnedClusterId = "";
     this.#logger.info(`peer transport: cluster id is now ${JSON.stringify(clusterId)}; reconnecting to peers`);
     this.#clusterId = clusterId;
     this.#inbound.dropAll();
@@ -160,6 +186,13 @@ class PeerTransport implements Transport {
     this.#inbound.close();
     for (const peer of this.#peers.values()) peer.close();
     this.#peers.clear();
+  }
+
+  #learnClusterId(clusterId: string, fromPeerId: string): void {
+    assert(this.#clusterId === "" && this.#learnedClusterId === "", "a cluster id is learned only by a node that has none");
+    this.#learnedClusterId = clusterId;
+    this.#logger.info(`peer transport: member ${fromPeerId} belongs to cluster ${JSON.stringify(clusterId)}; dialling peers with that id until this node joins it`, { peer: fromPeerId });
+    for (const peer of this.#peers.values()) if (!peer.connected) peer.redial("learned the cluster id");
   }
 
   /** The caller's handler must not throw; if it does, the connection survives and it is logged. */

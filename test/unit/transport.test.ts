@@ -137,6 +137,20 @@ async function rawConnect(node: Node): Promise<RawPeer> {
   return raw as RawPeer;
 }
 
+/** Makes `peerId` a member of `node`, at an address nothing listens on (the test dials in by hand). */
+async function admitRaw(node: Node, peerId: string): Promise<void> {
+  node.transport.setPeers({ [peerId]: `${HOST}:${await freePort()}` });
+}
+
+/** The frame types the raw peer has received, assuming whole frames (they are small). */
+function frameTypes(raw: RawPeer): number[] {
+  const bytes = new Uint8Array(raw.received.reduce<number[]>((all, chunk) => [...all, ...chunk], []));
+  const view = new DataView(bytes.buffer);
+  const types: number[] = [];
+  for (let offset = 0; offset + 9 <= bytes.byteLength; offset += 9 + view.getUint32(offset)) types.push(bytes[offset + 8] ?? -1);
+  return types;
+}
+
 function randomBytes(seed: number, size: number): Uint8Array {
   const prng = createPrng(seed);
   const out = new Uint8Array(size);
@@ -235,6 +249,7 @@ describe("peer transport", () => {
   test("a peer dialing the wrong node id is refused", async () => {
     const a = startNode("a");
     const b = startNode("b");
+    a.transport.setPeers({ b: b.address });
     b.transport.setPeers({ x: a.address });
     await waitFor("refusal counted", () => a.transport.stats().totals.handshakeRejects >= 1);
     expect(a.warnings.some((w) => w.includes('dialed node "x"'))).toBe(true);
@@ -270,6 +285,7 @@ describe("peer transport", () => {
     await waitFor("closed before the handshake", () => before.closed);
     expect(a.transport.stats().totals.badFrames).toBe(1);
 
+    await admitRaw(a, "r");
     const after = await rawConnect(a);
     after.socket.write(frame(0x01, helloPayload("c1", "r", "a")));
     await waitFor("handshake answered", () => after.received.length > 0);
@@ -281,14 +297,16 @@ describe("peer transport", () => {
 
   test("a handshake with a wrong magic or version is refused and counted", async () => {
     const a = startNode("a");
+    const b = startNode("b");
     const magic = await rawConnect(a);
     magic.socket.write(frame(0x01, helloPayload("c1", "r", "a", 0x12345678)));
-    const version = await rawConnect(a);
-    version.socket.write(frame(0x01, helloPayload("c1", "r", "a", 0x53564350, 99)));
+    const version = await rawConnect(b);
+    version.socket.write(frame(0x01, helloPayload("c1", "r", "b", 0x53564350, 99)));
     await waitFor("both closed", () => magic.closed && version.closed);
-    expect(a.transport.stats().totals.handshakeRejects).toBe(2);
+    expect(a.transport.stats().totals.handshakeRejects).toBe(1);
+    expect(b.transport.stats().totals.handshakeRejects).toBe(1);
     expect(a.warnings.some((w) => w.includes("magic"))).toBe(true);
-    expect(a.warnings.some((w) => w.includes("version 99"))).toBe(true);
+    expect(b.warnings.some((w) => w.includes("version 99"))).toBe(true);
   });
 
   test("a message frame before the handshake closes the connection", async () => {
@@ -302,6 +320,7 @@ describe("peer transport", () => {
 
   test("frames split at every byte boundary are decoded", async () => {
     const a = startNode("a");
+    await admitRaw(a, "r");
     const raw = await rawConnect(a);
     const bytes = new Uint8Array([...frame(0x01, helloPayload("c1", "r", "a")), ...frame(MessageType.raft, te.encode("one byte at a time"))]);
     for (let i = 0; i < bytes.byteLength; i++) {
@@ -447,5 +466,119 @@ describe("peer transport", () => {
     a.transport.setPeers({});
     expect(a.transport.stats().peers.b).toBeUndefined();
     expect(a.transport.send("b", MessageType.raft, te.encode("x"))).toBe(false);
+  });
+});
+
+describe("peer transport: only members are heard", () => {
+  const REJECT = 0x02;
+  const HELLO = 0x01;
+
+  for (const [what, clusterId] of [["without a cluster id", ""], ["with this node's cluster id", "c1"]] as const) {
+    test(`a handshake from a node outside the members ${what} is refused before any message is read`, async () => {
+      const a = startNode("a");
+      const b = startNode("b");
+      connect(a, b);
+      const stranger = await rawConnect(a);
+      // A forged heartbeat right behind the handshake, in the same write.
+      stranger.socket.write(new Uint8Array([...frame(HELLO, helloPayload(clusterId, "stranger", "a")), ...frame(MessageType.raft, te.encode("term 99 heartbeat"))]));
+      await waitFor("the stranger was closed", () => stranger.closed);
+      expect(frameTypes(stranger)).toEqual([REJECT]);
+      expect(a.received).toEqual([]);
+      expect(a.transport.stats().totals.nonMemberRejects).toBe(1);
+      expect(a.warnings.some((w) => w.includes('"stranger" is not a member') || w.includes('"stranger" sent no cluster id'))).toBe(true);
+      b.transport.send("a", MessageType.raft, te.encode("from a member"));
+      await waitFor("a member is still heard", () => a.received.length === 1);
+      expect(a.received[0]?.from).toBe("b");
+    });
+  }
+
+  test("a member's handshake without the cluster id is refused once this node has one", async () => {
+    const a = startNode("a", "c1");
+    await admitRaw(a, "r");
+    const raw = await rawConnect(a);
+    raw.socket.write(new Uint8Array([...frame(HELLO, helloPayload("", "r", "a")), ...frame(MessageType.raft, te.encode("vote for me"))]));
+    await waitFor("closed", () => raw.closed);
+    expect(frameTypes(raw)).toEqual([REJECT]);
+    expect(a.received).toEqual([]);
+    expect(a.warnings.some((w) => w.includes("sent no cluster id"))).toBe(true);
+  });
+
+  test("before its members are known a node refuses every handshake", async () => {
+    const a = startNode("a", "c1");
+    const raw = await rawConnect(a);
+    raw.socket.write(new Uint8Array([...frame(HELLO, helloPayload("c1", "r", "a")), ...frame(MessageType.raft, te.encode("early"))]));
+    await waitFor("closed", () => raw.closed);
+    expect(frameTypes(raw)).toEqual([REJECT]);
+    expect(a.received).toEqual([]);
+  });
+
+  test("a node without a cluster id accepts a member, learns its id, and its own messages are then accepted", async () => {
+    const a = startNode("a", "c1");
+    const fresh = startNode("b", "");
+    connect(a, fresh);
+    a.transport.send("b", MessageType.raft, te.encode("snapshot chunk"));
+    await waitFor("the new node got the message", () => fresh.received.length === 1);
+    // The answer travels on the new node's own connection, which must now carry "c1".
+    fresh.transport.send("a", MessageType.raft, te.encode("ack"));
+    await waitFor("the member got the answer", () => a.received.length === 1);
+    expect(text(a.received[0])).toBe("ack");
+    fresh.transport.setClusterId("c1");
+    fresh.transport.send("a", MessageType.raft, te.encode("joined"));
+    await waitFor("still connected after adopting the id", () => a.received.length === 2);
+    expect(text(a.received[1])).toBe("joined");
+  });
+
+  test("a peer removed from the members is disconnected, and its redial is refused", async () => {
+    const a = startNode("a");
+    await admitRaw(a, "r");
+    const raw = await rawConnect(a);
+    raw.socket.write(frame(HELLO, helloPayload("c1", "r", "a")));
+    await waitFor("handshake answered", () => frameTypes(raw).includes(HELLO));
+    a.transport.setPeers({});
+    await waitFor("disconnected", () => raw.closed);
+    const again = await rawConnect(a);
+    again.socket.write(new Uint8Array([...frame(HELLO, helloPayload("c1", "r", "a")), ...frame(MessageType.raft, te.encode("still here"))]));
+    await waitFor("refused", () => again.closed);
+    expect(frameTypes(again)).toEqual([REJECT]);
+    expect(a.received).toEqual([]);
+  });
+
+  test("connections that never handshake cannot keep a member out", async () => {
+    const a = startNode("a", "c1", { inboundConnectionsMax: 32, handshakeTimeoutMs: 600_000 });
+    const b = startNode("b");
+    const idle: RawPeer[] = [];
+    for (let i = 0; i < 32; i++) idle.push(await rawConnect(a));
+    connect(a, b);
+    b.transport.send("a", MessageType.raft, te.encode("let me in"));
+    await waitFor("the member's message arrived", () => a.received.length === 1, 5_000);
+    await waitFor("an idle connection made room", () => idle.some((r) => r.closed));
+    expect(a.transport.stats().totals.handshakeTimeouts).toBeGreaterThanOrEqual(1);
+  });
+
+  test("a connection that sends no handshake is closed after the default handshake timeout of a few seconds", async () => {
+    const a = startNode("a", "c1", { handshakeTimeoutMs: undefined });
+    const idle = await rawConnect(a);
+    await waitFor("closed for want of a handshake", () => idle.closed, 4_000);
+    expect(a.transport.stats().totals.handshakeTimeouts).toBe(1);
+  });
+
+  test("refusals from one host are logged once per window, the next line counting the ones left out", async () => {
+    const a = startNode("a", "c1", { refusalLogWindowMs: 300 });
+    await admitRaw(a, "b");
+    const refusals = () => a.warnings.filter((w) => w.includes("refused peer connection"));
+    for (let i = 0; i < 20; i++) {
+      const raw = await rawConnect(a);
+      raw.socket.write(frame(HELLO, helloPayload("c1", "stranger", "a")));
+      await waitFor("refused", () => raw.closed);
+    }
+    expect(a.transport.stats().totals.nonMemberRejects).toBe(20);
+    expect(refusals().length).toBeLessThan(20);
+    const loggedInFirstBurst = refusals().length;
+    await Bun.sleep(350);
+    const raw = await rawConnect(a);
+    raw.socket.write(frame(HELLO, helloPayload("c1", "stranger", "a")));
+    await waitFor("refused", () => raw.closed);
+    expect(refusals().length).toBe(loggedInFirstBurst + 1);
+    expect(refusals().at(-1)).toMatch(/and \d+ more from 127\.0\.0\.1/);
   });
 });

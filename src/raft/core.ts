@@ -614,7 +614,10 @@ export class RaftCore {
    */
   private handleRejectBelowMatch(from: NodeId, pr: Progress, rejectedIndex: number, nextProbe: number): void {
     if (pr.state === "probe" && rejectedIndex === pr.match && pr.next === pr.match + 1) {
-      this.logger.warn("member lost log entries it had acknowledged; sending them again", { member: from, match: pr.match, lastIndex: nextProbe });
+      // Also reached by a rejection delayed past the acknowledgement that set match (a
+      // reordering network): the member then accepts the probe, and the cost is a round
+      // trip (a snapshot if the leader compacted past the member's old last index).
+      this.logger.info("member no longer holds entries it acknowledged (log emptied or rebuilt); probing it from its last index", { member: from, match: pr.match, lastIndex: nextProbe });
       pr.forgetMatch(Math.min(nextProbe, rejectedIndex - 1));
     } else if (pr.state === "replicate") {
       pr.becomeProbe();

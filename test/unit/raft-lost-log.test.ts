@@ -73,6 +73,19 @@ describe("a member that lost log entries it acknowledged", () => {
     expect(leaderStatus.progress["b"]).toMatchObject({ state: "replicate", match: leaderStatus.lastIndex });
   });
 
+  test("under continuing writes too, when the leader has not compacted past what the follower acknowledged", () => {
+    // A probe at the old match is rejected, and probing never went below match + 1: only a
+    // compaction past it (which sends a snapshot) used to bring the follower back.
+    const { c, a } = quietCluster();
+    const b = c.node("b");
+    loseLog(b);
+    for (let i = 0; i < 3; i++) {
+      a.core.propose(bytes(`w${i}`), 0);
+      c.tickAll(2);
+    }
+    expect(b.appliedTexts()).toEqual(["v0", "v1", "v2", "v3", "v4", "w0", "w1", "w2"]);
+  });
+
   test("the leader's belief is corrected also when it had already noticed the follower was unreachable", () => {
     const { c, a } = quietCluster();
     a.core.reportUnreachable("b");

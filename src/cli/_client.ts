@@ -1,5 +1,6 @@
 // The admin commands' HTTP client for a node's admin port. Errors come back as the node's
-// {"error": {code, message, hint}} and are shown as such; an unreachable node says so.
+// {"error": {code, message, hint}} and are shown as such; an unreachable node says so. A
+// NOT_LEADER answer that names the leader's admin address is followed there, once.
 
 import { loadConfigOrExit } from "./_config.ts";
 import { CliExit, ExitCode } from "./_exit.ts";
@@ -22,6 +23,29 @@ export function nodeUrl(args: { node?: string | undefined; config?: string | und
 }
 
 export async function callNode(base: string, method: "GET" | "POST", path: string, body?: unknown, timeoutMs = 60_000): Promise<unknown> {
+  try {
+    return await callOnce(base, method, path, body, timeoutMs);
+  } catch (e) {
+    if (!(e instanceof NotLeaderAnswer)) throw e;
+    // The node could not forward the request itself (the request went out once, and this is
+    // its answer, so nothing was done there): ask the leader directly.
+    process.stderr.write(`svc: ${base} is not the leader; asking the leader at http://${e.leaderAdmin}\n`);
+    try {
+      return await callOnce(`http://${e.leaderAdmin}`, method, path, body, timeoutMs);
+    } catch (again) {
+      throw again instanceof NotLeaderAnswer ? again.exit : again;
+    }
+  }
+}
+
+/** A NOT_LEADER answer naming the leader's admin address: callNode follows it. */
+class NotLeaderAnswer extends Error {
+  constructor(readonly leaderAdmin: string, readonly exit: CliExit) {
+    super(exit.message);
+  }
+}
+
+async function callOnce(base: string, method: "GET" | "POST", path: string, body: unknown, timeoutMs: number): Promise<unknown> {
   let response: Response;
   try {
     response = await fetch(`${base}${path}`, {
@@ -42,9 +66,11 @@ export async function callNode(base: string, method: "GET" | "POST", path: strin
     throw new CliExit(ExitCode.failure, `the node at ${base} answered ${response.status} with something that is not JSON: ${text.slice(0, 200)}`);
   }
   if (!response.ok) {
-    const error = (parsed as { error?: { code?: string; message?: string; hint?: string } }).error;
+    const error = (parsed as { error?: { code?: string; message?: string; hint?: string; leader_admin?: unknown } }).error;
     const message = error?.message ?? `HTTP ${response.status}`;
-    throw new CliExit(ExitCode.failure, `${message}${error?.code === undefined ? "" : ` [${error.code}]`}${error?.hint === undefined ? "" : `\n  → ${error.hint}`}`);
+    const exit = new CliExit(ExitCode.failure, `${message}${error?.code === undefined ? "" : ` [${error.code}]`}${error?.hint === undefined ? "" : `\n  → ${error.hint}`}`);
+    if (error?.code === "NOT_LEADER" && typeof error.leader_admin === "string" && error.leader_admin !== "") throw new NotLeaderAnswer(error.leader_admin, exit);
+    throw exit;
   }
   return parsed;
 }

@@ -1,31 +1,87 @@
 // The admin API on port 9090: health, Prometheus metrics, the snapshot trigger, and one
-// route under /admin/ for each admin command that needs a running node.
+// route under /admin/ for each admin command that needs a running node. Actions that belong to
+// the cluster (pause and resume writes, a snapshot, leadership and membership changes) work
+// from any node: a follower forwards them to the leader's admin port and relays the answer.
 
 import { Elysia } from "elysia";
 import { METRICS_CONTENT_TYPE } from "../metrics/index.ts";
 import type { SvcNode } from "../node/index.ts";
 import { version, commit } from "../version.ts";
 import { checkReadStatement } from "../store/index.ts";
-import { checkParamCount, parseIdBody, parseMemberBody, parseQueryBody, readJsonBody } from "./body.ts";
-import { answer, json } from "./errors.ts";
+import { SvcError } from "../util/errors.ts";
+import { checkParamCount, parseIdBody, parseJsonText, parseMemberBody, parseQueryBody, readBodyText, readJsonBody } from "./body.ts";
+import { answer, errorResponse, json } from "./errors.ts";
 import { fallbackRoutes } from "./fallback.ts";
+import { forwardAdminToLeader, leaderAdminToForwardTo } from "./forward.ts";
 import { healthResponse } from "./health.ts";
 
+/** How long a forwarded action may take at the leader before the relay gives up on its answer. */
+const relayTimeoutMs = {
+  writesFlag: 35_000,
+  snapshotStarted: 35_000,
+  snapshotWaited: 3_600_000,
+  // add-node waits up to 120 s for the new member to catch up.
+  addNode: 180_000,
+  membership: 120_000,
+} as const;
+
 export function adminApp(node: SvcNode) {
+  const nodeId = node.config.nodeId;
+
+  /**
+   * Run a cluster action here, or, when this node is not the leader and knows the leader's
+   * admin address, at the leader. `work` gets the request's body text.
+   */
+  async function atLeader(request: Request, timeoutMs: number, work: (body: string) => Promise<unknown>): Promise<Response> {
+    let text = "";
+    try {
+      text = await readBodyText(request);
+      const result = await work(text);
+      return result instanceof Response ? result : json(result);
+    } catch (e) {
+      const leader = leaderAdminToForwardTo(e, request);
+      if (leader === null) return errorResponse(e);
+      const url = new URL(request.url);
+      try {
+        return await forwardAdminToLeader(leader, `${url.pathname}${url.search}`, text, nodeId, timeoutMs);
+      } catch (forwardError) {
+        return errorResponse(forwardError);
+      }
+    }
+  }
+
+  /** NOT_LEADER for an action this node could run but that belongs to the leader (a snapshot). */
+  function requireLeader(): void {
+    const s = node.status();
+    if (s.role === "leader") return;
+    const leader = s.leaderId === null ? undefined : node.memberAddresses().get(s.leaderId);
+    throw new SvcError("NOT_LEADER", s.leaderId === null ? "no leader is known right now" : `this node is not the leader; ${s.leaderId} is`, {
+      hint: s.leaderId === null ? "retry shortly: an election is in progress" : "send the request to the leader, or add ?local=true to act on this node",
+      details: { leaderId: s.leaderId, leaderClient: leader?.client ?? null, leaderAdmin: leader?.admin ?? null },
+    });
+  }
+
   return new Elysia({ name: "svc-admin" })
     .use(fallbackRoutes)
     .get("/health", () => healthResponse(node))
     .get("/metrics", () => new Response(node.metrics.registry.render(), { headers: { "content-type": METRICS_CONTENT_TYPE } }))
-    .post("/admin/snapshot", ({ request }) => answer(async () => {
-      const wait = new URL(request.url).searchParams.get("wait");
-      const pending = node.takeSnapshot();
-      if (wait !== "true" && wait !== "1") {
-        pending.catch(() => undefined);
-        return json({ status: "started", hint: "watch tensor_chain_snapshot_* on /metrics, or POST /admin/snapshot?wait=true" }, 202);
-      }
-      const s = await pending;
-      return json({ status: "done", index: s.index, term: s.term, dir: s.dir, size_bytes: s.sizeBytes, duration_ms: Math.round(s.durationMs) });
-    }), { parse: "none" })
+    // SPEC §4.2: the snapshot is the leader's; ?local=true takes one on this node instead (a
+    // follower's own WAL is compacted by its own snapshots).
+    .post("/admin/snapshot", ({ request }) => {
+      const params = new URL(request.url).searchParams;
+      const wait = params.get("wait") === "true" || params.get("wait") === "1";
+      const local = params.get("local") === "true" || params.get("local") === "1";
+      return atLeader(request, wait ? relayTimeoutMs.snapshotWaited : relayTimeoutMs.snapshotStarted, async () => {
+        if (!local) requireLeader();
+        const pending = node.takeSnapshot();
+        if (!wait) {
+          pending.catch(() => undefined);
+          return json({ status: "started", node_id: nodeId, hint: "watch tensor_chain_snapshot_* on /metrics, or POST /admin/snapshot?wait=true" }, 202);
+        }
+        const s = await pending;
+        return { status: "done", node_id: nodeId, index: s.index, term: s.term, dir: s.dir, size_bytes: s.sizeBytes, duration_ms: Math.round(s.durationMs) };
+      });
+    }, { parse: "none" })
     .get("/admin/stats", () => answer(async () => {
       const s = node.stats();
       return json({
@@ -56,25 +112,25 @@ export function adminApp(node: SvcNode) {
       const findings = await node.verify();
       return json({ ok: findings.every((f) => f.ok), findings });
     }))
-    .post("/admin/pause-writes", () => answer(async () => {
-      return json({ writes_paused: true, ...(await node.setWritesPaused(true)) });
+    .post("/admin/pause-writes", ({ request }) => atLeader(request, relayTimeoutMs.writesFlag, async () => {
+      return { writes_paused: true, ...(await node.setWritesPaused(true)) };
     }), { parse: "none" })
-    .post("/admin/resume-writes", () => answer(async () => {
-      return json({ writes_paused: false, ...(await node.setWritesPaused(false)) });
+    .post("/admin/resume-writes", ({ request }) => atLeader(request, relayTimeoutMs.writesFlag, async () => {
+      return { writes_paused: false, ...(await node.setWritesPaused(false)) };
     }), { parse: "none" })
-    .post("/admin/add-node", ({ request }) => answer(async () => {
-      const body = parseMemberBody(await readJsonBody(request));
-      return json(await node.addMember(body.member, { learner: body.learner, catchUpTimeoutMs: 120_000 }));
+    .post("/admin/add-node", ({ request }) => atLeader(request, relayTimeoutMs.addNode, async (text) => {
+      const body = parseMemberBody(parseJsonText(text));
+      return node.addMember(body.member, { learner: body.learner, catchUpTimeoutMs: 120_000 });
     }), { parse: "none" })
-    .post("/admin/remove-node", ({ request }) => answer(async () => {
-      return json(await node.removeMember(parseIdBody(await readJsonBody(request))));
+    .post("/admin/remove-node", ({ request }) => atLeader(request, relayTimeoutMs.membership, async (text) => {
+      return node.removeMember(parseIdBody(parseJsonText(text)));
     }), { parse: "none" })
-    .post("/admin/promote", ({ request }) => answer(async () => {
-      return json(await node.promoteMember(parseIdBody(await readJsonBody(request))));
+    .post("/admin/promote", ({ request }) => atLeader(request, relayTimeoutMs.membership, async (text) => {
+      return node.promoteMember(parseIdBody(parseJsonText(text)));
     }), { parse: "none" })
-    .post("/admin/transfer-leader", ({ request }) => answer(async () => {
-      const to = parseIdBody(await readJsonBody(request));
-      return json(await node.transferLeader(to, 5 * node.config.raft.electionTimeoutMs));
+    .post("/admin/transfer-leader", ({ request }) => atLeader(request, 5 * node.config.raft.electionTimeoutMs + relayTimeoutMs.writesFlag, async (text) => {
+      const to = parseIdBody(parseJsonText(text));
+      return node.transferLeader(to, 5 * node.config.raft.electionTimeoutMs);
     }), { parse: "none" })
     .get("/admin/cluster-info", () => {
       const s = node.status();

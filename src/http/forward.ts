@@ -1,5 +1,6 @@
-// A follower hands a request it cannot serve itself (a write, or a read at "leader"
-// consistency) to the leader and relays the answer, so clients may talk to any node.
+// A follower hands a request it cannot serve itself (a write, a read at "leader"
+// consistency, or a cluster admin action such as pause-writes) to the leader and relays the
+// answer, so clients and operators may talk to any node.
 // When the forward fails, the client is told whether its write may have happened: NOT_LEADER
 // (not applied, retry) only when the request provably never reached the leader; once it may
 // have been sent, OUTCOME_UNKNOWN (the write may or may not have been applied).
@@ -27,25 +28,64 @@ export function leaderToForwardTo(e: unknown, request: Request): string | null {
 }
 
 export async function forwardToLeader(leaderClient: string, path: string, body: string, nodeId: string): Promise<Response> {
+  // A read changes nothing: whether or not the leader saw it, it can be sent again.
+  return relay({ to: leaderClient, port: "client", path, body, nodeId, changes: path === writePath, timeoutMs: forwardTimeoutMs });
+}
+
+/** The leader's admin address when `e` says this node is not the leader and one is known. */
+export function leaderAdminToForwardTo(e: unknown, request: Request): string | null {
+  if (!(e instanceof SvcError) || e.code !== "NOT_LEADER") return null;
+  if (request.headers.get(forwardedHeader) !== null) return null;
+  const address = e.details["leaderAdmin"];
+  return typeof address === "string" ? address : null;
+}
+
+/**
+ * A cluster admin action (pause-writes, a snapshot, a membership change, …) relayed to the
+ * leader's admin port. Every one of them changes something, so the same contract as a write
+ * holds: NOT_LEADER only when the request never left this node, OUTCOME_UNKNOWN once it may have.
+ */
+export function forwardAdminToLeader(leaderAdmin: string, pathAndQuery: string, body: string, nodeId: string, timeoutMs: number): Promise<Response> {
+  return relay({ to: leaderAdmin, port: "admin", path: pathAndQuery, body, nodeId, changes: true, timeoutMs });
+}
+
+interface Relay {
+  readonly to: string;
+  readonly port: "client" | "admin";
+  readonly path: string;
+  readonly body: string;
+  readonly nodeId: string;
+  /** Whether the request changes state: a failure after it may have been sent is then OUTCOME_UNKNOWN. */
+  readonly changes: boolean;
+  readonly timeoutMs: number;
+}
+
+async function relay(r: Relay): Promise<Response> {
+  const addressKey = r.port === "client" ? "leaderClient" : "leaderAdmin";
   try {
-    const r = await fetch(`http://${leaderClient}${path}`, {
+    const answer = await fetch(`http://${r.to}${r.path}`, {
       method: "POST",
-      body,
-      headers: { "content-type": "application/json", [forwardedHeader]: nodeId },
-      signal: AbortSignal.timeout(forwardTimeoutMs),
+      body: r.body,
+      headers: { "content-type": "application/json", [forwardedHeader]: r.nodeId },
+      signal: AbortSignal.timeout(r.timeoutMs),
     });
-    return new Response(await r.arrayBuffer(), { status: r.status, headers: { "content-type": "application/json", [forwardedHeader]: nodeId } });
+    const headers: Record<string, string> = { "content-type": "application/json", [forwardedHeader]: r.nodeId };
+    const retryAfter = answer.headers.get("retry-after");
+    if (retryAfter !== null) headers["retry-after"] = retryAfter;
+    return new Response(await answer.arrayBuffer(), { status: answer.status, headers });
   } catch (e) {
-    // A read changes nothing: whether or not the leader saw it, it can be sent again.
-    if (path !== writePath || neverSent(e)) {
-      throw new SvcError("NOT_LEADER", `this node is not the leader and forwarding to the leader at ${leaderClient} failed: ${errorMessage(e)}`, {
-        hint: "retry; if it persists, check connectivity to the leader's client port",
-        details: { leaderClient },
+    if (!r.changes || neverSent(e)) {
+      throw new SvcError("NOT_LEADER", `this node is not the leader and forwarding to the leader at ${r.to} failed: ${errorMessage(e)}`, {
+        hint: `retry; if it persists, check connectivity to the leader's ${r.port} port`,
+        details: { [addressKey]: r.to },
       });
     }
-    throw new SvcError("OUTCOME_UNKNOWN", `the write was forwarded to the leader at ${leaderClient}, and the connection failed before its answer (${errorMessage(e)}): it may or may not have been applied`, {
-      hint: "read back whether it was applied before retrying a write that is not idempotent",
-      details: { leaderClient },
+    const what = r.port === "client" ? "write" : "request";
+    throw new SvcError("OUTCOME_UNKNOWN", `the ${what} was forwarded to the leader at ${r.to}, and the connection failed before its answer (${errorMessage(e)}): it may or may not have been applied`, {
+      hint: r.port === "client"
+        ? "read back whether it was applied before retrying a write that is not idempotent"
+        : "check the cluster's state (`svc admin cluster-info`, `svc admin stats`) before retrying",
+      details: { [addressKey]: r.to },
     });
   }
 }

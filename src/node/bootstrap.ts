@@ -12,6 +12,22 @@ import { createSnapshotImage, encodeCommand, Store } from "../store/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { isPristine, type LoadedState } from "./load.ts";
 
+/** Where a loaded node's log starts: as loaded, or one of the two repairs below. */
+export type StartPlan = "as_loaded" | "forget_local_state" | "rebase_on_store";
+
+/**
+ * The one rule for a node whose log cannot be taken as loaded. A member of a multi-node
+ * cluster whose WAL is gone (SPEC §3.1: no WAL → the state comes from the leader), or whose
+ * log has a gap the store bridges, forgets what it cannot vouch for and waits for the leader;
+ * a lone voter has no one to fetch from, and starts its log after a snapshot of its store
+ * (everything the store holds was committed).
+ */
+export function planStart(s: { multiMember: boolean; walWasEmpty: boolean; wasPristine: boolean; needsSnapshotAt: number | null }): StartPlan {
+  if (s.multiMember && s.walWasEmpty && !s.wasPristine) return "forget_local_state";
+  if (s.needsSnapshotAt === null) return "as_loaded";
+  return s.multiMember ? "forget_local_state" : "rebase_on_store";
+}
+
 export function clampCommit(hs: { term: number; vote: string | null; commit: number }, state: LoadedState): { term: number; vote: string | null; commit: number } {
   const last = state.entries.at(-1)?.index ?? state.snapshot?.index ?? 0;
   return { ...hs, commit: Math.min(hs.commit, last) };

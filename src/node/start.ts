@@ -10,7 +10,7 @@ import { FileLogStore, hasLostLog, lockDataDir } from "../storage/index.ts";
 import { createTransport, type MessageHandler } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { createPrng } from "../util/prng.ts";
-import { bootstrapIfNew, clampCommit, forgetLocalState, rebaseOnStore } from "./bootstrap.ts";
+import { bootstrapIfNew, clampCommit, forgetLocalState, planStart, rebaseOnStore } from "./bootstrap.ts";
 import { FileSnapshots } from "./file-snapshots.ts";
 import { isPristine, loadState, prepareDataDir, toHardState } from "./load.ts";
 import type { NodeParts } from "./context.ts";
@@ -41,17 +41,16 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
     const multiMember = config.cluster.members.length > 1;
     // (A lone voter has no one to catch up with: it never holds back.)
     let lostLog = multiMember && hasLostLog(paths.raftDir);
-    if (multiMember && state.walWasEmpty && !wasPristine) {
-      // SPEC §3.1: no WAL means the state comes from the leader.
-      forgetLocalState(state, log);
-      lostLog = true;
-    } else if (state.needsSnapshotAt !== null) {
-      if (multiMember) {
+    switch (planStart({ multiMember, walWasEmpty: state.walWasEmpty, wasPristine, needsSnapshotAt: state.needsSnapshotAt })) {
+      case "as_loaded":
+        break;
+      case "forget_local_state":
         forgetLocalState(state, log);
         lostLog = true;
-      } else {
+        break;
+      case "rebase_on_store":
         await rebaseOnStore(state, clusterId, log);
-      }
+        break;
     }
     const tickMs = config.raft.heartbeatIntervalMs;
     const core = new RaftCore(

@@ -9,7 +9,7 @@
 
 import type { Config, Member } from "../../src/config/index.ts";
 import { ManualClock, MemLogStore, type HardStateRecord, type MemLogImage, type PeerNetwork } from "../../src/io/index.ts";
-import { SvcNode, type SnapshotMessage, type SnapshotTransfer, type SnapshotTransferHooks } from "../../src/node/index.ts";
+import { SvcNode, planStart, type SnapshotMessage, type SnapshotTransfer, type SnapshotTransferHooks } from "../../src/node/index.ts";
 import { RaftCore, encodeMembership, type Entry, type Membership } from "../../src/raft/index.ts";
 import { MemSnapshots, Store, encodeCommand, type MemSnapshot } from "../../src/store/index.ts";
 import { createPrng, silentLogger, type Logger, type Prng } from "../../src/util/index.ts";
@@ -17,6 +17,8 @@ import { createPrng, silentLogger, type Logger, type Prng } from "../../src/util
 export interface NodeSimConfig {
   readonly seed: number;
   readonly voterCount: number;
+  /** Ids beyond the voters that membership changes may add (they start empty). */
+  readonly spareCount: number;
   /** Every member starts with the bootstrap entries (else only n1 has them; the rest are sent them). */
   readonly allBootstrapped: boolean;
   readonly stepsMs: number;
@@ -32,15 +34,22 @@ export interface NodeSimConfig {
   readonly partitionPerMs: number;
   readonly writePerMs: number;
   readonly readPerMs: number;
+  /** A member restarts with its WAL emptied (SPEC §4.6): it must refuse to vote until caught up. */
+  readonly walLossPerMs: number;
+  readonly membershipPerMs: number;
+  readonly transferPerMs: number;
 }
 
 export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
   const p = createPrng(seed, 0x51de);
   const pick = <T>(xs: readonly T[]): T => xs[p.nextInt(xs.length)] as T;
   const quiet = p.next() < 0.15;
+  const voterCount = pick([1, 3, 3, 5]);
+  const membership = voterCount > 1 && p.next() < 0.35;
   return {
     seed,
-    voterCount: pick([1, 3, 3, 5]),
+    voterCount,
+    spareCount: membership ? 2 : 0,
     allBootstrapped: p.next() < 0.7,
     stepsMs: 2500 + p.nextInt(1500),
     snapshotIntervalEntries: pick([8, 20, 64, 100_000]),
@@ -54,6 +63,9 @@ export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
     partitionPerMs: quiet ? 0 : pick([0, 0.0005, 0.002]),
     writePerMs: pick([0.05, 0.2]),
     readPerMs: pick([0.02, 0.1]),
+    walLossPerMs: voterCount > 1 ? pick([0, 0, 0.0005]) : 0,
+    membershipPerMs: membership ? pick([0.001, 0.003]) : 0,
+    transferPerMs: voterCount > 1 ? pick([0, 0.0005]) : 0,
   };
 }
 
@@ -68,6 +80,8 @@ export class NodeSimViolation extends Error {}
 interface Disk {
   log: MemLogImage<Entry>;
   snapshots: readonly MemSnapshot[];
+  /** raft/wal/ was emptied while the node was down. */
+  walCleared: boolean;
 }
 
 interface Packet {
@@ -88,6 +102,8 @@ class SimMember {
   snapshots: MemSnapshots | null = null;
   transferHooks: SnapshotTransferHooks | null = null;
   downUntilMs = 0;
+  /** Removed from the cluster and shut down, as an operator would. */
+  retired = false;
   constructor(readonly id: string, public disk: Disk) {}
 }
 
@@ -104,28 +120,36 @@ export class NodeSimulation {
   /** For each read: rows acknowledged when it started; its answer must hold at least those. */
   private readsChecked = 0;
   private readonly contentAt = new Map<number, string>();
+  /** Election safety: the leader seen in each term. */
+  private readonly leaderOfTerm = new Map<number, string>();
+  /** Log matching: what each (index, term) synced anywhere holds. */
+  private readonly entryAt = new Map<string, number>();
+  private adminInFlight = false;
+  /** What happened in the run, for the test's summary. */
+  readonly counts = { crashes: 0, powerLosses: 0, walLosses: 0, fsyncErrors: 0, membershipChanges: 0, transfers: 0, snapshotsSent: 0, elections: 0 };
   readonly trace: string[] = [];
   private readonly memberConfig: Member[];
 
   constructor(readonly config: NodeSimConfig, private readonly logger: Logger = silentLogger) {
     this.prng = createPrng(config.seed, 1);
-    const ids = Array.from({ length: config.voterCount }, (_, i) => `n${i + 1}`);
+    const voterIds = Array.from({ length: config.voterCount }, (_, i) => `n${i + 1}`);
+    const ids = Array.from({ length: config.voterCount + config.spareCount }, (_, i) => `n${i + 1}`);
     this.memberConfig = ids.map((id, i) => ({
       id,
       peer: addr(`10.0.0.${i + 1}:7879`),
       client: addr(`10.0.0.${i + 1}:7878`),
       admin: addr(`10.0.0.${i + 1}:9090`),
     }));
-    const membership: Membership = { voters: ids, learners: [] };
+    const membership: Membership = { voters: voterIds, learners: [] };
     const clusterId = `sim-${config.seed}`;
     const bootstrap: Entry[] = [
       { term: 1, index: 1, kind: "config", timestampMs: 0, data: encodeMembership(membership) },
       { term: 1, index: 2, kind: "normal", timestampMs: 0, data: encodeCommand({ op: "init_cluster", clusterId }) },
     ];
     for (const id of ids) {
-      const holds = config.allBootstrapped || id === "n1";
+      const holds = voterIds.includes(id) && (config.allBootstrapped || id === "n1");
       const hardState: HardStateRecord | null = holds ? { term: 1, vote: null, commit: 2, clusterId } : null;
-      this.members.push(new SimMember(id, { log: { entries: holds ? bootstrap : [], offset: 0, hardState, lostLog: false }, snapshots: [] }));
+      this.members.push(new SimMember(id, { log: { entries: holds ? bootstrap : [], offset: 0, hardState, lostLog: false }, snapshots: [], walCleared: false }));
     }
     for (const m of this.members) this.start(m);
   }
@@ -142,7 +166,7 @@ export class NodeSimulation {
       maxMemoryBytes: 256 * 1024 * 1024,
       snapshotIntervalEntries: this.config.snapshotIntervalEntries,
       listen: { client: addr("127.0.0.1:0"), admin: addr("127.0.0.1:0"), peer: addr("127.0.0.1:0") },
-      cluster: { bootstrap: false, members: this.memberConfig },
+      cluster: { bootstrap: false, members: this.memberConfig.slice(0, this.config.voterCount) },
       wal: { archiveCommand: "", archiveTimeoutMs: 60_000, segmentSizeBytes: 1 << 20 },
       raft: { heartbeatIntervalMs: heartbeatMs, electionTimeoutMs: electionMs },
     };
@@ -152,15 +176,27 @@ export class NodeSimulation {
   private start(m: SimMember): void {
     const disk = m.disk;
     const clock = new ManualClock(1_700_000_000_000 + this.nowMs);
-    const log = new MemLogStore<Entry>(disk.log);
     const snapshots = new MemSnapshots(disk.snapshots);
     const latest = snapshots.latest();
+    const snapshotIndex = latest?.index ?? 0;
+    let logImage = disk.log;
+    const pristine = disk.log.hardState === null && latest === null && disk.log.entries.length === 0;
+    const plan = planStart({ multiMember: this.config.voterCount > 1, walWasEmpty: disk.walCleared, wasPristine: pristine, needsSnapshotAt: null });
+    if (plan === "forget_local_state") {
+      // As the real start does: the log restarts after the newest snapshot, the commit index
+      // falls back to it, and the member neither votes nor campaigns until it caught up.
+      const hs = disk.log.hardState ?? { term: 0, vote: null, commit: 0, clusterId: "" };
+      logImage = { entries: [], offset: snapshotIndex, hardState: { ...hs, commit: snapshotIndex }, lostLog: true };
+      this.note(`${m.id} starts with its WAL emptied: forgets what it held past ${snapshotIndex}`);
+    }
+    m.disk = { ...disk, log: logImage, walCleared: false };
+    const log = new MemLogStore<Entry>(logImage);
     // The store is derived: rebuilt from the newest snapshot, then the log replays.
     const store = latest === null ? Store.openInMemory() : Store.openInMemory(snapshots.image(latest.term, latest.index));
-    const snapshotIndex = latest?.index ?? 0;
     const entries = log.all().filter((e) => e.index > snapshotIndex);
     if ((entries[0]?.index ?? snapshotIndex + 1) !== snapshotIndex + 1) throw new NodeSimViolation(`${m.id}: the log starts at ${entries[0]?.index} after a snapshot at ${snapshotIndex}`);
-    const saved = disk.log.hardState ?? { term: entries.at(-1)?.term ?? 0, vote: null, commit: 0, clusterId: "" };
+    log.onDurable = (fresh) => this.checkLogMatching(m.id, fresh);
+    const saved = logImage.hardState ?? { term: entries.at(-1)?.term ?? 0, vote: null, commit: 0, clusterId: "" };
     const lastIndex = entries.at(-1)?.index ?? snapshotIndex;
     const hardState = { ...saved, commit: Math.min(saved.commit, lastIndex) };
     const core = new RaftCore(
@@ -206,7 +242,7 @@ export class NodeSimulation {
       store,
       hardState,
       clusterId: hardState.clusterId !== "" ? hardState.clusterId : store.meta.clusterId,
-      lostLog: disk.log.lostLog,
+      lostLog: logImage.lostLog,
       makeTransfer: (hooks) => {
         m.transferHooks = hooks;
         return this.transferTwin(m);
@@ -261,6 +297,7 @@ export class NodeSimulation {
           to.transferHooks.started(p.snapshot.message.snapshot);
           to.transferHooks.received(p.snapshot.message, p.snapshot.record.clusterId);
           this.note(`${p.to} received snapshot ${p.snapshot.record.index} from ${p.from}`);
+          this.counts.snapshotsSent++;
         }
         if (from?.node != null) from.transferHooks?.sent(p.to, ok);
         continue;
@@ -272,7 +309,7 @@ export class NodeSimulation {
 
   private crash(m: SimMember, downMs: number): void {
     if (m.node === null || m.log === null || m.snapshots === null) return;
-    m.disk = { log: m.log.crashImage(), snapshots: [...m.snapshots.all()] };
+    m.disk = { log: m.log.crashImage(), snapshots: [...m.snapshots.all()], walCleared: false };
     m.clock?.reset();
     m.node = null;
     m.clock = null;
@@ -341,16 +378,32 @@ export class NodeSimulation {
     const up = this.up();
     if (up.length > 0 && this.prng.next() < c.crashPerMs) {
       const m = up[this.prng.nextInt(up.length)];
-      if (m !== undefined) this.crash(m, 20 + this.prng.nextInt(400));
+      if (m !== undefined) {
+        this.crash(m, 20 + this.prng.nextInt(400));
+        this.counts.crashes++;
+      }
     }
     if (up.length > 1 && this.prng.next() < c.powerLossPerMs) {
       this.note("power loss: every member goes down");
+      this.counts.powerLosses++;
       for (const m of up) this.crash(m, 5 + this.prng.nextInt(300));
     }
+    if (up.length > 2 && this.prng.next() < c.walLossPerMs && up.every((m) => m.node?.recoveryState === "healthy")) {
+      const m = up[this.prng.nextInt(up.length)];
+      if (m !== undefined) {
+        this.crash(m, 20 + this.prng.nextInt(200));
+        m.disk = { ...m.disk, walCleared: true };
+        this.counts.walLosses++;
+        this.note(`${m.id}: raft/wal/ emptied while down`);
+      }
+    }
+    if (this.prng.next() < c.membershipPerMs) this.membershipChange();
+    if (this.prng.next() < c.transferPerMs) this.transfer();
     if (up.length > 0 && this.prng.next() < c.fsyncErrorPerMs) {
       const m = up[this.prng.nextInt(up.length)];
       if (m?.log != null) {
         m.log.failNextSync(new Error("EIO: fsync failed (simulated)"));
+        this.counts.fsyncErrors++;
         this.note(`${m.id}: next fsync fails`);
       }
     }
@@ -361,9 +414,70 @@ export class NodeSimulation {
     } else if (this.partitionEndsAtMs < 0 && this.prng.next() < c.partitionPerMs) {
       const ids = this.members.map((m) => m.id);
       const side = new Set(ids.filter(() => this.prng.next() < 0.5));
-      for (const a of ids) for (const b of ids) if (side.has(a) !== side.has(b)) this.cuts.add(`${a}>${b}`);
+      const oneWay = this.prng.next() < 0.2;
+      for (const a of ids) for (const b of ids) if (side.has(a) && !side.has(b)) this.cuts.add(`${a}>${b}`);
+      if (!oneWay) for (const a of ids) for (const b of ids) if (!side.has(a) && side.has(b)) this.cuts.add(`${a}>${b}`);
       this.partitionEndsAtMs = this.nowMs + 50 + this.prng.nextInt(500);
-      this.note(`partition {${[...side].join(",")}} | rest`);
+      this.note(`${oneWay ? "one-way cut from" : "partition"} {${[...side].join(",")}} | rest`);
+    }
+  }
+
+  /** A membership change through the real admin path, on the leader, one at a time. */
+  private membershipChange(): void {
+    const leader = this.leader();
+    if (this.adminInFlight || leader?.node == null) return;
+    const m = leader.node.status().membership;
+    const options: { kind: "add" | "add_learner" | "promote" | "remove"; id: string }[] = [];
+    for (const member of this.members) {
+      if (member.retired || m.voters.includes(member.id) || m.learners.includes(member.id)) continue;
+      options.push({ kind: "add", id: member.id }, { kind: "add_learner", id: member.id });
+    }
+    for (const id of m.learners) options.push({ kind: "promote", id }, { kind: "remove", id });
+    if (m.voters.length > 2) for (const id of m.voters) options.push({ kind: "remove", id });
+    const change = options[this.prng.nextInt(options.length)];
+    if (change === undefined) return;
+    const address = this.memberConfig.find((a) => a.id === change.id);
+    if (address === undefined) return;
+    this.adminInFlight = true;
+    const node = leader.node;
+    const work = change.kind === "remove" ? node.removeMember(change.id)
+      : change.kind === "promote" ? node.promoteMember(change.id)
+      : node.addMember({ id: change.id, peer: address.peer.raw, client: address.client.raw, admin: address.admin.raw }, { learner: change.kind === "add_learner", catchUpTimeoutMs: 2000 });
+    this.note(`${leader.id}: ${change.kind} ${change.id}`);
+    work.then(
+      () => {
+        this.counts.membershipChanges++;
+        this.note(`${leader.id}: ${change.kind} ${change.id} done`);
+      },
+      (e: unknown) => this.note(`${leader.id}: ${change.kind} ${change.id} failed: ${e instanceof Error ? e.message : String(e)}`),
+    ).finally(() => {
+      this.adminInFlight = false;
+    });
+  }
+
+  private transfer(): void {
+    const leader = this.leader();
+    if (this.adminInFlight || leader?.node == null) return;
+    const voters = leader.node.status().membership.voters.filter((v) => v !== leader.id);
+    const to = voters[this.prng.nextInt(voters.length)];
+    if (to === undefined) return;
+    this.adminInFlight = true;
+    this.note(`${leader.id}: transfer leadership to ${to}`);
+    leader.node.transferLeader(to, 1000).then(() => {
+      this.counts.transfers++;
+    }, () => undefined).finally(() => {
+      this.adminInFlight = false;
+    });
+  }
+
+  /** Log matching: two logs holding an entry of the same index and term hold the same entry. */
+  private checkLogMatching(id: string, entries: readonly Entry[]): void {
+    for (const e of entries) {
+      const key = `${e.index}/${e.term}`;
+      const hash = Number(Bun.hash(e.data) & 0xffffffffn) ^ (e.kind === "config" ? 1 : 0);
+      const seen = this.entryAt.get(key);
+      if (seen === undefined) this.entryAt.set(key, hash);
+      else if (seen !== hash) throw new NodeSimViolation(`log matching: ${id} synced a different entry at index ${e.index}, term ${e.term}`);
     }
   }
 
@@ -382,7 +496,7 @@ export class NodeSimulation {
 
   private restartDue(): void {
     for (const m of this.members) {
-      if (m.node === null && m.downUntilMs <= this.nowMs) this.start(m);
+      if (m.node === null && !m.retired && m.downUntilMs <= this.nowMs) this.start(m);
       // A node that stopped on a storage failure is restarted by its supervisor, as systemd does.
       else if (m.node?.fatal != null) this.crash(m, 10);
     }
@@ -392,7 +506,14 @@ export class NodeSimulation {
     for (const m of this.up()) {
       const node = m.node;
       if (node === null) continue;
-      const applied = node.status().appliedIndex;
+      const status = node.status();
+      if (status.role === "leader") {
+        const other = this.leaderOfTerm.get(status.term);
+        if (other !== undefined && other !== m.id) throw new NodeSimViolation(`election safety: ${other} and ${m.id} both lead term ${status.term}`);
+        if (other === undefined) this.counts.elections++;
+        this.leaderOfTerm.set(status.term, m.id);
+      }
+      const applied = status.appliedIndex;
       // No acknowledged write is missing from a member that applied past it, and members that
       // applied the same index hold the same rows. Sampled: every member every 50 ms. every 50 ms of simulated time.
       if (this.nowMs % 50 !== 0) continue;
@@ -427,7 +548,7 @@ export class NodeSimulation {
     this.check();
   }
 
-  async run(): Promise<{ seed: number; acked: number; readsChecked: number; finalIndex: number }> {
+  async run(): Promise<NodeSimStats> {
     for (let i = 0; i < this.config.stepsMs; i++) await this.step(true);
     // Faults stop: heal, restart everyone, and a last write must reach every member.
     this.cuts.clear();
@@ -449,16 +570,34 @@ export class NodeSimulation {
         }, () => undefined);
         continue;
       }
-      if (finalIndex > 0 && this.members.every((m) => m.node !== null && m.node.status().appliedIndex >= finalIndex && m.node.recoveryState === "healthy")) {
-        const contents = this.members.map((m) => storeContent(m.node as SvcNode));
+      const status = leader.node.status();
+      const members = new Set([...status.membership.voters, ...status.membership.learners]);
+      this.retireNonMembers(members, status.commitIndex >= status.lastLogIndex);
+      const current = this.members.filter((m) => members.has(m.id));
+      if (finalIndex > 0 && current.every((m) => m.node !== null && m.node.status().appliedIndex >= finalIndex && m.node.recoveryState === "healthy")) {
+        const contents = current.map((m) => storeContent(m.node as SvcNode));
         if (new Set(contents).size !== 1) throw new NodeSimViolation(`divergence at the end: ${contents.join(" / ")}`);
         for (const id of this.acked.keys()) if (!contents[0]?.split(",").includes(String(id))) throw new NodeSimViolation(`durability: acknowledged write ${id} is missing at the end`);
         for (const m of this.members) await m.node?.stop();
-        return { seed: this.config.seed, acked: this.acked.size, readsChecked: this.readsChecked, finalIndex };
+        return { seed: this.config.seed, acked: this.acked.size, readsChecked: this.readsChecked, finalIndex, ...this.counts };
       }
     }
     const states = this.members.map((m) => `${m.id}: ${m.node === null ? "down" : JSON.stringify(m.node.status())}`);
     throw new NodeSimViolation(`liveness: no last write reached every member within ${settleMsMax} ms after faults stopped (final index ${finalIndex})\n${states.join("\n")}`);
+  }
+
+  /** Members a committed change removed are shut down, as an operator would; one added back comes back. */
+  private retireNonMembers(members: ReadonlySet<string>, allCommitted: boolean): void {
+    for (const m of this.members) {
+      if (!members.has(m.id) && !m.retired && allCommitted) {
+        this.crash(m, 0);
+        m.retired = true;
+        this.note(`${m.id} retired`);
+      } else if (members.has(m.id) && m.retired) {
+        m.retired = false;
+        m.downUntilMs = this.nowMs;
+      }
+    }
   }
 
   private async stepSettling(): Promise<void> {
@@ -484,7 +623,9 @@ function addr(raw: string): { host: string; port: number; raw: string } {
   return { host: host ?? "", port: Number(port), raw };
 }
 
-export async function runNodeSeed(seed: number, logger?: Logger): Promise<{ seed: number; acked: number; readsChecked: number; finalIndex: number }> {
+export type NodeSimStats = { seed: number; acked: number; readsChecked: number; finalIndex: number } & NodeSimulation["counts"];
+
+export async function runNodeSeed(seed: number, logger?: Logger): Promise<NodeSimStats> {
   const sim = new NodeSimulation(nodeSimConfigForSeed(seed), logger);
   try {
     return await sim.run();

@@ -3,8 +3,8 @@
 // NODE_SIM_SEEDS=<n> runs n seeds (default 300) from NODE_SIM_FIRST_SEED (default 1);
 // SIM_TRACE=1 prints the nodes' logs (useful with NODE_SEED).
 
-import { describe, expect, test } from "bun:test";
-import { runNodeSeed } from "./node-cluster.ts";
+import { afterAll, describe, expect, test } from "bun:test";
+import { runNodeSeed, type NodeSimStats } from "./node-cluster.ts";
 import { consoleLogger } from "./trace-logger.ts";
 
 const single = process.env["NODE_SEED"];
@@ -15,6 +15,8 @@ const chunkSize = 10;
 
 console.log(single !== undefined ? `node simulation: NODE_SEED=${single}` : `node simulation: seeds ${first}..${first + count - 1} (replay one with NODE_SEED=<n>)`);
 
+const totals: Record<string, number> = {};
+
 describe("node simulation", () => {
   for (let i = 0; i < seeds.length; i += chunkSize) {
     const chunk = seeds.slice(i, i + chunkSize);
@@ -23,7 +25,12 @@ describe("node simulation", () => {
         const stats = await runNodeSeed(seed, process.env["SIM_TRACE"] === "1" ? consoleLogger() : undefined);
         if (single !== undefined) console.log(JSON.stringify(stats));
         expect(stats.finalIndex).toBeGreaterThan(0);
+        for (const [k, v] of Object.entries(stats as NodeSimStats)) if (k !== "seed" && typeof v === "number") totals[k] = (totals[k] ?? 0) + v;
       }
     }, 600_000);
   }
+});
+
+afterAll(() => {
+  console.log(`node simulation totals over ${seeds.length} seeds: ${JSON.stringify(totals)}`);
 });

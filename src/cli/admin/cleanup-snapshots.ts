@@ -6,15 +6,15 @@ import { existsSync } from "node:fs";
 import { defineCommand } from "citty";
 import { cleanupSnapshots } from "../../backup/index.ts";
 import { formatProblems, loadConfigFile } from "../../config/index.ts";
+import { defaultConfigPath } from "../_config.ts";
 import { usageError } from "../_exit.ts";
 import { olderThanMs, printCleanupReport } from "./_cleanup-output.ts";
 
-const DEFAULT_CONFIG_PATH = "/etc/svc/config.toml";
 
 export const cleanupSnapshotsCommand = defineCommand({
   meta: { name: "cleanup-snapshots", description: "Remove snapshots older than a threshold, keeping the newest valid one" },
   args: {
-    config: { type: "string", description: `Config file whose data_dir to clean (default ${DEFAULT_CONFIG_PATH})`, valueHint: "FILE" },
+    config: { type: "string", description: `Config file whose data_dir to clean (default ${defaultConfigPath()})`, valueHint: "FILE" },
     "data-dir": { type: "string", description: "Data directory to clean, instead of a config file", valueHint: "DIR" },
     "older-than": { type: "string", default: "7d", description: "Age threshold: 7d, 12h, 90m, 3600s", valueHint: "DURATION" },
     "dry-run": { type: "boolean", default: false, description: "Print what would be removed; remove nothing" },
@@ -31,8 +31,9 @@ export const cleanupSnapshotsCommand = defineCommand({
 function resolveDataDir(configPath: string | undefined, dataDir: string | undefined): string {
   if (configPath !== undefined && dataDir !== undefined) throw usageError("give --config or --data-dir, not both");
   if (dataDir !== undefined) return dataDir;
-  const path = configPath ?? (existsSync(DEFAULT_CONFIG_PATH) ? DEFAULT_CONFIG_PATH : undefined);
-  if (path === undefined) throw usageError(`no data directory: give --config FILE or --data-dir DIR (${DEFAULT_CONFIG_PATH} does not exist)`);
+  const fallback = defaultConfigPath();
+  const path = configPath ?? (existsSync(fallback) ? fallback : undefined);
+  if (path === undefined) throw usageError(`no data directory: give --config FILE or --data-dir DIR (${fallback} does not exist)`);
   const loaded = loadConfigFile(path);
   if (!loaded.ok) throw usageError(`the config file has problems:\n${formatProblems(loaded.problems, path)}`);
   return loaded.config.dataDir;

@@ -7,19 +7,19 @@ import { createLogger } from "../../log/index.ts";
 import { bootstrapIfNew, isPristine, loadState, prepareDataDir, reinitCluster } from "../../node/index.ts";
 import { lockDataDir } from "../../storage/index.ts";
 import { SvcError } from "../../util/index.ts";
-import { loadConfigOrExit } from "../_config.ts";
+import { defaultConfigPath, loadConfigOrExit } from "../_config.ts";
 import { printJson, printKeyValues } from "../_client.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
 
 export const initClusterCommand = defineCommand({
   meta: { name: "init-cluster", description: "Create a new cluster on this (stopped) node; --bootstrap keeps restored data" },
   args: {
-    config: { type: "string", description: "Configuration file (node id, data_dir, members)", valueHint: "FILE", default: "/etc/svc/config.toml" },
+    config: { type: "string", description: `Configuration file (node id, data_dir, members; default ${defaultConfigPath()})`, valueHint: "FILE" },
     bootstrap: { type: "boolean", description: "Turn the data in data_dir (restored from a backup) into a new cluster" },
     json: { type: "boolean", description: "Print machine-readable JSON" },
   },
   async run({ args }) {
-    const config = loadConfigOrExit(args.config);
+    const config = loadConfigOrExit(args.config ?? defaultConfigPath());
     const logger = createLogger();
     const paths = prepareDataDir(config.dataDir);
     let lock;

@@ -1,10 +1,12 @@
 // verify-checksums: through a running node (its admin port), or offline on a stopped
-// node's data directory with --data-dir. Exits 1 when anything is damaged.
+// node's data directory: --data-dir DIR, or --offline with data_dir from --config or from the
+// installed configuration. Exits 1 when anything is damaged.
 
 import { defineCommand } from "citty";
 import { verifyDataDir, type VerifyFinding } from "../../node/index.ts";
 import { dataPaths, lockDataDir } from "../../storage/index.ts";
 import { callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
+import { defaultConfigPath, offlineDataDir } from "../_config.ts";
 import { CliExit, ExitCode } from "../_exit.ts";
 import { SvcError } from "../../util/index.ts";
 
@@ -13,11 +15,13 @@ export const verifyChecksumsCommand = defineCommand({
   args: {
     ...nodeArgs,
     "data-dir": { type: "string", description: "Check a stopped node's data directory directly instead of asking a running node", valueHint: "DIR" },
+    offline: { type: "boolean", description: `Check the stopped node's data_dir (from --config, default ${defaultConfigPath()}) directly` },
   },
   async run({ args }) {
     let findings: VerifyFinding[];
-    const dataDir = args["data-dir"];
-    if (dataDir !== undefined && dataDir !== "") {
+    const offline = args.offline === true || (args["data-dir"] !== undefined && args["data-dir"] !== "");
+    if (offline) {
+      const dataDir = offlineDataDir({ dataDir: args["data-dir"], config: args.config });
       let lock;
       try {
         lock = lockDataDir(dataDir, "verify-checksums");

@@ -1,9 +1,10 @@
-// wal-repair --skip-corrupted: offline, on a stopped node's data directory.
+// wal-repair --skip-corrupted: offline, on a stopped node's data directory (--data-dir, or
+// data_dir in --config or in the installed configuration).
 
 import { defineCommand } from "citty";
 import { dataPaths, lockDataDir, repairWal } from "../../storage/index.ts";
 import { SvcError } from "../../util/index.ts";
-import { loadConfigOrExit } from "../_config.ts";
+import { defaultConfigPath, offlineDataDir } from "../_config.ts";
 import { printJson } from "../_client.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
 
@@ -12,7 +13,7 @@ export const walRepairCommand = defineCommand({
   args: {
     "skip-corrupted": { type: "boolean", description: "Required: acknowledge that entries from the damage on are dropped" },
     "data-dir": { type: "string", description: "Data directory of the stopped node", valueHint: "DIR" },
-    config: { type: "string", description: "Take data_dir from this configuration file", valueHint: "FILE" },
+    config: { type: "string", description: `Take data_dir from this configuration file (default ${defaultConfigPath()})`, valueHint: "FILE" },
     "dry-run": { type: "boolean", description: "Say what would be cut without changing anything" },
     json: { type: "boolean", description: "Print machine-readable JSON" },
   },
@@ -20,8 +21,7 @@ export const walRepairCommand = defineCommand({
     if (!args["skip-corrupted"]) {
       throw usageError("wal-repair drops every entry from the first damaged record on; pass --skip-corrupted to confirm (or --dry-run to look first)");
     }
-    const dataDir = args["data-dir"] ?? (args.config !== undefined ? loadConfigOrExit(args.config).dataDir : undefined);
-    if (dataDir === undefined) throw usageError("say which data directory: --data-dir DIR or --config FILE");
+    const dataDir = offlineDataDir({ dataDir: args["data-dir"], config: args.config });
     let lock;
     try {
       lock = lockDataDir(dataDir, "wal-repair");

@@ -21,6 +21,7 @@ const subCommands: Record<string, () => Promise<CommandDef<any>>> = {
   "transfer-leader": () => import("./membership.ts").then((m) => m.transferLeaderCommand),
   "cleanup-snapshots": () => import("./cleanup-snapshots.ts").then((m) => m.cleanupSnapshotsCommand),
   "cleanup-wal-archive": () => import("./cleanup-wal-archive.ts").then((m) => m.cleanupWalArchiveCommand),
+  "support-bundle": () => import("./support-bundle.ts").then((m) => m.supportBundleCommand),
 };
 
 export const adminCommand = defineCommand({

@@ -6,16 +6,39 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { renderConfigToml } from "../config/index.ts";
 
-interface DevNode {
+export interface DevNode {
   id: string;
   client: string;
   admin: string;
   peer: string;
 }
 
+/** Whether this is the compiled binary (its sources live in bun's embedded file system). */
+function isCompiled(): boolean {
+  return import.meta.url.includes("$bunfs");
+}
+
 /** How to run this same program again (the compiled binary, or bun with the entry script). */
 export function selfCommand(): string[] {
-  return import.meta.url.includes("$bunfs") ? [process.execPath] : [process.execPath, resolve(process.argv[1] ?? "src/main.ts")];
+  return isCompiled() ? [process.execPath] : [process.execPath, resolve(process.argv[1] ?? "src/main.ts")];
+}
+
+/**
+ * What to type for `svc admin …` in the printed next steps: `svc admin` for the compiled binary
+ * (installed on PATH), `npm run svc -- admin` in the source tree, where svc is not on PATH.
+ */
+export function adminCommandText(compiled: boolean = isCompiled()): string {
+  return compiled ? "svc admin" : "npm run svc -- admin";
+}
+
+/** The lines printed once the nodes are started: their addresses and what to try next. */
+export function nextStepsText(dir: string, nodes: readonly DevNode[], admin: string): string {
+  return `\nsvc dev cluster: ${nodes.length} nodes, data and configs in ${dir}\n` +
+    nodes.map((n) => `  ${n.id}: client http://${n.client}  admin http://${n.admin}  peer ${n.peer}\n`).join("") +
+    `try:\n  curl -s -XPOST http://${nodes[0]?.client}/v1/execute -d '{"statements":["CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)"]}'\n` +
+    `  curl -s -XPOST http://${nodes[1]?.client}/v1/query -d '{"sql":"SELECT * FROM kv"}'\n` +
+    `  ${admin} cluster-info --node http://${nodes[0]?.admin}\n` +
+    "Ctrl-C stops the cluster.\n\n";
 }
 
 export const devClusterCommand = defineCommand({
@@ -51,14 +74,7 @@ export const devClusterCommand = defineCommand({
       void relay(node.id, child.stdout);
       void relay(node.id, child.stderr);
     }
-    process.stdout.write(
-      `\nsvc dev cluster: ${count} nodes, data and configs in ${dir}\n` +
-        nodes.map((n) => `  ${n.id}: client http://${n.client}  admin http://${n.admin}  peer ${n.peer}\n`).join("") +
-        `try:\n  curl -s -XPOST http://${nodes[0]?.client}/v1/execute -d '{"statements":["CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)"]}'\n` +
-        `  curl -s -XPOST http://${nodes[1]?.client}/v1/query -d '{"sql":"SELECT * FROM kv"}'\n` +
-        `  svc admin cluster-info --node http://${nodes[0]?.admin}\n` +
-        "Ctrl-C stops the cluster.\n\n",
-    );
+    process.stdout.write(nextStepsText(dir, nodes, adminCommandText()));
     const stop = (): void => {
       for (const c of children) c.kill("SIGTERM");
     };

@@ -48,6 +48,7 @@ export function listen(app: FetchApp, address: Address, role: "client" | "admin"
     try {
       server.listen(address.port, address.host, () => {
         server.off("error", onError);
+        // Once bound, a failure belongs to one connection, and node:http closes that one.
         server.on("error", () => undefined);
         const listening = bound(server, address);
         origin = originOf(address.host, listening.port);
@@ -229,6 +230,7 @@ async function writeResponse(res: ServerResponse, response: Response, closeAfter
   if (closeAfter) headers["connection"] = "close";
   const body = response.body === null ? noBody : new Uint8Array(await response.arrayBuffer());
   headers["content-length"] = String(body.byteLength);
-  res.writeHead(response.status, response.statusText, headers);
+  if (response.statusText === "") res.writeHead(response.status, headers);
+  else res.writeHead(response.status, response.statusText, headers);
   res.end(body);
 }

@@ -8,7 +8,9 @@
 # The user is then created in DIR/etc/passwd, DIR/etc/group (and shadow files) when DIR/etc/passwd
 # exists, and files are owned by the ids that DIR's files give svc. When DIR has no etc/passwd (a
 # package's staging tree), the user and the ownership are left to the package's post-install
-# step, which can run this script on the host, and nothing is enabled or started.
+# step, which can run this script on the host, and nothing is enabled or started. Either way a
+# sysusers.d entry declares the user and a tmpfiles.d entry the directories, which
+# systemd-sysusers and systemd-tmpfiles (run by a package's scripts, or at boot) apply.
 #
 # POSIX sh: it must run under dash, busybox sh and bash alike.
 
@@ -23,6 +25,8 @@ CONFIG_DIR=/etc/svc
 CONFIG_PATH=/etc/svc/config.toml
 UNIT_DIR=/etc/systemd/system
 SERVICE=svc.service
+SYSUSERS_PATH=/usr/lib/sysusers.d/svc.conf
+TMPFILES_PATH=/usr/lib/tmpfiles.d/svc.conf
 TIMERS="svc-cleanup-snapshots.timer svc-cleanup-wal-archive.timer"
 UNITS="svc.service svc-cleanup-snapshots.service svc-cleanup-snapshots.timer svc-cleanup-wal-archive.service svc-cleanup-wal-archive.timer"
 SVC_USER=svc
@@ -34,7 +38,8 @@ usage: $PROG [options]
 
 Installs svc: $BIN_PATH and $ADMIN_LINK, the system user and group $SVC_USER,
 $DATA_DIR (0750, $SVC_USER:$SVC_GROUP), $CONFIG_PATH (generated once, never overwritten),
-the systemd unit $SERVICE and the timers $TIMERS.
+the systemd unit $SERVICE and the timers $TIMERS, and the user and directories
+declared for systemd-sysusers and systemd-tmpfiles in $SYSUSERS_PATH and $TMPFILES_PATH.
 
 options:
   --binary PATH           the svc binary to install (default: ./svc or ./dist/svc beside this script)
@@ -399,6 +404,25 @@ WantedBy=timers.target
 EOF
 }
 
+# The user and group for systemd-sysusers: what ensure_accounts creates, declared for a package
+# built from a staging root without accounts.
+sysusers_conf() {
+	cat <<EOF
+# Written by install.sh: the system user and group svc (systemd-sysusers).
+u $SVC_USER - "svc data store" /nonexistent $NOLOGIN
+EOF
+}
+
+# The directories for systemd-tmpfiles: created with these modes and owners when missing.
+tmpfiles_conf() {
+	cat <<EOF
+# Written by install.sh: svc's directories (systemd-tmpfiles --create).
+d $DATA_DIR 0750 $SVC_USER $SVC_GROUP -
+d $WAL_ARCHIVE_DIR 0750 $SVC_USER $SVC_GROUP -
+d $CONFIG_DIR 0750 root $SVC_GROUP -
+EOF
+}
+
 unit_text() {
 	case $1 in
 	svc.service) service_unit ;;
@@ -505,6 +529,11 @@ install_all() {
 		put_file "$WORK/config.toml" "$CONFIG_PATH" 640 0 "$SVC_GID"
 	fi
 
+	make_dir "$(dirname "$SYSUSERS_PATH")"
+	put_output "$SYSUSERS_PATH" 644 0 0 sysusers_conf
+	make_dir "$(dirname "$TMPFILES_PATH")"
+	put_output "$TMPFILES_PATH" 644 0 0 tmpfiles_conf
+
 	make_dir "$UNIT_DIR"
 	before=$CHANGES
 	for unit in $UNITS; do
@@ -575,6 +604,8 @@ uninstall_all() {
 	[ "$CHANGES" = 0 ] || ! systemd_running || systemctl daemon-reload
 	if [ "$(readlink "$(R "$ADMIN_LINK")" 2>/dev/null || true)" = svc ]; then remove_path "$ADMIN_LINK"; fi
 	remove_path "$BIN_PATH"
+	remove_path "$TMPFILES_PATH"
+	remove_path "$SYSUSERS_PATH"
 
 	if [ "$PURGE" = 1 ]; then
 		remove_path "$DATA_DIR"

@@ -71,6 +71,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   READ_TIMEOUT: 503,
   // This node's disk or data is damaged or unusable: other members can still answer.
   STORAGE_FAILED: 503,
+  DISK_FULL: 507,
   APPLY_FAILED: 503,
   SNAPSHOT_FAILED: 503,
   STORE_DAMAGED: 503,

@@ -1,5 +1,7 @@
 // GET /health on both ports: 200 while the node serves, 503 with the recovery state
-// otherwise, so a load balancer and an operator read the same answer.
+// otherwise, so a load balancer and an operator read the same answer. A node whose disk is
+// full still serves reads, so it stays 200, with "status": "degraded" and "disk": "full"
+// (its writes get 507 DISK_FULL): a load balancer keeps sending it reads, a monitor sees it.
 
 import type { SvcNode } from "../node/index.ts";
 import { json } from "./errors.ts";
@@ -7,9 +9,12 @@ import { json } from "./errors.ts";
 export function healthResponse(node: SvcNode): Response {
   const s = node.status();
   const healthy = s.recovery === "healthy" && node.fatal === null;
+  const diskFull = node.diskFull;
   return json(
     {
-      status: healthy ? "ok" : "unavailable",
+      status: !healthy ? "unavailable" : diskFull !== null ? "degraded" : "ok",
+      disk: diskFull === null ? "ok" : "full",
+      ...(diskFull === null ? {} : { disk_bytes_free: diskFull.bytesFree, disk_path: diskFull.path }),
       recovery: s.recovery,
       node_id: s.nodeId,
       role: s.role,

@@ -33,9 +33,13 @@ export function writeFileAtomic(path: string, data: Uint8Array | string): void {
   try {
     fs.writeFileSync(fd, data);
     fs.fsyncSync(fd);
-  } finally {
+  } catch (e) {
+    // A full disk must not leave half a temp file behind (it holds space, and is no state).
     fs.closeSync(fd);
+    fs.rmSync(tmp, { force: true });
+    throw e;
   }
+  fs.closeSync(fd);
   fs.renameSync(tmp, path);
   fsyncDir(dirname(path));
 }

@@ -11,6 +11,7 @@ export { MemLogStore, type MemLogImage } from "./mem-log-store.ts";
 export type { InstallMethod, SnapshotRecord, SnapshotStore, StateMachine } from "./state-machine.ts";
 export type { PeerNetwork, PeerLinkStatus } from "./peer-network.ts";
 export { writeFileAtomic, fsyncDir, fsyncPath, fsyncPathAsync, ensureDir, writeFully } from "./durable-file.ts";
+export { DiskFullError, freeBytes, isDiskFullError } from "./disk-space.ts";
 export { sha256File, sha256FileSync } from "./file-hash.ts";
 export { fsyncGradually } from "./writeback.ts";
 export { sdNotify } from "./sdnotify.ts";

@@ -25,6 +25,29 @@ export interface NodeIo {
   readonly network: PeerNetwork;
   /** Ask the runtime to collect garbage (`full`: synchronously, everything). */
   readonly collectGarbage: (full: boolean) => void;
+  /**
+   * The free space of the file system holding the data directory (production: statfs);
+   * absent where there is no disk (the simulator), which then only learns of a full disk
+   * from a write that fails for want of space.
+   */
+  readonly diskSpace?: { readonly path: string; readonly freeBytes: () => number | null };
+}
+
+/**
+ * Free space under which the node counts its disk as full and refuses new writes: a new WAL
+ * segment (written in full when made) plus room for the writes already admitted to reach
+ * the store. Refusing before the disk is really full keeps the node able to lead, answer
+ * linearizable reads and apply what it committed.
+ */
+export function diskReserveBytes(segmentSizeBytes: number): number {
+  return segmentSizeBytes + 4 * 1024 * 1024;
+}
+
+/** Why the node counts its disk as full: the free space fell under the reserve, or a write failed. */
+export interface DiskFullState {
+  readonly path: string;
+  readonly bytesFree: number | null;
+  readonly cause: "below_reserve" | "write_failed";
 }
 
 /** Everything a node is built from (production: start.ts; the simulator: its twins). */
@@ -62,6 +85,12 @@ export class NodeContext {
   /** Index of the newest snapshot this node holds (0: none). */
   snapshotIndex: number;
   fatalError: SvcError | null = null;
+  /**
+   * Set while the disk under the data directory is full. The node refuses new writes
+   * (DISK_FULL), goes on serving reads, does not campaign while it has peers that may lead,
+   * and clears this by itself once space is freed (loop.ts checks every second).
+   */
+  diskFull: DiskFullState | null = null;
   stopped = false;
   readonly waiters = new ApplyWaiters();
   /** Called once when the node hits an unrecoverable error (serve.ts exits the process). */
@@ -144,6 +173,47 @@ export class NodeContext {
   checkServing(): void {
     if (this.fatalError !== null) throw this.fatalError;
     if (this.stopped) throw new SvcError("SHUTTING_DOWN", "the node is shutting down");
+  }
+
+  /**
+   * Refuse a write this node would have to persist as the leader while its disk is full. A
+   * follower lets it through: it goes to the leader, whose disk may have room, and commits
+   * on the members that can write.
+   */
+  checkWritable(): void {
+    if (this.core.status().role !== "leader") return;
+    const space = this.io.diskSpace;
+    if (this.diskFull === null && space !== undefined) {
+      // Checked at admission too (a statfs, about a microsecond): the loop's periodic check
+      // alone would let a burst of writes run the disk to its last byte between two checks.
+      const free = space.freeBytes();
+      if (free !== null && free < diskReserveBytes(this.config.wal.segmentSizeBytes)) {
+        this.enterDiskFull({ path: space.path, bytesFree: free, cause: "below_reserve" });
+      }
+    }
+    const full = this.diskFull;
+    if (full === null) return;
+    const free = full.bytesFree === null ? "free space unknown" : `${full.bytesFree} bytes free`;
+    throw new SvcError("DISK_FULL", `the disk holding ${full.path} is full (${free}): this node refuses writes until space is freed`, {
+      hint: "free space on that file system or grow it (snapshots and WAL segments a snapshot covers can be cleaned up: `svc admin snapshot`, `svc admin cleanup-snapshots`); writes resume by themselves within seconds",
+      details: { path: full.path, bytesFree: full.bytesFree },
+    });
+  }
+
+  /** Enter (or refresh) the disk-full state; logged once on entry. */
+  enterDiskFull(state: DiskFullState, error?: unknown): void {
+    const was = this.diskFull;
+    this.diskFull = state;
+    if (was !== null) return;
+    this.logger.warn("disk full: refusing writes and serving reads until space is freed", {
+      path: state.path, bytesFree: state.bytesFree, cause: state.cause, ...(error === undefined ? {} : { error: errorMessage(error) }),
+    });
+  }
+
+  leaveDiskFull(bytesFree: number | null): void {
+    if (this.diskFull === null) return;
+    this.diskFull = null;
+    this.logger.info("disk space available again: writes resume", { bytesFree });
   }
 
   /** A storage failure: nothing unsynced was acknowledged, but the node cannot go on safely. */

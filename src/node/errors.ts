@@ -13,6 +13,11 @@ export type NodeErrorCode =
   | "SQL_ERROR"
   /** The disk failed under the node; it stops serving and replays its WAL on restart. */
   | "STORAGE_FAILED"
+  /**
+   * The data directory's disk has no room for the log or the store: writes are refused, reads
+   * served, and writing resumes by itself once space is freed.
+   */
+  | "DISK_FULL"
   /** A waiting write's log position was taken by another leader's entry. */
   | "ENTRY_REPLACED"
   | "WRITE_TIMEOUT"

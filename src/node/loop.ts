@@ -5,6 +5,12 @@
 //   clients → advance.
 // A client is answered only after its entry was synced on a quorum and applied. The loop
 // also owns the tick timer and the recovery flow's progress (recovery.ts decides the edges).
+//
+// A full disk stops the loop, not the node: a Ready whose append, hard state or apply fails
+// for want of space is kept as it is and retried every second (the WAL and the store undo a
+// failed write, so a retry starts from the same state), and nothing after it — no message
+// claiming the entries, no answer, no advance — happens until it succeeds. Meanwhile reads
+// are served from the store as it is and new writes are refused (DISK_FULL).
 
 import { decodeMessage, encodeMessage, type Message, type Ready, type SnapshotMeta } from "../raft/index.ts";
 import type { Entry } from "../raft/index.ts";
@@ -12,12 +18,19 @@ import type { Timer } from "../io/index.ts";
 import { MessageType } from "../transport/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
-import type { NodeContext } from "./context.ts";
+import { isDiskFullError } from "../io/index.ts";
+import { diskReserveBytes, type NodeContext } from "./context.ts";
 import { ReadBarriers } from "./reads.ts";
 import type { SnapshotPolicy } from "./snapshot-policy.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 
 const writeTimeoutMs = 30_000;
+/** How often a Ready stalled on a full disk is retried. */
+const diskRetryMs = 1_000;
+/** How often the free space is compared with the reserve (a statfs: about a microsecond). */
+const diskCheckMs = 200;
+/** How often a leader whose disk is full tries to hand leadership to another voter. */
+const diskHandOffMs = 10_000;
 
 export class EffectLoop {
   readonly reads: ReadBarriers;
@@ -29,6 +42,16 @@ export class EffectLoop {
   private catchUpTarget = 0;
   /** A ReadIndex round is out to learn whether this joining node has caught up. */
   private catchUpProbe = false;
+  /**
+   * A Ready whose persisting or applying failed for want of disk space, and the step to retry
+   * it from. While set, no other Ready is taken and the core is not ticked.
+   */
+  private stalled: { rd: Ready; stage: "persist" | "apply" } | null = null;
+  private stallTimer: Timer | null = null;
+  /** The Ready whose snapshot was installed (a retried Ready does not install it twice). */
+  private snapshotInstalledFor: Ready | null = null;
+  private lastDiskCheckMs = Number.NEGATIVE_INFINITY;
+  private lastHandOffMs = Number.NEGATIVE_INFINITY;
   transfer: SnapshotTransfer | null = null;
 
   constructor(private readonly ctx: NodeContext, private readonly snapshots: SnapshotPolicy) {
@@ -60,6 +83,9 @@ export class EffectLoop {
       ctx.transition(walHadEntries ? "wal_found" : "wal_empty");
       if (walHadEntries) ctx.logger.info("recovery: replay of the WAL", { from: status.snapshotIndex + 1, to: status.lastIndex, commit: status.commit });
     }
+    this.checkDisk();
+    // A lone voter campaigns even on a full disk: no one else can lead, and if its election
+    // cannot be persisted either, the Ready waits for space like any other.
     if (status.membership.voters.length === 1 && status.membership.voters[0] === ctx.config.nodeId) ctx.core.campaign();
     this.tickTimer = ctx.clock.every(ctx.config.raft.heartbeatIntervalMs, () => this.tick());
     this.schedule();
@@ -70,7 +96,10 @@ export class EffectLoop {
     // A node that lost entries it held does not campaign (it drops vote requests too):
     // elected, it could lose writes it had acknowledged. Without ticks its election timer
     // never fires; appends from the leader are answered all the same.
-    if (!ctx.lostLog) ctx.core.tick();
+    // A node whose disk is full does not campaign either when others could lead: elected, it
+    // could not take writes. A stalled loop ticks nothing (messages would pile up unsent).
+    this.checkDisk();
+    if (!ctx.lostLog && this.stalled === null && !this.diskFullHoldsElection()) ctx.core.tick();
     const now = ctx.clock.nowMs();
     ctx.waiters.expire(now, writeTimeoutMs);
     this.transfer?.checkStalls(now);
@@ -83,6 +112,88 @@ export class EffectLoop {
   stop(): void {
     this.tickTimer?.cancel();
     this.tickTimer = null;
+    this.stallTimer?.cancel();
+    this.stallTimer = null;
+  }
+
+  // ─── a full disk ────────────────────────────────────────────────────────────────────
+
+  private diskFullHoldsElection(): boolean {
+    const { ctx } = this;
+    if (ctx.diskFull === null) return false;
+    const status = ctx.core.status();
+    return status.role !== "leader" && status.membership.voters.length > 1;
+  }
+
+  /** Compare the free space with the reserve (every few ticks); enter or leave the state. */
+  private checkDisk(): void {
+    const { ctx } = this;
+    const space = ctx.io.diskSpace;
+    if (space === undefined) return;
+    const now = ctx.clock.monotonicMs();
+    if (now - this.lastDiskCheckMs < diskCheckMs) return;
+    this.lastDiskCheckMs = now;
+    const free = space.freeBytes();
+    if (free === null) return;
+    if (free < diskReserveBytes(ctx.config.wal.segmentSizeBytes)) {
+      ctx.enterDiskFull({ path: space.path, bytesFree: free, cause: this.stalled !== null ? "write_failed" : "below_reserve" });
+      this.handOffLeadership(now);
+    } else if (this.stalled === null) {
+      ctx.leaveDiskFull(free);
+    }
+  }
+
+  /** A leader whose disk is full asks the most caught-up other voter to take over. */
+  private handOffLeadership(now: number): void {
+    const { ctx } = this;
+    const status = ctx.core.status();
+    if (status.role !== "leader" || now - this.lastHandOffMs < diskHandOffMs) return;
+    let best: string | null = null;
+    let bestMatch = -1;
+    for (const id of status.membership.voters) {
+      const match = status.progress[id]?.match ?? -1;
+      if (id !== ctx.config.nodeId && match > bestMatch) {
+        best = id;
+        bestMatch = match;
+      }
+    }
+    if (best === null) return;
+    this.lastHandOffMs = now;
+    ctx.logger.info("disk full: handing leadership to another voter", { to: best });
+    ctx.core.transferLeadership(best);
+    this.schedule();
+  }
+
+  /** Keep a Ready that failed for want of space, and retry it every second. */
+  private stall(rd: Ready, stage: "persist" | "apply", e: unknown): void {
+    const { ctx } = this;
+    this.stalled = { rd, stage };
+    const path = (e as { path?: unknown }).path;
+    ctx.enterDiskFull({
+      path: typeof path === "string" ? path : stage === "apply" ? ctx.config.dataDir : ctx.io.diskSpace?.path ?? ctx.config.dataDir,
+      bytesFree: ctx.io.diskSpace?.freeBytes() ?? null,
+      cause: "write_failed",
+    }, e);
+    this.stallTimer ??= ctx.clock.after(diskRetryMs, () => this.retryStalled());
+  }
+
+  private retryStalled(): void {
+    const { ctx } = this;
+    this.stallTimer = null;
+    const stalled = this.stalled;
+    if (stalled === null || ctx.stopped || ctx.fatalError !== null) return;
+    this.stalled = null;
+    try {
+      if (!this.runReady(stalled.rd, stalled.stage)) return;
+    } catch (e) {
+      ctx.fail(e);
+      return;
+    }
+    ctx.logger.info("disk full: the stalled write went through", { stage: stalled.stage });
+    this.lastDiskCheckMs = Number.NEGATIVE_INFINITY;
+    if (ctx.io.diskSpace === undefined) ctx.leaveDiskFull(null);
+    else this.checkDisk();
+    this.processReady();
   }
 
   schedule(): void {
@@ -96,53 +207,77 @@ export class EffectLoop {
 
   private processReady(): void {
     const { ctx } = this;
-    if (ctx.stopped || ctx.fatalError !== null || this.syncInFlight) return;
+    if (ctx.stopped || ctx.fatalError !== null || this.syncInFlight || this.stalled !== null) return;
     try {
       while (ctx.core.hasReady()) {
-        const rd = ctx.core.ready();
-        if (this.persist(rd)) {
-          // The log is syncing on another thread; requests that arrive meanwhile are
-          // proposed and go into the next batch (group commit, pipelined).
-          // Only append responses claim durability (the entries they acknowledge must be
-          // on disk); everything else leaves now, so the leader's appends reach the
-          // followers while its own disk is still syncing. The leader counts itself toward
-          // a quorum only after advance(), so this never commits an unsynced entry.
-          const afterSync = rd.messages.filter((m) => m.type === "append_response");
-          this.send(rd.messages.filter((m) => m.type !== "append_response"));
-          this.syncInFlight = true;
-          const startedMs = ctx.clock.monotonicMs();
-          ctx.io.log.sync().then(
-            () => {
-              this.syncInFlight = false;
-              ctx.metrics.walSyncLatency.observe((ctx.clock.monotonicMs() - startedMs) / 1000);
-              ctx.metrics.walSyncs.inc();
-              try {
-                this.finishReady(rd, afterSync);
-              } catch (e) {
-                ctx.fail(e);
-                return;
-              }
-              this.processReady();
-            },
-            (e: unknown) => {
-              this.syncInFlight = false;
-              // A stop closes the log under a sync in flight; its writes were failed already.
-              if (!ctx.stopped) ctx.fail(e);
-            },
-          );
-          return;
-        }
-        this.finishReady(rd);
+        if (!this.runReady(ctx.core.ready(), "persist")) return;
       }
     } catch (e) {
       ctx.fail(e);
     }
   }
 
+  /**
+   * Take a Ready through its effects from `stage` on. Returns true when it is done; false
+   * when it goes on later: its sync is in flight, or it stalled on a full disk.
+   */
+  private runReady(rd: Ready, stage: "persist" | "apply"): boolean {
+    const { ctx } = this;
+    if (stage === "persist") {
+      let mustSync: boolean;
+      try {
+        mustSync = this.persist(rd);
+      } catch (e) {
+        if (!isDiskFullError(e)) throw e;
+        this.stall(rd, "persist", e);
+        return false;
+      }
+      if (mustSync) {
+        // The log is syncing on another thread; requests that arrive meanwhile are
+        // proposed and go into the next batch (group commit, pipelined).
+        // Only append responses claim durability (the entries they acknowledge must be
+        // on disk); everything else leaves now, so the leader's appends reach the
+        // followers while its own disk is still syncing. The leader counts itself toward
+        // a quorum only after advance(), so this never commits an unsynced entry.
+        const afterSync = rd.messages.filter((m) => m.type === "append_response");
+        this.send(rd.messages.filter((m) => m.type !== "append_response"));
+        this.syncInFlight = true;
+        const startedMs = ctx.clock.monotonicMs();
+        ctx.io.log.sync().then(
+          () => {
+            this.syncInFlight = false;
+            ctx.metrics.walSyncLatency.observe((ctx.clock.monotonicMs() - startedMs) / 1000);
+            ctx.metrics.walSyncs.inc();
+            try {
+              this.send(afterSync);
+              if (!this.applyAndAdvance(rd)) return;
+            } catch (e) {
+              ctx.fail(e);
+              return;
+            }
+            this.processReady();
+          },
+          (e: unknown) => {
+            this.syncInFlight = false;
+            // A stop closes the log under a sync in flight; its writes were failed already.
+            // A failed sync is fatal even when it says ENOSPC: see Wal.sync for why.
+            if (!ctx.stopped) ctx.fail(e);
+          },
+        );
+        return false;
+      }
+      this.send(rd.messages);
+    }
+    return this.applyAndAdvance(rd);
+  }
+
   /** Write what a Ready asks to persist; returns true when a sync is owed before going on. */
   private persist(rd: Ready): boolean {
     const { ctx } = this;
-    if (rd.snapshot !== null) this.installSnapshot(rd.snapshot);
+    if (rd.snapshot !== null && this.snapshotInstalledFor !== rd) {
+      this.installSnapshot(rd.snapshot);
+      this.snapshotInstalledFor = rd;
+    }
     const saved = ctx.persistedHardState;
     if (rd.hardState !== null && (rd.hardState.term !== saved.term || rd.hardState.vote !== saved.vote)) {
       // Term and vote are durable before anything depends on them: before any message
@@ -181,13 +316,27 @@ export class EffectLoop {
     ctx.transition("snapshot_installed");
   }
 
-  /** After persisting: send, apply, answer, advance. */
-  private finishReady(rd: Ready, messages: readonly Message[] = rd.messages): void {
-    this.send(messages);
-    if (rd.committed.length > 0) this.apply(rd.committed);
+  /**
+   * After persisting and sending: apply, answer, advance. Returns false when applying
+   * stalled on a full disk (the store rolled the whole batch back; it is retried as a whole).
+   */
+  private applyAndAdvance(rd: Ready): boolean {
+    const { ctx } = this;
+    const pending = rd.committed.filter((e) => e.index > ctx.store.meta.appliedIndex);
+    if (pending.length > 0) {
+      try {
+        this.apply(pending);
+      } catch (e) {
+        if (!isDiskFullError(e)) throw e;
+        this.stall(rd, "apply", e);
+        return false;
+      }
+    }
+    this.snapshotInstalledFor = null;
     for (const rs of rd.readStates) this.reads.confirmed(rs.requestId, rs.index);
-    this.ctx.core.advance(rd);
+    ctx.core.advance(rd);
     this.afterApply();
+    return true;
   }
 
   private apply(entries: readonly Entry[]): void {

@@ -44,6 +44,7 @@ export interface NodeGaugeSource {
   walSizeBytes(): number;
   pendingWrites(): number;
   writesPaused(): boolean;
+  diskFull(): boolean;
 }
 
 const latencyBucketsSeconds = exponentialBuckets(0.0001, 2, 16); // 0.1 ms … 3.3 s
@@ -65,6 +66,7 @@ export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
   r.gaugeFn("tensor_chain_wal_size_bytes", "Total size of the WAL segment files", () => source.walSizeBytes());
   r.gaugeFn("tensor_chain_pending_writes", "Writes proposed and not yet applied", () => source.pendingWrites());
   r.gaugeFn("tensor_chain_writes_paused", "1 while writes are paused (pause-writes)", () => (source.writesPaused() ? 1 : 0));
+  r.gaugeFn("tensor_chain_disk_full", "1 while the data directory's disk is full: writes are refused (DISK_FULL), reads served", () => (source.diskFull() ? 1 : 0));
   r.gaugeFn("tensor_chain_memory_rss_bytes", "Resident set size of the process", () => process.memoryUsage.rss());
   r.gaugeFn("tensor_chain_memory_heap_used_bytes", "JavaScript heap in use", () => process.memoryUsage().heapUsed);
 

@@ -89,6 +89,7 @@ export class SvcNode {
       walSizeBytes: () => live().io.log.stats().sizeBytes,
       pendingWrites: () => live().waiters.size,
       writesPaused: () => live().store.meta.writesPaused,
+      diskFull: () => live().diskFull !== null,
     });
     ctx = new NodeContext(parts.config, parts.logger, parts.io, parts.core, metrics, parts.store, parts.hardState, parts.clusterId);
     ctx.lostLog = parts.lostLog;
@@ -129,6 +130,11 @@ export class SvcNode {
 
   get recoveryState(): RecoveryState {
     return this.ctx.recovery;
+  }
+
+  /** Set while the data directory's disk is full (writes refused, reads served). */
+  get diskFull(): { path: string; bytesFree: number | null } | null {
+    return this.ctx.diskFull;
   }
 
   /** The unrecoverable error that stopped this node from serving, if any. */
@@ -174,6 +180,7 @@ export class SvcNode {
     const { ctx } = this;
     ctx.checkServing();
     for (const s of statements) checkWriteStatement(s.sql);
+    ctx.checkWritable();
     if (ctx.store.meta.writesPaused) {
       throw new SvcError("WRITES_PAUSED", "writes are paused on this cluster", { hint: "run `svc admin resume-writes` when the backup is done" });
     }
@@ -191,6 +198,7 @@ export class SvcNode {
 
   async setWritesPaused(paused: boolean): Promise<{ index: number }> {
     this.ctx.checkServing();
+    this.ctx.checkWritable();
     const { index } = await this.proposer.propose(encodeCommand({ op: paused ? "pause_writes" : "resume_writes" }));
     this.ctx.logger.info(paused ? "writes paused" : "writes resumed", { index });
     return { index };

@@ -4,12 +4,13 @@
 // entries: bootstrap.ts), and builds the Raft core on what was loaded.
 
 import type { Config } from "../config/index.ts";
-import { systemClock } from "../io/index.ts";
+import { freeBytes, isDiskFullError, systemClock } from "../io/index.ts";
 import { RaftCore } from "../raft/index.ts";
-import { FileLogStore, hasLostLog, lockDataDir } from "../storage/index.ts";
+import { FileLogStore, ballastBytes, hasLostLog, lockDataDir, manageBallast } from "../storage/index.ts";
 import { createTransport, type MessageHandler } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { createPrng } from "../util/prng.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
 import { bootstrapIfNew, clampCommit, forgetLocalState, planStart, rebaseOnStore } from "./bootstrap.ts";
 import { FileSnapshots } from "./file-snapshots.ts";
 import { isPristine, loadState, prepareDataDir, toHardState } from "./load.ts";
@@ -33,6 +34,12 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
     if (config.wal.archiveCommand !== "") {
       log.warn("wal.archive_command is set, but this version does not archive WAL segments yet: segments covered by a snapshot are removed unarchived", {
         hint: "take snapshot backups (POST /admin/snapshot and copy raft/snapshots) until WAL archiving is available",
+      });
+    }
+    const ballast = manageBallast(config.dataDir, ballastBytes);
+    if (ballast === "released") {
+      log.warn("disk full: removed the data directory's BALLAST file so that the node can start; writes are refused until space is freed", {
+        bytes: ballastBytes, hint: "free space on the data directory's file system; the ballast is made again at a start that finds room",
       });
     }
     const state = await loadState(paths, config, logger.child("wal"));
@@ -94,6 +101,7 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
         snapshots: new FileSnapshots(state.snapshots, paths.storePath),
         network,
         collectGarbage: (full) => Bun.gc(full),
+        diskSpace: { path: config.dataDir, freeBytes: () => freeBytes(config.dataDir) },
       },
       core,
       store: state.store,
@@ -107,6 +115,14 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
   } catch (e) {
     transport.close();
     lock.release();
+    if (isDiskFullError(e) && !(e instanceof SvcError)) {
+      // Only a node with nothing to serve yet stops here (a new cluster's first segment): an
+      // existing one starts and waits for space (loop.ts).
+      throw new SvcError("DISK_FULL", `cannot start: ${errorMessage(e)}`, {
+        hint: "free space on the data directory's file system, or lower wal.segment_size_mb (each WAL segment is written in full when it is made)",
+        cause: e,
+      });
+    }
     throw e;
   }
 }

@@ -10,5 +10,6 @@ export { lockDataDir, type DataDirLock } from "./lock.ts";
 export { writeFileAtomic, fsyncDir, fsyncPath, fsyncPathAsync, ensureDir } from "../io/durable-file.ts";
 export { dataPaths, type DataPaths } from "./paths.ts";
 export { repairWal, type RepairReport } from "./repair.ts";
+export { manageBallast, ballastBytes, type BallastOutcome } from "./ballast.ts";
 export type { StorageErrorCode } from "./errors.ts";
 export { FileLogStore, markLostLog, hasLostLog } from "./file-log-store.ts";

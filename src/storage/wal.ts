@@ -5,6 +5,12 @@
 //
 // A later record for index i replaces the earlier records for i and everything after
 // it (a follower's conflicting suffix being overwritten), so replay keeps the newest.
+//
+// A full disk: an append or a segment's preallocation that fails with ENOSPC is undone
+// before the error is thrown (the bytes written are zeroed back, a half-made segment file
+// is removed), so the WAL is exactly as before the call and the same append may be retried
+// once space is freed. Nothing of a failed append was synced, so nothing of it can have
+// been acknowledged. A failed fsync is another matter: see sync().
 
 import * as fs from "node:fs";
 import { join } from "node:path";
@@ -15,6 +21,7 @@ import type { Logger } from "../util/logger.ts";
 import { encodeRecordInto, recordHeaderBytes } from "./_record.ts";
 import { entryHeaderBytes, writeEntryRecord } from "./_entry-codec.ts";
 import { ensureDir, fsyncDir, writeFully } from "../io/durable-file.ts";
+import { DiskFullError, freeBytes, isDiskFullError } from "../io/disk-space.ts";
 import { nonZeroEndBytes, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
 import { Syncer } from "./syncer.ts";
 
@@ -162,7 +169,17 @@ export class Wal {
     }
     assert(offset === total, "WAL batch fills its buffer exactly");
     const segment = this.currentSegment();
-    writeFullyAt(this.openFd(), buf, segment.sizeBytes);
+    const fd = this.openFd();
+    try {
+      writeFullyAt(fd, buf, segment.sizeBytes);
+    } catch (e) {
+      if (!isDiskFullError(e)) throw e;
+      this.undoPartialWrite(fd, segment, total);
+      throw new DiskFullError(
+        `no space left to append ${total} bytes to the WAL segment ${segment.path} (${describeFree(this.dir)})`,
+        segment.path, freeBytes(this.dir), { cause: e },
+      );
+    }
     segment.sizeBytes += total;
     this.unsyncedBytes += total;
     const last = entries[entries.length - 1];
@@ -170,6 +187,20 @@ export class Wal {
     this.lastIndexValue = last.index;
     segment.maxIndex = Math.max(segment.maxIndex, last.index);
     if (segment.sizeBytes * 2 > this.options.segmentSizeBytes) this.prepareSpare();
+  }
+
+  /**
+   * Take back the bytes of an append that failed part-way: zero what may have been written
+   * past the last whole record and give back what grew the file beyond its preallocated
+   * size. The next append writes at the same offset again. Should this fail too, the WAL's
+   * tail is unknown and the node must stop (the error is not a disk-full one).
+   */
+  private undoPartialWrite(fd: number, segment: SegmentInfo, attemptedBytes: number): void {
+    const fileBytes = fs.fstatSync(fd).size;
+    const keepBytes = Math.max(segment.sizeBytes, Math.min(fileBytes, this.options.segmentSizeBytes));
+    if (fileBytes > keepBytes) fs.ftruncateSync(fd, keepBytes);
+    const zeroEnd = Math.min(keepBytes, segment.sizeBytes + attemptedBytes);
+    if (zeroEnd > segment.sizeBytes) preallocate(fd, segment.sizeBytes, zeroEnd);
   }
 
   /**
@@ -183,6 +214,10 @@ export class Wal {
     const path = join(this.dir, `spare-${process.pid}-${Date.now()}.wal.creating`);
     const sizeBytes = this.options.segmentSizeBytes;
     void (async () => {
+      if ((freeBytes(this.dir) ?? Number.MAX_SAFE_INTEGER) < 2 * sizeBytes) {
+        // Too little room to make a spare and keep space for the log: the roll makes its own.
+        throw new Error(`only ${describeFree(this.dir)}, less than two segments`);
+      }
       const handle = await fs.promises.open(path, "w", 0o640);
       try {
         for (let at = 0; at < sizeBytes; at += zeroChunk.length) {
@@ -211,7 +246,15 @@ export class Wal {
     );
   }
 
-  /** Make every appended record durable (one fdatasync for all of them). */
+  /**
+   * Make every appended record durable (one fdatasync for all of them).
+   *
+   * A failed fsync (EIO, and ENOSPC too, which NFS and thin-provisioned disks give here) is
+   * never retried: Linux may already have dropped the dirty pages it could not write and
+   * marked them clean, so a second fsync can succeed without the data ever reaching the disk
+   * (PostgreSQL's "fsyncgate", 2018). The error reaches the node, which stops without
+   * acknowledging anything the sync covered and replays the WAL from the disk on restart.
+   */
   sync(): void {
     if (this.unsyncedBytes === 0 || this.fd === null) return;
     fs.fdatasyncSync(this.fd);
@@ -314,15 +357,30 @@ export class Wal {
       // The zeros were written ahead of time, off this thread: only the header is left.
       tmpPath = spare;
       fd = spareFd;
-      writeFullyAt(fd, buf, 0);
     } else {
+      if (spare !== null) fs.rmSync(spare, { force: true });
       tmpPath = `${path}.creating`;
       fd = fs.openSync(tmpPath, "w", 0o640);
-      writeFully(fd, buf);
-      preallocate(fd, buf.length, this.options.segmentSizeBytes);
     }
-    fs.fdatasyncSync(fd);
-    fs.renameSync(tmpPath, path);
+    try {
+      if (tmpPath === spare) writeFullyAt(fd, buf, 0);
+      else {
+        writeFully(fd, buf);
+        preallocate(fd, buf.length, this.options.segmentSizeBytes);
+      }
+      fs.fdatasyncSync(fd);
+      fs.renameSync(tmpPath, path);
+    } catch (e) {
+      // Never leave a partial segment behind: it would hold the space that ran out.
+      fs.closeSync(fd);
+      fs.rmSync(tmpPath, { force: true });
+      if (!isDiskFullError(e)) throw e;
+      const sizeMb = this.options.segmentSizeBytes / (1024 * 1024);
+      throw new DiskFullError(
+        `no space for a new WAL segment of ${sizeMb} MiB (wal.segment_size_mb = ${sizeMb}) in ${this.dir}: ${describeFree(this.dir)}`,
+        this.dir, freeBytes(this.dir), { cause: e },
+      );
+    }
     fsyncDir(this.dir);
     this.fd = fd;
     const segment: SegmentInfo = { seq, firstIndex, path, name, maxIndex: 0, sizeBytes: buf.length };
@@ -382,6 +440,11 @@ function corruption(segment: SegmentInfo, scan: SegmentScan): SvcError {
 }
 
 const zeroChunk = new Uint8Array(1024 * 1024);
+
+function describeFree(dir: string): string {
+  const free = freeBytes(dir);
+  return free === null ? "free space unknown" : `${free} bytes free`;
+}
 
 function openOrNull(path: string): number | null {
   try {

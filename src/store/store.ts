@@ -21,6 +21,7 @@ import * as fs from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { decodeMembership, emptyMembership, type Entry, type Membership } from "../util/log-data.ts";
 import { fsyncPath, writeFileAtomic } from "../io/durable-file.ts";
+import { isDiskFullError } from "../io/disk-space.ts";
 import type { StateMachine } from "../io/state-machine.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
@@ -146,10 +147,20 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       });
     }
     let store: Store | null = null;
+    let markPending = false;
     try {
-      // The mark is on disk before the first write that is not.
-      if (bootId !== null && openedIn !== bootId) writeFileAtomic(path + bootMarkSuffix, `${bootId}\n`);
+      // The mark is on disk before the first write that is not. On a full disk it waits for
+      // that first write (see ensureBootMark): a node must start and serve reads on a full disk.
+      if (bootId !== null && openedIn !== bootId) {
+        try {
+          writeFileAtomic(path + bootMarkSuffix, `${bootId}\n`);
+        } catch (e) {
+          if (!isDiskFullError(e)) throw e;
+          markPending = true;
+        }
+      }
       store = new Store(path, options.cacheKib ?? defaultCacheKib, bootId !== null);
+      if (markPending) store.bootMarkPending = bootId;
       if (options.check !== false) {
         const problems = store.integrityProblems("quick_check");
         if (problems.length > 0) throw new Error(problems.slice(0, 3).join("; "));
@@ -232,10 +243,23 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     return this.metaValue;
   }
 
+  /**
+   * The boot id still to be written as this store's mark (the disk was full at open); null
+   * when the mark is on disk or not needed. Every write checks it first.
+   */
+  private bootMarkPending: string | null = null;
+
+  private ensureBootMark(): void {
+    if (this.bootMarkPending === null) return;
+    writeFileAtomic(this.path + bootMarkSuffix, `${this.bootMarkPending}\n`);
+    this.bootMarkPending = null;
+  }
+
   /** Apply committed entries, in order, as one transaction. */
   apply(entries: readonly Entry[]): ApplyResult[] {
     const results: ApplyResult[] = [];
     if (entries.length === 0) return results;
+    this.ensureBootMark();
     const meta = { ...this.metaValue };
     this.db.run("BEGIN IMMEDIATE");
     try {
@@ -258,6 +282,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
 
   /** Set the membership recorded with the data (init-cluster --bootstrap makes a new cluster of it). */
   setMembership(membership: Membership): void {
+    this.ensureBootMark();
     this.setMetaStmt.run("membership", JSON.stringify(membership));
     this.metaValue = { ...this.metaValue, membership };
   }
@@ -270,6 +295,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
 
   /** Record the cluster this store's data belongs to (bootstrap, init-cluster). */
   setClusterId(clusterId: string): void {
+    this.ensureBootMark();
     this.setMetaStmt.run("cluster_id", clusterId);
     this.metaValue = { ...this.metaValue, clusterId };
   }
@@ -389,6 +415,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         const r = this.run(only.sql, only.params);
         return { kind: "execute", ok: true, results: [{ rowsAffected: r.changes, lastInsertId: r.lastInsertId }] };
       } catch (e) {
+        throwIfEnvironmental(e);
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
         return { kind: "execute", ok: false, statementIndex: 0, message: errorMessage(e) };
       }
@@ -402,6 +429,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         const r = this.run(s.sql, s.params);
         results.push({ rowsAffected: r.changes, lastInsertId: r.lastInsertId });
       } catch (e) {
+        throwIfEnvironmental(e);
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
         this.db.run("ROLLBACK TO entry");
         this.db.run("RELEASE entry");
@@ -498,6 +526,17 @@ const unwritableCodes = new Set([
   "ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO",
   "SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_IOERR",
 ]);
+
+/**
+ * A statement that failed because of this machine (a full disk, an I/O error), not because
+ * of the statement: it must not become the entry's result, which every replica must compute
+ * alike. It fails the whole apply instead (rolled back), for the node to retry or stop.
+ */
+function throwIfEnvironmental(e: unknown): void {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code === "string" && (code === "SQLITE_FULL" || code.startsWith("SQLITE_IOERR"))) throw e;
+  if (e instanceof Error && /database or disk is full|disk I\/O error/.test(e.message)) throw e;
+}
 
 /** The disk or the permissions refused a write: a storage failure, not a damaged store. */
 function isUnwritable(e: unknown): boolean {

@@ -1,0 +1,152 @@
+// A full disk is a state, not a crash: the compiled binary on a data directory that lives on a
+// small tmpfs (mounted here, so these tests run as root and are skipped otherwise). The node
+// refuses writes with 507 DISK_FULL, keeps answering reads and /health, starts on a full disk,
+// and resumes writing by itself once space is freed, with every acknowledged write kept.
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { describe, expect } from "bun:test";
+import { renderConfigToml } from "../../src/config/index.ts";
+import {
+  executeRaw, getJson, metric, procTest, queryRaw, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup, waitFor,
+  type ProcEnv,
+} from "../lib/proc.ts";
+
+useProcessCleanup();
+useCompiledBinary();
+
+const canMount = process.getuid?.() === 0;
+const MIB = 1024 * 1024;
+
+/** A tmpfs of `sizeMb` under the env's dir, unmounted when `fn` ends. */
+async function withTmpfs(env: ProcEnv, sizeMb: number, fn: (mountDir: string) => Promise<void>): Promise<void> {
+  const mountDir = join(env.dir, "disk");
+  fs.mkdirSync(mountDir);
+  const mounted = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", `size=${sizeMb}m`, "tmpfs", mountDir]);
+  if (mounted.exitCode !== 0) throw new Error(`mount failed: ${mounted.stderr.toString()}`);
+  try {
+    await fn(mountDir);
+  } finally {
+    for (const node of env.nodes) await node.kill9();
+    Bun.spawnSync(["umount", "-l", mountDir]);
+  }
+}
+
+function freeBytes(dir: string): number {
+  const s = fs.statfsSync(dir);
+  return Number(s.bavail) * Number(s.bsize);
+}
+
+/** Fill the file system of `dir` with `path` until `leaveBytes` (rounded to pages) are free. */
+function fillTo(dir: string, path: string, leaveBytes: number): void {
+  const fd = fs.openSync(path, "a");
+  try {
+    const chunk = new Uint8Array(64 * 1024);
+    for (;;) {
+      const free = freeBytes(dir);
+      if (free <= leaveBytes) break;
+      const n = Math.min(chunk.length, Math.max(4096, free - leaveBytes));
+      try {
+        fs.writeSync(fd, chunk, 0, n);
+      } catch {
+        break; // ENOSPC: full
+      }
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+async function count(clientUrl: string, consistency: "linearizable" | "stale" = "linearizable"): Promise<number> {
+  const r = await queryRaw(clientUrl, "SELECT count(*) FROM t", [], consistency);
+  expect(r.status).toBe(200);
+  return Number(r.body?.rows[0]?.[0]);
+}
+
+describe.skipIf(!canMount)("a full disk (data directory on a small tmpfs)", () => {
+  procTest("a node whose disk fills up answers writes 507 DISK_FULL, serves reads, starts again while full, and resumes once space is freed; no acknowledged write is lost", async (env) => {
+    await withTmpfs(env, 24, async (disk) => {
+      const dataDir = join(disk, "node1");
+      const node = env.node(await singleNodeConfig(env.dir, { dataDir, wal: { segmentSizeBytes: 1 * MIB } }));
+      await node.start();
+      const spare = join(disk, "spare-space");
+      fs.writeFileSync(spare, new Uint8Array(6 * MIB));
+      expect((await executeRaw(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"])).status).toBe(200);
+
+      let acknowledged = 0;
+      let refusal: Awaited<ReturnType<typeof executeRaw>> | null = null;
+      const value = "x".repeat(60_000);
+      for (let i = 0; i < 1000 && refusal === null; i++) {
+        const r = await executeRaw(node.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: [value] }]);
+        if (r.status === 200) acknowledged++;
+        else refusal = r;
+      }
+      expect(refusal).not.toBeNull();
+      expect(refusal?.status).toBe(507);
+      expect(refusal?.body?.error.code).toBe("DISK_FULL");
+      expect(refusal?.body?.error.message).toContain(dataDir);
+      expect(refusal?.body?.error.message).toMatch(/\d+ bytes free/);
+      expect(node.running).toBe(true);
+
+      const health = await getJson<{ status: string; disk: string }>(`${node.clientUrl}/health`);
+      expect(health.disk).toBe("full");
+      expect(health.status).toBe("degraded");
+      expect(await metric(node.adminUrl, "tensor_chain_disk_full")).toBe(1);
+      expect(await count(node.clientUrl)).toBe(acknowledged);
+
+      // Completely full now, and restarted: it starts, serves reads, refuses writes.
+      await node.kill9();
+      fillTo(disk, join(disk, "filler"), 0);
+      await node.start();
+      expect(await count(node.clientUrl)).toBe(acknowledged);
+      const whileFull = await executeRaw(node.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["after"] }]);
+      expect(whileFull.status).toBe(507);
+      expect((await getJson<{ disk: string }>(`${node.clientUrl}/health`)).disk).toBe("full");
+
+      fs.rmSync(join(disk, "filler"));
+      fs.rmSync(spare);
+      await waitFor("writes to resume once space is freed", async () => (await executeRaw(node.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["after"] }])).status === 200);
+      expect(await count(node.clientUrl)).toBe(acknowledged + 1);
+      await waitFor("/health to say the disk is fine", async () => (await getJson<{ disk: string; status: string }>(`${node.clientUrl}/health`)).status === "ok");
+      expect(await metric(node.adminUrl, "tensor_chain_disk_full")).toBe(0);
+      expect(node.log()).not.toContain("fatal");
+    });
+  }, 120_000);
+
+  procTest("a write whose apply finds the disk full waits, is not lost, and is applied once space is freed", async (env) => {
+    await withTmpfs(env, 24, async (disk) => {
+      const dataDir = join(disk, "node1");
+      const node = env.node(await singleNodeConfig(env.dir, { dataDir, wal: { segmentSizeBytes: 1 * MIB } }));
+      await node.start();
+      expect((await executeRaw(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)"])).status).toBe(200);
+      // Just above the reserve (a segment + 4 MiB): the write is admitted, its 8 MiB blob
+      // (made when the entry is applied) does not fit.
+      fillTo(disk, join(disk, "filler"), 5 * MIB + 600 * 1024);
+      const pending = executeRaw(node.clientUrl, ["INSERT INTO t (v) VALUES (randomblob(8388608))"], 60_000);
+      await waitFor("the node to report the full disk", async () => (await getJson<{ disk: string }>(`${node.clientUrl}/health`)).disk === "full");
+      expect(node.running).toBe(true);
+      expect(await count(node.clientUrl, "stale")).toBe(0);
+      fs.rmSync(join(disk, "filler"));
+      const answer = await pending;
+      expect(answer.status).toBe(200);
+      expect(await count(node.clientUrl)).toBe(1);
+      expect(node.log()).toContain("the stalled write went through");
+      expect(node.log()).not.toContain("fatal");
+    });
+  }, 120_000);
+
+  procTest("a WAL segment larger than the free space stops start-up naming wal.segment_size_mb and the bytes free, and leaves no partial file", async (env) => {
+    await withTmpfs(env, 20, async (disk) => {
+      const config = await singleNodeConfig(env.dir, { dataDir: join(disk, "node1"), wal: { segmentSizeBytes: 32 * MIB } });
+      const configPath = join(env.dir, "node1.toml");
+      fs.writeFileSync(configPath, renderConfigToml(config));
+      const r = await runBinary(["serve", "--config", configPath], { cwd: env.dir, deadlineMs: 30_000 });
+      expect(r.exitCode).not.toBe(0);
+      expect(r.stderr).toContain("wal.segment_size_mb = 32");
+      expect(r.stderr).toMatch(/\d+ bytes free/);
+      const leftovers = (fs.readdirSync(join(disk, "node1"), { recursive: true }) as string[]).filter((f) => f.includes(".creating") || f.includes("spare-"));
+      expect(leftovers).toEqual([]);
+      expect(freeBytes(disk)).toBeGreaterThan(12 * MIB);
+    });
+  });
+});

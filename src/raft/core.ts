@@ -29,7 +29,11 @@ import { ReadIndexTracker, type PendingRead } from "./readindex.ts";
 import type { Entry, HardState, Membership, NodeId, Role, SnapshotMeta } from "./types.ts";
 import { emptyMembership, encodeMembership } from "./types.ts";
 
-/** Drop reasons that only a safety violation by some peer can cause; the simulator requires zero. */
+/**
+ * Drop reasons that only a safety violation by some peer can cause, or (heartbeat_commit_beyond_log)
+ * a member whose log was emptied or rebuilt by its operator; the simulator, which never loses
+ * a synced log, requires zero.
+ */
 export const safetyDropReasons: readonly string[] = ["conflict_below_commit", "two_leaders_in_term", "heartbeat_commit_beyond_log"];
 
 const defaultMaxCommittedEntriesPerReady = 4096;

@@ -74,6 +74,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   DISK_FULL: 507,
   APPLY_FAILED: 503,
   SNAPSHOT_FAILED: 503,
+  CHECKPOINT_FAILED: 503,
   STORE_DAMAGED: 503,
   WAL_CORRUPT: 503,
   HARDSTATE_CORRUPT: 503,

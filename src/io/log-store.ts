@@ -20,6 +20,13 @@ export interface HardStateRecord {
   readonly clusterId: string;
 }
 
+/** The store was made durable up to `index` (a checkpoint); recorded with the log's own state. */
+export interface CheckpointRecord {
+  readonly index: number;
+  readonly term: number;
+  readonly clusterId: string;
+}
+
 export interface LogStoreStats {
   /** Files (or units) the log occupies; compaction removes whole units. */
   readonly segmentCount: number;
@@ -46,6 +53,8 @@ export interface LogStore<E extends LogRecord> {
   resetTo(nextIndex: number): void;
   /** Drop the entries at or below `index` that a snapshot covers; returns the units removed. */
   compact(index: number): Promise<number>;
+  /** Record, durably, that the store is durable up to `checkpoint.index` (it vouches for the store at start). */
+  saveCheckpoint(checkpoint: CheckpointRecord): void;
   /** Record, durably, whether this member lost log entries it held (see the node's vote gate). */
   setLostLog(lost: boolean): void;
   stats(): LogStoreStats;

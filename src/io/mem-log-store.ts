@@ -3,7 +3,7 @@
 // unsynced entry torn off (a write that reached the disk only in part is cut on open, as the
 // WAL does with a torn tail); failNextSync() makes the next sync reject, as an fsync error does.
 
-import type { HardStateRecord, LogRecord, LogStore, LogStoreStats } from "./log-store.ts";
+import type { CheckpointRecord, HardStateRecord, LogRecord, LogStore, LogStoreStats } from "./log-store.ts";
 
 export interface MemLogImage<E extends LogRecord> {
   readonly entries: readonly E[];
@@ -11,6 +11,7 @@ export interface MemLogImage<E extends LogRecord> {
   readonly offset: number;
   readonly hardState: HardStateRecord | null;
   readonly lostLog: boolean;
+  readonly checkpoint?: CheckpointRecord | null;
 }
 
 export class MemLogStore<E extends LogRecord> implements LogStore<E> {
@@ -20,6 +21,7 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
   private durableCount: number;
   private hardState: HardStateRecord | null;
   private lostLog: boolean;
+  private checkpoint: CheckpointRecord | null;
   private failSync: Error | null = null;
   /** Changes when entries are replaced (a reset, a truncated suffix): a sync begun before covers none of the new ones. */
   private generation = 0;
@@ -38,6 +40,7 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
     this.durableCount = this.entries.length;
     this.hardState = image.hardState;
     this.lostLog = image.lostLog;
+    this.checkpoint = image.checkpoint ?? null;
   }
 
   get lastIndex(): number {
@@ -142,13 +145,20 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
     return Promise.resolve(1);
   }
 
+  saveCheckpoint(checkpoint: CheckpointRecord): void {
+    this.checkOpen();
+    this.checkpoint = checkpoint;
+  }
+
   setLostLog(lost: boolean): void {
     this.checkOpen();
     this.lostLog = lost;
   }
 
   stats(): LogStoreStats {
-    return { segmentCount: this.entries.length > 0 ? 1 : 0, sizeBytes: this.entries.length, firstIndex: this.entries.length > 0 ? this.offset + 1 : 0 };
+    let sizeBytes = 0;
+    for (const e of this.entries) sizeBytes += entryBytes(e);
+    return { segmentCount: this.entries.length > 0 ? 1 : 0, sizeBytes, firstIndex: this.entries.length > 0 ? this.offset + 1 : 0 };
   }
 
   close(): void {
@@ -166,10 +176,16 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
    */
   crashImage(): MemLogImage<E> {
     this.closed = true;
-    return { entries: this.entries.slice(0, this.durableCount), offset: this.offset, hardState: this.hardState, lostLog: this.lostLog };
+    return { entries: this.entries.slice(0, this.durableCount), offset: this.offset, hardState: this.hardState, lostLog: this.lostLog, checkpoint: this.checkpoint };
   }
 
   private checkOpen(): void {
     if (this.closed) throw new Error("log store: closed");
   }
+}
+
+/** An entry's size as the WAL would hold it, roughly: its data plus a record's framing. */
+function entryBytes(e: LogRecord): number {
+  const data = (e as { data?: Uint8Array }).data;
+  return 32 + (data?.length ?? 0);
 }

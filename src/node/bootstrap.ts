@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import { encodeMembership, type Entry, type Membership, type SnapshotMeta } from "../raft/types.ts";
-import { markLostLog, snapshotStateFile, writeHardState, type SnapshotEntry, type StoredHardState } from "../storage/index.ts";
+import { markLostLog, snapshotStateFile, writeCheckpoint, writeHardState, type SnapshotEntry, type StoredHardState } from "../storage/index.ts";
 import { createSnapshotImage, encodeCommand, Store } from "../store/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { isPristine, type LoadedState } from "./load.ts";
@@ -29,7 +29,7 @@ export function planStart(s: { multiMember: boolean; walWasEmpty: boolean; wasPr
 }
 
 export function clampCommit(hs: { term: number; vote: string | null; commit: number }, state: LoadedState): { term: number; vote: string | null; commit: number } {
-  const last = state.entries.at(-1)?.index ?? state.snapshot?.index ?? 0;
+  const last = state.entries.at(-1)?.index ?? state.coreBase?.index ?? 0;
   return { ...hs, commit: Math.min(hs.commit, last) };
 }
 
@@ -74,6 +74,7 @@ export async function rebaseOnStore(state: LoadedState, clusterId: string, logge
   state.wal.resetTo(entry.index + 1);
   state.wal.removeSegmentsCoveredBy(entry.index);
   state.snapshot = meta;
+  state.coreBase = meta;
   state.entries = [];
   const hs = state.hardState;
   if (hs.term < meta.term || hs.commit < meta.index) {
@@ -102,6 +103,9 @@ export function forgetLocalState(state: LoadedState, logger: Logger): void {
   if (latest !== null && latest !== undefined) Store.installImage(join(latest.dir, snapshotStateFile), state.paths.storePath);
   state.store = Store.open(state.paths.storePath);
   state.entries = [];
+  state.coreBase = base;
+  state.checkpointIndex = 0;
+  writeCheckpoint(state.paths.raftDir, { index: base?.index ?? 0, term: base?.term ?? 0, clusterId: state.store.meta.clusterId });
   state.wal.resetTo((base?.index ?? 0) + 1);
   state.wal.removeSegmentsCoveredBy(Number.MAX_SAFE_INTEGER);
   state.hardState = { ...state.hardState, commit: base?.index ?? 0 };

@@ -60,6 +60,10 @@ export interface NodeParts {
   readonly hardState: StoredHardState;
   readonly clusterId: string;
   readonly lostLog: boolean;
+  /** The index raft/checkpoint vouches the store durable to (0: none). */
+  readonly checkpointIndex: number;
+  /** Override of when an image is due (the WAL kept since the newest image, in bytes, at least); tests use a small one. */
+  readonly imageLogBytesMin?: number;
   readonly makeTransfer: (hooks: SnapshotTransferHooks, metrics: TransferMetrics) => SnapshotTransfer;
   /** Releases what the node holds outside its io (the data directory's lock). */
   readonly release: () => void;

@@ -11,10 +11,11 @@ import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import type { Entry, HardState, SnapshotMeta } from "../raft/types.ts";
 import {
-  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readHardState, snapshotStateFile,
+  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readCheckpoint, readHardState, snapshotStateFile,
   type DataPaths, type SnapshotEntry, type StoredHardState,
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
+import type { CheckpointRecord } from "../io/index.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 
@@ -24,10 +25,17 @@ export interface LoadedState {
   wal: Wal;
   snapshots: SnapshotStore;
   store: Store;
-  /** The snapshot the log starts after, null when the log starts at index 1. */
+  /** The newest image (snapshot directory), null when there is none. */
   snapshot: SnapshotMeta | null;
-  /** Log entries after the snapshot, contiguous. */
+  /**
+   * Where the Raft core's log starts: the store's applied state when the store holds more
+   * than the newest image (the usual case), else that image; null for an empty node.
+   */
+  coreBase: SnapshotMeta | null;
+  /** Log entries after coreBase, contiguous. */
   entries: Entry[];
+  /** The index raft/checkpoint vouches the store durable to (0 when none). */
+  checkpointIndex: number;
   /** The store's applied index needs a fresh local snapshot before the log can start (set by load). */
   needsSnapshotAt: number | null;
   /** raft/wal/ held no segment at all: on a cluster member, the state to fetch from the leader. */
@@ -94,40 +102,46 @@ function ownerOf(dir: string): string {
 export async function loadState(paths: DataPaths, config: Config, logger: Logger): Promise<LoadedState> {
   const savedHardState = readHardState(paths.hardStatePath);
   let hardState = savedHardState ?? initialHardState;
+  const checkpoint = readCheckpoint(paths.raftDir);
   const snapshots = new SnapshotStore(paths.snapshotsDir);
   snapshots.prune(Number.MAX_SAFE_INTEGER); // only clears temp directories left by a crash
   const latest = await snapshots.latestValid((entry, reason) =>
     logger.warn("recovery: ignoring a damaged snapshot", { dir: entry.dir, reason }),
   );
 
+  const store = openOrRebuildStore(paths, latest, logger, { hardState: savedHardState, checkpoint });
+  const applied = store.meta.appliedIndex;
   const walWasEmpty = listSegments(paths.walDir).length === 0;
-  logger.info("recovery: replaying the WAL", { dir: paths.walDir });
+  logger.info("recovery: replaying the WAL", { dir: paths.walDir, after: applied });
+  // Only the entries after what the store holds are read into memory: the WAL is kept back
+  // to the newest image, which may lie far behind the store.
   const { wal, entries: walEntries, truncatedBytes } = Wal.open(paths.walDir, {
     segmentSizeBytes: config.wal.segmentSizeBytes,
     logger,
+    keepEntriesAfter: applied,
   });
   if (truncatedBytes > 0) logger.warn("recovery: the WAL ended in a torn write, which was cut", { bytes: truncatedBytes });
 
-  const store = openOrRebuildStore(paths, latest, logger);
   const snapshotMeta: SnapshotMeta | null = latest?.meta === null || latest === null
     ? null
     : { index: latest.meta.index, term: latest.meta.term, membership: latest.meta.membership };
   const snapshotIndex = snapshotMeta?.index ?? 0;
-  const entries = walEntries.filter((e) => e.index > snapshotIndex);
-  const firstIndex = entries[0]?.index ?? snapshotIndex + 1;
-  const lastIndex = entries.at(-1)?.index ?? snapshotIndex;
-  const applied = store.meta.appliedIndex;
+  // The core's log starts after what the store holds (openOrRebuildStore leaves it at or past
+  // the newest image): the store stands in for the log before it.
+  const coreBase: SnapshotMeta | null = applied > snapshotIndex
+    ? { index: applied, term: store.meta.appliedTerm, membership: store.meta.membership }
+    : snapshotMeta;
+  const baseIndex = coreBase?.index ?? 0;
+  const entries = walEntries.filter((e) => e.index > baseIndex);
+  const firstIndex = entries[0]?.index ?? baseIndex + 1;
+  const lastIndex = Math.max(wal.lastIndex, entries.at(-1)?.index ?? 0);
 
-  // The log must continue from the snapshot; the store may bridge a gap because everything
-  // it holds is committed, in which case a local snapshot of it is taken before starting.
+  // The log must continue from what the store holds; a gap after it cannot be bridged.
   let needsSnapshotAt: number | null = null;
-  if (firstIndex > snapshotIndex + 1) {
-    if (applied < firstIndex - 1) {
-      throw new SvcError("LOG_GAP", `the WAL starts at entry ${firstIndex} but the newest snapshot ends at ${snapshotIndex} and the store at ${applied}: entries in between are missing`, {
-        hint: "restore the missing WAL segments or snapshot, or remove the contents of raft/ and store/ to rebuild this node from the leader",
-      });
-    }
-    needsSnapshotAt = applied;
+  if (firstIndex > baseIndex + 1) {
+    throw new SvcError("LOG_GAP", `the WAL starts at entry ${firstIndex} but the newest snapshot ends at ${snapshotIndex} and the store at ${applied}: entries in between are missing`, {
+      hint: "restore the missing WAL segments or snapshot, or remove the contents of raft/ and store/ to rebuild this node from the leader",
+    });
   }
   if (applied > lastIndex) {
     // The WAL was cleared (or lost its tail) while the store kept what it had applied.
@@ -135,7 +149,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     needsSnapshotAt = applied;
   }
   logger.info("recovery: loaded", {
-    snapshotIndex, walFirstIndex: entries[0]?.index ?? 0, walLastIndex: lastIndex, applied, term: hardState.term, commit: hardState.commit,
+    snapshotIndex, checkpointIndex: checkpoint?.index ?? 0, walFirstIndex: entries[0]?.index ?? 0, walLastIndex: lastIndex, applied, term: hardState.term, commit: hardState.commit,
   });
   if (savedHardState === null && entries.length > 0) {
     // A crash during a cluster's bootstrap, between its first entries and the hard state:
@@ -145,14 +159,39 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     logger.warn("recovery: raft/hardstate is missing; resuming in the term of the log", { term });
     hardState = { term, vote: null, commit: 0, clusterId: store.meta.clusterId };
   }
-  return { paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, entries, needsSnapshotAt, walWasEmpty };
+  return {
+    paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, coreBase, entries, needsSnapshotAt, walWasEmpty,
+    checkpointIndex: checkpoint !== null && checkpoint.index <= applied ? checkpoint.index : 0,
+  };
 }
 
-function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logger: Logger): Store {
+/** What raft/ says of the store: a store it does not vouch for is not this log's, and is rebuilt. */
+interface StoreVouchers {
+  hardState: StoredHardState | null;
+  checkpoint: CheckpointRecord | null;
+}
+
+function unvouchedReason(meta: { appliedIndex: number; clusterId: string }, v: StoreVouchers): string | null {
+  if (v.hardState === null && meta.appliedIndex > 0) return "raft/hardstate is missing (raft/ was cleared), so nothing says this store belongs to this node's log";
+  const raftCluster = v.hardState?.clusterId ?? "";
+  if (raftCluster !== "" && meta.clusterId !== "" && raftCluster !== meta.clusterId) return `the store belongs to cluster ${meta.clusterId}, raft/ to ${raftCluster}`;
+  const cp = v.checkpoint;
+  if (cp !== null && cp.clusterId === meta.clusterId && meta.appliedIndex < cp.index) return `the store is at index ${meta.appliedIndex}, behind its checkpoint at ${cp.index}: it lost writes that were durable`;
+  return null;
+}
+
+function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logger: Logger, vouchers: StoreVouchers): Store {
   const snapshotIndex = latest?.meta?.index ?? 0;
   if (fs.existsSync(paths.storePath)) {
     try {
       const store = Store.open(paths.storePath);
+      const unvouched = unvouchedReason(store.meta, vouchers);
+      if (unvouched !== null) {
+        logger.warn("recovery: the store is not vouched for by raft/ state; rebuilding it from the snapshot and the WAL", { reason: unvouched });
+        store.close({ discard: true });
+        Store.remove(paths.storePath);
+        return installLatest(paths, latest, logger);
+      }
       if (store.meta.appliedIndex >= snapshotIndex) return store;
       logger.warn("recovery: the store is behind the newest snapshot; installing the snapshot", {
         applied: store.meta.appliedIndex, snapshotIndex,
@@ -167,8 +206,13 @@ function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logg
   } else {
     logger.info("recovery: the store is missing; rebuilding it from the snapshot and the WAL");
   }
+  return installLatest(paths, latest, logger);
+}
+
+/** A store made from the newest image (empty without one); the WAL replays on top. */
+function installLatest(paths: DataPaths, latest: SnapshotEntry | null, logger: Logger): Store {
   if (latest !== null) {
-    logger.info("recovery: installing snapshot into the store", { dir: latest.dir, index: snapshotIndex });
+    logger.info("recovery: installing snapshot into the store", { dir: latest.dir, index: latest.meta?.index ?? latest.index });
     Store.installImage(join(latest.dir, snapshotStateFile), paths.storePath);
   }
   return Store.open(paths.storePath);

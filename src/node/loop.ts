@@ -311,6 +311,7 @@ export class EffectLoop {
     ctx.io.log.resetTo(meta.index + 1);
     void ctx.io.log.compact(meta.index).catch((e: unknown) => ctx.logger.warn("could not remove WAL segments a snapshot covers", { error: errorMessage(e) }));
     ctx.snapshotIndex = Math.max(ctx.snapshotIndex, meta.index);
+    this.snapshots.installed(meta.index);
     this.snapshots.pruneAfterInstall();
     this.catchUpTarget = Math.max(this.catchUpTarget, meta.index);
     ctx.transition("snapshot_installed");
@@ -448,10 +449,15 @@ export class EffectLoop {
           ctx.core.reportSnapshot(m.to, false);
           continue;
         }
-        transfer.send(m).catch((e: unknown) => {
-          ctx.logger.error("cannot send snapshot", { peer: m.to, error: errorMessage(e) });
-          ctx.core.reportSnapshot(m.to, false);
-        });
+        // The core names the point its in-memory log starts after; the follower is sent the
+        // newest image at or past it (made now when there is none: see snapshot-policy.ts).
+        this.snapshots.imageAtLeast(m.snapshot.index)
+          .then((snapshot) => transfer.send({ ...m, snapshot }))
+          .catch((e: unknown) => {
+            ctx.logger.error("cannot send snapshot", { peer: m.to, error: errorMessage(e) });
+            ctx.core.reportSnapshot(m.to, false);
+            this.schedule();
+          });
         continue;
       }
       if (!ctx.io.network.send(m.to, MessageType.raft, encodeMessage(m)) && m.type === "append") ctx.core.reportUnreachable(m.to);

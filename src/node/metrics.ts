@@ -25,6 +25,9 @@ export interface NodeMetrics {
   readIndexRounds: Counter;
   peerMessagesDropped: Counter;
   recoveryTransitions: Counter;
+  checkpointsTotal: Counter;
+  checkpointFailuresTotal: Counter;
+  checkpointDuration: Histogram;
   transfer: TransferMetrics;
 }
 
@@ -39,6 +42,7 @@ export interface NodeGaugeSource {
   roleCode(): number;
   recoveryStateCode(): number;
   snapshotIndex(): number;
+  checkpointIndex(): number;
   lastLogIndex(): number;
   walSegments(): number;
   walSizeBytes(): number;
@@ -61,6 +65,7 @@ export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
     "Recovery flow state: 0 starting, 1 replaying_wal, 2 requesting_snapshot, 3 installing_snapshot, 4 replaying_after_snapshot, 5 joining, 6 healthy",
     () => source.recoveryStateCode());
   r.gaugeFn("tensor_chain_last_log_index", "Index of the last entry in this node's log", () => source.lastLogIndex());
+  r.gaugeFn("tensor_chain_checkpoint_index", "Applied index up to which the store is durable (the newest checkpoint)", () => source.checkpointIndex());
   r.gaugeFn("tensor_chain_snapshot_index", "Log index covered by the newest snapshot", () => source.snapshotIndex());
   r.gaugeFn("tensor_chain_wal_segments", "WAL segment files on disk", () => source.walSegments());
   r.gaugeFn("tensor_chain_wal_size_bytes", "Total size of the WAL segment files", () => source.walSizeBytes());
@@ -104,6 +109,9 @@ export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
     snapshotLastCompletedTimestamp: r.gauge("tensor_chain_snapshot_last_completed_timestamp_seconds", "Unix time the newest snapshot completed"),
     snapshotSizeBytes: r.gauge("tensor_chain_snapshot_size_bytes", "Size of the newest snapshot's state.db"),
     readIndexRounds: r.counter("tensor_chain_read_index_rounds_total", "ReadIndex rounds (each serves a batch of linearizable reads)"),
+    checkpointsTotal: r.counter("tensor_chain_checkpoints_total", "Checkpoints completed: the store made durable up to an applied index (every snapshot_interval entries)"),
+    checkpointFailuresTotal: r.counter("tensor_chain_checkpoint_failures_total", "Checkpoints that failed (retried later)"),
+    checkpointDuration: r.histogram("tensor_chain_checkpoint_duration_seconds", "Time to make the store durable at a checkpoint", exponentialBuckets(0.001, 2, 14)),
     recoveryTransitions: r.counter("tensor_chain_recovery_transitions_total", "Transitions of the recovery flow (SPEC §3.1), by state left and state entered", ["from", "to"]),
     peerMessagesDropped: r.counter("tensor_chain_peer_messages_dropped_total", "Peer messages dropped before the Raft core, by reason", ["reason"]),
     transfer: {

@@ -68,6 +68,7 @@ export class SvcNode {
   /** Build a node from its parts and start its loop. */
   static create(parts: NodeParts): SvcNode {
     let ctx: NodeContext | null = null;
+    let policy: SnapshotPolicy | null = null;
     const live = (): NodeContext => {
       assert(ctx !== null, "metrics are read only after the node is built");
       return ctx;
@@ -84,6 +85,7 @@ export class SvcNode {
       roleCode: () => ["follower", "pre_candidate", "candidate", "leader"].indexOf(live().core.status().role),
       recoveryStateCode: () => recoveryStateCode(live().recovery),
       snapshotIndex: () => live().snapshotIndex,
+      checkpointIndex: () => policy?.checkpointIndex ?? parts.checkpointIndex,
       lastLogIndex: () => live().core.status().lastIndex,
       walSegments: () => live().io.log.stats().segmentCount,
       walSizeBytes: () => live().io.log.stats().sizeBytes,
@@ -93,7 +95,7 @@ export class SvcNode {
     });
     ctx = new NodeContext(parts.config, parts.logger, parts.io, parts.core, metrics, parts.store, parts.hardState, parts.clusterId);
     ctx.lostLog = parts.lostLog;
-    const policy = new SnapshotPolicy(ctx);
+    policy = new SnapshotPolicy(ctx, parts.checkpointIndex, parts.imageLogBytesMin);
     const loop = new EffectLoop(ctx, policy);
     const c = ctx;
     const transfer = parts.makeTransfer({
@@ -164,6 +166,10 @@ export class SvcNode {
       appliedIndex: ctx.store.meta.appliedIndex,
       lastLogIndex: raft.lastIndex,
       snapshotIndex: ctx.snapshotIndex,
+      /** The store is durable up to here (the newest checkpoint). */
+      checkpointIndex: this.snapshots.checkpointIndex,
+      /** The Raft log in memory starts after this index; older entries are only in the WAL and the store. */
+      memoryLogStartIndex: raft.snapshotIndex,
       membership: raft.membership,
       writesPaused: ctx.store.meta.writesPaused,
     };

@@ -1,13 +1,26 @@
-// When the node snapshots, and what a snapshot does once taken: compact the Raft log and the
-// log store behind it, prune old snapshots, and collect the garbage the dropped log leaves.
+// How the node keeps its log and store in bounds. Three rules, each for one purpose:
 //
-// Automatic snapshots copy the whole store, so under a high write rate snapshot_interval
-// alone would keep one running all the time. After each, the next automatic one waits
-// `idleFactor` times as long as it took: at most a tenth of the time goes to them (each
-// copies the whole store, and that I/O delays the log's syncs). POST /admin/snapshot is not
-// held back.
+//   checkpoint  every snapshot_interval applied entries, exactly: the store is made durable
+//               up to an applied index (its SQLite WAL copied into the file and both synced,
+//               off the applying thread) and the index is recorded in raft/checkpoint. Costs
+//               what changed. A restart replays only the WAL after the store's applied index.
+//   compaction  the Raft core holds the log in memory only back to a point: at every
+//               checkpoint, and whenever the entries applied since the last compaction pass
+//               a byte budget (a sixty-fourth of max_memory_mb, at most 16 MiB), whether or
+//               not a checkpoint came. The entries stay in the WAL on disk.
+//   image       a full copy of the store (a snapshot directory), made rarely: when the WAL
+//               kept since the newest image reaches the store's size (at least 64 MiB), on
+//               POST /admin/snapshot, and for a follower that needs entries the leader no
+//               longer holds in memory. WAL segments go only once an image covers them, so a
+//               cleared or damaged store can always be rebuilt from the newest image and the
+//               WAL kept after it.
+//
+// So the leader keeps in memory at most the budget's worth of entries a lagging follower
+// may need; a follower further behind is sent an image (made for it when the newest one
+// is older than what the leader holds), then the entries after it.
 
-import type { Entry } from "../raft/index.ts";
+import type { Entry, Membership, SnapshotMeta } from "../raft/index.ts";
+import type { SnapshotRecord } from "../io/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { NodeContext } from "./context.ts";
 
@@ -20,15 +33,16 @@ export interface SnapshotOutcome {
   durationMs: number;
 }
 
-/** Snapshots the node keeps itself; older ones go (the cleanup job also removes by age). */
+/** Images the node keeps itself; older ones go (the cleanup job also removes by age). */
 export const snapshotsRetainedCount = 3;
-const idleFactor = 10;
-/** A failing snapshot (a full disk, say) is retried, but not on every write. */
+/** An image is due once the WAL kept since the newest one reaches the store's size, and at least this. */
+export const imageLogBytesMinDefault = 64 * 1024 * 1024;
+/** A failing image or checkpoint (a full disk, say) is retried, but not on every write. */
 const retryAfterFailureMs = 10_000;
 const largeCompactionBytes = 16 * 1024 * 1024;
 const idleTicksBeforeCollect = 5;
 
-/** What the node had applied and snapshotted when last seen; equal twice in a row = idle. */
+/** What the node had applied and imaged when last seen; equal twice in a row = idle. */
 interface Progress {
   readonly appliedIndex: number;
   readonly snapshotIndex: number;
@@ -36,60 +50,92 @@ interface Progress {
 
 export class SnapshotPolicy {
   private inFlight: Promise<SnapshotOutcome> | null = null;
-  private nextAutoAtMs = 0;
-  /** Bytes of entry data applied since the newest snapshot began. */
-  private logBytesSinceSnapshot = 0;
+  private checkpointInFlight = false;
+  /** The applied index the last checkpoint began at (the next is due snapshot_interval after it). */
+  private checkpointStartedAt: number;
+  /** Durable up to here (raft/checkpoint). */
+  private checkpointIndexValue: number;
+  private nextImageAtMs = 0;
+  private nextCheckpointAtMs = 0;
+  /** Bytes of entry data applied since the core's in-memory log was last compacted. */
+  private logBytesInMemory = 0;
   private lastSeen: Progress | null = null;
   private idleTicks = 0;
   private collectedAt: Progress | null = null;
+  /** Counts installs of snapshots from the leader: a checkpoint that began before one is stale. */
+  private installs = 0;
 
-  constructor(private readonly ctx: NodeContext) {}
+  constructor(private readonly ctx: NodeContext, checkpointIndex: number, private readonly imageLogBytesMin = imageLogBytesMinDefault) {
+    this.checkpointIndexValue = checkpointIndex;
+    this.checkpointStartedAt = Math.max(checkpointIndex, ctx.store.meta.appliedIndex);
+  }
 
   get inProgress(): boolean {
     return this.inFlight !== null;
   }
 
-  /** Entries were applied: they count toward the log the next snapshot drops. */
-  applied(entries: readonly Entry[]): void {
-    for (const e of entries) this.logBytesSinceSnapshot += e.data.length;
+  get checkpointIndex(): number {
+    return this.checkpointIndexValue;
   }
 
-  /** Take a snapshot now (or join the one in progress). */
+  /** Entries were applied: they count toward the in-memory log's budget. */
+  applied(entries: readonly Entry[]): void {
+    for (const e of entries) this.logBytesInMemory += e.data.length;
+  }
+
+  /** An image (POST /admin/snapshot, a backup): take one now, or join the one in progress. */
   take(): Promise<SnapshotOutcome> {
     this.ctx.checkServing();
-    this.inFlight ??= this.snapshotNow().finally(() => {
+    this.inFlight ??= this.imageNow().finally(() => {
       this.inFlight = null;
     });
     return this.inFlight;
   }
 
-  /** Wait for a snapshot in progress to end (stop). */
+  /**
+   * The image to send a follower that needs entries from `index` on: the newest image when it
+   * covers that far, else one made now (the store has applied at least as far).
+   */
+  async imageAtLeast(index: number): Promise<SnapshotMeta> {
+    let record = this.ctx.io.snapshots.latest();
+    if (record === null || record.index < index) {
+      await this.take();
+      record = this.ctx.io.snapshots.latest();
+    }
+    if (record === null || record.index < index) {
+      throw new SvcError("SNAPSHOT_FAILED", `no image covers index ${index} (the newest ends at ${record?.index ?? 0})`);
+    }
+    return { index: record.index, term: record.term, membership: record.membership };
+  }
+
+  /** Wait for an image in progress to end (stop). */
   async settle(): Promise<void> {
     if (this.inFlight !== null) await this.inFlight.catch(() => undefined);
   }
 
-  /**
-   * Checked after applying and on every tick (a paced snapshot may come due while idle).
-   * Due after snapshot_interval entries, or sooner when the entries since the last snapshot,
-   * which the log holds in memory until a snapshot lets it drop them, pass a byte budget
-   * (a sixty-fourth of max_memory_mb, at most 16 MiB: the process holds about three times
-   * what the log does, counting what the allocator keeps); at twice that budget memory wins
-   * over the pacing.
-   */
+  /** A snapshot from the leader replaced the store: checkpoints start over from it. */
+  installed(index: number): void {
+    this.installs++;
+    this.checkpointStartedAt = Math.max(this.checkpointStartedAt, index);
+    this.logBytesInMemory = 0;
+  }
+
+  /** Checked after applying and on every tick. */
   maybeAuto(): void {
     const { ctx } = this;
-    if (this.inFlight !== null || ctx.recovery !== "healthy" || ctx.fatalError !== null || ctx.stopped) return;
-    const budgetBytes = Math.min(16 * 1024 * 1024, ctx.config.maxMemoryBytes / 64);
-    const dueByCount = ctx.store.meta.appliedIndex - ctx.snapshotIndex >= ctx.config.snapshotIntervalEntries;
-    const dueByBytes = this.logBytesSinceSnapshot >= budgetBytes;
-    const paced = ctx.clock.monotonicMs() >= this.nextAutoAtMs || this.logBytesSinceSnapshot >= 2 * budgetBytes;
-    if ((dueByCount || dueByBytes) && paced) this.take().catch(() => undefined);
+    if (ctx.fatalError !== null || ctx.stopped) return;
+    const now = ctx.clock.monotonicMs();
+    const applied = ctx.store.meta.appliedIndex;
+    if (!this.checkpointInFlight && applied - this.checkpointStartedAt >= ctx.config.snapshotIntervalEntries && now >= this.nextCheckpointAtMs) {
+      void this.checkpointNow();
+    }
+    if (this.logBytesInMemory >= this.memoryBudgetBytes()) this.compactInMemory();
+    if (this.inFlight === null && ctx.recovery === "healthy" && now >= this.nextImageAtMs && this.imageDue()) this.take().catch(() => undefined);
   }
 
   /**
    * Once writes stop for a moment, collect the garbage their bodies and entries left: the
    * engine otherwise keeps it, and the process holds hundreds of megabytes it no longer uses.
-   * A snapshot that ends after that drops the log it covers: it is collected the same way.
    */
   collectWhenIdle(): void {
     if (this.inFlight !== null) {
@@ -110,38 +156,89 @@ export class SnapshotPolicy {
     }
   }
 
-  /** After a snapshot from the leader was installed: keep only the newest few. */
+  /** After an image from the leader was installed: keep only the newest few. */
   pruneAfterInstall(): void {
     void this.ctx.io.snapshots.prune(snapshotsRetainedCount).catch((e: unknown) => {
       this.ctx.logger.warn("could not remove old snapshots", { error: errorMessage(e) });
     });
   }
 
-  private async snapshotNow(): Promise<SnapshotOutcome> {
+  private memoryBudgetBytes(): number {
+    return Math.min(16 * 1024 * 1024, this.ctx.config.maxMemoryBytes / 64);
+  }
+
+  /** An image is due when the WAL kept since the newest one reaches the store's size. */
+  private imageDue(): boolean {
+    const { ctx } = this;
+    const walBytes = ctx.io.log.stats().sizeBytes;
+    return walBytes >= Math.max(this.imageLogBytesMin, ctx.store.sizeBytes());
+  }
+
+  /** Drop the applied log from the core's memory; the WAL keeps it on disk. */
+  private compactInMemory(): void {
+    const { ctx } = this;
+    const meta = ctx.store.meta;
+    this.compactCoreTo({ index: meta.appliedIndex, term: meta.appliedTerm, membership: meta.membership });
+  }
+
+  private compactCoreTo(meta: SnapshotMeta): void {
+    const { ctx } = this;
+    if (ctx.stopped || meta.index <= ctx.core.status().snapshotIndex) return;
+    ctx.core.compact(meta);
+    const dropped = this.logBytesInMemory;
+    this.logBytesInMemory = 0;
+    // A compaction that dropped a large log leaves that much garbage: collect it now, while
+    // it is known to be there, instead of letting the process grow until the next cycle.
+    if (dropped >= largeCompactionBytes) ctx.io.collectGarbage(false);
+  }
+
+  private async checkpointNow(): Promise<void> {
+    const { ctx } = this;
+    this.checkpointInFlight = true;
+    const startedMs = ctx.clock.monotonicMs();
+    const installsAtStart = this.installs;
+    this.checkpointStartedAt = ctx.store.meta.appliedIndex;
+    try {
+      const done = await ctx.store.checkpointDurably();
+      // A snapshot installed meanwhile replaced the store this checkpoint read.
+      if (this.installs !== installsAtStart || ctx.stopped) return;
+      if (done.appliedIndex > this.checkpointIndexValue) {
+        ctx.io.log.saveCheckpoint({ index: done.appliedIndex, term: done.appliedTerm, clusterId: ctx.clusterId });
+        this.checkpointIndexValue = done.appliedIndex;
+      }
+      this.compactCoreTo({ index: done.appliedIndex, term: done.appliedTerm, membership: done.membership as Membership });
+      const durationMs = ctx.clock.monotonicMs() - startedMs;
+      ctx.metrics.checkpointsTotal.inc();
+      ctx.metrics.checkpointDuration.observe(durationMs / 1000);
+      ctx.logger.debug("checkpoint", { index: done.appliedIndex, durationMs: Math.round(durationMs) });
+    } catch (e) {
+      this.nextCheckpointAtMs = ctx.clock.monotonicMs() + retryAfterFailureMs;
+      ctx.metrics.checkpointFailuresTotal.inc();
+      ctx.logger.error("checkpoint failed; retried later", { error: errorMessage(e) });
+    } finally {
+      this.checkpointInFlight = false;
+    }
+  }
+
+  private async imageNow(): Promise<SnapshotOutcome> {
     const { ctx } = this;
     const startedMs = ctx.clock.monotonicMs();
     ctx.metrics.snapshotInProgress.set(1);
-    const bytesAtStart = this.logBytesSinceSnapshot;
     try {
-      const record = await ctx.io.snapshots.take(ctx.store, ctx.clusterId, ctx.snapshotIndex);
+      const record: SnapshotRecord<Membership> | null = await ctx.io.snapshots.take(ctx.store, ctx.clusterId, ctx.snapshotIndex);
       if (record === null) {
         const latest = ctx.io.snapshots.latest();
         return { index: ctx.snapshotIndex, term: latest?.term ?? 0, dir: latest?.location ?? "", sizeBytes: latest?.sizeBytes ?? 0, durationMs: ctx.clock.monotonicMs() - startedMs };
       }
-      // A snapshot installed from the leader meanwhile may already cover more than this one.
-      if (!ctx.stopped && record.index > ctx.core.status().snapshotIndex) {
-        ctx.core.compact({ index: record.index, term: record.term, membership: record.membership });
+      if (!ctx.stopped) {
+        // The image is a rebuild point: the WAL it covers can go, and the core's memory too.
+        this.compactCoreTo({ index: record.index, term: record.term, membership: record.membership });
         const removed = await ctx.io.log.compact(record.index);
         ctx.metrics.walSegmentsRemoved.inc(removed);
         await ctx.io.snapshots.prune(snapshotsRetainedCount);
       }
       ctx.snapshotIndex = Math.max(ctx.snapshotIndex, record.index);
-      this.logBytesSinceSnapshot = Math.max(0, this.logBytesSinceSnapshot - bytesAtStart);
-      // A compaction that dropped a large log leaves that much garbage: collect it now, while
-      // it is known to be there, instead of letting the process grow until the next cycle.
-      if (bytesAtStart >= largeCompactionBytes) ctx.io.collectGarbage(false);
       const durationMs = ctx.clock.monotonicMs() - startedMs;
-      this.nextAutoAtMs = ctx.clock.monotonicMs() + idleFactor * durationMs;
       ctx.metrics.snapshotsTotal.inc();
       ctx.metrics.snapshotDuration.observe(durationMs / 1000);
       ctx.metrics.snapshotLastCompletedTimestamp.set(ctx.clock.nowMs() / 1000);
@@ -149,7 +246,7 @@ export class SnapshotPolicy {
       ctx.logger.info("snapshot taken", { index: record.index, term: record.term, dir: record.location, sizeBytes: record.sizeBytes, durationMs: Math.round(durationMs) });
       return { index: record.index, term: record.term, dir: record.location, sizeBytes: record.sizeBytes, durationMs };
     } catch (e) {
-      this.nextAutoAtMs = ctx.clock.monotonicMs() + retryAfterFailureMs;
+      this.nextImageAtMs = ctx.clock.monotonicMs() + retryAfterFailureMs;
       ctx.metrics.snapshotFailuresTotal.inc();
       ctx.logger.error("snapshot failed", { error: errorMessage(e) });
       throw e instanceof SvcError ? e : new SvcError("SNAPSHOT_FAILED", `snapshot failed: ${errorMessage(e)}`, { cause: e });

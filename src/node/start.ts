@@ -76,7 +76,7 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
       },
       {
         hardState: clampCommit(toHardState(state.hardState), state),
-        snapshot: state.snapshot,
+        snapshot: state.coreBase,
         entries: state.entries,
         appliedIndex: state.store.meta.appliedIndex,
       },
@@ -108,6 +108,7 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
       hardState: state.hardState,
       clusterId,
       lostLog,
+      checkpointIndex: state.checkpointIndex,
       makeTransfer: (hooks, metrics) => fileSnapshotTransfer(network, state.snapshots, paths.storePath, logger.child("snapshot"), metrics, hooks),
       release: () => lock.release(),
       verifyTarget: { paths },

@@ -3,16 +3,17 @@
 // catch up. Segment removals are made durable off the main thread (a directory fsync waits
 // for the file system's journal).
 
-import { existsSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Entry } from "../util/log-data.ts";
-import type { HardStateRecord, LogStore, LogStoreStats } from "../io/log-store.ts";
+import type { CheckpointRecord, HardStateRecord, LogStore, LogStoreStats } from "../io/log-store.ts";
 import { fsyncDir, fsyncPathAsync, writeFileAtomic } from "../io/durable-file.ts";
 import { writeHardState } from "./hardstate.ts";
 import type { DataPaths } from "./paths.ts";
 import type { Wal } from "./wal.ts";
 
 const lostLogFile = "LOST_LOG";
+const checkpointFile = "checkpoint";
 
 export class FileLogStore implements LogStore<Entry> {
   constructor(readonly wal: Wal, private readonly paths: DataPaths) {}
@@ -45,6 +46,10 @@ export class FileLogStore implements LogStore<Entry> {
     const removed = this.wal.removeSegmentsCoveredBy(index, undefined, { syncDir: false });
     if (removed.length > 0) await fsyncPathAsync(this.paths.walDir);
     return removed.length;
+  }
+
+  saveCheckpoint(checkpoint: CheckpointRecord): void {
+    writeCheckpoint(this.paths.raftDir, checkpoint);
   }
 
   setLostLog(lost: boolean): void {
@@ -80,4 +85,24 @@ export function markLostLog(raftDir: string, lost: boolean): void {
 
 export function hasLostLog(raftDir: string): boolean {
   return existsSync(join(raftDir, lostLogFile));
+}
+
+/**
+ * raft/checkpoint: the store was made durable up to this index, in this cluster. It vouches
+ * for the store at start: a store behind it lost durable writes (damaged), and a store with
+ * no checkpoint and no hard state beside it is not this log's (SPEC §4.5 clears raft/).
+ */
+export function writeCheckpoint(raftDir: string, checkpoint: CheckpointRecord): void {
+  writeFileAtomic(join(raftDir, checkpointFile), `${JSON.stringify({ index: checkpoint.index, term: checkpoint.term, clusterId: checkpoint.clusterId })}\n`);
+}
+
+/** The recorded checkpoint, or null when there is none or it cannot be read (then nothing vouches for the store). */
+export function readCheckpoint(raftDir: string): CheckpointRecord | null {
+  try {
+    const parsed = JSON.parse(readFileSync(join(raftDir, checkpointFile), "utf8")) as Partial<CheckpointRecord>;
+    if (typeof parsed.index !== "number" || typeof parsed.term !== "number" || typeof parsed.clusterId !== "string") return null;
+    return { index: parsed.index, term: parsed.term, clusterId: parsed.clusterId };
+  } catch {
+    return null;
+  }
 }

@@ -12,4 +12,4 @@ export { dataPaths, type DataPaths } from "./paths.ts";
 export { repairWal, type RepairReport } from "./repair.ts";
 export { manageBallast, ballastBytes, type BallastOutcome } from "./ballast.ts";
 export type { StorageErrorCode } from "./errors.ts";
-export { FileLogStore, markLostLog, hasLostLog } from "./file-log-store.ts";
+export { FileLogStore, markLostLog, hasLostLog, readCheckpoint, writeCheckpoint } from "./file-log-store.ts";

@@ -24,6 +24,7 @@ import { ensureDir, fsyncDir, writeFully } from "../io/durable-file.ts";
 import { DiskFullError, freeBytes, isDiskFullError } from "../io/disk-space.ts";
 import { nonZeroEndBytes, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
 import { Syncer } from "./syncer.ts";
+import { ReplayLog } from "./_replay.ts";
 
 export interface SegmentInfo {
   readonly seq: number;
@@ -39,6 +40,8 @@ export interface SegmentInfo {
 export interface WalOptions {
   segmentSizeBytes: number;
   logger: Logger;
+  /** Open keeps in memory only the entries after this index (the store holds the rest); default 0. */
+  keepEntriesAfter?: number;
 }
 
 export interface WalOpenResult {
@@ -104,7 +107,7 @@ export class Wal {
       if (name.endsWith(".wal.creating")) fs.rmSync(join(dir, name), { force: true });
     }
     const segments = listSegments(dir);
-    const entries: Entry[] = [];
+    const replay = new ReplayLog(options.keepEntriesAfter ?? 0);
     let truncatedBytes = 0;
     for (let i = 0; i < segments.length; i++) {
       const segment = segments[i];
@@ -130,13 +133,15 @@ export class Wal {
       }
       segment.sizeBytes = scan.dataEndBytes;
       for (const entry of scan.entries) {
-        mergeEntry(entries, entry, segment);
+        replay.add(entry, segment.firstIndex, (what) => new SvcError("WAL_CORRUPT", `WAL segment ${segment.path} ${what}`, {
+          hint: walWayOut,
+          details: { file: segment.path },
+        }));
         segment.maxIndex = Math.max(segment.maxIndex, entry.index);
       }
     }
-    const lastIndex = entries.length === 0 ? 0 : (entries[entries.length - 1]?.index ?? 0);
-    const wal = new Wal(dir, options, segments, lastIndex);
-    return { wal, entries, truncatedBytes };
+    const wal = new Wal(dir, options, segments, replay.lastIndex);
+    return { wal, entries: replay.kept, truncatedBytes };
   }
 
   get lastIndex(): number {
@@ -397,32 +402,6 @@ export class Wal {
   }
 }
 
-function mergeEntry(entries: Entry[], entry: Entry, segment: SegmentInfo): void {
-  const first = entries[0];
-  if (first === undefined) {
-    entries.push(entry);
-    return;
-  }
-  const lastIndex = first.index + entries.length - 1;
-  if (entry.index === lastIndex + 1) {
-    entries.push(entry);
-  } else if (entry.index >= first.index && entry.index <= lastIndex) {
-    // A newer record for an index replaces it and everything after it.
-    entries.length = entry.index - first.index;
-    entries.push(entry);
-  } else if (entry.index < first.index || entry.index === segment.firstIndex) {
-    // The log was started over at this segment (resetTo after a snapshot install, with
-    // the crash coming before the older segments were removed): the older entries are
-    // superseded. The node checks that a snapshot covers whatever precedes the log.
-    entries.length = 0;
-    entries.push(entry);
-  } else {
-    throw new SvcError("WAL_CORRUPT", `WAL segment ${segment.path} jumps from index ${lastIndex} to ${entry.index}`, {
-      hint: walWayOut,
-      details: { file: segment.path },
-    });
-  }
-}
 
 const walWayOut =
   "run `svc admin wal-repair --skip-corrupted` (entries after the damage are lost on this node and fetched again from the leader), " +

@@ -11,4 +11,6 @@ export type StoreErrorCode =
   /** The store file is not a healthy SQLite database, or was open at a crash. */
   | "STORE_DAMAGED"
   /** Taking or sealing a snapshot image failed. */
-  | "SNAPSHOT_FAILED";
+  | "SNAPSHOT_FAILED"
+  /** Making the store durable up to an applied index failed (retried at the next interval). */
+  | "CHECKPOINT_FAILED";

@@ -42,6 +42,64 @@ export async function stageStoreImage(imagePath: string, stagedPath: string): Pr
   });
 }
 
+/** What a checkpoint made durable: the store's applied state when it began. */
+export interface CheckpointResult {
+  appliedIndex: number;
+  appliedTerm: number;
+  membership: Membership;
+}
+
+/**
+ * Checkpoints of one store, on a worker of their own that lives as long as the store: one
+ * runs every snapshot_interval entries, too often to start a thread each time.
+ */
+export class StoreCheckpointer {
+  private worker: Worker | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly storePath: string) {}
+
+  /** Make the store durable up to what it has applied now; resolves with that state. */
+  checkpoint(): Promise<CheckpointResult> {
+    const run = this.queue.then(() => this.request({ kind: "checkpoint", storePath: this.storePath }));
+    this.queue = run.catch(() => undefined);
+    return run.then((reply) => {
+      const image = reply.image;
+      if (image === null) throw new SvcError("CHECKPOINT_FAILED", "the checkpoint worker returned no applied index");
+      return {
+        appliedIndex: image.appliedIndex,
+        appliedTerm: image.appliedTerm,
+        membership: decodeMembership(new TextEncoder().encode(image.membership)) ?? emptyMembership,
+      };
+    });
+  }
+
+  /** End the worker once a checkpoint in progress is done (the store closes). */
+  async close(): Promise<void> {
+    await this.queue;
+    this.worker?.terminate();
+    this.worker = null;
+  }
+
+  private request(request: SnapshotWorkerRequest): Promise<Extract<SnapshotWorkerReply, { ok: true }>> {
+    this.worker ??= new Worker(workerSpecifier(import.meta.url, "store/snapshot-worker.ts"));
+    const worker = this.worker;
+    return new Promise((resolve, reject) => {
+      worker.onmessage = (event: MessageEvent<SnapshotWorkerReply>) => {
+        const reply = event.data;
+        if (reply.ok) resolve(reply);
+        else reject(new SvcError("CHECKPOINT_FAILED", `could not checkpoint the store: ${reply.message}`, { hint: "check free disk space and the kernel log for I/O errors; the store is checkpointed again at the next interval" }));
+      };
+      worker.onerror = (event) => {
+        this.worker?.terminate();
+        this.worker = null;
+        reject(new SvcError("CHECKPOINT_FAILED", `checkpoint worker failed: ${event.message}`));
+      };
+      worker.postMessage(request);
+    });
+  }
+}
+
 /** Make a snapshot image received from the leader durable; its SHA-256. */
 export async function sealReceivedImage(path: string): Promise<string> {
   const reply = await runSnapshotWorker({ kind: "seal", path }, {

@@ -6,6 +6,9 @@
 //   seal:  a snapshot image received whole from the leader.
 //   stage: copy a received snapshot's image to where it waits to become the store, so that
 //          installing it is a rename (see Store.installImage).
+//   checkpoint: make the store durable up to the index it had applied when the job began:
+//          copy its SQLite WAL into the file (wal_checkpoint, which syncs both) and flush
+//          both files. Costs what changed since the last one, not the store's size.
 // The file written is then flushed gradually (see _writeback.ts); images are hashed here,
 // while they are still in the page cache.
 
@@ -21,7 +24,8 @@ declare const self: Worker;
 export type SnapshotWorkerRequest =
   | { kind: "image"; storePath: string; imagePath: string }
   | { kind: "seal"; path: string }
-  | { kind: "stage"; imagePath: string; stagedPath: string };
+  | { kind: "stage"; imagePath: string; stagedPath: string }
+  | { kind: "checkpoint"; storePath: string };
 
 /** What an image's meta table says; null for a sealed file. */
 export interface ImageMetaReply {
@@ -42,6 +46,8 @@ self.onmessage = (event: MessageEvent<SnapshotWorkerRequest>) => {
     if (request.kind === "seal") {
       fsyncGradually(request.path);
       reply = { ok: true, sha256: sha256FileSync(request.path), image: null };
+    } else if (request.kind === "checkpoint") {
+      reply = { ok: true, sha256: null, image: checkpoint(request.storePath) };
     } else if (request.kind === "stage") {
       // Whole and durable under its final name, or not there at all.
       const tmp = `${request.stagedPath}.tmp`;
@@ -67,17 +73,42 @@ self.onmessage = (event: MessageEvent<SnapshotWorkerRequest>) => {
   postMessage(reply);
 };
 
+/** The store's applied state as of the job's start, durable when this returns. */
+function checkpoint(storePath: string): ImageMetaReply {
+  // A connection of its own for each checkpoint: it holds nothing open between them, so the
+  // store can be closed, replaced or removed at any time.
+  const db = new Database(storePath);
+  try {
+    db.run("PRAGMA busy_timeout = 1000");
+    db.run("PRAGMA synchronous = NORMAL");
+    db.run("PRAGMA wal_autocheckpoint = 0");
+    const applied = readMetaOf(db);
+    // PASSIVE never blocks the applying connection. Frames it cannot copy yet (a reader holds
+    // them) stay in the SQLite WAL, which it synced first; the flushes below cover both files.
+    db.run("PRAGMA wal_checkpoint(PASSIVE)");
+    fsyncPath(storePath);
+    if (fs.existsSync(`${storePath}-wal`)) fsyncPath(`${storePath}-wal`);
+    return applied;
+  } finally {
+    db.close();
+  }
+}
+
+function readMetaOf(db: Database): ImageMetaReply {
+  const rows = db.query("SELECT key, value FROM _svc_meta").all() as { key: string; value: unknown }[];
+  const meta = new Map(rows.map((r) => [r.key, r.value]));
+  return {
+    appliedIndex: Number(meta.get("applied_index") ?? 0),
+    appliedTerm: Number(meta.get("applied_term") ?? 0),
+    membership: String(meta.get("membership") ?? '{"voters":[],"learners":[]}'),
+    clusterId: String(meta.get("cluster_id") ?? ""),
+  };
+}
+
 function readImageMeta(imagePath: string): ImageMetaReply {
   const image = new Database(imagePath, { readonly: true });
   try {
-    const rows = image.query("SELECT key, value FROM _svc_meta").all() as { key: string; value: unknown }[];
-    const meta = new Map(rows.map((r) => [r.key, r.value]));
-    return {
-      appliedIndex: Number(meta.get("applied_index") ?? 0),
-      appliedTerm: Number(meta.get("applied_term") ?? 0),
-      membership: String(meta.get("membership") ?? '{"voters":[],"learners":[]}'),
-      clusterId: String(meta.get("cluster_id") ?? ""),
-    };
+    return readMetaOf(image);
   } finally {
     image.close();
   }

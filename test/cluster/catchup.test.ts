@@ -94,15 +94,13 @@ describe("a follower that fell behind catches up", () => {
       await load.untilAcked(100);
       await cluster.kill9(follower);
       const leader = await cluster.waitLeader(cluster.others(follower));
-      const snapshotsBefore = (await fetchMetrics(leader.adminUrl)).get("tensor_chain_snapshots_total") ?? 0;
-      // Writes go on until the leader has taken several automatic snapshots (they are paced by
-      // their own cost, so the number of writes that takes is not fixed): its log no longer
-      // holds what the follower is missing.
-      await waitFor("the leader to take three automatic snapshots", async () => {
+      const checkpointsBefore = (await fetchMetrics(leader.adminUrl)).get("tensor_chain_checkpoints_total") ?? 0;
+      // Writes go on until the leader has checkpointed several times: each drops the log it
+      // covers from the leader's memory, so what the follower is missing is no longer there.
+      await waitFor("the leader to take three checkpoints", async () => {
         await load.untilAcked(load.ackedCount + 100);
-        return ((await fetchMetrics(leader.adminUrl)).get("tensor_chain_snapshots_total") ?? 0) >= snapshotsBefore + 3;
+        return ((await fetchMetrics(leader.adminUrl)).get("tensor_chain_checkpoints_total") ?? 0) >= checkpointsBefore + 3;
       }, { deadlineMs: 30_000, intervalMs: 0 });
-      expect((await fetchMetrics(leader.adminUrl)).get("tensor_chain_snapshot_index") ?? 0).toBeGreaterThan(0);
       follower.spawn();
       await follower.waitHealthy();
       await load.untilAcked(load.ackedCount + 100);
@@ -114,6 +112,9 @@ describe("a follower that fell behind catches up", () => {
     expect(path).toContain("replaying_after_snapshot");
     // The image was copied beside the store while it was received: installing it was a rename.
     expect(follower.lastRunLog()).toContain("recovery: snapshot installed from its staged copy");
+    // The leader made an image for it: checkpoints alone make none.
+    const leaderMetrics = await fetchMetrics((await cluster.waitLeader(cluster.others(follower))).adminUrl);
+    expect(leaderMetrics.get("tensor_chain_snapshots_total") ?? 0).toBeGreaterThanOrEqual(1);
     const fm = await fetchMetrics(follower.adminUrl);
     expect(fm.get(receivedOk) ?? 0).toBeGreaterThanOrEqual(1);
     expect(fm.get("tensor_chain_snapshot_transfer_received_bytes_total") ?? 0).toBeGreaterThan(0);

@@ -136,7 +136,8 @@ describe("node recovery procedures (SPEC §4.6)", () => {
   // where the node loses nothing by the emptied WAL, and must still go the documented way.
   clusterTest("a follower started with an empty WAL directory enters requesting_snapshot, as the recovery flow says", {}, async (cluster) => {
     const { leader, follower, ledger } = await startWithRows(cluster, 100);
-    const snap = await postJson(`${follower.adminUrl}/admin/snapshot?wait=true`, {});
+    // A snapshot of the follower's own (local=true: not forwarded to the leader).
+    const snap = await postJson(`${follower.adminUrl}/admin/snapshot?wait=true&local=true`, {});
     expect(snap.status).toBe(200);
     expect(await follower.stop()).toBe(0);
     emptyDir(join(follower.dataDir, "raft", "wal"));

@@ -23,6 +23,8 @@ export interface NodeSimConfig {
   readonly allBootstrapped: boolean;
   readonly stepsMs: number;
   readonly snapshotIntervalEntries: number;
+  /** When an image is due: the WAL kept since the newest one, in bytes (small, so images come often). */
+  readonly imageLogBytesMin: number;
   readonly lossRate: number;
   readonly duplicateRate: number;
   readonly delayMaxMs: number;
@@ -53,6 +55,7 @@ export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
     allBootstrapped: p.next() < 0.7,
     stepsMs: 2500 + p.nextInt(1500),
     snapshotIntervalEntries: pick([8, 20, 64, 100_000]),
+    imageLogBytesMin: pick([2_000, 20_000, 1 << 30]),
     lossRate: quiet ? 0 : pick([0, 0.01, 0.05]),
     duplicateRate: quiet ? 0 : pick([0, 0.02]),
     delayMaxMs: pick([1, 3, 8]),
@@ -243,6 +246,8 @@ export class NodeSimulation {
       hardState,
       clusterId: hardState.clusterId !== "" ? hardState.clusterId : store.meta.clusterId,
       lostLog: logImage.lostLog,
+      checkpointIndex: 0,
+      imageLogBytesMin: this.config.imageLogBytesMin,
       makeTransfer: (hooks) => {
         m.transferHooks = hooks;
         return this.transferTwin(m);
@@ -317,6 +322,10 @@ export class NodeSimulation {
     m.snapshots = null;
     m.transferHooks = null;
     m.downUntilMs = this.nowMs + downMs;
+    // A stream to a node that went down fails; its sender hears so (the real sender's stall timeout).
+    for (const p of this.packets) {
+      if (p.snapshot !== undefined && p.to === m.id) this.member(p.from)?.transferHooks?.sent(m.id, false);
+    }
     this.packets = this.packets.filter((p) => p.to !== m.id && p.from !== m.id);
     this.note(`${m.id} crashed (durable log up to ${m.disk.log.offset + m.disk.log.entries.length})`);
   }

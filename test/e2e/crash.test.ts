@@ -100,8 +100,9 @@ describe("crash safety of one node (compiled binary)", () => {
 
   procTest("acknowledged writes survive kill -9 while snapshots are taken and WAL segments removed under load", async (env) => {
     const prng = prngFor(env);
-    // Snapshots every 50 entries and 1 MiB segments with 1 KiB rows: segment removal after a
-    // snapshot happens many times during each cycle, so a kill can land in any part of it.
+    // Checkpoints every 50 entries, 1 MiB segments with 1 KiB rows, and images asked for
+    // again and again (POST /admin/snapshot): segment removal after an image happens many
+    // times during each cycle, so a kill can land in any part of it.
     const node = await env.startSingleNode({ snapshotIntervalEntries: 50, wal: { segmentSizeBytes: 1 * MIB } });
     await execute(node.clientUrl, [kvSchema]);
     const ledger = new Ledger(1024);
@@ -282,7 +283,10 @@ function readStoreWithWal(storePath: string): Buffer {
 }
 
 async function waitForRemovedSegment(node: NodeProcess): Promise<void> {
-  await waitFor("a WAL segment to be removed after a snapshot", async () => (await metric(node.adminUrl, "tensor_chain_wal_segments_removed_total")) >= 1, {
-    deadlineMs: 30_000,
-  });
+  await waitFor("a WAL segment to be removed after a snapshot", async () => {
+    if ((await metric(node.adminUrl, "tensor_chain_wal_segments_removed_total")) >= 1) return true;
+    // An image is what lets segments go (checkpoints keep the WAL): ask for one.
+    await fetch(`${node.adminUrl}/admin/snapshot?wait=true`, { method: "POST" }).catch(() => undefined);
+    return false;
+  }, { deadlineMs: 30_000 });
 }

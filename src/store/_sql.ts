@@ -4,6 +4,7 @@
 // count the values a statement binds, so that a request with too few is refused before it.
 
 import { SvcError } from "../util/errors.ts";
+import { connectionStateFunctions } from "./determinism.ts";
 
 export interface SqlShape {
   /** Upper-cased leading keyword of each non-empty statement. */
@@ -158,6 +159,24 @@ const refusedInWrites: Record<string, string> = {
   VACUUM: "VACUUM cannot run inside the batch transaction; snapshots compact the store",
 };
 
+/** Tables that show one node's file or connection, not the replicated data. */
+const nodeLocalTables: Record<string, string> = {
+  dbstat: "dbstat shows the file's pages, which can differ between nodes",
+  sqlite_dbpage: "sqlite_dbpage shows the file's pages, which can differ between nodes",
+  sqlite_stmt: "sqlite_stmt shows one node's connection",
+};
+
+/** Names a write may not use: they read what differs between nodes. */
+function refusedNameInWrite(id: string): string | null {
+  const why = connectionStateFunctions[id] ?? nodeLocalTables[id];
+  if (why !== undefined) return `${id} is not allowed in a write: ${why}`;
+  // Table-valued PRAGMA functions (pragma_database_list names this node's files).
+  if (id.startsWith("pragma_")) return `${id} is not allowed in a write: PRAGMAs read one node's connection and files`;
+  return null;
+}
+
+const createTemp = /^(?:\s|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*create\s+(?:temp|temporary)\b/i;
+
 const readKeywords = new Set(["SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"]);
 const readPragmas = new Set([
   "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list",
@@ -235,6 +254,13 @@ function checkWriteShape(sql: string): StatementShape {
   const keyword = shape.keywords[0] ?? "";
   const why = refusedInWrites[keyword];
   if (why !== undefined) throw sqlError(`${keyword} is not allowed in a write: ${why}`);
+  if (keyword === "CREATE" && createTemp.test(sql)) {
+    throw sqlError("CREATE TEMP is not allowed in a write: TEMP objects live in one node's connection and are never replicated", "create a regular table, view, index or trigger");
+  }
+  for (const id of shape.identifiers) {
+    const refused = refusedNameInWrite(id);
+    if (refused !== null) throw sqlError(refused);
+  }
   return { keyword, parameterCount: shape.parameterCount };
 }
 

@@ -13,7 +13,11 @@ export interface Statement {
 }
 
 export type Command =
-  | { op: "execute"; statements: Statement[] }
+  /**
+   * `checkedIndex`: the batch ran to completion, within the write check's budget, as the entry
+   * at that index on the state before it (WriteChecker); it applies only at that index.
+   */
+  | { op: "execute"; statements: Statement[]; checkedIndex?: number }
   | { op: "pause_writes" }
   | { op: "resume_writes" }
   /** The second entry of a new cluster: its id, so every node's store records it. */
@@ -96,5 +100,8 @@ export function decodeCommand(data: Uint8Array): Command | null {
   for (const s of statements) {
     if (typeof s !== "object" || s === null || typeof s.sql !== "string" || !Array.isArray(s.params)) return null;
   }
-  return { op, statements: statements as Statement[] };
+  const checkedIndex = (v as { checkedIndex?: unknown }).checkedIndex;
+  if (checkedIndex === undefined) return { op, statements: statements as Statement[] };
+  if (typeof checkedIndex !== "number" || !Number.isSafeInteger(checkedIndex) || checkedIndex < 1) return null;
+  return { op, statements: statements as Statement[], checkedIndex };
 }

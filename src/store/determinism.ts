@@ -5,6 +5,13 @@
 //
 // The date functions are evaluated by SQLite itself on a helper connection that has no
 // overrides, with 'now' replaced by the entry's time: same semantics, fixed clock.
+//
+// Functions that read the connection or the binary rather than the data (total_changes(),
+// sqlite_version(), sqlite_offset(), …) fail the statement, the same way on every node:
+// their values differ between a node that applied since it started and one rebuilt from a
+// snapshot, or between builds. changes() and last_insert_rowid() give the entry's own values
+// (the store resets them when an entry starts, see Store). Blobs made by randomblob() and
+// zeroblob() larger than writeBlobBytesMax fail the statement: never cut short.
 
 import { Database, type SQLFunctionResult, type Statement } from "bun:sqlite";
 import { createPrng, type Prng } from "../util/prng.ts";
@@ -18,7 +25,30 @@ interface ApplyContext {
 }
 
 const dateFunctions = ["date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"] as const;
-const randomBlobBytesMax = 64 * 1024 * 1024;
+/** The largest randomblob()/zeroblob() a write may make: a constant, so every node agrees. */
+export const writeBlobBytesMax = 64 * 1024 * 1024;
+
+/** Functions whose value depends on the connection, the file layout or the build. */
+export const connectionStateFunctions: Readonly<Record<string, string>> = {
+  total_changes: "it counts the changes since the node's connection opened, which differs between nodes; use changes()",
+  sqlite_version: "the SQLite version can differ between nodes (a rolling upgrade)",
+  sqlite_source_id: "the SQLite build can differ between nodes (a rolling upgrade)",
+  sqlite_compileoption_get: "the SQLite build can differ between nodes (a rolling upgrade)",
+  sqlite_compileoption_used: "the SQLite build can differ between nodes (a rolling upgrade)",
+  sqlite_offset: "a row's place in the file can differ between nodes",
+};
+
+/**
+ * N for randomblob(N) and zeroblob(N) as SQLite reads it (a non-number is 0, a real is cut
+ * to an integer), refused beyond `maxBytes`.
+ */
+export function blobSize(name: string, sizeArg: unknown, maxBytes: number): number {
+  const n = typeof sizeArg === "bigint" ? Number(sizeArg) : typeof sizeArg === "number" ? Math.trunc(sizeArg) : Number(sizeArg) || 0;
+  if (!Number.isFinite(n) || n > maxBytes) {
+    throw new Error(`${name}(${String(sizeArg)}) is larger than the ${maxBytes} bytes allowed here`);
+  }
+  return Math.max(0, n);
+}
 
 export class DeterministicFunctions {
   private context: ApplyContext | null = null;
@@ -29,6 +59,12 @@ export class DeterministicFunctions {
   install(db: Database): void {
     db.function("random", () => this.randomInt64());
     db.function("randomblob", (n: unknown) => this.randomBlob(n));
+    db.function("zeroblob", (n: unknown) => new Uint8Array(blobSize("zeroblob", n, writeBlobBytesMax)));
+    for (const [name, why] of Object.entries(connectionStateFunctions)) {
+      db.function(name, { varargs: true }, () => {
+        throw new Error(`${name}() is not allowed in a write: ${why}`);
+      });
+    }
     db.function("load_extension", { varargs: true }, () => {
       throw new Error("load_extension is not allowed");
     });
@@ -72,7 +108,8 @@ export class DeterministicFunctions {
   }
 
   private randomBlob(sizeArg: unknown): Uint8Array {
-    const sizeBytes = Math.min(Math.max(1, Number(sizeArg) || 1), randomBlobBytesMax);
+    // SQLite makes at least one byte.
+    const sizeBytes = Math.max(1, blobSize("randomblob", sizeArg, writeBlobBytesMax));
     const prng = this.currentPrng();
     const out = new Uint8Array(sizeBytes);
     for (let i = 0; i < sizeBytes; i += 4) {

@@ -31,6 +31,7 @@ import { DeterministicFunctions } from "./determinism.ts";
 import { StoreFlusher } from "./flusher.ts";
 import { StoreCheckpointer, type CheckpointResult } from "./snapshot-image.ts";
 import { checkReadStatement, internalTablePrefix } from "./_sql.ts";
+import { ApplyGuards, checkedElsewhereMessage } from "./_apply-guards.ts";
 
 export interface StatementResult {
   rowsAffected: number;
@@ -90,6 +91,8 @@ export class Store implements StateMachine<Entry, ApplyResult> {
   private metaValue: StoreMeta;
   private readonly flusher: StoreFlusher | null;
   private readonly inMemory: boolean;
+  /** Made on first apply (after the constructor has set the connection up). */
+  private guardsValue: ApplyGuards | null = null;
   private checkpointer: StoreCheckpointer | null = null;
 
   /**
@@ -286,7 +289,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     if (entries.length === 0) return results;
     this.ensureBootMark();
     const meta = { ...this.metaValue };
-    this.db.run("BEGIN IMMEDIATE");
+    this.guards.beginImmediate();
     try {
       for (const entry of entries) {
         assert(entry.index === meta.appliedIndex + 1, `entries apply in order (applied ${meta.appliedIndex}, got ${entry.index})`);
@@ -323,6 +326,16 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.ensureBootMark();
     this.setMetaStmt.run("cluster_id", clusterId);
     this.metaValue = { ...this.metaValue, clusterId };
+  }
+
+  /** Whether the store has a trigger (then no write is plain: see write-shape.ts). */
+  hasTriggers(): boolean {
+    return this.reader.query("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' LIMIT 1").get() !== null;
+  }
+
+  /** A row as it goes out in JSON (query results computed elsewhere, e.g. a SQL process). */
+  static jsonRow(row: readonly unknown[]): unknown[] {
+    return row.map(toJsonValue);
   }
 
   query(sql: string, params: readonly SqlValue[]): QueryResult {
@@ -428,6 +441,10 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         this.setMetaStmt.run("cluster_id", command.clusterId);
         return { kind: "init_cluster" };
       case "execute":
+        if (command.checkedIndex !== undefined && command.checkedIndex !== entry.index) {
+          return { kind: "execute", ok: false, statementIndex: 0, message: checkedElsewhereMessage(command.checkedIndex, entry.index) };
+        }
+        this.guards.beforeEntry(command.statements);
         return this.functions.withEntry(entry.term, entry.index, entry.timestampMs, () => this.executeBatch(command.statements));
     }
   }
@@ -436,7 +453,8 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     const only = statements[0];
     // A lone statement is atomic in SQLite already, unless its conflict resolution is FAIL
     // (which keeps the rows it changed before failing): it needs no savepoint of its own.
-    if (statements.length === 1 && only !== undefined && !/fail/i.test(only.sql)) {
+    // One that may create a TEMP object needs one too, to undo it (ApplyGuards.afterStatement).
+    if (statements.length === 1 && only !== undefined && !/fail/i.test(only.sql) && !ApplyGuards.mayCreate(only.sql)) {
       try {
         const r = this.run(only.sql, only.params);
         return { kind: "execute", ok: true, results: [{ rowsAffected: r.changes, lastInsertId: r.lastInsertId }] };
@@ -453,6 +471,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       assert(s !== undefined, "statement in range");
       try {
         const r = this.run(s.sql, s.params);
+        this.guards.afterStatement(s.sql);
         results.push({ rowsAffected: r.changes, lastInsertId: r.lastInsertId });
       } catch (e) {
         throwIfEnvironmental(e);
@@ -474,6 +493,11 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.lastRowidStmt ??= prepareStatement(this.db, "SELECT last_insert_rowid()", true);
     const exact = (this.lastRowidStmt.values()[0]?.[0] ?? 0) as number | bigint;
     return { changes: Number(r.changes), lastInsertId: exactInt(exact) };
+  }
+
+  private get guards(): ApplyGuards {
+    this.guardsValue ??= new ApplyGuards(this.db);
+    return this.guardsValue;
   }
 
   private readMeta(): StoreMeta {

@@ -23,7 +23,7 @@ export function renderConfigToml(draft: ConfigDraft): string {
     `node_id = ${tomlString(draft.nodeId)}`,
     `data_dir = ${tomlString(draft.dataDir ?? stringDefault(ROOT_FIELDS, "data_dir"))}`,
     `max_memory_mb = ${megabytes(draft.maxMemoryBytes, ROOT_FIELDS, "max_memory_mb")}`,
-    note(`snapshot_interval = ${draft.snapshotIntervalEntries ?? intDefault(ROOT_FIELDS, "snapshot_interval")}`, "log entries between automatic snapshots"),
+    note(`snapshot_interval = ${draft.snapshotIntervalEntries ?? intDefault(ROOT_FIELDS, "snapshot_interval")}`, "log entries between checkpoints (the store made durable up to an applied index)"),
     "",
     note("[listen]", "where this node binds"),
     `client = ${address(listen.client, "listen", "client")}`,

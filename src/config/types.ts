@@ -21,7 +21,7 @@ export interface Config {
   readonly dataDir: string;
   /** max_memory_mb × 2^20. */
   readonly maxMemoryBytes: number;
-  /** Log entries between automatic snapshots (snapshot_interval). */
+  /** Log entries between checkpoints, when the store is made durable (snapshot_interval). */
   readonly snapshotIntervalEntries: number;
   /** Where this node binds. */
   readonly listen: {

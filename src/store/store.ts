@@ -107,7 +107,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       this.db.run("PRAGMA journal_mode = WAL");
       // Commits never wait for the disk (in WAL mode NORMAL syncs only at a checkpoint), and
       // this connection never checkpoints: checkpoints run off this thread, every
-      // snapshot_interval entries (checkpointStore), and make the store durable up to an
+      // snapshot_interval entries (Store.checkpointDurably), and make the store durable up to an
       // applied index. NORMAL keeps the file consistent across a power loss; OFF would not.
       this.db.run("PRAGMA synchronous = NORMAL");
       this.db.run("PRAGMA wal_autocheckpoint = 0");

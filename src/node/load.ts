@@ -15,6 +15,7 @@ import {
   type DataPaths, type SnapshotEntry, type StoredHardState,
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
+import { openWalAroundDamage } from "./wal-damage.ts";
 import type { CheckpointRecord } from "../io/index.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
@@ -115,11 +116,11 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   logger.info("recovery: replaying the WAL", { dir: paths.walDir, after: applied });
   // Only the entries after what the store holds are read into memory: the WAL is kept back
   // to the newest image, which may lie far behind the store.
-  const { wal, entries: walEntries, truncatedBytes } = Wal.open(paths.walDir, {
+  const { wal, entries: walEntries, truncatedBytes } = openWalAroundDamage(paths, latest, logger, () => Wal.open(paths.walDir, {
     segmentSizeBytes: config.wal.segmentSizeBytes,
     logger,
     keepEntriesAfter: applied,
-  });
+  }));
   if (truncatedBytes > 0) logger.warn("recovery: the WAL ended in a torn write, which was cut", { bytes: truncatedBytes });
 
   const snapshotMeta: SnapshotMeta | null = latest?.meta === null || latest === null
@@ -140,7 +141,8 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   let needsSnapshotAt: number | null = null;
   if (firstIndex > baseIndex + 1) {
     throw new SvcError("LOG_GAP", `the WAL starts at entry ${firstIndex} but the newest snapshot ends at ${snapshotIndex} and the store at ${applied}: entries in between are missing`, {
-      hint: "restore the missing WAL segments or snapshot, or remove the contents of raft/ and store/ to rebuild this node from the leader",
+      hint: "restore the missing WAL segments or snapshot. On a member of a multi-node cluster, removing the contents of raft/ and store/ rebuilds it from the leader; " +
+        "never on a single-node cluster, where that erases all its data: there run `svc admin wal-repair --skip-corrupted`, which keeps every intact entry and reports what is lost",
     });
   }
   if (applied > lastIndex) {

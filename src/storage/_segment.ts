@@ -146,3 +146,61 @@ function nextValidRecord(buf: Uint8Array, from: number): number | null {
   }
   return null;
 }
+
+/** A damaged stretch of a segment: where it starts, why, and where the next valid record resumes. */
+export interface DamagedSpan {
+  offset: number;
+  reason: string;
+  /** Index of the last good entry before it, 0 when none. */
+  afterIndex: number;
+  /** Offset of the next valid entry record, null when none follows. */
+  resumeOffset: number | null;
+}
+
+/**
+ * Read every valid record of a segment, stepping over damage instead of stopping at it (for
+ * wal-repair, which keeps every intact entry). Damage followed by nothing valid ends the scan.
+ */
+export function scanSegmentSkippingDamage(buf: Uint8Array): { entries: Entry[]; damages: DamagedSpan[] } {
+  const entries: Entry[] = [];
+  const damages: DamagedSpan[] = [];
+  let offset = 0;
+  let sawHeader = false;
+  while (offset < buf.length) {
+    let reason: string | null = null;
+    let end = offset;
+    if (isZeroHeader(buf, offset)) {
+      if (sawHeader && isZeroFrom(buf, offset)) break;
+      reason = sawHeader ? "a zeroed record header with data after it" : "segment has no WAL header";
+    } else {
+      const decoded = decodeRecordAt(buf, offset);
+      if (decoded.kind === "short") reason = "record cut short (incomplete write)";
+      else if (decoded.kind === "bad") reason = decoded.reason;
+      else if (!sawHeader) {
+        const header = decoded.type === RecordType.header ? parseHeader(decoded.payload) : null;
+        if (header === null) reason = "segment does not start with a readable WAL header";
+        else if (header.format !== walFormatVersion) reason = `WAL format ${header.format} is not supported by this version`;
+        sawHeader = true;
+        end = decoded.end;
+      } else if (decoded.type === RecordType.entry) {
+        const entry = decodeEntry(decoded.payload);
+        if (entry === null) reason = "malformed entry record";
+        else entries.push(entry);
+        end = decoded.end;
+      } else {
+        reason = `unknown record type ${decoded.type}`;
+      }
+    }
+    if (reason === null) {
+      offset = end;
+      continue;
+    }
+    const resumeOffset = nextValidRecord(buf, offset + 1);
+    damages.push({ offset, reason, afterIndex: entries.at(-1)?.index ?? 0, resumeOffset });
+    if (resumeOffset === null) break;
+    // What follows the damage is read as records even when the header itself was the damage.
+    sawHeader = true;
+    offset = resumeOffset;
+  }
+  return { entries, damages };
+}

@@ -24,7 +24,10 @@ export function readHardState(path: string): StoredHardState | null {
   const decoded = decodeRecordAt(buf, 0);
   const damaged = (why: string): SvcError =>
     new SvcError("HARDSTATE_CORRUPT", `${path} is damaged: ${why}`, {
-      hint: "stop the node, remove the contents of raft/ and store/ under the data directory and start it to rebuild from the leader",
+      hint: "run `svc admin wal-repair --skip-corrupted`: it rebuilds the hard state from the WAL and the snapshots and keeps all data " +
+        "(a cluster member then waits to be caught up by the leader before it votes again). " +
+        "Do not remove raft/: on a single-node cluster that erases all its data",
+      details: { path },
     });
   if (decoded.kind !== "record" || decoded.type !== hardStateRecordType || decoded.end !== buf.length) {
     throw damaged(decoded.kind === "bad" ? decoded.reason : "not a hard state record");
@@ -41,6 +44,20 @@ export function readHardState(path: string): StoredHardState | null {
     throw damaged("missing fields");
   }
   return { term: s.term, vote: typeof s.vote === "string" ? s.vote : null, commit: s.commit, clusterId: s.clusterId };
+}
+
+/**
+ * Replace a damaged hard state with one rebuilt from what the log and the snapshots show:
+ * the highest term they hold, no vote, the snapshot's index as commit. The damaged file is
+ * kept beside it. Safe because the node is also marked as having lost its log (LOST_LOG): a
+ * cluster member does not vote until a leader has caught it up, so the vote it may have cast
+ * in a term it no longer knows cannot be cast twice; a lone node only ever votes for itself.
+ */
+export function rebuildHardState(path: string, facts: StoredHardState): string {
+  const aside = `${path}.damaged-${new Date().toISOString().replace(/[:.]/g, "-")}`;
+  if (fs.existsSync(path)) fs.renameSync(path, aside);
+  writeHardState(path, facts);
+  return aside;
 }
 
 export function writeHardState(path: string, state: StoredHardState): void {

@@ -1,6 +1,6 @@
 export { Wal, listSegments, segmentName, parseSegmentName, type SegmentInfo, type WalOpenResult } from "./wal.ts";
 export { readSegment, scanSegment, type SegmentScan } from "./_segment.ts";
-export { readHardState, writeHardState, initialHardState, type StoredHardState } from "./hardstate.ts";
+export { readHardState, writeHardState, rebuildHardState, initialHardState, type StoredHardState } from "./hardstate.ts";
 export {
   SnapshotStore, verifySnapshot, readSnapshotMeta, snapshotDirName, parseSnapshotDirName,
   snapshotStateFile, snapshotMetaFile, snapshotFormatVersion,
@@ -9,7 +9,10 @@ export {
 export { lockDataDir, type DataDirLock } from "./lock.ts";
 export { writeFileAtomic, fsyncDir, fsyncPath, fsyncPathAsync, ensureDir } from "../io/durable-file.ts";
 export { dataPaths, type DataPaths } from "./paths.ts";
-export { repairWal, type RepairReport } from "./repair.ts";
+export {
+  repairWal, readEntriesLost, clearEntriesLost, highestLostIndex, formatRanges,
+  type RepairReport, type EntriesLostRecord, type IndexRange,
+} from "./repair.ts";
 export { manageBallast, ballastBytes, type BallastOutcome } from "./ballast.ts";
 export type { StorageErrorCode } from "./errors.ts";
 export { FileLogStore, markLostLog, hasLostLog, readCheckpoint, writeCheckpoint } from "./file-log-store.ts";

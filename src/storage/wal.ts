@@ -404,8 +404,9 @@ export class Wal {
 
 
 const walWayOut =
-  "run `svc admin wal-repair --skip-corrupted` (entries after the damage are lost on this node and fetched again from the leader), " +
-  "or stop the node, remove the contents of raft/ and store/ under the data directory, and start it to rebuild from the leader";
+  "stop the node and run `svc admin wal-repair --skip-corrupted --dry-run`, then without --dry-run: it keeps every intact entry, says which indexes are lost " +
+  "(a cluster member fetches them again from the leader; a single-node cluster loses them) and leaves a WAL the node starts from. " +
+  "On a member of a multi-node cluster, removing raft/ and store/ also rebuilds it from the leader; never on a single-node cluster, where that erases all its data";
 
 function corruption(segment: SegmentInfo, scan: SegmentScan): SvcError {
   const damage = scan.damage;

@@ -175,7 +175,7 @@ test("a log started over is replayed from its new start even if old segments rem
   expect(Wal.open(dir, opts).entries.map((e) => e.index)).toEqual([101, 102]);
 });
 
-test("wal-repair cuts the log at the first damaged record and keeps the cut part aside", () => {
+test("wal-repair without a snapshot cuts the log at the first lost index, sets the intact rest aside, and says which indexes", () => {
   const dir = tempDir();
   const walDir = join(dir, "wal");
   writeEntries(walDir, 60, 600);
@@ -193,10 +193,10 @@ test("wal-repair cuts the log at the first damaged record and keeps the cut part
 
   const report = repairWal(walDir, { dryRun: false });
   const lastGood = report.damage?.lastGoodIndex ?? -1;
-  expect(report.quarantined.length).toBe(segments.length - 1);
-  expect(fs.readdirSync(report.quarantineDir ?? "").length).toBe(segments.length - 1);
+  expect(report.lost).toEqual([{ from: lastGood + 1, to: lastGood + 1 }]);
+  expect(report.setAside).toEqual({ from: lastGood + 2, to: 60 });
+  expect(fs.readdirSync(report.quarantineDir ?? "").length).toBe(segments.length);
   const { entries } = Wal.open(walDir, opts);
-  expect(entries.at(-1)?.index).toBe(lastGood);
   expect(entries.map((e) => e.index)).toEqual(Array.from({ length: lastGood }, (_, i) => i + 1));
   expect(repairWal(walDir, { dryRun: false }).damage).toBeNull();
 });

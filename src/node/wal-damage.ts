@@ -1,0 +1,57 @@
+// Opening the WAL at start when it is not whole. Damage that the newest valid snapshot
+// covers loses nothing: it is repaired on the spot (the intact entries after the snapshot are
+// kept, the old WAL moved aside) with a warning, instead of stopping the node. Entries lost by
+// an earlier wal-repair are reported at every start until a snapshot covers them. A WAL that
+// ends before the snapshot (cut by an older repair) is continued after the snapshot.
+
+import type { SnapshotEntry, WalOpenResult } from "../storage/index.ts";
+import { clearEntriesLost, formatRanges, highestLostIndex, readEntriesLost, repairWal, type DataPaths } from "../storage/index.ts";
+import { isSvcError } from "../util/errors.ts";
+import type { Logger } from "../util/logger.ts";
+
+export function openWalAroundDamage(paths: DataPaths, latest: SnapshotEntry | null, logger: Logger, open: () => WalOpenResult): WalOpenResult {
+  const snapshotIndex = latest?.meta?.index ?? 0;
+  let result: WalOpenResult;
+  try {
+    result = open();
+  } catch (e) {
+    if (!isSvcError(e, "WAL_CORRUPT") || snapshotIndex === 0) throw e;
+    const plan = repairWal(paths.walDir, { dryRun: true, snapshotIndex });
+    if (plan.lost.length > 0 || plan.setAside !== null) throw e;
+    const done = repairWal(paths.walDir, { dryRun: false, snapshotIndex });
+    logger.warn("recovery: the WAL has damaged records that the newest snapshot covers; they were dropped and nothing is lost", {
+      snapshotIndex,
+      damaged: done.damages.map((d) => `${d.file} at byte ${d.offset} (after entry ${d.lastGoodIndex}): ${d.reason}`).join("; "),
+      kept: done.kept === null ? "none" : `${done.kept.from}..${done.kept.to}`,
+      oldWal: done.quarantineDir,
+    });
+    result = open();
+  }
+  const walLastIndex = result.wal.lastIndex;
+  if (walLastIndex > 0 && walLastIndex < snapshotIndex) {
+    // Nothing after the snapshot is in the log: new entries start right after it.
+    logger.warn("recovery: the WAL ends before the newest snapshot; the log continues after the snapshot", { walLastIndex, snapshotIndex });
+    result.wal.resetTo(snapshotIndex + 1);
+  }
+  reportEntriesLost(paths, snapshotIndex, logger);
+  return result;
+}
+
+function reportEntriesLost(paths: DataPaths, snapshotIndex: number, logger: Logger): void {
+  const record = readEntriesLost(paths.raftDir);
+  if (record === null) return;
+  const highest = highestLostIndex(record);
+  if (snapshotIndex >= highest) {
+    clearEntriesLost(paths.raftDir);
+    logger.info("recovery: the entries lost by wal-repair are now covered by a snapshot", { snapshotIndex, lost: formatRanges(record.lost) });
+    return;
+  }
+  logger.warn("recovery: this node runs with log entries lost by wal-repair", {
+    lost: formatRanges(record.lost),
+    setAside: record.setAside === null ? "none" : `${record.setAside.from}..${record.setAside.to}`,
+    repairedAt: record.atIso,
+    oldWal: record.quarantineDir,
+    hint: "on a cluster member the leader sends them again (it does not vote until then); on a single-node cluster those writes are gone. " +
+      "This warning stops once a snapshot covers them",
+  });
+}

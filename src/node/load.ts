@@ -186,7 +186,12 @@ function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logg
   const snapshotIndex = latest?.meta?.index ?? 0;
   if (fs.existsSync(paths.storePath)) {
     try {
-      const store = Store.open(paths.storePath);
+      const store = Store.open(paths.storePath, { consistentAfterMachineCrash: vouchers.checkpoint !== null });
+      if (store.openedInEarlierBoot !== null) {
+        logger.warn("recovery: the store was open when the machine went down; it is consistent, and the WAL after what it holds is replayed", {
+          applied: store.meta.appliedIndex, checkpointIndex: vouchers.checkpoint?.index ?? 0,
+        });
+      }
       const unvouched = unvouchedReason(store.meta, vouchers);
       if (unvouched !== null) {
         logger.warn("recovery: the store is not vouched for by raft/ state; rebuilding it from the snapshot and the WAL", { reason: unvouched });

@@ -88,9 +88,27 @@ function checkpoint(storePath: string): ImageMetaReply {
     db.run("PRAGMA wal_checkpoint(PASSIVE)");
     fsyncPath(storePath);
     if (fs.existsSync(`${storePath}-wal`)) fsyncPath(`${storePath}-wal`);
+    if (process.env[syncedCopyEnv] === "1") keepSyncedCopy(storePath);
     return applied;
   } finally {
     db.close();
+  }
+}
+
+/**
+ * Tests only: what a power loss right now could leave of the store — its files as of this
+ * checkpoint's sync — kept beside it as `<file>.synced`, for a test to put in place after
+ * killing the node. (The applying connection never writes the main file, so it is stable here;
+ * a WAL copied mid-append ends in a torn frame, which SQLite's recovery drops, as a disk would.)
+ */
+const syncedCopyEnv = "SVC_TEST_KEEP_SYNCED_STORE";
+
+function keepSyncedCopy(storePath: string): void {
+  for (const suffix of ["", "-wal"]) {
+    const from = storePath + suffix;
+    const to = `${from}.synced`;
+    if (fs.existsSync(from)) fs.copyFileSync(from, to);
+    else fs.rmSync(to, { force: true });
   }
 }
 

@@ -94,6 +94,8 @@ export class Store implements StateMachine<Entry, ApplyResult> {
   /** Made on first apply (after the constructor has set the connection up). */
   private guardsValue: ApplyGuards | null = null;
   private checkpointer: StoreCheckpointer | null = null;
+  /** The boot the store was open in when the machine went down, if it was (see open). */
+  openedInEarlierBoot: string | null = null;
 
   /**
    * `unsynced`: the store runs without fsyncs, under a boot mark (see the top of this file).
@@ -165,11 +167,14 @@ export class Store implements StateMachine<Entry, ApplyResult> {
    * healthy SQLite database, or was open when the machine last went down; the node then
    * rebuilds it from a snapshot and the WAL.
    */
-  static open(path: string, options: { cacheKib?: number; check?: boolean } = {}): Store {
+  static open(path: string, options: { cacheKib?: number; check?: boolean; consistentAfterMachineCrash?: boolean } = {}): Store {
     fs.mkdirSync(dirname(path), { recursive: true, mode: 0o750 });
     const bootId = currentBootId();
     const openedIn = readBootMark(path);
-    if (openedIn !== null && openedIn !== bootId) {
+    // A store this version wrote (synchronous=NORMAL, checkpoints made durable) is consistent
+    // after a power loss and at least at its checkpoint; the caller knows (raft/checkpoint).
+    // One from before may be torn: it is rebuilt.
+    if (openedIn !== null && openedIn !== bootId && options.consistentAfterMachineCrash !== true) {
       throw new SvcError("STORE_DAMAGED", `the store ${path} was open when the machine went down (boot ${openedIn}): writes it had not flushed to disk may be missing`, {
         hint: "svc rebuilds it from the latest snapshot and the WAL when the file is removed",
       });
@@ -189,6 +194,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       }
       store = new Store(path, options.cacheKib ?? defaultCacheKib, bootId !== null);
       if (markPending) store.bootMarkPending = bootId;
+      if (openedIn !== null && openedIn !== bootId) store.openedInEarlierBoot = openedIn;
       if (options.check !== false) {
         const problems = store.integrityProblems("quick_check");
         if (problems.length > 0) throw new Error(problems.slice(0, 3).join("; "));

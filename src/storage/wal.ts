@@ -83,6 +83,8 @@ export class Wal {
   /** A zero-filled file ready to become the next segment (see prepareSpare). */
   private spareReady: string | null = null;
   private sparePending = false;
+  /** After a spare could not be made (a full disk), none is tried before this time: one warning, not one per append. */
+  private spareRetryAtMs = 0;
   private closed = false;
   private lastIndexValue: number;
   /** The thread syncAsync() runs on, started with the first call. */
@@ -214,7 +216,7 @@ export class Wal {
    * spare is named *.wal.creating: a crash leaves it to be removed on open.
    */
   private prepareSpare(): void {
-    if (this.sparePending || this.spareReady !== null || this.closed) return;
+    if (this.sparePending || this.spareReady !== null || this.closed || Date.now() < this.spareRetryAtMs) return;
     this.sparePending = true;
     const path = join(this.dir, `spare-${process.pid}-${Date.now()}.wal.creating`);
     const sizeBytes = this.options.segmentSizeBytes;
@@ -245,6 +247,7 @@ export class Wal {
       (e: unknown) => {
         // No spare: the next roll writes its zeros itself, as without one.
         this.sparePending = false;
+        this.spareRetryAtMs = Date.now() + spareRetryDelayMs;
         fs.rmSync(path, { force: true });
         this.options.logger.warn("could not prepare the next WAL segment ahead of time", { error: e instanceof Error ? e.message : String(e) });
       },
@@ -420,6 +423,7 @@ function corruption(segment: SegmentInfo, scan: SegmentScan): SvcError {
 }
 
 const zeroChunk = new Uint8Array(1024 * 1024);
+const spareRetryDelayMs = 60_000;
 
 function describeFree(dir: string): string {
   const free = freeBytes(dir);

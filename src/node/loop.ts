@@ -70,7 +70,9 @@ export class EffectLoop {
     const { ctx } = this;
     const status = ctx.core.status();
     this.catchUpTarget = status.commit;
-    const walHadEntries = status.lastIndex > status.snapshotIndex;
+    // SPEC §3.1: a node with a WAL replays it, even when the store already holds all of it
+    // (the log in memory then starts where the store ends, and there is nothing to apply).
+    const walHadEntries = ctx.io.log.lastIndex > 0;
     if (status.membership.voters.length === 0 || ctx.lostLog || (status.lastIndex === 0 && ctx.config.cluster.members.length > 1)) {
       ctx.transition("wal_missing");
       if (!ctx.lostLog) {

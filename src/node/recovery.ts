@@ -21,7 +21,7 @@ export type RecoveryState = (typeof recoveryStates)[number];
 export type RecoveryEvent =
   /** At start: the WAL holds entries after the newest snapshot. */
   | "wal_found"
-  /** At start: the WAL exists but holds nothing after the snapshot (a lone or fresh-bootstrapped node's empty tail). */
+  /** At start: a node with state of its own whose WAL holds no entry at all (a lone node whose WAL was emptied, rebased on its store). */
   | "wal_empty"
   /** At start: no state of its own (new member, cleared WAL, lost log): it must be sent it. */
   | "wal_missing"
@@ -56,7 +56,7 @@ export const recoveryEdges: readonly Edge[] = [
   { from: "replaying_after_snapshot", on: "replay_done", to: "joining", why: "SPEC: replay finished → join as follower" },
   { from: "joining", on: "caught_up", to: "healthy", why: "SPEC: joined → healthy" },
   // Not in SPEC §3.1:
-  { from: "starting", on: "wal_empty", to: "joining", why: "a WAL with nothing after the snapshot: nothing to replay (a lone node rebased on its store, a member restarted right after a snapshot)" },
+  { from: "starting", on: "wal_empty", to: "joining", why: "a lone node whose WAL was emptied starts its log after a snapshot of its store: nothing to replay" },
   { from: "requesting_snapshot", on: "log_received", to: "joining", why: "the node asked for a snapshot and the leader sent the log instead (it had not compacted)" },
   { from: "requesting_snapshot", on: "snapshot_installed", to: "replaying_after_snapshot", why: "a transfer resumed across a restart finished before a new chunk arrived" },
   { from: "joining", on: "snapshot_transfer_started", to: "installing_snapshot", why: "the leader's log no longer holds what the joining node lacks" },

@@ -3,7 +3,7 @@
 // root command. Every error reaches reportError() here, which picks the exit code.
 
 // First: the cli module sets NO_COLOR for output that is not a terminal before citty loads.
-import { reportError, rootCommand } from "./cli/index.ts";
+import { reportError, rootCommand, runSqlProcessIfAsked } from "./cli/index.ts";
 import { basename } from "node:path";
 import { renderUsage, runCommand, type CommandDef } from "citty";
 
@@ -36,7 +36,9 @@ process.stdout.on("error", (e: NodeJS.ErrnoException) => {
 
 const args = invokedArgs();
 try {
-  if (args.includes("--help") || args.includes("-h")) {
+  if (runSqlProcessIfAsked()) {
+    // A node's SQL process: it serves the node until the node closes its channel.
+  } else if (args.includes("--help") || args.includes("-h")) {
     const [cmd, parent] = await commandFor(args);
     process.stdout.write(`${await renderUsage(cmd, parent)}\n`);
   } else {

@@ -116,12 +116,19 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
   const electionTimeoutMs = readInt(raftTable, "election_timeout_ms", field(raftSpec, "election_timeout_ms", "int"), ["raft"], problems);
   checkRaftTimes(heartbeatIntervalMs, electionTimeoutMs, problems);
 
+  const limitsSpec = tableFields(ROOT_FIELDS, "limits");
+  const limitsTable = readTable(root, "limits", limitsSpec, problems) ?? {};
+  const queryTimeoutMs = readInt(limitsTable, "query_timeout_ms", field(limitsSpec, "query_timeout_ms", "int"), ["limits"], problems);
+  const adminQueryTimeoutMs = readInt(limitsTable, "admin_query_timeout_ms", field(limitsSpec, "admin_query_timeout_ms", "int"), ["limits"], problems);
+  const writeCheckTimeoutMs = readInt(limitsTable, "write_check_timeout_ms", field(limitsSpec, "write_check_timeout_ms", "int"), ["limits"], problems);
+
   if (
     nodeId === undefined || dataDir === undefined || maxMemoryMb === undefined || snapshotInterval === undefined ||
     listen.client === undefined || listen.admin === undefined || listen.peer === undefined ||
     bootstrap === undefined || members === undefined ||
     archiveCommand === undefined || archiveTimeoutS === undefined || segmentSizeMb === undefined ||
-    heartbeatIntervalMs === undefined || electionTimeoutMs === undefined
+    heartbeatIntervalMs === undefined || electionTimeoutMs === undefined ||
+    queryTimeoutMs === undefined || adminQueryTimeoutMs === undefined || writeCheckTimeoutMs === undefined
   ) {
     return undefined;
   }
@@ -134,6 +141,7 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
     cluster: { bootstrap, members: members.members.map(({ member }) => member) },
     wal: { archiveCommand, archiveTimeoutMs: archiveTimeoutS * 1000, segmentSizeBytes: segmentSizeMb * MIB },
     raft: { heartbeatIntervalMs, electionTimeoutMs },
+    limits: { queryTimeoutMs, adminQueryTimeoutMs, writeCheckTimeoutMs },
   };
 }
 

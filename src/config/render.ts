@@ -18,6 +18,7 @@ export function renderConfigToml(draft: ConfigDraft): string {
   const cluster = draft.cluster ?? {};
   const wal = draft.wal ?? {};
   const raft = draft.raft ?? {};
+  const limits = draft.limits ?? {};
   const members = cluster.members ?? [];
   const lines = [
     `node_id = ${tomlString(draft.nodeId)}`,
@@ -44,6 +45,11 @@ export function renderConfigToml(draft: ConfigDraft): string {
     "[raft]",
     `heartbeat_interval_ms = ${raft.heartbeatIntervalMs ?? intDefault(sub("raft"), "heartbeat_interval_ms")}`,
     note(`election_timeout_ms = ${raft.electionTimeoutMs ?? intDefault(sub("raft"), "election_timeout_ms")}`, "at least 5 × heartbeat_interval_ms"),
+    "",
+    note("[limits]", "what one statement may cost"),
+    note(`query_timeout_ms = ${limits.queryTimeoutMs ?? intDefault(sub("limits"), "query_timeout_ms")}`, "a client's read is stopped after this"),
+    note(`admin_query_timeout_ms = ${limits.adminQueryTimeoutMs ?? intDefault(sub("limits"), "admin_query_timeout_ms")}`, "svc admin query and stats"),
+    note(`write_check_timeout_ms = ${limits.writeCheckTimeoutMs ?? intDefault(sub("limits"), "write_check_timeout_ms")}`, "a write tried before the log is refused after this"),
   ];
   return lines.join("\n") + "\n";
 }

@@ -57,6 +57,14 @@ export const ROOT_FIELDS: TableSpec = {
       election_timeout_ms: { kind: "int", min: 50, max: 600_000, default: 1000, unit: "milliseconds" },
     },
   },
+  limits: {
+    kind: "table",
+    fields: {
+      query_timeout_ms: { kind: "int", min: 10, max: 3_600_000, default: 5000, unit: "milliseconds" },
+      admin_query_timeout_ms: { kind: "int", min: 10, max: 3_600_000, default: 60_000, unit: "milliseconds" },
+      write_check_timeout_ms: { kind: "int", min: 10, max: 600_000, default: 1000, unit: "milliseconds" },
+    },
+  },
 };
 
 /** The election timeout must leave room for several lost heartbeats before a follower campaigns. */

@@ -48,6 +48,15 @@ export interface Config {
     /** At least 5 × heartbeatIntervalMs. */
     readonly electionTimeoutMs: number;
   };
+  /** What one statement may cost (README "Bounded statements"). */
+  readonly limits: {
+    /** A client's read is stopped after this. */
+    readonly queryTimeoutMs: number;
+    /** An operator's read (`svc admin query`, stats) is stopped after this. */
+    readonly adminQueryTimeoutMs: number;
+    /** A write tried before it enters the log is refused after this. */
+    readonly writeCheckTimeoutMs: number;
+  };
 }
 
 /**
@@ -89,4 +98,5 @@ export interface ConfigDraft {
   readonly cluster?: { readonly bootstrap?: boolean; readonly members?: readonly MemberDraft[] };
   readonly wal?: { readonly archiveCommand?: string; readonly archiveTimeoutMs?: number; readonly segmentSizeBytes?: number };
   readonly raft?: { readonly heartbeatIntervalMs?: number; readonly electionTimeoutMs?: number };
+  readonly limits?: { readonly queryTimeoutMs?: number; readonly adminQueryTimeoutMs?: number; readonly writeCheckTimeoutMs?: number };
 }

@@ -106,7 +106,7 @@ export function adminApp(node: SvcNode) {
     .post("/admin/query", ({ request }) => answer(async () => {
       const { sql, params, consistency } = parseQueryBody(await readJsonBody(request));
       checkParamCount(checkReadStatement(sql), params, "sql", "params");
-      return json(await node.query(sql, params, consistency));
+      return json(await node.query(sql, params, consistency, { signal: request.signal, admin: true }));
     }), { parse: "none" })
     .get("/admin/verify-checksums", () => answer(async () => {
       const findings = await node.verify();

@@ -50,7 +50,8 @@ export function clientApp(node: SvcNode) {
     .post("/v1/query", ({ request }) => hereOrAtLeader(request, "/v1/query", async (body) => {
       const { sql, params, consistency } = parseQueryBody(body);
       checkParamCount(checkReadStatement(sql), params, "sql", "params");
-      const result = await node.query(sql, params, consistency);
+      // The request's signal fires when the client goes away: the read is stopped then.
+      const result = await node.query(sql, params, consistency, { signal: request.signal });
       node.metrics.readsTotal.inc();
       return result;
     }, (e) => node.metrics.readErrorsTotal.labels(e instanceof Error && "code" in e ? String(e.code) : "INTERNAL").inc()), { parse: "none" });

@@ -48,6 +48,11 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   BAD_REQUEST: 400,
   SQL_REFUSED: 400,
   SQL_ERROR: 400,
+  // A statement past its limits: make it cheaper (nobody hears QUERY_CANCELLED: its client left).
+  QUERY_TIMEOUT: 400,
+  QUERY_CANCELLED: 400,
+  RESULT_TOO_LARGE: 400,
+  WRITE_TOO_EXPENSIVE: 400,
   INVALID_CHANGE: 400,
   INVALID_TRANSFER: 400,
   TRANSPORT_BAD_ADDRESS: 400,
@@ -69,6 +74,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   READS_FULL: 503,
   ENTRY_REPLACED: 503,
   READ_TIMEOUT: 503,
+  SQL_PROCESS_FAILED: 503,
   // This node's disk or data is damaged or unusable: other members can still answer.
   STORAGE_FAILED: 503,
   DISK_FULL: 507,

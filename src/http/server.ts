@@ -96,7 +96,7 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
       response = errorResponse(body);
       closeAfter = true;
     } else {
-      response = await app.fetch(toRequest(req, body, origin));
+      response = await app.fetch(toRequest(req, body, origin, clientGone(res)));
     }
   } catch (e) {
     response = errorResponse(e);
@@ -207,13 +207,25 @@ function readBody(req: IncomingMessage): Promise<Uint8Array | SvcError> {
   });
 }
 
-function toRequest(req: IncomingMessage, body: Uint8Array, origin: string): Request {
+/**
+ * Fires when the connection closes before the answer is written: the client went away, and
+ * work done only for it (a read) can stop.
+ */
+function clientGone(res: ServerResponse): AbortSignal {
+  const controller = new AbortController();
+  res.once("close", () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  return controller.signal;
+}
+
+function toRequest(req: IncomingMessage, body: Uint8Array, origin: string, signal: AbortSignal): Request {
   // node:http has joined repeated request headers with ", " (set-cookie, the one kept as a
   // list, is a response header): every value is a string. Passing the object is cheaper than
   // appending header by header.
   const headers = req.headers as Record<string, string>;
   const method = req.method ?? "GET";
-  const init: RequestInit = { method, headers };
+  const init: RequestInit = { method, headers, signal };
   if (method !== "GET" && method !== "HEAD") init.body = body;
   const path = req.url ?? "/";
   return new Request(path.startsWith("/") ? origin + path : `${origin}/${path}`, init);

@@ -13,7 +13,7 @@ import type { Config } from "../config/index.ts";
 import type { RaftCore } from "../raft/index.ts";
 import type { StoredHardState } from "../storage/index.ts";
 import {
-  checkWriteStatement, encodeCommand,
+  checkReadStatement, checkWriteStatement, encodeCommand,
   type MemberAddress, type QueryResult, type SqlValue, type Statement, type Store, type StoreStats,
 } from "../store/index.ts";
 import { assert } from "../util/assert.ts";
@@ -26,6 +26,8 @@ import { createNodeMetrics, type NodeMetrics } from "./metrics.ts";
 import { Proposer } from "./proposer.ts";
 import { recoveryStateCode, type RecoveryState } from "./recovery.ts";
 import { SnapshotPolicy, type SnapshotOutcome } from "./snapshot-policy.ts";
+import { NodeSqlProcesses } from "./sql-processes.ts";
+import { WriteGate } from "./write-gate.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 import { openNode } from "./start.ts";
 import type { NodeParts } from "./context.ts";
@@ -40,6 +42,9 @@ export interface ExecuteOutcome {
 
 export class SvcNode {
   readonly metrics: NodeMetrics;
+  /** Where reads and write checks run, killable; null on an in-memory store. */
+  private readonly sql: NodeSqlProcesses | null;
+  private readonly writeGate: WriteGate;
 
   private constructor(
     private readonly ctx: NodeContext,
@@ -51,6 +56,9 @@ export class SvcNode {
     private readonly parts: NodeParts,
   ) {
     this.metrics = ctx.metrics;
+    const sql = NodeSqlProcesses.forStore(ctx.store, ctx.config);
+    this.sql = sql;
+    this.writeGate = new WriteGate(ctx, proposer, () => sql?.checkerFor(ctx.store) ?? null);
   }
 
   /**
@@ -190,7 +198,7 @@ export class SvcNode {
     if (ctx.store.meta.writesPaused) {
       throw new SvcError("WRITES_PAUSED", "writes are paused on this cluster", { hint: "run `svc admin resume-writes` when the backup is done" });
     }
-    const { applyResult, index } = await this.proposer.propose(encodeCommand({ op: "execute", statements }));
+    const { applyResult, index } = await this.writeGate.propose(statements);
     assert(applyResult.kind === "execute" || applyResult.kind === "unreadable", "an execute entry applies as execute");
     if (applyResult.kind !== "execute") throw new SvcError("APPLY_FAILED", "the entry could not be read back when applied");
     if (!applyResult.ok) {
@@ -210,12 +218,20 @@ export class SvcNode {
     return { index };
   }
 
-  async query(sql: string, params: SqlValue[], consistency: Consistency): Promise<QueryResult> {
+  /**
+   * A read, stopped at its time limit ([limits] query_timeout_ms, or admin_query_timeout_ms
+   * for an operator's) or when `signal` says the client went away. It runs in a SQL process,
+   * so the node goes on serving meanwhile.
+   */
+  async query(sql: string, params: SqlValue[], consistency: Consistency, options: { signal?: AbortSignal; admin?: boolean } = {}): Promise<QueryResult> {
     const { ctx } = this;
     ctx.checkServing();
     if (consistency === "linearizable") await this.loop.reads.wait();
     else if (consistency === "leader") ctx.requireLeader();
-    return ctx.store.query(sql, params);
+    if (this.sql === null) return ctx.store.query(sql, params);
+    checkReadStatement(sql);
+    const timeoutMs = options.admin === true ? ctx.config.limits.adminQueryTimeoutMs : ctx.config.limits.queryTimeoutMs;
+    return this.sql.query(ctx.store, sql, params, options.signal === undefined ? { timeoutMs } : { timeoutMs, signal: options.signal });
   }
 
   /** A read of this node's own state as it is now (what "stale" consistency answers), at once. */
@@ -284,6 +300,7 @@ export class SvcNode {
     const { ctx } = this;
     if (ctx.stopped) return;
     ctx.stopped = true;
+    this.sql?.close();
     this.loop.stop();
     this.transfer.stop();
     ctx.io.network.close();

@@ -9,10 +9,11 @@ import type { NodeContext } from "./context.ts";
 export class Proposer {
   constructor(private readonly ctx: NodeContext, private readonly schedule: () => void) {}
 
-  async propose(data: Uint8Array): Promise<{ applyResult: ApplyResult; index: number }> {
+  /** `timestampMs`: the entry's time, when it was fixed before (a checked write); else now. */
+  async propose(data: Uint8Array, timestampMs?: number): Promise<{ applyResult: ApplyResult; index: number }> {
     const { ctx } = this;
     const startedMs = ctx.clock.monotonicMs();
-    const r = ctx.core.propose(data, ctx.clock.nowMs());
+    const r = ctx.core.propose(data, timestampMs ?? ctx.clock.nowMs());
     if (!r.ok) throw this.proposeError(r);
     this.schedule();
     try {

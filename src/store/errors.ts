@@ -13,4 +13,14 @@ export type StoreErrorCode =
   /** Taking or sealing a snapshot image failed. */
   | "SNAPSHOT_FAILED"
   /** Making the store durable up to an applied index failed (retried at the next interval). */
-  | "CHECKPOINT_FAILED";
+  | "CHECKPOINT_FAILED"
+  /** A read passed its time limit and was stopped. */
+  | "QUERY_TIMEOUT"
+  /** A read's client went away; its work was stopped (nobody hears this one). */
+  | "QUERY_CANCELLED"
+  /** A read's result (or the memory it took) passed its size limit; nothing is cut short. */
+  | "RESULT_TOO_LARGE"
+  /** A write did not finish within its budget when tried before the log, and was refused. */
+  | "WRITE_TOO_EXPENSIVE"
+  /** The process running a statement failed or its lock was busy: retry. */
+  | "SQL_PROCESS_FAILED";

@@ -5,3 +5,6 @@ export { createSnapshotImage, sealReceivedImage, stageStoreImage, StoreCheckpoin
 export { formatSqliteTime } from "./determinism.ts";
 export type { StoreErrorCode } from "./errors.ts";
 export { MemSnapshots, type MemSnapshot } from "./mem-snapshots.ts";
+export { SqlProcessPool, type SqlPoolOptions, type SqlRows, type CheckVerdict } from "./sql-pool.ts";
+export { isPlainWrite } from "./write-shape.ts";
+export { runSqlProcess, sqlProcessEnvKey } from "./sql-process.ts";

@@ -172,6 +172,7 @@ export class NodeSimulation {
       cluster: { bootstrap: false, members: this.memberConfig.slice(0, this.config.voterCount) },
       wal: { archiveCommand: "", archiveTimeoutMs: 60_000, segmentSizeBytes: 1 << 20 },
       raft: { heartbeatIntervalMs: heartbeatMs, electionTimeoutMs: electionMs },
+      limits: { queryTimeoutMs: 5000, adminQueryTimeoutMs: 60_000, writeCheckTimeoutMs: 1000 },
     };
   }
 

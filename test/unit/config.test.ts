@@ -89,6 +89,15 @@ describe("config: a valid file", () => {
     expect(c.raft).toEqual({ heartbeatIntervalMs: 100, electionTimeoutMs: 1000 });
   });
 
+  test("[limits] takes the documented defaults and refuses values out of range", () => {
+    const result = parseConfig(`node_id = "a"\n`, "config.toml");
+    if (!result.ok) throw new Error(JSON.stringify(result.problems));
+    expect(result.config.limits).toEqual({ queryTimeoutMs: 5000, adminQueryTimeoutMs: 60_000, writeCheckTimeoutMs: 1000 });
+    const text = `node_id = "a"\n[limits]\nquery_timeout_ms = 0\nwrite_check_timeout_ms = "1s"\n`;
+    expect(only(text, "limits.query_timeout_ms").message).toBe("must be between 10 and 3600000 milliseconds, got 0");
+    expect(only(text, "limits.write_check_timeout_ms").line).toBe(4);
+  });
+
   test("the config is deeply frozen", () => {
     const result = parseConfig(THREE_NODES, "config.toml");
     if (!result.ok) throw new Error("rejected");

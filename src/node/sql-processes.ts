@@ -1,0 +1,54 @@
+// The node's SQL processes (store/sql-pool.ts): a few for reads, one for write checks, so that
+// a slow read never delays a write. Both follow the store file when a snapshot replaces it.
+// Limits are shares of max_memory_mb: a read answers at most a thirty-second of it, and a
+// process that grows past an eighth is stopped with its statement.
+// A node on an in-memory store (the simulator) has none: it reads in-process, unbounded.
+
+import type { Config } from "../config/index.ts";
+import { SqlProcessPool, Store, type QueryResult, type SqlValue } from "../store/index.ts";
+
+const readProcessesCount = 2;
+
+export class NodeSqlProcesses {
+  private readonly readers: SqlProcessPool;
+  private readonly checker: SqlProcessPool;
+  private openedFor: Store;
+  readonly resultBytesMax: number;
+
+  private constructor(store: Store, config: Config) {
+    this.openedFor = store;
+    const processMemoryBytesMax = Math.max(64 * 2 ** 20, Math.floor(config.maxMemoryBytes / 8));
+    this.resultBytesMax = Math.max(2 ** 20, Math.floor(config.maxMemoryBytes / 32));
+    this.readers = new SqlProcessPool(store.path, { processesCount: readProcessesCount, processMemoryBytesMax, label: "query" });
+    this.checker = new SqlProcessPool(store.path, { processesCount: 1, processMemoryBytesMax, queuedMax: 1, label: "write check" });
+  }
+
+  /** Null for an in-memory store. */
+  static forStore(store: Store, config: Config): NodeSqlProcesses | null {
+    return store.path === ":memory:" ? null : new NodeSqlProcesses(store, config);
+  }
+
+  async query(store: Store, sql: string, params: SqlValue[], limits: { timeoutMs: number; signal?: AbortSignal }): Promise<QueryResult> {
+    this.follow(store);
+    const r = await this.readers.query(sql, params, { ...limits, resultBytesMax: this.resultBytesMax });
+    return { columns: r.columns, rows: r.rows.map(Store.jsonRow) };
+  }
+
+  /** The pool that tries writes, following `store`. */
+  checkerFor(store: Store): SqlProcessPool {
+    this.follow(store);
+    return this.checker;
+  }
+
+  close(): void {
+    this.readers.close();
+    this.checker.close();
+  }
+
+  private follow(store: Store): void {
+    if (store === this.openedFor) return;
+    this.openedFor = store;
+    this.readers.reopen(store.path);
+    this.checker.reopen(store.path);
+  }
+}

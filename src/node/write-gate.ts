@@ -1,0 +1,104 @@
+// The write path's guard against statements that never end: a write batch enters the log only
+// once it is known to finish. A plain batch (write-shape.ts: INSERT … VALUES, UPDATE/DELETE
+// … WHERE c = v, with no trigger in the store) is bounded by its own size and goes straight
+// to the proposer. Any other batch is first run, in a SQL process the node can kill, as the
+// very entry it would become: on the state it will apply to (the gate waits until the log
+// holds nothing unapplied, and holds back other writes until the entry is applied), with its
+// index, term and timestamp (so random() and 'now' match). It must finish within
+// write_check_timeout_ms, or it is refused (WRITE_TOO_EXPENSIVE) and never logged.
+//
+// The entry carries the index it was checked as; the store fails it, identically on every
+// node, if it lands anywhere else. So every replica applies a checked entry to the same state
+// the leader tried it on, doing the same work — see the README's "Bounded statements".
+
+import { SvcError } from "../util/errors.ts";
+import { encodeCommand, isPlainWrite, type ApplyResult, type SqlProcessPool, type Statement } from "../store/index.ts";
+import type { NodeContext } from "./context.ts";
+import type { Proposer } from "./proposer.ts";
+
+/** Tries before giving up when the log moved under a check (a new term, a config entry). */
+const checkAttemptsMax = 3;
+/** How long a checked write waits for the log to be applied before it is tried. */
+const drainWaitMsMax = 10_000;
+const drainPollMs = 1;
+
+export class WriteGate {
+  /** Settles when the checked write in progress has been applied (or failed). */
+  private held: Promise<void> | null = null;
+  /** Entries up to here may hold anything (a new term's inherited log): writes are checked until applied. */
+  private uncheckedUpTo = 0;
+  private termSeen = -1;
+
+  constructor(
+    private readonly ctx: NodeContext,
+    private readonly proposer: Proposer,
+    /** Null where statements cannot be tried in another process (an in-memory store). */
+    private readonly checker: () => SqlProcessPool | null,
+  ) {}
+
+  async propose(statements: Statement[]): Promise<{ applyResult: ApplyResult; index: number }> {
+    while (this.held !== null) await this.held;
+    if (this.isPlain(statements)) return this.proposer.propose(encodeCommand({ op: "execute", statements }));
+    let release: () => void = () => {};
+    this.held = new Promise<void>((resolve) => (release = resolve));
+    try {
+      return await this.checkAndPropose(statements);
+    } finally {
+      this.held = null;
+      release();
+    }
+  }
+
+  private isPlain(statements: Statement[]): boolean {
+    const { ctx } = this;
+    if (this.checker() === null) return true;
+    const status = ctx.core.status();
+    if (status.term !== this.termSeen) {
+      this.termSeen = status.term;
+      this.uncheckedUpTo = status.lastIndex;
+    }
+    if (ctx.store.appliedIndex < this.uncheckedUpTo) return false;
+    return statements.every((s) => isPlainWrite(s.sql)) && !ctx.store.hasTriggers();
+  }
+
+  private async checkAndPropose(statements: Statement[]): Promise<{ applyResult: ApplyResult; index: number }> {
+    const { ctx } = this;
+    const checker = this.checker();
+    if (checker === null) return this.proposer.propose(encodeCommand({ op: "execute", statements }));
+    for (let attempt = 1; ; attempt++) {
+      await this.drain();
+      const before = ctx.core.status();
+      const entry = { term: before.term, index: before.lastIndex + 1, timestampMs: ctx.clock.nowMs() };
+      const verdict = await checker.check(statements, entry, ctx.config.limits.writeCheckTimeoutMs);
+      const after = ctx.core.status();
+      const moved = after.term !== entry.term || after.lastIndex + 1 !== entry.index || ctx.store.appliedIndex !== entry.index - 1;
+      if (moved) {
+        if (attempt < checkAttemptsMax) continue;
+        throw new SvcError("OVERLOADED", "the log kept moving while the write was tried; nothing was written", { hint: "retry the write" });
+      }
+      if (verdict.failed !== null) {
+        // Applied, it would fail the same way: answer so without logging it.
+        throw new SvcError("SQL_ERROR", `statement ${verdict.failed.statementIndex}: ${verdict.failed.message}`, {
+          hint: "nothing in this batch was applied",
+          details: { statementIndex: verdict.failed.statementIndex },
+        });
+      }
+      const data = encodeCommand({ op: "execute", statements, checkedIndex: entry.index });
+      return this.proposer.propose(data, entry.timestampMs);
+    }
+  }
+
+  /** Wait until this node (the leader) has applied every entry of its log. */
+  private async drain(): Promise<void> {
+    const { ctx } = this;
+    const deadline = ctx.clock.monotonicMs() + drainWaitMsMax;
+    for (;;) {
+      ctx.requireLeader();
+      if (ctx.store.appliedIndex >= ctx.core.status().lastIndex) return;
+      if (ctx.clock.monotonicMs() > deadline) {
+        throw new SvcError("OVERLOADED", "the log was not applied in time for the write to be tried; nothing was written", { hint: "retry after a short wait" });
+      }
+      await ctx.clock.sleep(drainPollMs);
+    }
+  }
+}

@@ -1,0 +1,298 @@
+// SQL processes (sql-process.ts) kept ready by the node, each running one request at a time.
+// A request that passes its time limit, whose caller went away (its AbortSignal), or whose
+// process grows past its memory limit has its process killed (SIGKILL: SQLite cannot be asked)
+// and replaced; the caller gets a typed error. Requests wait in a bounded queue while every
+// process is busy, and their time limit runs from when they were asked, not from when they start.
+//
+// The store file may be replaced under the processes (a snapshot installed): reopen() makes
+// every later request run in a process started after that.
+
+import type { Subprocess } from "bun";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { assert } from "../util/assert.ts";
+import { SvcError } from "../util/errors.ts";
+import type { SqlValue, Statement } from "./command.ts";
+import { sqlProcessEnvKey, type SqlProcessReply, type SqlProcessRequest } from "./sql-process.ts";
+
+export interface SqlPoolOptions {
+  /** Processes kept; each runs one request at a time. */
+  readonly processesCount: number;
+  /** A process whose resident memory passes this is killed with its request. */
+  readonly processMemoryBytesMax: number;
+  /** Requests waiting for a process beyond this are refused (OVERLOADED). */
+  readonly queuedMax?: number;
+  /** What the errors call the work ("query", "write check"). */
+  readonly label?: string;
+}
+
+export interface SqlRows {
+  columns: string[];
+  rows: unknown[][];
+}
+
+export type CheckVerdict =
+  /** The batch finished; `failed` says which statement fails (as it would when applied). */
+  | { finished: true; failed: { statementIndex: number; message: string } | null };
+
+type Payload = { kind: "query"; sql: string; params: SqlValue[]; resultBytesMax: number }
+  | { kind: "check"; statements: Statement[]; term: number; index: number; timestampMs: number };
+
+interface Job {
+  /** Set when a process takes the job: its reply carries it. */
+  id: number;
+  payload: Payload;
+  deadlineMs: number;
+  timeoutMs: number;
+  signal: AbortSignal | undefined;
+  resolve: (reply: SqlProcessReply) => void;
+  reject: (e: SvcError) => void;
+  onAbort: (() => void) | null;
+}
+
+interface Slot {
+  proc: Subprocess;
+  /** The store generation the process was started for. */
+  generation: number;
+  job: Job | null;
+  timer: ReturnType<typeof setTimeout> | null;
+  exited: boolean;
+}
+
+const statmPath = (pid: number): string => `/proc/${pid}/statm`;
+const pageBytes = 4096;
+const memoryWatchIntervalMs = 50;
+
+export class SqlProcessPool {
+  private readonly slots: Slot[] = [];
+  private readonly queue: Job[] = [];
+  private nextId = 1;
+  private generation = 0;
+  private closed = false;
+  private memoryWatch: ReturnType<typeof setInterval> | null = null;
+  private readonly label: string;
+
+  constructor(private path: string, private readonly options: SqlPoolOptions) {
+    assert(options.processesCount >= 1, "a pool has a process");
+    this.label = options.label ?? "query";
+  }
+
+  /** A read, answered from the store file as it is when the process starts the read. */
+  async query(sql: string, params: SqlValue[], limits: { timeoutMs: number; resultBytesMax: number; signal?: AbortSignal }): Promise<SqlRows> {
+    const reply = await this.run({ kind: "query", sql, params, resultBytesMax: limits.resultBytesMax }, limits.timeoutMs, limits.signal);
+    if (reply.kind === "rows") return { columns: reply.columns, rows: reply.rows };
+    if (reply.kind === "error" && reply.tooLarge === true) {
+      throw new SvcError("RESULT_TOO_LARGE", `the ${this.label}'s ${reply.message}`, {
+        hint: "select fewer rows or columns (LIMIT, a narrower WHERE), or page through the result",
+      });
+    }
+    throw replyError(reply);
+  }
+
+  /** Run a write batch as the entry (term, index, timestampMs) would apply, and roll it back. */
+  async check(statements: Statement[], entry: { term: number; index: number; timestampMs: number }, timeoutMs: number): Promise<CheckVerdict> {
+    const reply = await this.run({ kind: "check", statements, ...entry }, timeoutMs, undefined);
+    if (reply.kind === "checked") return { finished: true, failed: reply.failed };
+    throw replyError(reply);
+  }
+
+  /** The store file was replaced: later requests run in processes that open the new one. */
+  reopen(path: string): void {
+    this.path = path;
+    this.generation++;
+    for (const slot of [...this.slots]) if (slot.job === null) this.retire(slot);
+  }
+
+  close(): void {
+    this.closed = true;
+    const error = new SvcError("SHUTTING_DOWN", "the node is shutting down", { hint: "retry against another node" });
+    for (const job of this.queue.splice(0)) this.settle(job, () => job.reject(error));
+    for (const slot of [...this.slots]) {
+      const job = slot.job;
+      this.retire(slot);
+      if (job !== null) this.settle(job, () => job.reject(error));
+    }
+    this.stopMemoryWatch();
+  }
+
+  /** Processes alive now (for tests and metrics). */
+  get processIds(): number[] {
+    return this.slots.filter((s) => !s.exited).map((s) => s.proc.pid);
+  }
+
+  private run(payload: Payload, timeoutMs: number, signal: AbortSignal | undefined): Promise<SqlProcessReply> {
+    if (this.closed) return Promise.reject(new SvcError("SHUTTING_DOWN", "the node is shutting down", { hint: "retry against another node" }));
+    if (signal?.aborted === true) return Promise.reject(cancelled(this.label));
+    if (this.queue.length >= (this.options.queuedMax ?? 1024)) {
+      return Promise.reject(new SvcError("OVERLOADED", `too many ${this.label}s are waiting`, { hint: "retry after a short wait" }));
+    }
+    return new Promise<SqlProcessReply>((resolve, reject) => {
+      const job: Job = { id: 0, payload, deadlineMs: performance.now() + timeoutMs, timeoutMs, signal, resolve, reject, onAbort: null };
+      if (signal !== undefined) {
+        job.onAbort = () => this.abandon(job, cancelled(this.label));
+        signal.addEventListener("abort", job.onAbort, { once: true });
+      }
+      this.queue.push(job);
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.queue.length > 0) {
+      let slot = this.slots.find((s) => s.job === null && !s.exited && s.generation === this.generation);
+      if (slot === undefined) {
+        if (this.slots.length >= this.options.processesCount) return;
+        slot = this.spawn();
+      }
+      const job = this.queue.shift();
+      if (job === undefined) return;
+      const leftMs = job.deadlineMs - performance.now();
+      if (leftMs <= 0) {
+        this.settle(job, () => job.reject(timedOut(job, this.label)));
+        continue;
+      }
+      this.start(slot, job, leftMs);
+    }
+  }
+
+  private spawn(): Slot {
+    const slot: Slot = { proc: null as unknown as Subprocess, generation: this.generation, job: null, timer: null, exited: false };
+    slot.proc = Bun.spawn({
+      cmd: sqlProcessCommand(),
+      env: { ...process.env, [sqlProcessEnvKey]: "1" },
+      stdio: ["ignore", "ignore", "inherit"],
+      serialization: "advanced",
+      ipc: (message: SqlProcessReply) => this.onReply(slot, message),
+      onExit: () => this.onExit(slot),
+    });
+    this.slots.push(slot);
+    return slot;
+  }
+
+  private start(slot: Slot, job: Job, leftMs: number): void {
+    slot.job = job;
+    job.id = this.nextId++;
+    const request = { id: job.id, path: this.path, ...job.payload } as SqlProcessRequest;
+    slot.proc.send(request);
+    slot.timer = setTimeout(() => this.abandon(job, timedOut(job, this.label)), leftMs);
+    this.startMemoryWatch();
+  }
+
+  private onReply(slot: Slot, reply: SqlProcessReply): void {
+    const job = slot.job;
+    if (job === null || job.id !== reply.id) return;
+    this.finish(slot);
+    this.settle(job, () => job.resolve(reply));
+    if (slot.generation !== this.generation) this.retire(slot);
+    this.pump();
+  }
+
+  private onExit(slot: Slot): void {
+    slot.exited = true;
+    const i = this.slots.indexOf(slot);
+    if (i >= 0) this.slots.splice(i, 1);
+    const job = slot.job;
+    this.finish(slot);
+    if (job !== null) {
+      this.settle(job, () => job.reject(new SvcError("SQL_PROCESS_FAILED", `the process running the ${this.label} exited`, {
+        hint: "retry; if it happens again, the node's log says why",
+      })));
+    }
+    if (!this.closed) this.pump();
+  }
+
+  /** Give up on a job: kill its process if it runs, or take it off the queue. */
+  private abandon(job: Job, error: SvcError): void {
+    const slot = this.slots.find((s) => s.job === job);
+    if (slot !== undefined) {
+      this.finish(slot);
+      this.retire(slot);
+    } else {
+      const i = this.queue.indexOf(job);
+      if (i < 0) return;
+      this.queue.splice(i, 1);
+    }
+    this.settle(job, () => job.reject(error));
+    this.pump();
+  }
+
+  private finish(slot: Slot): void {
+    if (slot.timer !== null) clearTimeout(slot.timer);
+    slot.timer = null;
+    slot.job = null;
+    if (!this.slots.some((s) => s.job !== null)) this.stopMemoryWatch();
+  }
+
+  private retire(slot: Slot): void {
+    const i = this.slots.indexOf(slot);
+    if (i >= 0) this.slots.splice(i, 1);
+    slot.exited = true;
+    slot.proc.kill("SIGKILL");
+  }
+
+  private settle(job: Job, answer: () => void): void {
+    if (job.onAbort !== null) job.signal?.removeEventListener("abort", job.onAbort);
+    job.onAbort = null;
+    answer();
+  }
+
+  private startMemoryWatch(): void {
+    if (this.memoryWatch !== null) return;
+    this.memoryWatch = setInterval(() => {
+      for (const slot of [...this.slots]) {
+        const job = slot.job;
+        if (job === null) continue;
+        const rss = residentBytes(slot.proc.pid);
+        if (rss !== null && rss > this.options.processMemoryBytesMax) {
+          this.abandon(job, new SvcError(job.payload.kind === "query" ? "RESULT_TOO_LARGE" : "WRITE_TOO_EXPENSIVE",
+            `the ${this.label} needed more than ${Math.round(this.options.processMemoryBytesMax / 2 ** 20)} MiB of memory and was stopped`, {
+              hint: job.payload.kind === "query" ? "select fewer rows or smaller values" : "split the write into smaller batches",
+            }));
+        }
+      }
+    }, memoryWatchIntervalMs);
+  }
+
+  private stopMemoryWatch(): void {
+    if (this.memoryWatch !== null) clearInterval(this.memoryWatch);
+    this.memoryWatch = null;
+  }
+}
+
+function replyError(reply: SqlProcessReply): SvcError {
+  if (reply.kind === "error" && reply.environmental === true) {
+    return new SvcError("SQL_PROCESS_FAILED", `the statement could not run: ${reply.message}`, { hint: "retry after a short wait" });
+  }
+  const message = reply.kind === "error" ? reply.message : `unexpected answer ${reply.kind}`;
+  return new SvcError("SQL_ERROR", message);
+}
+
+function timedOut(job: Job, label: string): SvcError {
+  if (job.payload.kind === "check") {
+    return new SvcError("WRITE_TOO_EXPENSIVE", `the write did not finish within ${job.timeoutMs} ms when tried before entering the log, and was refused; nothing was applied`, {
+      hint: "make the statements cheaper or split the batch; a statement that never ends (a recursive CTE or trigger without a bound) cannot be written. [limits] write_check_timeout_ms sets the limit",
+    });
+  }
+  return new SvcError("QUERY_TIMEOUT", `the ${label} did not finish within ${job.timeoutMs} ms and was stopped`, {
+    hint: "make the query cheaper (an index, a narrower WHERE, a LIMIT); [limits] query_timeout_ms sets the limit",
+  });
+}
+
+function cancelled(label: string): SvcError {
+  return new SvcError("QUERY_CANCELLED", `the client went away; the ${label} was stopped`);
+}
+
+function residentBytes(pid: number): number | null {
+  try {
+    const fields = readFileSync(statmPath(pid), "utf8").split(" ");
+    return Number(fields[1]) * pageBytes;
+  } catch {
+    return null;
+  }
+}
+
+/** How to start a SQL process: the compiled binary itself (told by its environment), or bun with the entry file. */
+function sqlProcessCommand(): string[] {
+  if (import.meta.url.includes("$bunfs")) return [process.execPath];
+  return [process.execPath, join(import.meta.dir, "sql-process-main.ts")];
+}

@@ -1,0 +1,169 @@
+// The SQL process: a child of the node that runs statements whose cost nobody can bound in
+// advance, so that the node can stop them by killing it (bun:sqlite cannot interrupt a
+// statement, and a Worker inside a SQLite call cannot be stopped: PLATFORM.md). Two jobs:
+//   query: a client's read, on its own read-only connection to the store file (WAL mode lets
+//          another process read while the node writes). Rows come back capped by size.
+//   check: a write batch run as the entry it would become (same statements, same entry
+//          values for random() and 'now', same guards as Store.apply) inside a transaction
+//          that is always rolled back, on a read-write connection whose changes never leave
+//          its page cache (cache_spill off): whether it finishes, and how it fails if it does.
+// One request at a time, over the IPC channel; the node enforces the time and memory limits.
+// The process exits when the node goes away (its channel closes).
+
+import { Database, type SQLQueryBindings, type Statement as SqliteStatement } from "bun:sqlite";
+import { errorMessage } from "../util/errors.ts";
+import type { SqlValue, Statement } from "./command.ts";
+import { ApplyGuards } from "./_apply-guards.ts";
+import { DeterministicFunctions, blobSize } from "./determinism.ts";
+
+export type SqlProcessRequest =
+  | { id: number; kind: "query"; path: string; sql: string; params: SqlValue[]; resultBytesMax: number }
+  | { id: number; kind: "check"; path: string; statements: Statement[]; term: number; index: number; timestampMs: number };
+
+export type SqlProcessReply =
+  | { id: number; kind: "rows"; columns: string[]; rows: unknown[][] }
+  | { id: number; kind: "checked"; failed: { statementIndex: number; message: string } | null }
+  /** `tooLarge`: the result passed resultBytesMax. `environmental`: not the statement's fault (busy, I/O). */
+  | { id: number; kind: "error"; message: string; tooLarge?: boolean; environmental?: boolean };
+
+/** Set in a SQL process's environment: the compiled binary runs this instead of its commands. */
+export const sqlProcessEnvKey = "SVC_SQL_PROCESS";
+
+/** What blobSize() says of a blob past its cap. */
+const blobTooLarge = /blob\(.*\) is larger than the \d+ bytes allowed here/;
+
+let readerPath = "";
+let reader: Database | null = null;
+let readerBlobCap = 0;
+let writerPath = "";
+let writer: { db: Database; functions: DeterministicFunctions; guards: ApplyGuards } | null = null;
+
+/** Serve requests until the node closes the channel. */
+export function runSqlProcess(): void {
+  const send = process.send?.bind(process);
+  if (send === undefined) {
+    process.stderr.write("svc: the SQL process runs only as a child of a node\n");
+    process.exit(2);
+  }
+  process.on("disconnect", () => process.exit(0));
+  process.on("message", (message: SqlProcessRequest) => {
+    let reply: SqlProcessReply;
+    try {
+      reply = message.kind === "query" ? runQuery(message) : runCheck(message);
+    } catch (e) {
+      const tooLarge = message.kind === "query" && blobTooLarge.test(errorMessage(e));
+      reply = { id: message.id, kind: "error", message: errorMessage(e), environmental: isEnvironmental(e), tooLarge };
+    }
+    send(reply);
+  });
+}
+
+function openReader(path: string, blobBytesMax: number): Database {
+  if (reader === null || readerPath !== path) {
+    reader?.close();
+    reader = new Database(path, { readonly: true });
+    readerPath = path;
+    readerBlobCap = blobBytesMax;
+    // A read makes no blob larger than it may answer (the rest is bounded by the node's
+    // memory watch on this process).
+    reader.function("zeroblob", (n: unknown) => new Uint8Array(blobSize("zeroblob", n, readerBlobCap)));
+    reader.function("randomblob", (n: unknown) => crypto.getRandomValues(new Uint8Array(Math.max(1, blobSize("randomblob", n, readerBlobCap)))));
+  }
+  readerBlobCap = blobBytesMax;
+  return reader;
+}
+
+function runQuery(req: Extract<SqlProcessRequest, { kind: "query" }>): SqlProcessReply {
+  const db = openReader(req.path, req.resultBytesMax);
+  const stmt = db.prepare(req.sql);
+  try {
+    stmt.safeIntegers(true);
+    const columns = stmt.columnNames;
+    const params = req.params as SQLQueryBindings[];
+    const tooLarge = (): SqlProcessReply => ({
+      id: req.id, kind: "error", tooLarge: true,
+      message: `result is larger than ${req.resultBytesMax} bytes`,
+    });
+    // Rows one at a time when the columns have distinct names (iterate() gives objects);
+    // otherwise all at once, still under the node's memory watch.
+    const distinct = new Set(columns).size === columns.length;
+    const rows: unknown[][] = [];
+    let bytes = 2;
+    const add = (row: unknown[]): boolean => {
+      for (const v of row) bytes += jsonSizeBytes(v);
+      rows.push(row);
+      return bytes <= req.resultBytesMax;
+    };
+    if (distinct) {
+      for (const obj of stmt.iterate(...params) as IterableIterator<Record<string, unknown>>) {
+        if (!add(columns.map((c) => obj[c]))) return tooLarge();
+      }
+    } else {
+      for (const row of stmt.values(...params)) if (!add(row)) return tooLarge();
+    }
+    return { id: req.id, kind: "rows", columns, rows };
+  } finally {
+    stmt.finalize();
+  }
+}
+
+/** About what a value takes in the JSON answer (blobs go out as base64). */
+function jsonSizeBytes(v: unknown): number {
+  if (v === null || v === undefined) return 5;
+  if (typeof v === "string") return v.length + 3;
+  if (v instanceof Uint8Array) return Math.ceil(v.byteLength / 3) * 4 + 3;
+  return 24;
+}
+
+function openWriter(path: string): NonNullable<typeof writer> {
+  if (writer === null || writerPath !== path) {
+    writer?.db.close();
+    const db = new Database(path);
+    // As the applying connection has it (Store): constraints must fail here as they fail there.
+    db.run("PRAGMA foreign_keys = ON");
+    // Changes stay in this process's memory and are rolled back: the file never sees them.
+    db.run("PRAGMA cache_spill = OFF");
+    db.run("PRAGMA wal_autocheckpoint = 0");
+    db.run("PRAGMA busy_timeout = 2000");
+    const functions = new DeterministicFunctions();
+    functions.install(db);
+    writer = { db, functions, guards: new ApplyGuards(db) };
+    writerPath = path;
+  }
+  return writer;
+}
+
+function runCheck(req: Extract<SqlProcessRequest, { kind: "check" }>): SqlProcessReply {
+  const { db, functions, guards } = openWriter(req.path);
+  db.run("BEGIN IMMEDIATE");
+  try {
+    guards.beforeEntry(req.statements);
+    const failed = functions.withEntry(req.term, req.index, req.timestampMs, () => {
+      for (let i = 0; i < req.statements.length; i++) {
+        const s = req.statements[i];
+        if (s === undefined) continue;
+        let stmt: SqliteStatement | null = null;
+        try {
+          stmt = db.prepare(s.sql);
+          stmt.run(...(s.params as SQLQueryBindings[]));
+          guards.afterStatement(s.sql);
+        } catch (e) {
+          if (isEnvironmental(e)) throw e;
+          return { statementIndex: i, message: errorMessage(e) };
+        } finally {
+          stmt?.finalize();
+        }
+      }
+      return null;
+    });
+    return { id: req.id, kind: "checked", failed };
+  } finally {
+    if (db.inTransaction) db.run("ROLLBACK");
+  }
+}
+
+/** Not the statement's doing: the lock was busy, the disk failed. The check says nothing then. */
+function isEnvironmental(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code === "SQLITE_FULL" || code.startsWith("SQLITE_IOERR") || code === "SQLITE_NOMEM");
+}

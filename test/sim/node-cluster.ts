@@ -40,6 +40,8 @@ export interface NodeSimConfig {
   readonly walLossPerMs: number;
   readonly membershipPerMs: number;
   readonly transferPerMs: number;
+  /** The Raft core's own options, varied to stress it (production uses fixed values: see start.ts). */
+  readonly core: { readonly preVote: boolean; readonly checkQuorum: boolean; readonly maxInflightAppends: number; readonly maxEntriesPerAppend: number; readonly maxBytesPerAppend: number };
 }
 
 export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
@@ -69,6 +71,13 @@ export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
     walLossPerMs: voterCount > 1 ? pick([0, 0, 0.0005]) : 0,
     membershipPerMs: membership ? pick([0.001, 0.003]) : 0,
     transferPerMs: voterCount > 1 ? pick([0, 0.0005]) : 0,
+    core: {
+      preVote: p.next() < 0.8,
+      checkQuorum: p.next() < 0.8,
+      maxInflightAppends: pick([1, 2, 8, 64]),
+      maxEntriesPerAppend: pick([1, 3, 16, 4096]),
+      maxBytesPerAppend: pick([64, 1024, 64 * 1024, 4 * 1024 * 1024]),
+    },
   };
 }
 
@@ -210,11 +219,11 @@ export class NodeSimulation {
         heartbeatTicks: 1,
         prng: createPrng(this.config.seed, this.prng.nextU32()),
         logger: this.logger.child(m.id),
-        preVote: true,
-        checkQuorum: true,
-        maxInflightAppends: 8,
-        maxEntriesPerAppend: 16,
-        maxBytesPerAppend: 64 * 1024,
+        preVote: this.config.core.preVote,
+        checkQuorum: this.config.core.checkQuorum,
+        maxInflightAppends: this.config.core.maxInflightAppends,
+        maxEntriesPerAppend: this.config.core.maxEntriesPerAppend,
+        maxBytesPerAppend: this.config.core.maxBytesPerAppend,
         maxPendingProposals: 1024,
       },
       {

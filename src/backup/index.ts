@@ -3,3 +3,4 @@
 
 export * from "./cleanup.ts";
 export type { BackupErrorCode } from "./errors.ts";
+export { ObjectStore, isObjectUrl, objectUrl, parseObjectUrl, type ObjectInfo, type ObjectLocation } from "./s3.ts";

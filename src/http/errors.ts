@@ -89,6 +89,13 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   DATA_DIR_NOT_WRITABLE: 503,
   DATA_DIR_WRONG_OWNER: 503,
   CLEANUP_DIR_UNREADABLE: 503,
+  // Backups and object stores (offline tools and `svc admin backup`).
+  OBJECT_URL_INVALID: 400,
+  OBJECT_STORE_NO_CREDENTIALS: 503,
+  OBJECT_STORE_FAILED: 503,
+  BACKUP_FAILED: 503,
+  BACKUP_DAMAGED: 409,
+  RESTORE_REFUSED: 409,
   REMOVE_FAILED: 503,
   PORT_IN_USE: 503,
   LISTEN_FAILED: 503,

@@ -576,7 +576,7 @@ export class NodeSimulation {
     const finalId = 1_000_000_000 + this.config.seed;
     let finalIndex = 0;
     let proposedTerm = -1;
-    let attempt: "none" | "in_flight" | "failed" = "none";
+    const last: { attempt: "none" | "in_flight" | "failed" } = { attempt: "none" };
     while (this.nowMs < deadlineMs) {
       await this.stepSettling();
       const leader = this.leader();
@@ -584,15 +584,15 @@ export class NodeSimulation {
       const term = leader.node.status().term;
       // A last write goes to each new leader, and again whenever one was refused (a full disk,
       // a change in progress): an unacknowledged write may be lost when leadership changes.
-      if (finalIndex === 0 && (term !== proposedTerm || attempt === "failed")) {
+      if (finalIndex === 0 && (term !== proposedTerm || last.attempt === "failed")) {
         proposedTerm = term;
-        attempt = "in_flight";
+        last.attempt = "in_flight";
         leader.node.execute([{ sql: "INSERT OR IGNORE INTO kv (id, v) VALUES (?, 'final')", params: [finalId] }]).then((r) => {
           finalIndex = r.index;
           this.acked.set(finalId, r.index);
-          attempt = "none";
+          last.attempt = "none";
         }, () => {
-          attempt = "failed";
+          last.attempt = "failed";
         });
         continue;
       }

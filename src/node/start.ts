@@ -109,7 +109,7 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
       clusterId,
       lostLog,
       checkpointIndex: state.checkpointIndex,
-      makeTransfer: (hooks, metrics) => fileSnapshotTransfer(network, state.snapshots, paths.storePath, logger.child("snapshot"), metrics, hooks),
+      makeTransfer: (hooks, metrics) => fileSnapshotTransfer(network, state.snapshots, paths.storePath, logger.child("snapshot"), metrics, hooks, systemClock),
       release: () => lock.release(),
       verifyTarget: { paths },
     };

@@ -1,0 +1,143 @@
+// The leader's side of a snapshot transfer: one stream per follower, a window of chunks ahead
+// of what the follower acknowledged, continued from the bytes it says it holds (a resumed or
+// repaired stream), abandoned when it stops making progress (the core then retries).
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import type { PeerNetwork } from "../io/index.ts";
+import { SnapshotStore, snapshotDirName, snapshotStateFile } from "../storage/index.ts";
+import { MessageType } from "../transport/index.ts";
+import type { Logger } from "../util/logger.ts";
+import {
+  chunkBytes, decodeAck, encodeChunk, stallTimeoutMs, windowChunks,
+  type ChunkHeader, type SnapshotMessage, type TransferMetrics,
+} from "./_snapshot-wire.ts";
+
+interface OutgoingStream {
+  message: SnapshotMessage;
+  path: string;
+  fd: number;
+  totalBytes: number;
+  sha256: string;
+  clusterId: string;
+  createdAt: string;
+  nextOffset: number;
+  ackedBytes: number;
+  lastProgressMs: number;
+}
+
+/** The leader's side: one stream per follower at a time. */
+export class SnapshotSender {
+  private readonly streams = new Map<string, OutgoingStream>();
+
+  constructor(
+    private readonly transport: PeerNetwork,
+    private readonly snapshots: SnapshotStore,
+    private readonly logger: Logger,
+    private readonly metrics: TransferMetrics,
+    private readonly finished: (peer: string, ok: boolean) => void,
+    private readonly nowMs: () => number,
+  ) {}
+
+  /** The core asked to send a snapshot to m.to. */
+  async start(m: SnapshotMessage): Promise<void> {
+    const current = this.streams.get(m.to);
+    if (current !== undefined && current.message.snapshot.index === m.snapshot.index && current.message.snapshot.term === m.snapshot.term) return;
+    if (current !== undefined) this.close(m.to, current);
+    const dir = join(this.snapshots.dir, snapshotDirName(m.snapshot.term, m.snapshot.index));
+    const entry = this.snapshots.list().find((e) => e.index === m.snapshot.index && e.term === m.snapshot.term);
+    if (entry?.meta == null) {
+      this.logger.error("snapshot requested by a follower is missing on disk", { peer: m.to, dir });
+      this.finished(m.to, false);
+      return;
+    }
+    const path = join(dir, snapshotStateFile);
+    const stream: OutgoingStream = {
+      message: m,
+      path,
+      fd: fs.openSync(path, "r"),
+      totalBytes: fs.statSync(path).size,
+      sha256: entry.meta.stateSha256,
+      clusterId: entry.meta.clusterId,
+      createdAt: entry.meta.createdAt,
+      nextOffset: 0,
+      ackedBytes: 0,
+      lastProgressMs: this.nowMs(),
+    };
+    this.streams.set(m.to, stream);
+    this.metrics.inProgress.set(this.streams.size);
+    this.metrics.totalBytes.set(stream.totalBytes);
+    this.logger.info("sending snapshot", { peer: m.to, index: m.snapshot.index, term: m.snapshot.term, bytes: stream.totalBytes });
+    this.pump(m.to, stream);
+  }
+
+  onAck(from: string, payload: Uint8Array): void {
+    const ack = decodeAck(payload);
+    const stream = this.streams.get(from);
+    if (ack === null || stream === undefined || ack.index !== stream.message.snapshot.index || ack.term !== stream.message.snapshot.term) return;
+    stream.lastProgressMs = this.nowMs();
+    if (ack.status === "done") {
+      this.logger.info("snapshot delivered", { peer: from, index: ack.index });
+      this.metrics.transfers.labels("sent_ok").inc();
+      this.close(from, stream);
+      this.finished(from, true);
+      return;
+    }
+    if (ack.status === "failed") {
+      this.logger.warn("follower rejected the snapshot", { peer: from, reason: ack.reason });
+      this.metrics.transfers.labels("sent_failed").inc();
+      this.close(from, stream);
+      this.finished(from, false);
+      return;
+    }
+    // The follower says what it holds: continue from there (a resumed or repaired stream).
+    stream.ackedBytes = ack.receivedBytes;
+    if (ack.receivedBytes < stream.nextOffset - windowChunks * chunkBytes || ack.receivedBytes > stream.nextOffset) stream.nextOffset = ack.receivedBytes;
+    this.metrics.progressBytes.set(ack.receivedBytes);
+    this.pump(from, stream);
+  }
+
+  /** Called on every tick: abandon streams that stopped making progress. */
+  checkStalls(nowMs: number): void {
+    for (const [peer, stream] of this.streams) {
+      if (nowMs - stream.lastProgressMs < stallTimeoutMs) continue;
+      this.logger.warn("snapshot transfer stalled; the leader will retry", { peer, sentBytes: stream.ackedBytes, totalBytes: stream.totalBytes });
+      this.metrics.transfers.labels("sent_stalled").inc();
+      this.close(peer, stream);
+      this.finished(peer, false);
+    }
+  }
+
+  stop(): void {
+    for (const [peer, stream] of this.streams) this.close(peer, stream);
+  }
+
+  private pump(peer: string, stream: OutgoingStream): void {
+    const m = stream.message;
+    while (stream.nextOffset - stream.ackedBytes < windowChunks * chunkBytes) {
+      const length = Math.min(chunkBytes, stream.totalBytes - stream.nextOffset);
+      // An empty final chunk still goes out when the file is empty, so the follower finishes.
+      if (length <= 0 && !(stream.totalBytes === 0 && stream.nextOffset === 0)) break;
+      const data = new Uint8Array(Math.max(0, length));
+      if (length > 0) fs.readSync(stream.fd, data, 0, length, stream.nextOffset);
+      const header: ChunkHeader = {
+        from: m.from, to: m.to, term: m.term, meta: m.snapshot, clusterId: stream.clusterId, createdAt: stream.createdAt,
+        sha256: stream.sha256, totalBytes: stream.totalBytes, offset: stream.nextOffset, crc32: Bun.hash.crc32(data) >>> 0,
+      };
+      if (!this.transport.send(peer, MessageType.snapshotChunk, encodeChunk(header, data), { bulk: true })) break;
+      this.metrics.sentBytes.inc(length);
+      stream.nextOffset += Math.max(length, 1);
+      if (stream.totalBytes === 0) break;
+    }
+  }
+
+  private close(peer: string, stream: OutgoingStream): void {
+    try {
+      fs.closeSync(stream.fd);
+    } catch {
+      // already closed
+    }
+    this.streams.delete(peer);
+    this.metrics.inProgress.set(this.streams.size);
+  }
+}

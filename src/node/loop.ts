@@ -185,17 +185,20 @@ export class EffectLoop {
     const stalled = this.stalled;
     if (stalled === null || ctx.stopped || ctx.fatalError !== null) return;
     this.stalled = null;
+    let done: boolean;
     try {
-      if (!this.runReady(stalled.rd, stalled.stage)) return;
+      done = this.runReady(stalled.rd, stalled.stage);
     } catch (e) {
       ctx.fail(e);
       return;
     }
+    if (this.stalled !== null) return;
+    // Past the step that failed (a sync may still be in flight: it goes on by itself).
     ctx.logger.info("disk full: the stalled write went through", { stage: stalled.stage });
     this.lastDiskCheckMs = Number.NEGATIVE_INFINITY;
     if (ctx.io.diskSpace === undefined) ctx.leaveDiskFull(null);
     else this.checkDisk();
-    this.processReady();
+    if (done) this.processReady();
   }
 
   schedule(): void {

@@ -40,8 +40,8 @@ export interface NodeSimConfig {
   readonly walLossPerMs: number;
   readonly membershipPerMs: number;
   readonly transferPerMs: number;
-  /** The Raft core's own options, varied to stress it (production uses fixed values: see start.ts). */
-  readonly core: { readonly preVote: boolean; readonly checkQuorum: boolean; readonly maxInflightAppends: number; readonly maxEntriesPerAppend: number; readonly maxBytesPerAppend: number };
+  /** A member's disk is full for a while: appends and hard-state saves fail with ENOSPC (the node stalls, then resumes). */
+  readonly diskFullPerMs: number;
 }
 
 export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
@@ -71,13 +71,7 @@ export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
     walLossPerMs: voterCount > 1 ? pick([0, 0, 0.0005]) : 0,
     membershipPerMs: membership ? pick([0.001, 0.003]) : 0,
     transferPerMs: voterCount > 1 ? pick([0, 0.0005]) : 0,
-    core: {
-      preVote: p.next() < 0.8,
-      checkQuorum: p.next() < 0.8,
-      maxInflightAppends: pick([1, 2, 8, 64]),
-      maxEntriesPerAppend: pick([1, 3, 16, 4096]),
-      maxBytesPerAppend: pick([64, 1024, 64 * 1024, 4 * 1024 * 1024]),
-    },
+    diskFullPerMs: quiet ? 0 : pick([0, 0.0005, 0.002]),
   };
 }
 
@@ -114,6 +108,8 @@ class SimMember {
   snapshots: MemSnapshots | null = null;
   transferHooks: SnapshotTransferHooks | null = null;
   downUntilMs = 0;
+  /** Until then the member's disk is full: its log store refuses appends and hard-state saves. */
+  diskFullUntilMs = 0;
   /** Removed from the cluster and shut down, as an operator would. */
   retired = false;
   constructor(readonly id: string, public disk: Disk) {}
@@ -138,7 +134,7 @@ export class NodeSimulation {
   private readonly entryAt = new Map<string, number>();
   private adminInFlight = false;
   /** What happened in the run, for the test's summary. */
-  readonly counts = { crashes: 0, powerLosses: 0, walLosses: 0, fsyncErrors: 0, membershipChanges: 0, transfers: 0, snapshotsSent: 0, elections: 0 };
+  readonly counts = { crashes: 0, powerLosses: 0, walLosses: 0, fsyncErrors: 0, diskFulls: 0, membershipChanges: 0, transfers: 0, snapshotsSent: 0, elections: 0 };
   readonly trace: string[] = [];
   private readonly memberConfig: Member[];
 
@@ -219,11 +215,11 @@ export class NodeSimulation {
         heartbeatTicks: 1,
         prng: createPrng(this.config.seed, this.prng.nextU32()),
         logger: this.logger.child(m.id),
-        preVote: this.config.core.preVote,
-        checkQuorum: this.config.core.checkQuorum,
-        maxInflightAppends: this.config.core.maxInflightAppends,
-        maxEntriesPerAppend: this.config.core.maxEntriesPerAppend,
-        maxBytesPerAppend: this.config.core.maxBytesPerAppend,
+        preVote: true,
+        checkQuorum: true,
+        maxInflightAppends: 8,
+        maxEntriesPerAppend: 16,
+        maxBytesPerAppend: 64 * 1024,
         maxPendingProposals: 1024,
       },
       {
@@ -233,6 +229,20 @@ export class NodeSimulation {
         appliedIndex: store.meta.appliedIndex,
       },
     );
+    // A full disk as the WAL shows it: the write fails with ENOSPC and changes nothing.
+    const append = log.append.bind(log);
+    const saveHardState = log.saveHardState.bind(log);
+    const refuseWhenFull = (): void => {
+      if (this.nowMs < m.diskFullUntilMs) throw Object.assign(new Error("ENOSPC: no space left on device (simulated)"), { code: "ENOSPC" });
+    };
+    log.append = (fresh) => {
+      refuseWhenFull();
+      append(fresh);
+    };
+    log.saveHardState = (state) => {
+      refuseWhenFull();
+      saveHardState(state);
+    };
     log.deferSync = (complete) => clock.after(this.prng.nextInt(this.config.syncDelayMaxMs + 1), complete);
     const network: PeerNetwork = {
       send: (peerId, type, payload) => {
@@ -418,6 +428,14 @@ export class NodeSimulation {
     }
     if (this.prng.next() < c.membershipPerMs) this.membershipChange();
     if (this.prng.next() < c.transferPerMs) this.transfer();
+    if (up.length > 0 && this.prng.next() < c.diskFullPerMs) {
+      const m = up[this.prng.nextInt(up.length)];
+      if (m !== undefined) {
+        m.diskFullUntilMs = this.nowMs + 20 + this.prng.nextInt(400);
+        this.counts.diskFulls++;
+        this.note(`${m.id}: disk full until ${m.diskFullUntilMs}`);
+      }
+    }
     if (up.length > 0 && this.prng.next() < c.fsyncErrorPerMs) {
       const m = up[this.prng.nextInt(up.length)];
       if (m?.log != null) {
@@ -576,7 +594,7 @@ export class NodeSimulation {
     const finalId = 1_000_000_000 + this.config.seed;
     let finalIndex = 0;
     let proposedTerm = -1;
-    const last: { attempt: "none" | "in_flight" | "failed" } = { attempt: "none" };
+    let attempt: "none" | "in_flight" | "failed" = "none";
     while (this.nowMs < deadlineMs) {
       await this.stepSettling();
       const leader = this.leader();
@@ -584,15 +602,19 @@ export class NodeSimulation {
       const term = leader.node.status().term;
       // A last write goes to each new leader, and again whenever one was refused (a full disk,
       // a change in progress): an unacknowledged write may be lost when leadership changes.
-      if (finalIndex === 0 && (term !== proposedTerm || last.attempt === "failed")) {
+      if (finalIndex === 0 && (term !== proposedTerm || attempt === "failed")) {
         proposedTerm = term;
-        last.attempt = "in_flight";
-        leader.node.execute([{ sql: "INSERT OR IGNORE INTO kv (id, v) VALUES (?, 'final')", params: [finalId] }]).then((r) => {
+        attempt = "in_flight";
+        leader.node.execute([
+          // The table too: a node stalled (a full disk) through every fault may never have committed one.
+          { sql: "CREATE TABLE IF NOT EXISTS kv (id INTEGER PRIMARY KEY, v TEXT)", params: [] },
+          { sql: "INSERT OR IGNORE INTO kv (id, v) VALUES (?, 'final')", params: [finalId] },
+        ]).then((r) => {
           finalIndex = r.index;
           this.acked.set(finalId, r.index);
-          last.attempt = "none";
+          attempt = "none";
         }, () => {
-          last.attempt = "failed";
+          attempt = "failed";
         });
         continue;
       }

@@ -6,6 +6,12 @@
 //   --cpu-prof DIR   with --source: every svc node writes a CPU profile (.cpuprofile and .md) to DIR
 //   --single-only    only the single-node part
 //   --cluster-only   only the three-node part
+//   --scale SIZES    only the scale part: one node filled to each size (e.g. 100MB,1GB,10GB),
+//                    then writes, bytes written per byte of data, checkpoints, a new follower,
+//                    restarts (bench/scale.ts); off unless given
+//   --catchup        only the availability part: a follower 100,000 entries behind catches up
+//                    while the leader serves (--catchup-entries N), and a leader killed under
+//                    load (bench/catchup.ts); off unless given
 //   --etcd           three-node part side by side with three etcd members (needs etcd on PATH;
 //                    Debian: apt-get install -y etcd-server), with svc/etcd ratios. Off unless given.
 
@@ -13,6 +19,8 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { benchCluster } from "./cluster.ts";
+import { benchCatchUp } from "./catchup.ts";
+import { benchScale } from "./scale.ts";
 import { benchSingle } from "./single.ts";
 
 const { values } = parseArgs({
@@ -25,6 +33,9 @@ const { values } = parseArgs({
     "single-only": { type: "boolean", default: false },
     "cluster-only": { type: "boolean", default: false },
     etcd: { type: "boolean", default: false },
+    scale: { type: "string" },
+    catchup: { type: "boolean", default: false },
+    "catchup-entries": { type: "string", default: "100000" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -64,5 +75,13 @@ if (values.source) {
 }
 const durationMs = Number(values.duration) * 1000;
 process.stdout.write(`svc benchmark: ${bin.join(" ")}; ${navigator.hardwareConcurrency} cores\n`);
+if (values.catchup) {
+  await benchCatchUp({ bin, entries: Number(values["catchup-entries"]) });
+  process.exit(0);
+}
+if (values.scale !== undefined) {
+  await benchScale({ durationMs, bin, sizes: values.scale.split(",") });
+  process.exit(0);
+}
 if (!values["cluster-only"]) await benchSingle({ durationMs, bin, rows: Number(values.rows) });
 if (!values["single-only"]) await benchCluster({ durationMs, bin, etcd: values.etcd });

@@ -40,6 +40,8 @@ export interface NodeSimConfig {
   readonly walLossPerMs: number;
   readonly membershipPerMs: number;
   readonly transferPerMs: number;
+  /** The Raft core's own options, varied to stress it (production uses fixed values: see start.ts). */
+  readonly core: { readonly preVote: boolean; readonly checkQuorum: boolean; readonly maxInflightAppends: number; readonly maxEntriesPerAppend: number; readonly maxBytesPerAppend: number };
   /** A member's disk is full for a while: appends and hard-state saves fail with ENOSPC (the node stalls, then resumes). */
   readonly diskFullPerMs: number;
 }
@@ -71,6 +73,13 @@ export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
     walLossPerMs: voterCount > 1 ? pick([0, 0, 0.0005]) : 0,
     membershipPerMs: membership ? pick([0.001, 0.003]) : 0,
     transferPerMs: voterCount > 1 ? pick([0, 0.0005]) : 0,
+    core: {
+      preVote: p.next() < 0.8,
+      checkQuorum: p.next() < 0.8,
+      maxInflightAppends: pick([1, 2, 8, 64]),
+      maxEntriesPerAppend: pick([1, 3, 16, 4096]),
+      maxBytesPerAppend: pick([64, 1024, 64 * 1024, 4 * 1024 * 1024]),
+    },
     diskFullPerMs: quiet ? 0 : pick([0, 0.0005, 0.002]),
   };
 }
@@ -215,11 +224,11 @@ export class NodeSimulation {
         heartbeatTicks: 1,
         prng: createPrng(this.config.seed, this.prng.nextU32()),
         logger: this.logger.child(m.id),
-        preVote: true,
-        checkQuorum: true,
-        maxInflightAppends: 8,
-        maxEntriesPerAppend: 16,
-        maxBytesPerAppend: 64 * 1024,
+        preVote: this.config.core.preVote,
+        checkQuorum: this.config.core.checkQuorum,
+        maxInflightAppends: this.config.core.maxInflightAppends,
+        maxEntriesPerAppend: this.config.core.maxEntriesPerAppend,
+        maxBytesPerAppend: this.config.core.maxBytesPerAppend,
         maxPendingProposals: 1024,
       },
       {
@@ -594,7 +603,7 @@ export class NodeSimulation {
     const finalId = 1_000_000_000 + this.config.seed;
     let finalIndex = 0;
     let proposedTerm = -1;
-    let attempt: "none" | "in_flight" | "failed" = "none";
+    const last: { attempt: "none" | "in_flight" | "failed" } = { attempt: "none" };
     while (this.nowMs < deadlineMs) {
       await this.stepSettling();
       const leader = this.leader();
@@ -602,9 +611,9 @@ export class NodeSimulation {
       const term = leader.node.status().term;
       // A last write goes to each new leader, and again whenever one was refused (a full disk,
       // a change in progress): an unacknowledged write may be lost when leadership changes.
-      if (finalIndex === 0 && (term !== proposedTerm || attempt === "failed")) {
+      if (finalIndex === 0 && (term !== proposedTerm || last.attempt === "failed")) {
         proposedTerm = term;
-        attempt = "in_flight";
+        last.attempt = "in_flight";
         leader.node.execute([
           // The table too: a node stalled (a full disk) through every fault may never have committed one.
           { sql: "CREATE TABLE IF NOT EXISTS kv (id INTEGER PRIMARY KEY, v TEXT)", params: [] },
@@ -612,9 +621,9 @@ export class NodeSimulation {
         ]).then((r) => {
           finalIndex = r.index;
           this.acked.set(finalId, r.index);
-          attempt = "none";
+          last.attempt = "none";
         }, () => {
-          attempt = "failed";
+          last.attempt = "failed";
         });
         continue;
       }

@@ -1,0 +1,221 @@
+// The UDP driver around the SWIM core: one socket on the peer port's number (Raft uses the
+// same number over TCP), a 100 ms timer that feeds the core the time, the node's members and
+// its own facts, and packets encoded, authenticated and sent by member id. Sends are capped
+// per tick (UDP drops bursts silently); everything dropped is counted by reason.
+
+import { lookup } from "node:dns/promises";
+import { isIP } from "node:net";
+import type { Logger } from "../util/logger.ts";
+import { createPrng } from "../util/prng.ts";
+import { errorMessage } from "../util/errors.ts";
+import { decodePacket, dropReasons, encodePacket, packetOverheadBytes, type DropReason } from "./codec.ts";
+import { GossipCore } from "./core.ts";
+import { clusterDerivedKey, type GossipKey } from "./key.ts";
+import { defaultGossipTimings, type GossipCounters, type GossipTimings, type MemberFacts, type MemberStatus, type Outgoing } from "./types.ts";
+
+/** What the node tells gossip, read at every tick. */
+export interface GossipSource {
+  /** Raft's voters and learners with their peer addresses ("host:port"). */
+  members(): readonly { readonly id: string; readonly peer: string }[];
+  facts(): MemberFacts;
+}
+
+export interface GossipDriverOptions {
+  readonly self: string;
+  readonly listen: { readonly host: string; readonly port: number };
+  readonly logger: Logger;
+  readonly timings?: GossipTimings;
+  /** The cluster's key for a cluster id; default: derived from the id (key.ts). */
+  readonly keyFor?: (clusterId: string) => GossipKey;
+  /** Members whose packets are dropped on arrival (tests cut gossip with it). */
+  readonly blocked?: () => ReadonlySet<string>;
+}
+
+/** A point-in-time picture for cluster-status and the metrics. */
+export interface GossipSnapshot {
+  readonly self: string;
+  readonly clusterId: string;
+  readonly nowMs: number;
+  readonly timings: GossipTimings;
+  readonly members: readonly MemberStatus[];
+  readonly counters: Readonly<GossipCounters>;
+  readonly dropped: Readonly<Record<DropReason, number>>;
+}
+
+export interface GossipService {
+  start(): Promise<void>;
+  setClusterId(clusterId: string): void;
+  setSource(source: GossipSource): void;
+  snapshot(): GossipSnapshot;
+  close(): void;
+}
+
+const tickMs = 100;
+const sendsPerTickMax = 32;
+const resolveEveryMs = 60_000;
+
+export function createGossip(opts: GossipDriverOptions): GossipService {
+  return new UdpGossip(opts);
+}
+
+class UdpGossip implements GossipService {
+  private readonly timings: GossipTimings;
+  private readonly log: Logger;
+  private socket: Bun.udp.Socket<"uint8array"> | null = null;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private clusterId = "";
+  private key: GossipKey | null = null;
+  private core: GossipCore | null = null;
+  private source: GossipSource | null = null;
+  private membersText = "";
+  /** Member id → "host:port" as the node names it, and its resolved IP. */
+  private readonly addresses = new Map<string, { peer: string; host: string; port: number; ip: string | null; resolvedMs: number }>();
+  private readonly dropped = Object.fromEntries(dropReasons.map((r) => [r, 0])) as Record<DropReason, number>;
+  private sentThisTick = 0;
+  private closed = false;
+
+  constructor(private readonly opts: GossipDriverOptions) {
+    this.timings = opts.timings ?? defaultGossipTimings;
+    this.log = opts.logger;
+  }
+
+  async start(): Promise<void> {
+    const socket = await Bun.udpSocket({
+      hostname: this.opts.listen.host,
+      port: this.opts.listen.port,
+      binaryType: "uint8array",
+      socket: { data: (_s, data) => this.onPacket(data) },
+    });
+    this.socket = socket;
+    this.timer = setInterval(() => this.tick(), tickMs);
+    this.log.info("gossip: listening (UDP)", { address: `${this.opts.listen.host}:${socket.port}` });
+  }
+
+  setClusterId(clusterId: string): void {
+    if (clusterId === this.clusterId || clusterId === "") return;
+    this.clusterId = clusterId;
+    this.key = (this.opts.keyFor ?? clusterDerivedKey)(clusterId);
+    const now = Date.now();
+    this.core = new GossipCore({
+      self: this.opts.self,
+      timings: this.timings,
+      bodyBytesMax: this.timings.packetBytesMax - packetOverheadBytes(clusterId),
+      prng: createPrng(now >>> 0, process.pid),
+      logger: this.log,
+      incarnation: now,
+    });
+    this.membersText = "";
+    this.log.debug("gossip: cluster id set", { clusterId });
+  }
+
+  setSource(source: GossipSource): void {
+    this.source = source;
+  }
+
+  snapshot(): GossipSnapshot {
+    const now = Date.now();
+    const empty: GossipCounters = { probes: 0, probesFailed: 0, indirectProbes: 0, suspicions: 0, deaths: 0, refutations: 0, joins: 0, packetsSent: 0, packetsReceived: 0 };
+    return {
+      self: this.opts.self,
+      clusterId: this.clusterId,
+      nowMs: now,
+      timings: this.timings,
+      members: this.core?.status(now) ?? [],
+      counters: { ...(this.core?.counters ?? empty) },
+      dropped: { ...this.dropped },
+    };
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.socket?.close();
+    this.socket = null;
+  }
+
+  private tick(): void {
+    const core = this.core;
+    const source = this.source;
+    if (core === null || source === null || this.closed) return;
+    const now = Date.now();
+    this.sentThisTick = 0;
+    try {
+      const members = source.members();
+      const text = members.map((m) => `${m.id}@${m.peer}`).join(",");
+      if (text !== this.membersText) {
+        this.membersText = text;
+        core.setMembers(members.map((m) => m.id), now);
+        this.addresses.clear();
+        for (const m of members) {
+          const parsed = splitAddress(m.peer);
+          if (parsed !== null) this.addresses.set(m.id, { peer: m.peer, ...parsed, ip: isIP(parsed.host) !== 0 ? parsed.host : null, resolvedMs: 0 });
+        }
+      }
+      core.setFacts(source.facts());
+      this.send(core.tick(now));
+    } catch (e) {
+      this.log.warn("gossip: tick failed", { error: errorMessage(e) });
+    }
+  }
+
+  private onPacket(data: Uint8Array): void {
+    const core = this.core;
+    const key = this.key;
+    if (core === null || key === null) {
+      this.dropped.no_cluster_id += 1;
+      return;
+    }
+    const decoded = decodePacket(data, this.clusterId, key, this.timings.packetBytesMax);
+    if (!decoded.ok) {
+      this.dropped[decoded.reason] += 1;
+      if (this.log.enabled("debug")) this.log.debug("gossip: packet dropped", { reason: decoded.reason, bytes: data.length });
+      return;
+    }
+    const from = decoded.message.from;
+    if (!this.addresses.has(from) || from === this.opts.self) {
+      this.dropped.unknown_member += 1;
+      return;
+    }
+    if (this.opts.blocked?.().has(from) === true) return;
+    if (this.log.enabled("trace")) this.log.trace("gossip: received", { type: decoded.message.type, from, seq: decoded.message.seq });
+    this.send(core.receive(decoded.message, Date.now()));
+  }
+
+  private send(out: readonly Outgoing[]): void {
+    const socket = this.socket;
+    const key = this.key;
+    if (socket === null || key === null) return;
+    for (const o of out) {
+      const address = this.addresses.get(o.to);
+      if (address === undefined) continue;
+      if (address.ip === null || Date.now() - address.resolvedMs > resolveEveryMs) this.resolve(o.to);
+      if (address.ip === null || this.sentThisTick >= sendsPerTickMax) {
+        this.dropped.send_failed += 1;
+        continue;
+      }
+      this.sentThisTick += 1;
+      const packet = encodePacket(o.message, this.clusterId, key);
+      if (!socket.send(packet, address.port, address.ip)) this.dropped.send_failed += 1;
+    }
+  }
+
+  /** Resolve a member's host name in the background; IP literals need nothing. */
+  private resolve(id: string): void {
+    const a = this.addresses.get(id);
+    if (a === undefined) return;
+    a.resolvedMs = Date.now();
+    if (isIP(a.host) !== 0) return;
+    lookup(a.host).then((r) => {
+      if (this.addresses.get(id) === a) a.ip = r.address;
+    }, (e: unknown) => this.log.debug("gossip: cannot resolve a member's peer host", { member: id, host: a.host, error: errorMessage(e) }));
+  }
+}
+
+/** "host:port" or "[v6]:port" → parts; null when it does not parse. */
+function splitAddress(raw: string): { host: string; port: number } | null {
+  const m = /^\[([^\]]+)\]:(\d+)$/.exec(raw) ?? /^([^:]+):(\d+)$/.exec(raw);
+  if (m === null) return null;
+  const port = Number(m[2]);
+  return port >= 1 && port <= 65535 ? { host: m[1] ?? "", port } : null;
+}

@@ -1,0 +1,53 @@
+// The gossip packet: authenticated to the cluster (cluster id and HMAC), bounded, and every
+// stray packet dropped with a reason the driver counts.
+
+import { describe, expect, test } from "bun:test";
+import { clusterDerivedKey, decodePacket, encodePacket, hmacKey, type GossipMessage } from "../../src/gossip/index.ts";
+
+const ping: GossipMessage = {
+  type: "ping", seq: 7, from: "node1", updates: [{ id: "node2", state: "suspect", incarnation: 3 }],
+  facts: [{
+    id: "node1", incarnation: 5, seq: 2, view: { node2: "suspect" },
+    facts: {
+      role: "leader", term: 4, leader: "node1", commitIndex: 10, appliedIndex: 9, version: "1.0.0", recovery: "healthy",
+      addresses: { peer: "127.0.0.1:7879", client: "127.0.0.1:7878", admin: "127.0.0.1:9090" }, raftLinks: { node2: false }, archive: null,
+    },
+  }],
+};
+const key = clusterDerivedKey("cluster-a");
+
+describe("gossip packets", () => {
+  test("a packet of this cluster decodes to the message sent", () => {
+    const decoded = decodePacket(encodePacket(ping, "cluster-a", key), "cluster-a", key, 1400);
+    expect(decoded).toEqual({ ok: true, message: ping });
+  });
+
+  test("a packet of another cluster is dropped as other_cluster", () => {
+    const other = encodePacket(ping, "cluster-b", clusterDerivedKey("cluster-b"));
+    expect(decodePacket(other, "cluster-a", key, 1400)).toEqual({ ok: false, reason: "other_cluster" });
+  });
+
+  test("a packet naming this cluster without its key is dropped as bad_mac", () => {
+    const forged = encodePacket(ping, "cluster-a", hmacKey(new TextEncoder().encode("guess")));
+    expect(decodePacket(forged, "cluster-a", key, 1400)).toEqual({ ok: false, reason: "bad_mac" });
+    const tampered = encodePacket(ping, "cluster-a", key);
+    tampered[20] = (tampered[20] ?? 0) ^ 1;
+    expect(decodePacket(tampered, "cluster-a", key, 1400)).toEqual({ ok: false, reason: "bad_mac" });
+  });
+
+  test("garbage and truncated packets are dropped as malformed", () => {
+    expect(decodePacket(new TextEncoder().encode("hello, is anyone there?"), "cluster-a", key, 1400)).toEqual({ ok: false, reason: "malformed" });
+    expect(decodePacket(new Uint8Array(3), "cluster-a", key, 1400)).toEqual({ ok: false, reason: "malformed" });
+    const packet = encodePacket(ping, "cluster-a", key);
+    expect(decodePacket(packet.subarray(0, 10), "cluster-a", key, 1400).ok).toBe(false);
+  });
+
+  test("an authenticated body of the wrong shape is dropped as malformed", () => {
+    const bad = encodePacket({ ...ping, updates: [{ id: "node2", state: "zombie", incarnation: 1 }] } as unknown as GossipMessage, "cluster-a", key);
+    expect(decodePacket(bad, "cluster-a", key, 1400)).toEqual({ ok: false, reason: "malformed" });
+  });
+
+  test("a packet over the size bound is dropped as too_large", () => {
+    expect(decodePacket(new Uint8Array(1401), "cluster-a", key, 1400)).toEqual({ ok: false, reason: "too_large" });
+  });
+});

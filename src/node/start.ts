@@ -71,7 +71,10 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
         checkQuorum: true,
         maxInflightAppends: 64,
         maxEntriesPerAppend: 4096,
-        maxBytesPerAppend: 4 * 1024 * 1024,
+        // A member far behind is sent at most 4 MiB of entries before it acknowledges, in
+        // appends of at most 512 KiB: what one turn of the loop encodes stays a few ms.
+        maxBytesPerAppend: 512 * 1024,
+        maxInflightBytes: 4 * 1024 * 1024,
         maxPendingProposals: 65_536,
       },
       {

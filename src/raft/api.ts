@@ -19,6 +19,11 @@ export interface RaftOptions {
   readonly checkQuorum: boolean;
   /** Per follower: appends sent and not yet acknowledged while replicating. */
   readonly maxInflightAppends: number;
+  /**
+   * Per follower: bytes of entry data sent and not yet acknowledged (default unbounded). With
+   * maxBytesPerAppend it bounds what one turn encodes for a member far behind.
+   */
+  readonly maxInflightBytes?: number;
   readonly maxEntriesPerAppend: number;
   readonly maxBytesPerAppend: number;
   /** Bound on uncommitted entries on the leader and on pending ReadIndex requests. */

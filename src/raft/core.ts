@@ -527,7 +527,7 @@ export class RaftCore {
     for (const id of [...this.progress.keys()]) if (!members.has(id)) this.progress.delete(id);
     for (const id of members) {
       if (this.progress.has(id)) continue;
-      const pr = new Progress(this.log.lastIndex() + 1, this.opts.maxInflightAppends);
+      const pr = new Progress(this.log.lastIndex() + 1, this.opts.maxInflightAppends, this.opts.maxInflightBytes);
       if (id === this.id) {
         pr.match = this.log.persistedIndex;
         pr.becomeReplicate();
@@ -660,7 +660,9 @@ export class RaftCore {
     if (prevTerm === undefined || entries === undefined) return this.sendSnapshot(to, pr);
     if (entries.length === 0 && !sendIfEmpty) return false;
     this.send(to, this.term, { type: "append", prevIndex, prevTerm, entries, commit: this.log.commit });
-    pr.sentAppend(entries.length, entries.at(-1)?.index ?? prevIndex);
+    let sizeBytes = 0;
+    for (const e of entries) sizeBytes += e.data.length;
+    pr.sentAppend(entries.length, entries.at(-1)?.index ?? prevIndex, sizeBytes);
     return true;
   }
 

@@ -7,34 +7,49 @@ import { assert } from "../util/index.ts";
 
 export type ProgressState = "probe" | "replicate" | "snapshot";
 
-/** A bounded FIFO of the last indices of in-flight appends. */
+/**
+ * A bounded FIFO of in-flight appends: their last indices and sizes. Full at `capacity`
+ * appends or at `bytesMax` bytes, whichever comes first: the bytes bound is what keeps one
+ * turn of the leader's loop from encoding hundreds of megabytes for a member far behind.
+ */
 export class Inflights {
   private readonly indices: number[] = [];
-  constructor(readonly capacity: number) {
+  private readonly sizes: number[] = [];
+  private bytes = 0;
+  constructor(readonly capacity: number, readonly bytesMax = Number.POSITIVE_INFINITY) {
     assert(capacity >= 1, "at least one append may be in flight");
+    assert(bytesMax >= 1, "an append of some bytes may be in flight");
   }
-  add(lastIndex: number): void {
+  add(lastIndex: number, sizeBytes = 0): void {
     assert(!this.full(), "no append is sent while the in-flight window is full");
     this.indices.push(lastIndex);
+    this.sizes.push(sizeBytes);
+    this.bytes += sizeBytes;
   }
   /** An acknowledgement up to index frees every append that ended at or before it. */
   freeLE(index: number): void {
     let n = 0;
     while (n < this.indices.length && this.indices[n]! <= index) n++;
-    if (n > 0) this.indices.splice(0, n);
+    if (n > 0) this.drop(n);
   }
   /** Frees the oldest slot: lets the leader send again when every append in flight may have been lost. */
   freeFirstOne(): void {
-    this.indices.shift();
+    if (this.indices.length > 0) this.drop(1);
   }
   full(): boolean {
-    return this.indices.length >= this.capacity;
+    return this.indices.length >= this.capacity || this.bytes >= this.bytesMax;
   }
   count(): number {
     return this.indices.length;
   }
   reset(): void {
     this.indices.length = 0;
+    this.sizes.length = 0;
+    this.bytes = 0;
+  }
+  private drop(n: number): void {
+    this.indices.splice(0, n);
+    for (const size of this.sizes.splice(0, n)) this.bytes -= size;
   }
 }
 
@@ -51,9 +66,9 @@ export class Progress {
   recentActive = false;
   readonly inflights: Inflights;
 
-  constructor(next: number, maxInflight: number) {
+  constructor(next: number, maxInflight: number, maxInflightBytes = Number.POSITIVE_INFINITY) {
     this.next = next;
-    this.inflights = new Inflights(maxInflight);
+    this.inflights = new Inflights(maxInflight, maxInflightBytes);
   }
 
   becomeProbe(): void {
@@ -138,11 +153,11 @@ export class Progress {
   }
 
   /** Book-keeping after sending an append whose last entry is lastIndex (entryCount may be 0). */
-  sentAppend(entryCount: number, lastIndex: number): void {
+  sentAppend(entryCount: number, lastIndex: number, sizeBytes = 0): void {
     if (this.state === "replicate") {
       if (entryCount > 0) {
         this.next = lastIndex + 1;
-        this.inflights.add(lastIndex);
+        this.inflights.add(lastIndex, sizeBytes);
       }
     } else if (this.state === "probe") {
       this.probeSent = true;

@@ -41,7 +41,7 @@ export interface NodeSimConfig {
   readonly membershipPerMs: number;
   readonly transferPerMs: number;
   /** The Raft core's own options, varied to stress it (production uses fixed values: see start.ts). */
-  readonly core: { readonly preVote: boolean; readonly checkQuorum: boolean; readonly maxInflightAppends: number; readonly maxEntriesPerAppend: number; readonly maxBytesPerAppend: number };
+  readonly core: { readonly preVote: boolean; readonly checkQuorum: boolean; readonly maxInflightAppends: number; readonly maxEntriesPerAppend: number; readonly maxBytesPerAppend: number; readonly maxInflightBytes: number };
   /** A member's disk is full for a while: appends and hard-state saves fail with ENOSPC (the node stalls, then resumes). */
   readonly diskFullPerMs: number;
 }
@@ -79,6 +79,7 @@ export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
       maxInflightAppends: pick([1, 2, 8, 64]),
       maxEntriesPerAppend: pick([1, 3, 16, 4096]),
       maxBytesPerAppend: pick([64, 1024, 64 * 1024, 4 * 1024 * 1024]),
+      maxInflightBytes: pick([1024, 64 * 1024, 4 * 1024 * 1024, Number.POSITIVE_INFINITY]),
     },
     diskFullPerMs: quiet ? 0 : pick([0, 0.0005, 0.002]),
   };
@@ -229,6 +230,7 @@ export class NodeSimulation {
         maxInflightAppends: this.config.core.maxInflightAppends,
         maxEntriesPerAppend: this.config.core.maxEntriesPerAppend,
         maxBytesPerAppend: this.config.core.maxBytesPerAppend,
+        maxInflightBytes: this.config.core.maxInflightBytes,
         maxPendingProposals: 1024,
       },
       {
@@ -426,7 +428,8 @@ export class NodeSimulation {
       this.counts.powerLosses++;
       for (const m of up) this.crash(m, 5 + this.prng.nextInt(300));
     }
-    if (up.length > 2 && this.prng.next() < c.walLossPerMs && up.every((m) => m.node?.recoveryState === "healthy")) {
+    // One member at a time: a majority that lost its logs cannot elect anyone (by design, SPEC §4.6).
+    if (up.length > 2 && this.prng.next() < c.walLossPerMs && this.members.every((m) => m.retired || m.node?.recoveryState === "healthy")) {
       const m = up[this.prng.nextInt(up.length)];
       if (m !== undefined) {
         this.crash(m, 20 + this.prng.nextInt(200));

@@ -299,3 +299,36 @@ describe("leader replication", () => {
     }
   });
 });
+
+describe("flow control", () => {
+  test("a leader sends a member far behind at most maxInflightBytes of entries before it acknowledges", () => {
+    const c = new TestCluster(["a", "b", "c"], { maxInflightAppends: 64, maxEntriesPerAppend: 4, maxBytesPerAppend: 1 << 20, maxInflightBytes: 10_000 });
+    const a = c.elect("a");
+    c.isolate("b");
+    for (let i = 0; i < 200; i++) a.core.propose(new Uint8Array(1000), 0);
+    c.deliverAll();
+    c.heal();
+    // b answers the heartbeat, the leader probes, b accepts: then the leader pipelines.
+    a.core.tick();
+    a.process();
+    let sentToB = 0;
+    for (let round = 0; round < 20; round++) {
+      for (const n of c.nodes.values()) n.process();
+      for (const n of c.nodes.values()) {
+        for (const m of n.outbox.splice(0)) {
+          if (m.to === "b" && m.type === "append") sentToB += m.entries.reduce((sum, e) => sum + e.data.length, 0);
+          // Hold b's acknowledgements: whatever the leader sends meanwhile is in flight.
+          if (m.from === "b" && m.type === "append_response" && !m.reject && m.index > 12) continue;
+          c.node(m.to).core.step(m);
+        }
+      }
+    }
+    // What b acknowledged (up to index 12) plus a window that closes once 10,000 bytes are out
+    // (the append that crosses it included); without the bound, all 200 entries go at once.
+    expect(sentToB).toBeGreaterThan(0);
+    expect(sentToB).toBeLessThanOrEqual(12 * 1000 + 10_000 + 4 * 1000);
+    // Its acknowledgements were lost: heartbeats reopen the window, and b catches up.
+    c.tickAll(5);
+    expect(c.node("b").core.status().lastIndex).toBe(a.core.status().lastIndex);
+  });
+});

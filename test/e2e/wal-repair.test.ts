@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { describe, expect } from "bun:test";
 import { listSegments } from "../../src/storage/index.ts";
 import {
-  execute, postJson, procTest, query, runBinary, useCompiledBinary, useProcessCleanup,
+  execute, postJson, procTest, query, queryRaw, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
   type NodeProcess, type ProcEnv,
 } from "../lib/proc.ts";
 
@@ -118,5 +118,33 @@ describe("wal-repair and damage at start", () => {
     expect(await rowCount(node)).toBe(40);
     await execute(node.clientUrl, [{ sql: "INSERT INTO t VALUES (?, ?)", params: [100, "after"] }]);
     expect(await rowCount(node)).toBe(41);
+  }, 120_000);
+
+  procTest("on a member of a three-node cluster, the entries a repair lost come back from the leader, and the member votes again once it has them", async (env) => {
+    const nodes = await startCluster(env, 3, { wal: { segmentSizeBytes: 1024 * 1024 } });
+    const leader = await waitForLeader(nodes);
+    await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"]);
+    for (let i = 1; i <= 40; i++) await execute(leader.clientUrl, [{ sql: "INSERT INTO t VALUES (?, ?)", params: [i, marker(i)] }]);
+    const member = nodes.find((n) => n !== leader);
+    if (member === undefined) throw new Error("no follower");
+    const staleCount = async (): Promise<number> => {
+      const r = await queryRaw(member.clientUrl, "SELECT count(*) FROM t", [], "stale");
+      return r.status === 200 ? Number(r.body?.rows[0]?.[0]) : -1;
+    };
+    await waitFor("the member to apply every row", async () => (await staleCount()) === 40);
+    expect(await member.stop()).toBe(0);
+    damageRow(member.dataDir, 35);
+    fs.rmSync(join(member.dataDir, "store"), { recursive: true, force: true });
+    const r = await repair(member.dataDir, env.dir);
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toContain("LOST on this node");
+    expect(r.stdout).toContain("the leader sends them again");
+    expect(fs.existsSync(join(member.dataDir, "raft", "LOST_LOG"))).toBe(true);
+    await member.start();
+    await waitFor("the member to hold every row again", async () => (await staleCount()) === 40);
+    expect(member.lastRunLog()).toContain("runs with log entries lost by wal-repair");
+    await waitFor("the member to vote again (LOST_LOG gone)", () => !fs.existsSync(join(member.dataDir, "raft", "LOST_LOG")));
+    await execute(leader.clientUrl, [{ sql: "INSERT INTO t VALUES (?, ?)", params: [41, "after"] }]);
+    await waitFor("the member to apply a new write", async () => (await staleCount()) === 41);
   }, 120_000);
 });

@@ -2,6 +2,7 @@
 // are read at scrape time; only events on the write path are counted as they happen.
 
 import type { TransferMetrics } from "./snapshot-transfer.ts";
+import { CatchUpMeter } from "./catch-up-meter.ts";
 import { MetricsRegistry, exponentialBuckets, type Counter, type Gauge, type Histogram } from "../metrics/index.ts";
 
 export interface NodeMetrics {
@@ -29,6 +30,8 @@ export interface NodeMetrics {
   checkpointFailuresTotal: Counter;
   checkpointDuration: Histogram;
   transfer: TransferMetrics;
+  /** Sampled by the loop; read by the tensor_chain_recovery_* gauges. */
+  catchUp: CatchUpMeter;
 }
 
 /** What the scrape-time gauges read from the node. */
@@ -75,6 +78,16 @@ export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
   r.gaugeFn("tensor_chain_memory_rss_bytes", "Resident set size of the process", () => process.memoryUsage.rss());
   r.gaugeFn("tensor_chain_memory_heap_used_bytes", "JavaScript heap in use", () => process.memoryUsage().heapUsed);
 
+  const catchUpsTotal = r.counter("tensor_chain_recovery_catch_ups_total", "Catch-ups completed: the leader confirmed this node applied all it committed, after a start or a fall back into the recovery flow");
+  const catchUp = new CatchUpMeter(() => catchUpsTotal.inc());
+  const entriesBehind = (): number => Math.max(0, source.leaderCommitIndex() - source.appliedIndex());
+  r.gaugeFn("tensor_chain_recovery_entries_behind", "Entries the leader has committed that this node has not applied (leader commit index - applied index)", entriesBehind);
+  r.gaugeFn("tensor_chain_recovery_catch_up_rate_entries_per_second", "Entries this node applied per second over the last few seconds", () => catchUp.ratePerSecond);
+  r.gaugeFn("tensor_chain_recovery_estimated_seconds", "Estimated seconds until this node has applied all the leader committed, at the current rate: 0 when not behind, -1 when not progressing",
+    () => catchUp.estimatedSeconds(entriesBehind()));
+  r.gaugeFn("tensor_chain_recovery_last_catch_up_seconds", "How long the last catch-up took, from entering the recovery flow (start, or a serving follower falling back) to the leader confirming this node caught up; 0 before the first",
+    () => catchUp.lastSeconds ?? 0);
+
   const writesTotal = r.counter("tensor_chain_writes_total", "Write batches applied and acknowledged");
   let lastScrapeMs = performance.now();
   let lastWrites = 0;
@@ -92,6 +105,7 @@ export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
 
   return {
     registry: r,
+    catchUp,
     writesTotal,
     writeLatency: r.histogram("tensor_chain_write_latency_seconds", "Time from a write's arrival to its acknowledgement", latencyBucketsSeconds),
     writeErrorsTotal: r.counter("tensor_chain_write_errors_total", "Writes answered with an error", ["code"]),

@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { describe, expect } from "bun:test";
 import { renderConfigToml } from "../../src/config/index.ts";
 import {
-  executeRaw, getJson, metric, procTest, queryRaw, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup, waitFor,
-  type ProcEnv,
+  clusterConfigs, executeRaw, getJson, metric, postJson, procTest, queryRaw, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup,
+  waitFor, waitForLeader, type ProcEnv,
 } from "../lib/proc.ts";
 
 useProcessCleanup();
@@ -149,4 +149,42 @@ describe.skipIf(!canMount)("a full disk (data directory on a small tmpfs)", () =
       expect(freeBytes(disk)).toBeGreaterThan(12 * MIB);
     });
   });
+
+  procTest("a leader whose disk fills up hands leadership to another voter and does not take it back; writes through it go on", async (env) => {
+    await withTmpfs(env, 24, async (disk) => {
+      const configs = await clusterConfigs(env.dir, 3, { wal: { segmentSizeBytes: 1 * MIB } });
+      const nodes = configs.map((c, i) => env.node(i === 0 ? { ...c, dataDir: join(disk, "node1") } : c));
+      for (const n of nodes) n.spawn();
+      await Promise.all(nodes.map((n) => n.waitHealthy()));
+      const [full] = nodes;
+      if (full === undefined) throw new Error("no node1");
+      const first = await waitForLeader(nodes);
+      if (first !== full) {
+        const moved = await postJson(`${first.adminUrl}/admin/transfer-leader`, { id: full.nodeId });
+        expect(moved.status).toBe(200);
+      }
+      await waitFor("node1 to lead", async () => (await waitForLeader(nodes)) === full);
+      expect((await executeRaw(full.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"])).status).toBe(200);
+
+      fillTo(disk, join(disk, "filler"), 2 * MIB);
+      const next = await waitFor("another voter to lead", async () => {
+        const leader = await waitForLeader(nodes);
+        return leader !== full ? leader : undefined;
+      });
+      expect((await getJson<{ disk: string }>(`${full.clientUrl}/health`)).disk).toBe("full");
+      // A write sent to the full node goes to the new leader, whose disk has room.
+      const through = await executeRaw(full.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["via node1"] }]);
+      expect(through.status).toBe(200);
+      expect((await executeRaw(next.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["at the leader"] }])).status).toBe(200);
+      expect(await waitForLeader(nodes)).not.toBe(full);
+      expect(full.running).toBe(true);
+
+      fs.rmSync(join(disk, "filler"));
+      await waitFor("node1 to see room again", async () => (await getJson<{ disk: string }>(`${full.clientUrl}/health`)).disk === "ok");
+      await waitFor("node1 to apply both writes", async () => {
+        const r = await queryRaw(full.clientUrl, "SELECT count(*) FROM t", [], "stale");
+        return r.status === 200 && Number(r.body?.rows[0]?.[0]) === 2;
+      });
+    });
+  }, 120_000);
 });

@@ -1,0 +1,152 @@
+// Archived WAL segments: committed log entries in the WAL's own record format, one file per
+// contiguous index range, named `<first_index>-<last_index>-<term>.wal` (16 hex digits each;
+// the term is the last entry's). The name is a function of the entries and the bytes are a
+// function of the entries, so two leaders that archive the same committed range write the
+// same name with the same bytes (Raft's log matching), and a name that exists already is not
+// a conflict when its bytes are equal.
+//
+// readWalRange reads committed entries back out of a node's own WAL directory, which keeps
+// every segment until it is archived (see node/wal-archiver.ts).
+
+import * as fs from "node:fs";
+import type { Entry } from "../util/log-data.ts";
+import { assert } from "../util/assert.ts";
+import { recordHeaderBytes, encodeRecord } from "./_record.ts";
+import { entryHeaderBytes, writeEntryRecord } from "./_entry-codec.ts";
+import { RecordType, scanSegment, segmentHeaderPayload, type SegmentDamage } from "./_segment.ts";
+import { listSegments } from "./wal.ts";
+
+const hex16 = (n: number): string => n.toString(16).padStart(16, "0");
+
+export interface ArchivedRange {
+  readonly firstIndex: number;
+  readonly lastIndex: number;
+  /** Term of the last entry. */
+  readonly term: number;
+}
+
+export function archiveSegmentName(range: ArchivedRange): string {
+  return `${hex16(range.firstIndex)}-${hex16(range.lastIndex)}-${hex16(range.term)}.wal`;
+}
+
+/** The range an archived segment's name gives; null for any other name (a local WAL segment, a temp file). */
+export function parseArchiveSegmentName(name: string): ArchivedRange | null {
+  const m = /^([0-9a-f]{16})-([0-9a-f]{16})-([0-9a-f]{16})\.wal$/.exec(name);
+  if (m === null) return null;
+  const range = { firstIndex: Number.parseInt(m[1] ?? "", 16), lastIndex: Number.parseInt(m[2] ?? "", 16), term: Number.parseInt(m[3] ?? "", 16) };
+  if (range.firstIndex < 1 || range.lastIndex < range.firstIndex || range.term < 1) return null;
+  return range;
+}
+
+/** The bytes of an archived segment: a WAL header, then one record per entry, nothing after. */
+export function encodeArchiveSegment(entries: readonly Entry[]): Uint8Array {
+  const first = entries[0];
+  assert(first !== undefined, "an archived segment holds at least one entry");
+  const header = encodeRecord(RecordType.header, segmentHeaderPayload(0, first.index));
+  let total = header.length;
+  for (const e of entries) total += recordHeaderBytes + entryHeaderBytes + e.data.length;
+  const out = new Uint8Array(total);
+  const view = new DataView(out.buffer);
+  out.set(header, 0);
+  let offset = header.length;
+  let expected = first.index;
+  for (const e of entries) {
+    assert(e.index === expected, "archived entries are contiguous");
+    expected++;
+    offset = writeEntryRecord(out, view, offset, RecordType.entry, e);
+  }
+  assert(offset === total, "archived segment fills its buffer exactly");
+  return out;
+}
+
+export type ArchiveScan =
+  | { ok: true; entries: Entry[] }
+  | { ok: false; offset: number; reason: string };
+
+/**
+ * Read an archived segment and check it against its name: every record whole, the entries
+ * contiguous from the name's first index to its last, the last one of the name's term.
+ */
+export function scanArchiveSegment(name: string, buf: Uint8Array): ArchiveScan {
+  const range = parseArchiveSegmentName(name);
+  if (range === null) return { ok: false, offset: 0, reason: "the name is not <first>-<last>-<term>.wal" };
+  const scan = scanSegment(buf);
+  if (scan.damage !== null) return damaged(scan.damage);
+  if (scan.dataEndBytes !== buf.length) return { ok: false, offset: scan.dataEndBytes, reason: "zeros after the last record" };
+  let expected = range.firstIndex;
+  for (const e of scan.entries) {
+    if (e.index !== expected) return { ok: false, offset: 0, reason: `holds entry ${e.index} where ${expected} was due` };
+    expected++;
+  }
+  const last = scan.entries.at(-1);
+  if (last === undefined || last.index !== range.lastIndex) {
+    return { ok: false, offset: buf.length, reason: `ends at entry ${last?.index ?? range.firstIndex - 1}, its name says ${range.lastIndex}` };
+  }
+  if (last.term !== range.term) return { ok: false, offset: 0, reason: `its last entry is of term ${last.term}, its name says ${range.term}` };
+  return { ok: true, entries: scan.entries };
+}
+
+function damaged(d: SegmentDamage): ArchiveScan {
+  return { ok: false, offset: d.offset, reason: d.afterIndex > 0 ? `${d.reason} (after entry ${d.afterIndex})` : d.reason };
+}
+
+export type WalRangeRead =
+  | { ok: true; entries: Entry[] }
+  /** The WAL holds no record of `from` (removed before archiving was enabled, or never written here). */
+  | { ok: false; firstHeld: number | null; reason: string };
+
+/**
+ * Committed entries `from`…`to` (at most `bytesMax` of entry data, at least one entry) from
+ * the WAL segments in `walDir`, in order. Records are taken as the WAL replays them: a later
+ * record for an index replaces the earlier one and everything after it. Only committed
+ * entries may be asked for, and committed entries are never rewritten, so the read stops at
+ * the first segment that completes the range. A torn tail past the range (an append in
+ * progress) is no concern: only the bytes before it are needed.
+ */
+export async function readWalRange(walDir: string, from: number, to: number, bytesMax: number): Promise<WalRangeRead> {
+  assert(from >= 1 && to >= from, "a non-empty range is read");
+  const segments = listSegments(walDir);
+  let start = -1;
+  for (let i = 0; i < segments.length; i++) if ((segments[i]?.firstIndex ?? Infinity) <= from) start = i;
+  if (start < 0) {
+    return { ok: false, firstHeld: segments[0]?.firstIndex ?? null, reason: `the WAL in ${walDir} holds no segment with entry ${from}` };
+  }
+  const got: Entry[] = [];
+  let bytes = 0;
+  let last = to;
+  for (let i = start; i < segments.length; i++) {
+    const segment = segments[i];
+    assert(segment !== undefined, "segment index in range");
+    const buf = new Uint8Array(await fs.promises.readFile(segment.path));
+    const scan = scanSegment(buf);
+    for (const e of scan.entries) {
+      if (e.index > last) continue;
+      const nextIndex = from + got.length;
+      if (e.index < from) {
+        // A rewrite below the range: whatever was collected came after it and is replaced.
+        got.length = 0;
+        bytes = 0;
+        continue;
+      }
+      if (e.index > nextIndex) {
+        // The log started over after a snapshot here: nothing before it continues into it.
+        got.length = 0;
+        bytes = 0;
+        continue;
+      }
+      if (e.index < nextIndex) {
+        got.length = e.index - from;
+        bytes = 0;
+        for (const x of got) bytes += x.data.length;
+      }
+      got.push(e);
+      bytes += e.data.length;
+      if (bytes >= bytesMax && e.index < last) last = e.index;
+    }
+    if (got.length === last - from + 1) return { ok: true, entries: got };
+  }
+  return {
+    ok: false, firstHeld: segments[0]?.firstIndex ?? null,
+    reason: `the WAL in ${walDir} holds entries ${from}…${from + got.length - 1} of ${from}…${last}`,
+  };
+}

@@ -7,4 +7,8 @@ import type { CleanupProblem } from "./types.ts";
 export type BackupErrorCode =
   | "CLEANUP_DIR_MISSING" | "CLEANUP_DIR_UNREADABLE" | CleanupProblem["code"]
   | "OBJECT_URL_INVALID" | "OBJECT_STORE_NO_CREDENTIALS" | "OBJECT_STORE_FAILED"
-  | "BACKUP_FAILED" | "BACKUP_DAMAGED" | "RESTORE_REFUSED";
+  | "BACKUP_FAILED" | "BACKUP_DAMAGED" | "RESTORE_REFUSED"
+  /** The WAL archive (wal-replay): nothing in it, a missing range, a damaged or conflicting segment, unreadable. */
+  | "ARCHIVE_EMPTY" | "ARCHIVE_GAP" | "ARCHIVE_DAMAGED" | "ARCHIVE_CONFLICT" | "ARCHIVE_UNREADABLE"
+  /** wal-replay will not run on this data directory or to this target (nothing was changed). */
+  | "WAL_REPLAY_REFUSED";

@@ -1,0 +1,339 @@
+// Point-in-time restore (SPEC §4.5 step 4): on a stopped node whose raft/ holds only a
+// snapshot, write the archived entries after that snapshot into raft/wal/, in order, up to and
+// including the last entry stamped at or before the target time, and stop exactly there. The
+// hard state then says they are committed, and the store is removed: at `svc serve` the node
+// rebuilds it from the snapshot and applies the entries, and the other (emptied) members
+// fetch everything from it.
+//
+// "At or before T" is by the entries' own timestamps (the leader's clock when proposed):
+// replay stops before the first entry stamped later than T. A target given to the second
+// (no fraction) covers that whole second.
+//
+// Every check runs before anything is changed: an error leaves the data directory as it was.
+// The new WAL is written beside raft/wal/ and moved in only when complete.
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import type { Entry } from "../util/log-data.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/logger.ts";
+import {
+  SnapshotStore, Wal, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, scanArchiveSegment, writeHardState,
+  type SnapshotEntry,
+} from "../storage/index.ts";
+import { Store } from "../store/index.ts";
+import type { ArchiveSource, ArchivedSegment } from "./archive-source.ts";
+
+export interface ReplayTarget {
+  /** The time as given, in ms since the epoch. */
+  readonly atMs: number;
+  /** Entries stamped at or before this are replayed. */
+  readonly limitMs: number;
+  readonly text: string;
+}
+
+export interface ReplayProgress {
+  entries: number;
+  /** Index of the last entry written. */
+  lastIndex: number;
+  /** Timestamp of the last entry written (ms), 0 before any. */
+  reachedMs: number;
+  elapsedMs: number;
+}
+
+export interface WalReplayOptions {
+  dataDir: string;
+  source: ArchiveSource;
+  until: ReplayTarget;
+  segmentSizeBytes: number;
+  logger: Logger;
+  onProgress?: (p: ReplayProgress) => void;
+}
+
+export interface WalReplayReport {
+  dataDir: string;
+  archive: string;
+  until: string;
+  snapshot: { index: number; term: number; dir: string };
+  entries: number;
+  /** First and last index written (null when none). */
+  firstIndex: number | null;
+  lastIndex: number;
+  /** Timestamp of the last entry replayed, ISO 8601 (null when none carried one). */
+  reachedAt: string | null;
+  /** The first entry not replayed, stamped after the target (null: the archive ended first). */
+  stoppedBefore: { index: number; at: string } | null;
+  /** The archive's last index. */
+  archiveLastIndex: number;
+  segmentsRead: number;
+  /** Damaged segments another intact one stood in for. */
+  skippedDamaged: string[];
+  durationMs: number;
+  entriesPerSecond: number;
+  warnings: string[];
+}
+
+const isoZoned = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|z|[+-]\d{2}(?::?\d{2})?)$/;
+
+/** Read --until: an ISO 8601 date and time with a zone (Z for UTC, or an offset). */
+export function parseReplayTarget(text: string): ReplayTarget {
+  const m = isoZoned.exec(text.trim());
+  if (m === null) {
+    const noZone = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}([.,]\d+)?)?$/.test(text.trim());
+    throw new SvcError("WAL_REPLAY_REFUSED", noZone
+      ? `--until ${JSON.stringify(text)} has no time zone: it could mean any of 24 hours`
+      : `--until ${JSON.stringify(text)} is not an ISO 8601 date and time`, {
+      hint: "write the target in UTC with a Z, e.g. --until 2026-11-22T21:30:00Z (or with an offset, +01:00)",
+    });
+  }
+  const [, y, mo, d, h, mi, s, frac, zone] = m;
+  const fields = [y, mo, d, h, mi, s].map(Number) as [number, number, number, number, number, number];
+  const [year, month, day, hour, minute, second] = fields;
+  const baseMs = Date.UTC(year, month - 1, day, hour, minute, second);
+  const check = new Date(baseMs);
+  if (month < 1 || month > 12 || check.getUTCDate() !== day || check.getUTCMonth() !== month - 1 || hour > 23 || minute > 59 || second > 59) {
+    throw new SvcError("WAL_REPLAY_REFUSED", `--until ${JSON.stringify(text)} is not a valid date and time`, {
+      hint: "check the day of the month and the hours, minutes and seconds, e.g. --until 2026-11-22T21:30:00Z",
+    });
+  }
+  let offsetMs = 0;
+  if (zone !== undefined && zone.toUpperCase() !== "Z") {
+    const z = /^([+-])(\d{2}):?(\d{2})?$/.exec(zone);
+    const sign = z?.[1] === "-" ? -1 : 1;
+    offsetMs = sign * (Number(z?.[2] ?? 0) * 60 + Number(z?.[3] ?? 0)) * 60_000;
+  }
+  const fracMs = frac === undefined ? 0 : Math.floor(Number(`0.${frac}`) * 1000);
+  const atMs = baseMs + fracMs - offsetMs;
+  return { atMs, limitMs: frac === undefined ? atMs + 999 : atMs, text };
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** Run the replay (see the top of this file). Throws with nothing changed when it cannot. */
+export async function replayWalArchive(options: WalReplayOptions): Promise<WalReplayReport> {
+  const startedMs = performance.now();
+  const paths = dataPaths(options.dataDir);
+  let lock;
+  try {
+    lock = lockDataDir(options.dataDir, "wal-replay");
+  } catch (e) {
+    throw new SvcError("WAL_REPLAY_REFUSED", `${errorMessage(e)}`, { hint: "stop the node first (systemctl stop svc): wal-replay runs offline" });
+  }
+  const tmpDir = join(paths.raftDir, `wal.replay-${process.pid}`);
+  try {
+    const snapshot = await checkRaftHoldsOnlyASnapshot(paths);
+    const meta = snapshot.meta;
+    if (meta === null) throw new Error("a valid snapshot has its meta");
+    const segments = await options.source.listArchive();
+    if (segments.length === 0) {
+      throw new SvcError("ARCHIVE_EMPTY", `no archived WAL segments (<first>-<last>-<term>.wal) in ${options.source.location}`, {
+        hint: "give --wal-dir the location archive_command copies segments to",
+      });
+    }
+    const warnings: string[] = [];
+    await checkTargetAfterSnapshot(options, segments, snapshot, warnings);
+
+    fs.rmSync(tmpDir, { recursive: true, force: true });
+    const { wal } = Wal.open(tmpDir, { segmentSizeBytes: options.segmentSizeBytes, logger: options.logger });
+    wal.resetTo(meta.index + 1);
+    const chain = new ArchiveChain(options.source, segments);
+    let next = meta.index + 1;
+    let written = 0;
+    let lastIndex = meta.index;
+    let reachedMs = 0;
+    let stoppedBefore: Entry | null = null;
+    let lastProgressMs = 0;
+    const progress = (): void => {
+      options.onProgress?.({ entries: written, lastIndex, reachedMs, elapsedMs: performance.now() - startedMs });
+    };
+    try {
+      while (stoppedBefore === null) {
+        const entries = await chain.entriesFrom(next);
+        if (entries === null) break;
+        const batch: Entry[] = [];
+        for (const e of entries) {
+          if (e.timestampMs > options.until.limitMs) {
+            stoppedBefore = e;
+            break;
+          }
+          batch.push(e);
+          if (e.timestampMs > 0) reachedMs = e.timestampMs;
+        }
+        if (batch.length > 0) {
+          wal.append(batch);
+          written += batch.length;
+          lastIndex = batch.at(-1)?.index ?? lastIndex;
+          next = lastIndex + 1;
+        }
+        if (performance.now() - lastProgressMs >= 250) {
+          lastProgressMs = performance.now();
+          progress();
+        }
+      }
+      wal.sync();
+    } finally {
+      wal.close();
+    }
+    progress();
+    const archiveLastIndex = Math.max(...segments.map((s) => s.range.lastIndex));
+    if (stoppedBefore === null) {
+      warnings.push(`the archive ends at entry ${archiveLastIndex}${reachedMs > 0 ? ` (stamped ${iso(reachedMs)})` : ""}, before the target: everything archived was replayed`);
+    }
+
+    // Everything checked and written: move the new WAL in, say it is committed, drop the store.
+    ensureDir(paths.walDir);
+    for (const s of listSegments(paths.walDir)) fs.rmSync(s.path, { force: true });
+    for (const name of fs.readdirSync(tmpDir)) fs.renameSync(join(tmpDir, name), join(paths.walDir, name));
+    fsyncDir(paths.walDir);
+    fs.rmSync(tmpDir, { recursive: true, force: true });
+    // The term is past every term in the archive: entries the restored cluster writes never
+    // share an archived segment's name with the history it replaced.
+    const term = Math.max(meta.term, ...segments.map((s) => s.range.term));
+    writeHardState(paths.hardStatePath, { term, vote: null, commit: lastIndex, clusterId: meta.clusterId });
+    Store.remove(paths.storePath);
+    fsyncDir(paths.raftDir);
+    const durationMs = performance.now() - startedMs;
+    return {
+      dataDir: options.dataDir,
+      archive: options.source.location,
+      until: iso(options.until.atMs),
+      snapshot: { index: meta.index, term: meta.term, dir: snapshot.dir },
+      entries: written,
+      firstIndex: written > 0 ? meta.index + 1 : null,
+      lastIndex,
+      reachedAt: reachedMs > 0 ? iso(reachedMs) : null,
+      stoppedBefore: stoppedBefore === null ? null : { index: stoppedBefore.index, at: iso(stoppedBefore.timestampMs) },
+      archiveLastIndex,
+      segmentsRead: chain.segmentsRead,
+      skippedDamaged: chain.skippedDamaged,
+      durationMs,
+      entriesPerSecond: durationMs > 0 ? Math.round((written * 1000) / durationMs) : 0,
+      warnings,
+    };
+  } catch (e) {
+    fs.rmSync(tmpDir, { recursive: true, force: true });
+    throw e;
+  } finally {
+    lock.release();
+  }
+}
+
+/** SPEC §4.5 steps 2–3: raft/ was cleared and a snapshot copied in; nothing else. */
+async function checkRaftHoldsOnlyASnapshot(paths: ReturnType<typeof dataPaths>): Promise<SnapshotEntry> {
+  const refuse = (what: string): SvcError => new SvcError("WAL_REPLAY_REFUSED", `${paths.raftDir} ${what}`, {
+    hint: "wal-replay runs on a stopped node whose raft/ was emptied and given only the snapshot to restore from (SPEC §4.5 steps 1–3): " +
+      `remove the contents of ${paths.raftDir} and copy the snapshot directory into ${paths.snapshotsDir}`,
+  });
+  if (fs.existsSync(paths.hardStatePath)) throw refuse("holds a node's Raft state (raft/hardstate)");
+  for (const s of listSegments(paths.walDir)) {
+    if (readSegment(s.path).entries.length > 0) throw refuse(`holds WAL entries (${s.path})`);
+  }
+  const snapshots = new SnapshotStore(paths.snapshotsDir);
+  const damaged: string[] = [];
+  const latest = await snapshots.latestValid((entry, reason) => damaged.push(`${entry.dir}: ${reason}`));
+  if (latest === null || latest.meta === null) {
+    throw new SvcError("WAL_REPLAY_REFUSED", `no valid snapshot in ${paths.snapshotsDir}${damaged.length > 0 ? ` (damaged: ${damaged.join("; ")})` : ""}`, {
+      hint: "copy the latest snapshot directory (raft/snapshots/<term>-<index>/ of a node, or a backup's latest/) into it (SPEC §4.5 step 3)",
+    });
+  }
+  return latest;
+}
+
+/**
+ * The target must not lie before the snapshot: the snapshot would already hold writes after
+ * it. Known from the archive's copy of the snapshot's last entry; without one, from the time
+ * the snapshot was taken.
+ */
+async function checkTargetAfterSnapshot(options: WalReplayOptions, segments: readonly ArchivedSegment[], snapshot: SnapshotEntry, warnings: string[]): Promise<void> {
+  const meta = snapshot.meta;
+  if (meta === null) return;
+  const holding = segments.filter((s) => s.range.firstIndex <= meta.index && meta.index <= s.range.lastIndex);
+  for (const s of holding) {
+    const scan = scanArchiveSegment(s.name, await options.source.readArchived(s.name));
+    if (!scan.ok) continue;
+    const last = scan.entries.find((e) => e.index === meta.index);
+    const stamped = scan.entries.filter((e) => e.index <= meta.index && e.timestampMs > 0).at(-1);
+    if (last === undefined) continue;
+    if (stamped !== undefined && stamped.timestampMs > options.until.limitMs) {
+      throw new SvcError("WAL_REPLAY_REFUSED", `the target ${iso(options.until.atMs)} is before the snapshot ${snapshot.dir}: its entry ${stamped.index} was written at ${iso(stamped.timestampMs)}`, {
+        hint: "restore from an older snapshot (one taken before the target), or choose a later target",
+      });
+    }
+    return;
+  }
+  const createdMs = Date.parse(meta.createdAt);
+  if (Number.isFinite(createdMs) && createdMs > options.until.limitMs) {
+    throw new SvcError("WAL_REPLAY_REFUSED", `the target ${iso(options.until.atMs)} is before the snapshot ${snapshot.dir} was taken (${meta.createdAt}), and the archive does not show that the snapshot holds nothing after the target`, {
+      hint: "restore from a snapshot taken before the target, or choose a later target",
+    });
+  }
+  warnings.push(`the archive does not hold the snapshot's last entry ${meta.index}; the snapshot was taken at ${meta.createdAt}`);
+}
+
+/**
+ * The archive as one contiguous log: for each index the segment that holds it and reaches
+ * furthest, intact. Overlaps (a range archived twice across a leader change) must agree;
+ * a damaged segment is stepped over only when an intact one holds the same entries.
+ */
+class ArchiveChain {
+  segmentsRead = 0;
+  readonly skippedDamaged: string[] = [];
+  private previous: Entry | null = null;
+
+  constructor(private readonly source: ArchiveSource, private readonly segments: readonly ArchivedSegment[]) {}
+
+  /** Entries from `next` on out of one segment; null when the archive ends before `next`. */
+  async entriesFrom(next: number): Promise<Entry[] | null> {
+    const holding = this.segments
+      .filter((s) => s.range.firstIndex <= next && next <= s.range.lastIndex)
+      .sort((a, b) => b.range.lastIndex - a.range.lastIndex);
+    if (holding.length === 0) {
+      const later = this.segments.find((s) => s.range.firstIndex > next);
+      if (later === undefined) return null;
+      throw new SvcError("ARCHIVE_GAP", `the WAL archive ${this.source.location} has a gap: no segment holds entry ${next}; the next one, ${later.name}, starts at ${later.range.firstIndex}`, {
+        hint: `entries ${next}…${later.range.firstIndex - 1} are missing: find the segments holding them (another archive location, a node's raft/wal/), or restore to a target before entry ${next}`,
+        details: { missingFrom: next, missingTo: later.range.firstIndex - 1 },
+      });
+    }
+    let firstDamage: { name: string; offset: number; reason: string } | null = null;
+    for (const s of holding) {
+      let bytes: Uint8Array;
+      try {
+        bytes = await this.source.readArchived(s.name);
+      } catch (e) {
+        throw new SvcError("ARCHIVE_UNREADABLE", `cannot read ${s.name} from ${this.source.location}: ${errorMessage(e)}`);
+      }
+      this.segmentsRead++;
+      const scan = scanArchiveSegment(s.name, bytes);
+      if (!scan.ok) {
+        firstDamage ??= { name: s.name, offset: scan.offset, reason: scan.reason };
+        continue;
+      }
+      if (firstDamage !== null) this.skippedDamaged.push(`${firstDamage.name} at byte ${firstDamage.offset}: ${firstDamage.reason}`);
+      const prev = this.previous;
+      if (prev !== null) {
+        const same = scan.entries.find((e) => e.index === prev.index);
+        if (same !== undefined && (same.term !== prev.term || !equalBytes(same.data, prev.data))) {
+          throw new SvcError("ARCHIVE_CONFLICT", `the WAL archive ${this.source.location} holds two histories: ${s.name} disagrees at entry ${prev.index} with the segment before it`, {
+            hint: "the location mixes the archives of two clusters, or of a cluster before and after a point-in-time restore: give --wal-dir one cluster's archive",
+          });
+        }
+      }
+      const out = scan.entries.filter((e) => e.index >= next);
+      this.previous = out.at(-1) ?? this.previous;
+      return out;
+    }
+    const d = firstDamage;
+    if (d === null) throw new Error("a segment was damaged or read");
+    throw new SvcError("ARCHIVE_DAMAGED", `the archived WAL segment ${d.name} in ${this.source.location} is damaged at byte offset ${d.offset}: ${d.reason}`, {
+      hint: `no other segment holds entry ${next}: find an intact copy of ${d.name}, or restore to a target before entry ${next}`,
+      details: { file: d.name, offset: d.offset },
+    });
+  }
+}
+
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}

@@ -37,6 +37,8 @@ export interface SnapshotOutcome {
 export const snapshotsRetainedCount = 3;
 /** An image is due once the WAL kept since the newest one reaches the store's size, and at least this. */
 export const imageLogBytesMinDefault = 64 * 1024 * 1024;
+/** A checkpoint is due when the store's SQLite WAL reaches this, whatever the entry count. */
+const storeWalBytesMax = 64 * 1024 * 1024;
 /** A failing image or checkpoint (a full disk, say) is retried, but not on every write. */
 const retryAfterFailureMs = 10_000;
 const largeCompactionBytes = 16 * 1024 * 1024;
@@ -64,6 +66,9 @@ export class SnapshotPolicy {
   private collectedAt: Progress | null = null;
   /** Counts installs of snapshots from the leader: a checkpoint that began before one is stale. */
   private installs = 0;
+  /** The WAL was trimmed through here (an image, capped by the archive). */
+  private compactedThrough = 0;
+  private compactionInFlight = false;
 
   constructor(private readonly ctx: NodeContext, checkpointIndex: number, private readonly imageLogBytesMin = imageLogBytesMinDefault) {
     this.checkpointIndexValue = checkpointIndex;
@@ -126,11 +131,35 @@ export class SnapshotPolicy {
     if (ctx.fatalError !== null || ctx.stopped) return;
     const now = ctx.clock.monotonicMs();
     const applied = ctx.store.meta.appliedIndex;
-    if (!this.checkpointInFlight && applied - this.checkpointStartedAt >= ctx.config.snapshotIntervalEntries && now >= this.nextCheckpointAtMs) {
+    // Due every snapshot_interval entries, and sooner when a few large entries (a bulk load)
+    // have grown the store's own SQLite WAL past a bound: what a checkpoint copies stays small.
+    const checkpointDue = applied - this.checkpointStartedAt >= ctx.config.snapshotIntervalEntries
+      || (applied > this.checkpointStartedAt && ctx.store.walFileBytes() >= storeWalBytesMax);
+    if (!this.checkpointInFlight && checkpointDue && now >= this.nextCheckpointAtMs) {
       void this.checkpointNow();
     }
     if (this.logBytesInMemory >= this.memoryBudgetBytes()) this.compactInMemory();
     if (this.inFlight === null && ctx.recovery === "healthy" && now >= this.nextImageAtMs && this.imageDue()) this.take().catch(() => undefined);
+    this.compactBehindArchive();
+  }
+
+  /**
+   * With archiving on, an image trims the WAL only as far as the archive reaches; once the
+   * archive passes that point, the segments the newest image covers go without a new image.
+   */
+  private compactBehindArchive(): void {
+    const { ctx } = this;
+    if (ctx.io.walArchive === undefined || this.inFlight !== null || this.compactionInFlight) return;
+    const through = ctx.walRemovableThrough(ctx.snapshotIndex);
+    if (through <= this.compactedThrough) return;
+    this.compactionInFlight = true;
+    this.compactedThrough = through;
+    void ctx.io.log.compact(through).then(
+      (removed) => ctx.metrics.walSegmentsRemoved.inc(removed),
+      (e: unknown) => ctx.logger.warn("could not remove archived WAL segments", { error: errorMessage(e) }),
+    ).finally(() => {
+      this.compactionInFlight = false;
+    });
   }
 
   /**
@@ -170,6 +199,8 @@ export class SnapshotPolicy {
   /** An image is due when the WAL kept since the newest one reaches the store's size. */
   private imageDue(): boolean {
     const { ctx } = this;
+    // While the archive lags behind the newest image, a newer image would free nothing more.
+    if (ctx.walRemovableThrough(ctx.snapshotIndex) < ctx.snapshotIndex) return false;
     const walBytes = ctx.io.log.stats().sizeBytes;
     return walBytes >= Math.max(this.imageLogBytesMin, ctx.store.sizeBytes());
   }
@@ -233,7 +264,8 @@ export class SnapshotPolicy {
       if (!ctx.stopped) {
         // The image is a rebuild point: the WAL it covers can go, and the core's memory too.
         this.compactCoreTo({ index: record.index, term: record.term, membership: record.membership });
-        const removed = await ctx.io.log.compact(record.index);
+        const removed = await ctx.io.log.compact(ctx.walRemovableThrough(record.index));
+        this.compactedThrough = Math.max(this.compactedThrough, ctx.walRemovableThrough(record.index));
         ctx.metrics.walSegmentsRemoved.inc(removed);
         await ctx.io.snapshots.prune(snapshotsRetainedCount);
       }

@@ -1,5 +1,6 @@
 import { defineCommand } from "citty";
 import { callNode, nodeArgs, nodeUrl, printJson, printKeyValues } from "../_client.ts";
+import { walArchiveLine, type WalArchiveJson } from "./_wal-archive-line.ts";
 
 export const statsCommand = defineCommand({
   meta: { name: "stats", description: "Statistics of a node: total_entries, log, WAL and snapshot figures" },
@@ -7,8 +8,8 @@ export const statsCommand = defineCommand({
   async run({ args }) {
     const stats = (await callNode(nodeUrl(args), "GET", "/admin/stats")) as Record<string, unknown>;
     if (args.json) return printJson(stats);
-    const { tables, ...rest } = stats;
-    printKeyValues(rest);
+    const { tables, wal_archive: walArchive, ...rest } = stats;
+    printKeyValues({ ...rest, wal_archive: walArchiveLine(walArchive as WalArchiveJson | null | undefined) });
     for (const t of (tables as { name: string; rows: number }[]) ?? []) process.stdout.write(`table ${t.name}: ${t.rows} rows\n`);
   },
 });

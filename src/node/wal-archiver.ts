@@ -1,0 +1,246 @@
+// WAL archiving (wal.archive_command), with PostgreSQL's semantics for a Raft cluster:
+//
+//   who      only the leader archives, and only committed (applied) entries: the archive
+//            never holds an entry a later leader could overwrite.
+//   what     committed index ranges, not local segment files: each archived segment is the
+//            entries first…last in the WAL's record format, named
+//            `<first>-<last>-<term>.wal` (storage/wal-archive.ts). Its bytes depend only on
+//            the entries, so two leaders archiving the same range write identical files.
+//   where    the next range always starts one past the highest index archived, which is
+//            replicated: after a segment is archived the leader proposes an
+//            `archived_through` entry, which every store applies. A new leader, or the same
+//            one after a crash, archives on from the replicated mark; a range archived but
+//            not yet marked is archived again (same entries, same or overlapping name), so a
+//            crash or a leader change leaves overlaps, never a gap.
+//   keeping  no member removes a WAL segment holding an entry past the mark, whatever images
+//            say (NodeContext.walRemovableThrough), so whoever leads next still has the
+//            entries to archive.
+//   when     a segment is cut once the entries waiting reach wal.segment_size_mb, or once
+//            one of them is older than wal.archive_timeout (the archive's recovery point).
+//            Noops and the marks themselves do not start that clock, so an idle cluster
+//            archives nothing.
+//   failure  a command that fails (exit ≠ 0) is retried with backoff, its stderr logged and
+//            counted; the range is never skipped.
+
+import { encodeCommand } from "../store/index.ts";
+import type { Entry } from "../raft/index.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Counter, Gauge } from "../metrics/index.ts";
+import type { NodeContext } from "./context.ts";
+
+/** What the archiver needs of the machine (production: wal-archive-io.ts). */
+export interface WalArchiveIo {
+  /** Committed entries from..to (fewer when `bytesMax` of data is reached first) out of the node's WAL. */
+  readRange(from: number, to: number, bytesMax: number): Promise<
+    { ok: true; entries: Entry[] } | { ok: false; firstHeld: number | null; reason: string }
+  >;
+  /** Write the segment and run the archive command on it; exit 0 means archived. */
+  archive(entries: readonly Entry[]): Promise<ArchiveAttempt>;
+  /** Local WAL segments holding an entry after `index`: waiting to be archived. */
+  segmentsAfter(index: number): number;
+  /** Stop a command that runs (the node stops). */
+  close(): void;
+}
+
+export type ArchiveAttempt =
+  | { ok: true; name: string }
+  | { ok: false; name: string; exitCode: number | null; stderr: string };
+
+/** What `svc admin stats`, cluster-status and /metrics show. */
+export interface WalArchiveStatus {
+  enabled: boolean;
+  /** The cluster's replicated mark: every entry up to here is archived. */
+  archivedThrough: number;
+  lastArchivedSegment: string | null;
+  lastArchivedAtMs: number | null;
+  lastFailureAtMs: number | null;
+  lastError: string | null;
+  failures: number;
+  segmentsWaiting: number;
+}
+
+const retryDelayMsMin = 1_000;
+const retryDelayMsMax = 60_000;
+const markPrefix = new TextEncoder().encode('{"op":"archived_through"');
+
+interface Pending {
+  /** Bytes of entry data applied and not archived. */
+  bytes: number;
+  /** The time of the oldest such entry that counts toward archive_timeout (null: none). */
+  oldestMs: number | null;
+}
+
+const nothingPending = (): Pending => ({ bytes: 0, oldestMs: null });
+
+export class WalArchiver {
+  private inFlight = false;
+  private stopped = false;
+  /** Archived by this leader in `leaderTerm`, its mark maybe not yet applied. */
+  private localThrough = 0;
+  private leaderTerm = 0;
+  /** Set when what waits is not known (a new leader, a restart, a cut shortened by size): archive at once. */
+  private unknown = true;
+  private pending = nothingPending();
+  /** Entries applied while an attempt runs (they are not in it). */
+  private sinceCut: Pending | null = null;
+  private retryDelayMs = retryDelayMsMin;
+  private nextAttemptAtMs = 0;
+  private readonly status: WalArchiveStatus;
+  private readonly failuresTotal: Counter;
+  private readonly lastIndexGauge: Gauge;
+
+  constructor(private readonly ctx: NodeContext, private readonly io: WalArchiveIo, private readonly propose: (data: Uint8Array) => void) {
+    this.status = {
+      enabled: true, archivedThrough: 0, lastArchivedSegment: null, lastArchivedAtMs: null, lastFailureAtMs: null, lastError: null, failures: 0, segmentsWaiting: 0,
+    };
+    const r = ctx.metrics.registry;
+    this.lastIndexGauge = r.gauge("tensor_chain_wal_archive_last_archived_index", "Last index of the newest segment this node archived");
+    r.gaugeFn("tensor_chain_wal_archive_archived_through_index", "Every entry up to this index is in the WAL archive (the cluster's replicated mark)", () => this.archivedThrough());
+    r.gaugeFn("tensor_chain_wal_archive_last_archived_timestamp_seconds", "Unix time this node last archived a segment (0: never)", () => (this.status.lastArchivedAtMs ?? 0) / 1000);
+    r.gaugeFn("tensor_chain_wal_archive_last_failure_timestamp_seconds", "Unix time archive_command last failed on this node (0: never)", () => (this.status.lastFailureAtMs ?? 0) / 1000);
+    this.failuresTotal = r.counter("tensor_chain_wal_archive_failures_total", "archive_command runs that failed (each is retried)");
+    r.gaugeFn("tensor_chain_wal_archive_segments_waiting", "Local WAL segments holding entries not yet archived", () => this.io.segmentsAfter(this.archivedThrough()));
+  }
+
+  /** Every entry up to here is archived, as far as this node knows. */
+  archivedThrough(): number {
+    return Math.max(this.ctx.store.meta.archivedThrough, this.leaderTerm === this.ctx.core.status().term ? this.localThrough : 0);
+  }
+
+  snapshot(): WalArchiveStatus {
+    return { ...this.status, archivedThrough: this.archivedThrough(), segmentsWaiting: this.io.segmentsAfter(this.archivedThrough()) };
+  }
+
+  /** Entries were applied: they wait to be archived. */
+  applied(entries: readonly Entry[]): void {
+    const into = this.sinceCut ?? this.pending;
+    const through = this.archivedThrough();
+    for (const e of entries) {
+      if (e.index <= through) continue;
+      into.bytes += e.data.length;
+      if (into.oldestMs === null && countsTowardTimeout(e)) into.oldestMs = e.timestampMs;
+    }
+  }
+
+  /** On every tick: archive when due and this node leads. */
+  tick(): void {
+    const { ctx } = this;
+    if (this.inFlight || this.stopped || ctx.fatalError !== null) return;
+    const status = ctx.core.status();
+    if (status.role !== "leader" || ctx.recovery !== "healthy") {
+      this.leaderTerm = 0;
+      this.localThrough = 0;
+      this.unknown = true;
+      return;
+    }
+    if (this.leaderTerm !== status.term) {
+      this.leaderTerm = status.term;
+      this.localThrough = 0;
+      this.unknown = true;
+    }
+    const from = this.archivedThrough() + 1;
+    const applied = ctx.store.meta.appliedIndex;
+    if (applied < from || ctx.clock.monotonicMs() < this.nextAttemptAtMs || !this.due()) return;
+    this.inFlight = true;
+    this.sinceCut = nothingPending();
+    void this.archiveRange(from, applied).finally(() => {
+      this.inFlight = false;
+    });
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.io.close();
+  }
+
+  private due(): boolean {
+    if (this.unknown) return true;
+    if (this.pending.bytes >= this.ctx.config.wal.segmentSizeBytes) return true;
+    return this.pending.oldestMs !== null && this.ctx.clock.nowMs() - this.pending.oldestMs >= this.ctx.config.wal.archiveTimeoutMs;
+  }
+
+  private async archiveRange(from: number, to: number): Promise<void> {
+    const { ctx } = this;
+    const term = this.leaderTerm;
+    try {
+      let read = await this.io.readRange(from, to, ctx.config.wal.segmentSizeBytes);
+      if (!read.ok && this.ctx.store.meta.archivedThrough === 0 && read.firstHeld !== null && read.firstHeld > from && read.firstHeld <= to) {
+        // The first segment of a cluster whose WAL was trimmed behind an image before archiving
+        // was turned on: the archive begins where the WAL does (a point-in-time restore then
+        // needs a snapshot at or after the index before it).
+        read = await this.io.readRange(read.firstHeld, to, ctx.config.wal.segmentSizeBytes);
+      }
+      if (!read.ok) {
+        this.failed(`cannot read entries ${from}…${to} from this node's WAL: ${read.reason}`, null);
+        return;
+      }
+      const first = read.entries[0];
+      const last = read.entries.at(-1);
+      if (first === undefined || last === undefined) return;
+      if (first.index > from) {
+        ctx.logger.warn("WAL archiving starts after entries removed before it was enabled: a point-in-time restore needs a snapshot at or after the index before it", {
+          firstArchivedIndex: first.index,
+        });
+      }
+      const attempt = await this.io.archive(read.entries);
+      if (this.stopped) return;
+      if (!attempt.ok) {
+        this.failed(`archive_command failed on ${attempt.name} (exit ${attempt.exitCode ?? "by signal"})`, attempt.stderr);
+        return;
+      }
+      this.succeeded(attempt.name, last.index, last.index < to, term);
+    } catch (e) {
+      this.failed(`archiving entries ${from}…${to} failed: ${errorMessage(e)}`, null);
+    }
+  }
+
+  private succeeded(name: string, lastIndex: number, shortened: boolean, term: number): void {
+    const { ctx } = this;
+    const at = ctx.clock.nowMs();
+    this.status.lastArchivedSegment = name;
+    this.status.lastArchivedAtMs = at;
+    this.status.lastError = null;
+    this.lastIndexGauge.set(lastIndex);
+    this.retryDelayMs = retryDelayMsMin;
+    this.nextAttemptAtMs = 0;
+    this.pending = this.sinceCut ?? nothingPending();
+    this.sinceCut = null;
+    this.unknown = shortened;
+    ctx.logger.info("archived a WAL segment", { segment: name, through: lastIndex });
+    if (term !== ctx.core.status().term || ctx.core.status().role !== "leader") return;
+    this.localThrough = Math.max(this.localThrough, lastIndex);
+    // The mark is what lets members drop the segments and the next leader go on from here;
+    // should it be lost (a leader change), the next leader archives the range again.
+    this.propose(encodeCommand({ op: "archived_through", index: lastIndex }));
+  }
+
+  private failed(message: string, stderr: string | null): void {
+    const { ctx } = this;
+    this.status.failures++;
+    this.status.lastFailureAtMs = ctx.clock.nowMs();
+    this.status.lastError = message;
+    this.failuresTotal.inc();
+    const since = this.sinceCut;
+    if (since !== null) {
+      this.pending.bytes += since.bytes;
+      this.pending.oldestMs ??= since.oldestMs;
+    }
+    this.sinceCut = null;
+    this.unknown = true;
+    this.nextAttemptAtMs = ctx.clock.monotonicMs() + this.retryDelayMs;
+    ctx.logger.error(`WAL archiving: ${message}; retried in ${Math.round(this.retryDelayMs / 1000)} s (nothing is skipped, and no WAL segment is removed until it is archived)`, {
+      ...(stderr === null || stderr === "" ? {} : { stderr }),
+      failures: this.status.failures,
+      hint: "fix wal.archive_command or its destination; archiving resumes by itself",
+    });
+    this.retryDelayMs = Math.min(retryDelayMsMax, this.retryDelayMs * 2);
+  }
+}
+
+/** Noops (a new leader's) and archive marks do not start the archive_timeout clock. */
+function countsTowardTimeout(e: Entry): boolean {
+  if (e.kind === "noop" || e.timestampMs === 0) return false;
+  if (e.kind !== "normal" || e.data.length < markPrefix.length) return true;
+  for (let i = 0; i < markPrefix.length; i++) if (e.data[i] !== markPrefix[i]) return true;
+  return false;
+}

@@ -52,10 +52,10 @@ export class WriteGate {
   private isPlain(statements: Statement[]): boolean {
     const { ctx } = this;
     if (this.checker() === null) return true;
-    const status = ctx.core.status();
-    if (status.term !== this.termSeen) {
-      this.termSeen = status.term;
-      this.uncheckedUpTo = status.lastIndex;
+    const term = ctx.core.currentTerm();
+    if (term !== this.termSeen) {
+      this.termSeen = term;
+      this.uncheckedUpTo = ctx.core.status().lastIndex;
     }
     if (ctx.store.appliedIndex < this.uncheckedUpTo) return false;
     return statements.every((s) => isPlainWrite(s.sql)) && !ctx.store.hasTriggers();

@@ -879,6 +879,11 @@ export class RaftCore {
 
   // ─── status ──────────────────────────────────────────────────────────────────────────
 
+  /** The current term, without building a status (asked on every write). */
+  currentTerm(): number {
+    return this.term;
+  }
+
   status(): RaftStatus {
     const progress: Record<NodeId, PeerProgress> = {};
     const m = this.membership();

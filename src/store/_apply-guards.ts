@@ -23,6 +23,8 @@ const tempObjectsSql = `SELECT type, name FROM temp.sqlite_schema WHERE name NOT
 const busyWaitMsMax = 30_000;
 
 export class ApplyGuards {
+  /** Counts entries that may have changed the schema: what was learnt of it before is stale. */
+  schemaEpoch = 0;
   /** Whether a trigger or view names changes() or last_insert_rowid(); null: look again. */
   private schemaNamesConnState: boolean | null = null;
 
@@ -33,7 +35,10 @@ export class ApplyGuards {
     let named = false;
     for (const s of statements) {
       if (connStateNames.test(s.sql)) named = true;
-      if (schemaChange.test(s.sql)) this.schemaNamesConnState = null;
+      if (schemaChange.test(s.sql)) {
+        this.schemaNamesConnState = null;
+        this.schemaEpoch++;
+      }
     }
     if (named || this.schemaNames()) this.resetConnectionState();
   }

@@ -336,8 +336,16 @@ export class Store implements StateMachine<Entry, ApplyResult> {
 
   /** Whether the store has a trigger (then no write is plain: see write-shape.ts). */
   hasTriggers(): boolean {
-    return this.reader.query("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' LIMIT 1").get() !== null;
+    // Asked on every write: known until an entry may have changed the schema.
+    const epoch = this.guards.schemaEpoch;
+    if (this.triggersKnown?.epoch !== epoch) {
+      const found = this.reader.query("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' LIMIT 1").get() !== null;
+      this.triggersKnown = { epoch, found };
+    }
+    return this.triggersKnown.found;
   }
+
+  private triggersKnown: { epoch: number; found: boolean } | null = null;
 
   /** A row as it goes out in JSON (query results computed elsewhere, e.g. a SQL process). */
   static jsonRow(row: readonly unknown[]): unknown[] {

@@ -59,6 +59,7 @@ export class SnapshotPolicy {
   private checkpointIndexValue: number;
   private nextImageAtMs = 0;
   private nextCheckpointAtMs = 0;
+  private lastCheckpointMs = 0;
   /** Bytes of entry data applied since the core's in-memory log was last compacted. */
   private logBytesInMemory = 0;
   private lastSeen: Progress | null = null;
@@ -133,9 +134,10 @@ export class SnapshotPolicy {
     const applied = ctx.store.meta.appliedIndex;
     // Due every snapshot_interval entries, and sooner when a few large entries (a bulk load)
     // have grown the store's own SQLite WAL past a bound: what a checkpoint copies stays small.
-    const checkpointDue = applied - this.checkpointStartedAt >= ctx.config.snapshotIntervalEntries
-      || (applied > this.checkpointStartedAt && ctx.store.walFileBytes() >= storeWalBytesMax);
-    if (!this.checkpointInFlight && checkpointDue && now >= this.nextCheckpointAtMs) {
+    const dueByCount = applied - this.checkpointStartedAt >= ctx.config.snapshotIntervalEntries;
+    const dueBySize = applied > this.checkpointStartedAt && now >= this.lastCheckpointMs + 1000 && ctx.store.walFileBytes() >= storeWalBytesMax;
+    if (!this.checkpointInFlight && (dueByCount || dueBySize) && now >= this.nextCheckpointAtMs) {
+      this.lastCheckpointMs = now;
       void this.checkpointNow();
     }
     if (this.logBytesInMemory >= this.memoryBudgetBytes()) this.compactInMemory();

@@ -113,6 +113,9 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       // applied index. NORMAL keeps the file consistent across a power loss; OFF would not.
       this.db.run("PRAGMA synchronous = NORMAL");
       this.db.run("PRAGMA wal_autocheckpoint = 0");
+      // Once a checkpoint copied it all, the next commit starts the SQLite WAL over and cuts the
+      // file to nothing: its size is then what the next checkpoint has to copy.
+      this.db.run("PRAGMA journal_size_limit = 0");
     }
     this.db.run(`PRAGMA cache_size = -${cacheKib}`);
     this.db.run("PRAGMA foreign_keys = ON");
@@ -149,6 +152,16 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     }
     this.checkpointer ??= new StoreCheckpointer(this.path);
     return this.checkpointer.checkpoint();
+  }
+
+  /** The size of the store's SQLite WAL (what the next checkpoint copies at most); 0 in memory. */
+  walFileBytes(): number {
+    if (this.inMemory) return 0;
+    try {
+      return fs.statSync(`${this.path}-wal`).size;
+    } catch {
+      return 0;
+    }
   }
 
   /** The database's size (pages in use), cheap enough to ask on every tick. */

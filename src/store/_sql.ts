@@ -13,6 +13,13 @@ export interface SqlShape {
   identifiers: Set<string>;
   /** Values the SQL binds, as SQLite numbers them (see Placeholders). */
   parameterCount: number;
+  /** A numbered placeholder no request can bind (`?0`, `?99999`), as written; null when none. */
+  placeholderOutOfRange: string | null;
+  /**
+   * The first statement's upper-cased words outside parentheses, at most the first 64: after
+   * WITH and its common table expressions (each in parentheses) comes the statement that runs.
+   */
+  topLevelWords: string[];
 }
 
 /**
@@ -23,9 +30,16 @@ export interface SqlShape {
  */
 class Placeholders {
   count = 0;
+  /** A `?NNN` outside 1..placeholderIndexMax, as written; null when none. */
+  outOfRange: string | null = null;
   private readonly names = new Map<string, number>();
 
-  numbered(index: number): void {
+  numbered(digits: string): void {
+    const index = Number(digits);
+    if (index < 1 || index > placeholderIndexMax) {
+      this.outOfRange ??= `?${digits.length > 20 ? `${digits.slice(0, 20)}…` : digits}`;
+      return;
+    }
     this.count = Math.max(this.count, index);
   }
 
@@ -40,6 +54,9 @@ class Placeholders {
   }
 }
 
+/** The most values one statement binds (SQLite's usual limit; the HTTP edge sends no more). */
+export const placeholderIndexMax = 32_766;
+
 export function lexSql(sql: string): SqlShape {
   const keywords: string[] = [];
   const identifiers = new Set<string>();
@@ -48,6 +65,8 @@ export function lexSql(sql: string): SqlShape {
   let wordsInStatement = 0;
   let isTrigger = false;
   let blockDepth = 0;
+  let parenDepth = 0;
+  const topLevelWords: string[] = [];
   const placeholders = new Placeholders();
   let i = 0;
   const n = sql.length;
@@ -86,6 +105,7 @@ export function lexSql(sql: string): SqlShape {
       const word = sql.slice(i, j);
       const upper = word.toUpperCase();
       if (expectKeyword) keywords.push(upper);
+      if (parenDepth === 0 && keywords.length === 1 && topLevelWords.length < 64) topLevelWords.push(upper);
       wordsInStatement++;
       if (wordsInStatement <= 4 && upper === "TRIGGER" && keywords.at(-1) === "CREATE") isTrigger = true;
       if (isTrigger && (upper === "BEGIN" || upper === "CASE")) blockDepth++;
@@ -96,7 +116,7 @@ export function lexSql(sql: string): SqlShape {
     } else if (c === "?") {
       let j = i + 1;
       while (j < n && isDigit(sql.charCodeAt(j))) j++;
-      if (j > i + 1) placeholders.numbered(Number(sql.slice(i + 1, j)));
+      if (j > i + 1) placeholders.numbered(sql.slice(i + 1, j));
       else placeholders.next();
       expectKeyword = false;
       i = j;
@@ -107,11 +127,13 @@ export function lexSql(sql: string): SqlShape {
       expectKeyword = false;
       i = j;
     } else {
+      if (c === "(") parenDepth++;
+      else if (c === ")" && parenDepth > 0) parenDepth--;
       if (!isSpace(sql.charCodeAt(i))) expectKeyword = false;
       i++;
     }
   }
-  return { keywords, identifiers, parameterCount: placeholders.count };
+  return { keywords, identifiers, parameterCount: placeholders.count, placeholderOutOfRange: placeholders.outOfRange, topLevelWords };
 }
 
 function isDigit(c: number): boolean {
@@ -177,12 +199,31 @@ function refusedNameInWrite(id: string): string | null {
 
 const createTemp = /^(?:\s|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*create\s+(?:temp|temporary)\b/i;
 
+/**
+ * Comments, each ending at its terminator or at the end of the text: a comment that is never
+ * closed ends there, so no position is scanned twice (a thousand unclosed `--` or `/*` cost
+ * one pass, not a million).
+ */
+const sqlComments = /--[^\n]*(?:\n|$)|\/\*[\s\S]*?(?:\*\/|$)/g;
+
 const readKeywords = new Set(["SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"]);
 const readPragmas = new Set([
   "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list",
   "integrity_check", "quick_check", "page_count", "page_size", "freelist_count", "user_version", "schema_version",
   "compile_options", "function_list", "collation_list",
 ]);
+/**
+ * PRAGMAs whose argument in parentheses names what to read. For the others an argument sets
+ * the value, with `=` or in parentheses alike (`PRAGMA user_version(5)` writes).
+ */
+const readPragmasWithArgument = new Set([
+  "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list",
+  "integrity_check", "quick_check",
+]);
+/** What may follow WITH and its common table expressions in a read. */
+const readMainKeywords = new Set(["SELECT", "VALUES"]);
+/** The statements that can follow WITH: the first of them outside parentheses is the one that runs. */
+const withMainKeywords = new Set(["SELECT", "VALUES", "INSERT", "REPLACE", "UPDATE", "DELETE"]);
 
 export const internalTablePrefix = "_svc_";
 
@@ -195,6 +236,9 @@ function checkCommon(sql: string, shape: SqlShape): void {
   if (shape.keywords.length > 1) {
     throw sqlError(`one statement per entry, found ${shape.keywords.length} in "${abbreviate(sql)}"`,
       "send each statement as its own element of \"statements\" (they still run as one transaction)");
+  }
+  if (shape.placeholderOutOfRange !== null) {
+    throw sqlError(`placeholder ${shape.placeholderOutOfRange} is outside ?1 to ?${placeholderIndexMax}`, "number placeholders from ?1, one per value sent in \"params\"");
   }
   for (const id of shape.identifiers) {
     if (id.startsWith(internalTablePrefix)) throw sqlError(`names starting with ${internalTablePrefix} are reserved for svc's own tables`);
@@ -271,10 +315,20 @@ function checkReadShape(sql: string): StatementShape {
   if (!readKeywords.has(keyword)) {
     throw sqlError(`${keyword} is not a read; send writes to POST /v1/execute`);
   }
+  if (keyword === "WITH") {
+    // WITH … INSERT/UPDATE/DELETE is a write behind a read's first word.
+    const main = shape.topLevelWords.find((w) => withMainKeywords.has(w));
+    if (main !== undefined && !readMainKeywords.has(main)) {
+      throw sqlError(`WITH … ${main} is not a read; send writes to POST /v1/execute`);
+    }
+  }
   if (keyword === "PRAGMA") {
-    const m = /^\s*pragma\s+(?:[A-Za-z_][\w]*\.)?([A-Za-z_][\w]*)\s*(=)?/i.exec(sql.replace(/--[^\n]*\n|\/\*[\s\S]*?\*\//g, " "));
+    const m = /^\s*pragma\s+(?:[A-Za-z_][\w]*\.)?([A-Za-z_][\w]*)\s*([=(])?/i.exec(sql.replace(sqlComments, " "));
     const name = (m?.[1] ?? "").toLowerCase();
-    if (!readPragmas.has(name) || m?.[2] === "=") throw sqlError(`PRAGMA ${name} is not allowed in a query`);
+    const argument = m?.[2];
+    if (!readPragmas.has(name) || argument === "=" || (argument === "(" && !readPragmasWithArgument.has(name))) {
+      throw sqlError(`PRAGMA ${name} is not allowed in a query`, argument === undefined ? undefined : "a query may read a PRAGMA's value, not set it");
+    }
   }
   return { keyword, parameterCount: shape.parameterCount };
 }

@@ -1,0 +1,250 @@
+// The fuzz suite's shared, seeded generator. Each case has its own seed: everything a case
+// feeds its target comes from createPrng(seed), so `FUZZ_SEED=<n>` replays case n exactly.
+//   FUZZ_CASES=<n>       cases per target (each file has a CI default, a few seconds' worth)
+//   FUZZ_FIRST_SEED=<n>  first case seed (default 1): seeds run first..first+cases-1
+//   FUZZ_SEED=<n>        run that one case only
+//   FUZZ_TRACE=1         print each seed before its case runs (for a case that never returns)
+// Inputs are structured mutations of valid ones (bit flips, truncation, duplication,
+// splicing, boundary numbers, deep nesting, huge lengths, invalid UTF-8, lone surrogates)
+// and, for some cases, purely random bytes.
+
+import { createPrng, type Prng } from "../../src/util/prng.ts";
+
+export interface FuzzPlan {
+  readonly target: string;
+  readonly seeds: readonly number[];
+}
+
+/** The seeds this run takes for `target`, printed first. */
+export function fuzzPlan(target: string, defaultCases: number): FuzzPlan {
+  const single = process.env["FUZZ_SEED"];
+  if (single !== undefined && single !== "") {
+    console.log(`fuzz ${target}: FUZZ_SEED=${single}`);
+    return { target, seeds: [Number(single)] };
+  }
+  const cases = Number(process.env["FUZZ_CASES"] ?? defaultCases);
+  const first = Number(process.env["FUZZ_FIRST_SEED"] ?? 1);
+  console.log(`fuzz ${target}: seeds ${first}..${first + cases - 1} (FUZZ_SEED=<n> replays one; FUZZ_CASES, FUZZ_FIRST_SEED for more)`);
+  return { target, seeds: Array.from({ length: cases }, (_, i) => first + i) };
+}
+
+/** A case slower than this is a hang. Loose: a shared, loaded machine must never trip it. */
+export const caseTimeMsMax = 1_000;
+
+/**
+ * Run `check` once per seed with its own generator; the first failure is rethrown naming the
+ * seed that replays it and a preview of the input the case recorded with `gen.note`.
+ */
+export async function runCases(plan: FuzzPlan, check: (gen: Gen) => void | Promise<void>, options: { caseTimeMsMax?: number } = {}): Promise<number> {
+  const timeMsMax = options.caseTimeMsMax ?? caseTimeMsMax;
+  const trace = process.env["FUZZ_TRACE"] === "1";
+  for (const seed of plan.seeds) {
+    if (trace) console.log(`fuzz ${plan.target}: seed ${seed}`);
+    const gen = new Gen(seed);
+    const startedMs = performance.now();
+    try {
+      await check(gen);
+    } catch (e) {
+      throw new Error(`fuzz ${plan.target}: seed ${seed} failed (replay: FUZZ_SEED=${seed}): ${e instanceof Error ? e.message : String(e)}\n  input: ${gen.preview()}`, { cause: e });
+    }
+    const tookMs = performance.now() - startedMs;
+    if (tookMs > timeMsMax) {
+      throw new Error(`fuzz ${plan.target}: seed ${seed} took ${Math.round(tookMs)} ms, a hang (limit ${timeMsMax} ms; replay: FUZZ_SEED=${seed})\n  input: ${gen.preview()}`);
+    }
+  }
+  return plan.seeds.length;
+}
+
+/** Numbers at the edges of the ranges decoders and parsers care about, as text. */
+export const boundaryNumbers: readonly string[] = [
+  "0", "-0", "-1", "1", "127", "128", "255", "256", "65535", "65536", "2147483647", "2147483648", "-2147483649",
+  "4294967295", "4294967296", "9007199254740991", "9007199254740992", "9007199254740993", "-9007199254740993",
+  "9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+  "18446744073709551616", "99999999999999999999999999999999", "1e308", "1e309", "-1e309", "1e-400", "0.1", "-0.0",
+  "1.7976931348623157e308", "5e-324", "NaN", "Infinity", "-Infinity", "inf", "nan", "0x7fffffff", "0o777", "0b101", "1_000", "00", "+1",
+];
+
+/** 32-bit values that break a length field: huge, sign bit, off by one. */
+const hugeLengths: readonly number[] = [0xffffffff, 0x7fffffff, 0x80000000, 0x10000000, 0x00ffffff, 0x0000ffff, 0];
+
+/** Byte sequences that are not UTF-8: stray continuation, overlong, surrogate, beyond U+10FFFF, cut short. */
+const invalidUtf8: readonly (readonly number[])[] = [
+  [0x80], [0xbf], [0xff], [0xfe], [0xc0, 0x80], [0xc1, 0xbf], [0xe0, 0x80, 0x80], [0xed, 0xa0, 0x80], [0xed, 0xbf, 0xbf],
+  [0xf4, 0x90, 0x80, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xe2, 0x82], [0xf0, 0x9f, 0x98], [0xc3],
+];
+
+/** Strings that carry a lone UTF-16 surrogate, raw or as a JSON escape. */
+const loneSurrogates: readonly string[] = ["\ud800", "\udfff", "\udc00x", "a\ud83d", "\\ud800", "\\udfff", "\\ud83d", "\\udc00\\ud800"];
+
+const utf8 = new TextEncoder();
+const lossy = new TextDecoder();
+
+export class Gen {
+  readonly prng: Prng;
+  private noted: string = "";
+
+  constructor(readonly seed: number) {
+    this.prng = createPrng(seed);
+  }
+
+  int(bound: number): number {
+    return this.prng.nextInt(bound);
+  }
+
+  chance(p: number): boolean {
+    return this.prng.next() < p;
+  }
+
+  pick<T>(items: readonly T[]): T {
+    const item = items[this.int(items.length)];
+    if (item === undefined) throw new Error("pick from an empty list");
+    return item;
+  }
+
+  /** An integer skewed towards small values: most cases small, some large. */
+  size(max: number): number {
+    const bits = this.int(Math.ceil(Math.log2(max + 1)) + 1);
+    return Math.min(max, this.int(2 ** bits));
+  }
+
+  randomBytes(lengthMax: number): Uint8Array {
+    const out = new Uint8Array(this.size(lengthMax));
+    for (let i = 0; i < out.length; i++) out[i] = this.int(256);
+    return out;
+  }
+
+  /** Record what the case is feeding its target, shown if the case fails. */
+  note(input: string | Uint8Array): void {
+    this.noted = typeof input === "string" ? JSON.stringify(input) : `${input.length} bytes ${Buffer.from(input.subarray(0, 256)).toString("hex")}`;
+  }
+
+  preview(): string {
+    return this.noted.length > 600 ? `${this.noted.slice(0, 600)}… (${this.noted.length} chars)` : this.noted;
+  }
+
+  /** 1 to 4 byte-level mutations of `input` (never changed in place); `corpus` feeds splicing. */
+  mutateBytes(input: Uint8Array, corpus: readonly Uint8Array[] = []): Uint8Array {
+    let out: Uint8Array = input.slice();
+    const rounds = 1 + this.size(3);
+    for (let r = 0; r < rounds; r++) out = this.mutateBytesOnce(out, corpus);
+    return out;
+  }
+
+  private mutateBytesOnce(b: Uint8Array, corpus: readonly Uint8Array[]): Uint8Array {
+    const at = (extra = 0): number => this.int(b.length + extra);
+    switch (this.int(10)) {
+      case 0: { // bit flips
+        if (b.length === 0) return b;
+        const out = b.slice();
+        for (let n = 1 + this.int(4); n > 0; n--) {
+          const i = at();
+          out[i] = (out[i] ?? 0) ^ (1 << this.int(8));
+        }
+        return out;
+      }
+      case 1: { // a byte set to an edge value
+        if (b.length === 0) return b;
+        const out = b.slice();
+        out[at()] = this.pick([0, 1, 0x7f, 0x80, 0xfe, 0xff]);
+        return out;
+      }
+      case 2: // truncation
+        return b.slice(0, at(1));
+      case 3: { // a span duplicated in place
+        const from = at(1);
+        const span = b.subarray(from, from + 1 + this.size(b.length));
+        const to = at(1);
+        return concat(b.subarray(0, to), span, b.subarray(to));
+      }
+      case 4: { // splice: the head of this, the tail of another
+        const other = corpus.length === 0 ? b : this.pick(corpus);
+        return concat(b.subarray(0, at(1)), other.subarray(this.int(other.length + 1)));
+      }
+      case 5: { // a span deleted
+        const from = at(1);
+        return concat(b.subarray(0, from), b.subarray(from + 1 + this.size(b.length)));
+      }
+      case 6: // random bytes inserted
+        return this.insertAt(b, at(1), this.randomBytes(32));
+      case 7: { // a huge (or zero) length written over 4 bytes, either byte order
+        if (b.length < 4) return this.insertAt(b, 0, new Uint8Array(4).fill(0xff));
+        const out = b.slice();
+        new DataView(out.buffer).setUint32(this.int(out.length - 3), this.pick(hugeLengths), this.chance(0.5));
+        return out;
+      }
+      case 8: // a byte sequence that is not UTF-8
+        return this.insertAt(b, at(1), Uint8Array.from(this.pick(invalidUtf8)));
+      default: { // a boundary number written as text
+        return this.insertAt(b, at(1), utf8.encode(this.pick(boundaryNumbers)));
+      }
+    }
+  }
+
+  private insertAt(b: Uint8Array, at: number, what: Uint8Array): Uint8Array {
+    return concat(b.subarray(0, at), what, b.subarray(at));
+  }
+
+  /**
+   * 1 to 3 text-level mutations of `input`: tokens swapped for `words`, numbers for boundary
+   * numbers, deep nesting, lone surrogates, and byte mutations decoded back (lossily: text
+   * inputs cannot hold invalid UTF-8; targets that read bytes use mutateBytes for that).
+   */
+  mutateText(input: string, corpus: readonly string[] = [], words: readonly string[] = []): string {
+    let out = input;
+    const rounds = 1 + this.size(2);
+    for (let r = 0; r < rounds; r++) out = this.mutateTextOnce(out, corpus, words);
+    return out;
+  }
+
+  private mutateTextOnce(s: string, corpus: readonly string[], words: readonly string[]): string {
+    const at = (): number => this.int(s.length + 1);
+    switch (this.int(8)) {
+      case 0: { // a number replaced by a boundary number
+        const numbers = [...s.matchAll(/-?\d[\d_.eE+-]*/g)];
+        if (numbers.length === 0) return insertText(s, at(), this.pick(boundaryNumbers));
+        const m = this.pick(numbers);
+        return s.slice(0, m.index) + this.pick(boundaryNumbers) + s.slice((m.index ?? 0) + m[0].length);
+      }
+      case 1: { // a word replaced by another, or inserted
+        if (words.length === 0) return insertText(s, at(), this.pick(boundaryNumbers));
+        const tokens = [...s.matchAll(/[A-Za-z_][A-Za-z0-9_]*/g)];
+        if (tokens.length === 0 || this.chance(0.3)) return insertText(s, at(), ` ${this.pick(words)} `);
+        const m = this.pick(tokens);
+        return s.slice(0, m.index) + this.pick(words) + s.slice((m.index ?? 0) + m[0].length);
+      }
+      case 2: { // deep nesting
+        const depth = this.pick([2, 10, 100, 1_000, 10_000, 100_000]);
+        const [open, close] = this.pick([["[", "]"], ["{", "}"], ["(", ")"], ["[{\"a\":", "}]"], ["(SELECT ", ")"]] as const);
+        const i = at();
+        return s.slice(0, i) + open.repeat(depth) + (this.chance(0.5) ? close.repeat(depth) : "") + s.slice(i);
+      }
+      case 3: // a lone surrogate
+        return insertText(s, at(), this.pick(loneSurrogates));
+      case 4: { // splice with another valid input
+        const other = corpus.length === 0 ? s : this.pick(corpus);
+        return s.slice(0, at()) + other.slice(this.int(other.length + 1));
+      }
+      case 5: { // a long run of one character
+        return insertText(s, at(), this.pick(["'", "\"", "\\", "`", "[", "-", "/*", "\n", "\u0000", "a", "?", "$"]).repeat(this.pick([2, 100, 10_000, 100_000])));
+      }
+      default: // byte mutations, decoded back
+        return lossy.decode(this.mutateBytes(utf8.encode(s)));
+    }
+  }
+}
+
+function insertText(s: string, at: number, what: string): string {
+  return s.slice(0, at) + what + s.slice(at);
+}
+
+export function concat(...parts: Uint8Array[]): Uint8Array {
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}

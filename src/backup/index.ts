@@ -4,3 +4,6 @@
 export * from "./cleanup.ts";
 export type { BackupErrorCode } from "./errors.ts";
 export { ObjectStore, isObjectUrl, objectUrl, parseObjectUrl, type ObjectInfo, type ObjectLocation } from "./s3.ts";
+export { openArchiveSource, listArchive, readArchived, type ArchiveSource, type ArchivedSegment } from "./archive-source.ts";
+export { putArchivedSegment, type PutOutcome } from "./archive-put.ts";
+export { parseReplayTarget, replayWalArchive, type ReplayProgress, type ReplayTarget, type WalReplayReport } from "./wal-replay.ts";

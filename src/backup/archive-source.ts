@@ -61,7 +61,7 @@ function directoryArchive(dir: string): ArchiveSource {
       return out.sort(byRange);
     },
     async readArchived(name) {
-      return new Uint8Array(await fs.promises.readFile(join(dir, name)));
+      return await fs.promises.readFile(join(dir, name));
     },
   };
 }

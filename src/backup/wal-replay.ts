@@ -18,7 +18,7 @@ import type { Entry } from "../util/log-data.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import {
-  SnapshotStore, Wal, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, scanArchiveSegment, writeHardState,
+  SnapshotStore, Wal, archivedEntries, checkArchiveSegment, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, scanArchiveSegment, writeHardState,
   type SnapshotEntry,
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
@@ -108,6 +108,8 @@ export function parseReplayTarget(text: string): ReplayTarget {
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
+/** Entries written to the new WAL per append: the segment read stays the only large buffer. */
+const appendBatchEntries = 8192;
 
 /** Run the replay (see the top of this file). Throws with nothing changed when it cannot. */
 export async function replayWalArchive(options: WalReplayOptions): Promise<WalReplayReport> {
@@ -147,10 +149,18 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
       options.onProgress?.({ entries: written, lastIndex, reachedMs, elapsedMs: performance.now() - startedMs });
     };
     try {
+      let batch: Entry[] = [];
+      const flush = (): void => {
+        if (batch.length === 0) return;
+        wal.append(batch);
+        written += batch.length;
+        lastIndex = batch.at(-1)?.index ?? lastIndex;
+        next = lastIndex + 1;
+        batch = [];
+      };
       while (stoppedBefore === null) {
         const entries = await chain.entriesFrom(next);
         if (entries === null) break;
-        const batch: Entry[] = [];
         for (const e of entries) {
           if (e.timestampMs > options.until.limitMs) {
             stoppedBefore = e;
@@ -158,17 +168,20 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
           }
           batch.push(e);
           if (e.timestampMs > 0) reachedMs = e.timestampMs;
+          if (batch.length >= appendBatchEntries) {
+            flush();
+            // A batch's entry objects are garbage now; collected as it goes, memory stays flat.
+            Bun.gc(false);
+            if (performance.now() - lastProgressMs >= 250) {
+              lastProgressMs = performance.now();
+              progress();
+            }
+          }
         }
-        if (batch.length > 0) {
-          wal.append(batch);
-          written += batch.length;
-          lastIndex = batch.at(-1)?.index ?? lastIndex;
-          next = lastIndex + 1;
-        }
-        if (performance.now() - lastProgressMs >= 250) {
-          lastProgressMs = performance.now();
-          progress();
-        }
+        flush();
+        // The segment's bytes (tens of megabytes) are garbage now: collected at once, the
+        // command's memory stays at about one segment however long the archive.
+        Bun.gc(true);
       }
       wal.sync();
     } finally {
@@ -282,8 +295,11 @@ class ArchiveChain {
 
   constructor(private readonly source: ArchiveSource, private readonly segments: readonly ArchivedSegment[]) {}
 
-  /** Entries from `next` on out of one segment; null when the archive ends before `next`. */
-  async entriesFrom(next: number): Promise<Entry[] | null> {
+  /**
+   * The entries from `next` on out of one segment, one at a time (their data are views into
+   * the segment's bytes); null when the archive ends before `next`.
+   */
+  async entriesFrom(next: number): Promise<Iterable<Entry> | null> {
     const holding = this.segments
       .filter((s) => s.range.firstIndex <= next && next <= s.range.lastIndex)
       .sort((a, b) => b.range.lastIndex - a.range.lastIndex);
@@ -304,24 +320,13 @@ class ArchiveChain {
         throw new SvcError("ARCHIVE_UNREADABLE", `cannot read ${s.name} from ${this.source.location}: ${errorMessage(e)}`);
       }
       this.segmentsRead++;
-      const scan = scanArchiveSegment(s.name, bytes);
-      if (!scan.ok) {
-        firstDamage ??= { name: s.name, offset: scan.offset, reason: scan.reason };
+      const check = checkArchiveSegment(s.name, bytes);
+      if (!check.ok) {
+        firstDamage ??= { name: s.name, offset: check.offset, reason: check.reason };
         continue;
       }
       if (firstDamage !== null) this.skippedDamaged.push(`${firstDamage.name} at byte ${firstDamage.offset}: ${firstDamage.reason}`);
-      const prev = this.previous;
-      if (prev !== null) {
-        const same = scan.entries.find((e) => e.index === prev.index);
-        if (same !== undefined && (same.term !== prev.term || !equalBytes(same.data, prev.data))) {
-          throw new SvcError("ARCHIVE_CONFLICT", `the WAL archive ${this.source.location} holds two histories: ${s.name} disagrees at entry ${prev.index} with the segment before it`, {
-            hint: "the location mixes the archives of two clusters, or of a cluster before and after a point-in-time restore: give --wal-dir one cluster's archive",
-          });
-        }
-      }
-      const out = scan.entries.filter((e) => e.index >= next);
-      this.previous = out.at(-1) ?? this.previous;
-      return out;
+      return this.continuing(s, bytes, next);
     }
     const d = firstDamage;
     if (d === null) throw new Error("a segment was damaged or read");
@@ -329,6 +334,27 @@ class ArchiveChain {
       hint: `no other segment holds entry ${next}: find an intact copy of ${d.name}, or restore to a target before entry ${next}`,
       details: { file: d.name, offset: d.offset },
     });
+  }
+
+  /** A checked segment's entries from `next` on; where it overlaps what came before, it must agree. */
+  private *continuing(s: ArchivedSegment, bytes: Uint8Array, next: number): Generator<Entry> {
+    const prev = this.previous;
+    let last: Entry | null = null;
+    try {
+      for (const e of archivedEntries(bytes)) {
+        if (prev !== null && e.index === prev.index && (e.term !== prev.term || !equalBytes(e.data, prev.data))) {
+          throw new SvcError("ARCHIVE_CONFLICT", `the WAL archive ${this.source.location} holds two histories: ${s.name} disagrees at entry ${prev.index} with the segment before it`, {
+            hint: "the location mixes the archives of two clusters, or of a cluster before and after a point-in-time restore: give --wal-dir one cluster's archive",
+          });
+        }
+        if (e.index < next) continue;
+        last = e;
+        yield e;
+      }
+    } finally {
+      // Kept past this segment's bytes, to compare with the next segment's overlap.
+      if (last !== null) this.previous = { ...last, data: last.data.slice() };
+    }
   }
 }
 

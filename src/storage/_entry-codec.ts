@@ -1,6 +1,7 @@
 // Binary form of a Raft log entry inside a WAL record:
 //   u64 term | u64 index | u64 timestampMs | u8 kind | data
-// u64 values are written as two u32 halves; svc never uses values above 2^53.
+// u64 values are written as two u32 halves; svc never uses values above 2^53, and a record
+// holding one is malformed (read as a double it would silently become another number).
 
 import type { Entry, EntryKind } from "../util/log-data.ts";
 import { recordHeaderBytes } from "./_record.ts";
@@ -17,6 +18,13 @@ export function writeU64(view: DataView, offset: number, value: number): void {
 
 export function readU64(view: DataView, offset: number): number {
   return view.getUint32(offset, true) * 0x1_0000_0000 + view.getUint32(offset + 4, true);
+}
+
+/** The highest high half a u64 below 2^53 has. */
+const u53HighMax = 0x1f_ffff;
+
+function fitsU53(view: DataView, offset: number): boolean {
+  return view.getUint32(offset, true) <= u53HighMax;
 }
 
 export function encodeEntry(entry: Entry): Uint8Array {
@@ -36,6 +44,7 @@ export function decodeEntry(payload: Uint8Array): Entry | null {
   const view = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
   const kind = kindsByCode[payload[24] ?? 0];
   if (kind === undefined) return null;
+  if (!fitsU53(view, 0) || !fitsU53(view, 8) || !fitsU53(view, 16)) return null;
   const term = readU64(view, 0);
   const index = readU64(view, 8);
   if (index < 1 || term < 1) return null;

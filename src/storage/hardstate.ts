@@ -38,12 +38,19 @@ export function readHardState(path: string): StoredHardState | null {
   } catch {
     throw damaged("unreadable contents");
   }
-  const s = v as Partial<{ format: number; term: number; vote: string | null; commit: number; clusterId: string }>;
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw damaged("not a hard state object");
+  const s = v as Partial<Record<"format" | "term" | "vote" | "commit" | "clusterId", unknown>>;
   if (s.format !== formatVersion) throw damaged(`unsupported format ${String(s.format)}`);
-  if (typeof s.term !== "number" || typeof s.commit !== "number" || typeof s.clusterId !== "string") {
-    throw damaged("missing fields");
+  if (!isIndex(s.term) || !isIndex(s.commit) || typeof s.clusterId !== "string") {
+    throw damaged("missing fields, or a term or commit that is not a whole number from 0 to 2^53");
   }
-  return { term: s.term, vote: typeof s.vote === "string" ? s.vote : null, commit: s.commit, clusterId: s.clusterId };
+  // A vote that cannot be read is damage, not "no vote": forgetting a vote could cast a second one in its term.
+  if (s.vote !== null && (typeof s.vote !== "string" || s.vote === "")) throw damaged("the vote is neither a node id nor null");
+  return { term: s.term, vote: s.vote, commit: s.commit, clusterId: s.clusterId };
+}
+
+function isIndex(v: unknown): v is number {
+  return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 }
 
 /**

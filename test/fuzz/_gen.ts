@@ -4,6 +4,7 @@
 //   FUZZ_FIRST_SEED=<n>  first case seed (default 1): seeds run first..first+cases-1
 //   FUZZ_SEED=<n>        run that one case only
 //   FUZZ_TRACE=1         print each seed before its case runs (for a case that never returns)
+//   FUZZ_KEEP_GOING=1    run every case, print each failure, fail at the end (long runs)
 // Inputs are structured mutations of valid ones (bit flips, truncation, duplication,
 // splicing, boundary numbers, deep nesting, huge lengths, invalid UTF-8, lone surrogates)
 // and, for some cases, purely random bytes.
@@ -38,6 +39,13 @@ export const caseTimeMsMax = 1_000;
 export async function runCases(plan: FuzzPlan, check: (gen: Gen) => void | Promise<void>, options: { caseTimeMsMax?: number } = {}): Promise<number> {
   const timeMsMax = options.caseTimeMsMax ?? caseTimeMsMax;
   const trace = process.env["FUZZ_TRACE"] === "1";
+  const keepGoing = process.env["FUZZ_KEEP_GOING"] === "1";
+  const failures: string[] = [];
+  const fail = (message: string): void => {
+    if (!keepGoing) throw new Error(message);
+    failures.push(message);
+    console.log(message);
+  };
   for (const seed of plan.seeds) {
     if (trace) console.log(`fuzz ${plan.target}: seed ${seed}`);
     const gen = new Gen(seed);
@@ -45,13 +53,16 @@ export async function runCases(plan: FuzzPlan, check: (gen: Gen) => void | Promi
     try {
       await check(gen);
     } catch (e) {
-      throw new Error(`fuzz ${plan.target}: seed ${seed} failed (replay: FUZZ_SEED=${seed}): ${e instanceof Error ? e.message : String(e)}\n  input: ${gen.preview()}`, { cause: e });
+      const message = e instanceof Error ? e.message : String(e);
+      fail(`fuzz ${plan.target}: seed ${seed} failed (replay: FUZZ_SEED=${seed}): ${clip(message, 1_500)}\n  input: ${gen.preview()}\n  at: ${e instanceof Error ? (e.stack ?? "").split("\n").slice(1, 4).join(" ").trim() : ""}`);
+      continue;
     }
     const tookMs = performance.now() - startedMs;
     if (tookMs > timeMsMax) {
-      throw new Error(`fuzz ${plan.target}: seed ${seed} took ${Math.round(tookMs)} ms, a hang (limit ${timeMsMax} ms; replay: FUZZ_SEED=${seed})\n  input: ${gen.preview()}`);
+      fail(`fuzz ${plan.target}: seed ${seed} took ${Math.round(tookMs)} ms, a hang (limit ${timeMsMax} ms; replay: FUZZ_SEED=${seed})\n  input: ${gen.preview()}`);
     }
   }
+  if (failures.length > 0) throw new Error(`fuzz ${plan.target}: ${failures.length} of ${plan.seeds.length} cases failed (printed above)`);
   return plan.seeds.length;
 }
 
@@ -231,6 +242,10 @@ export class Gen {
         return lossy.decode(this.mutateBytes(utf8.encode(s)));
     }
   }
+}
+
+function clip(s: string, charsMax: number): string {
+  return s.length <= charsMax ? s : `${s.slice(0, charsMax)}… (${s.length} chars)`;
 }
 
 function insertText(s: string, at: number, what: string): string {

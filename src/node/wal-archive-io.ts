@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { Subprocess } from "bun";
 import type { Entry } from "../raft/index.ts";
 import { archiveSegmentName, encodeArchiveSegment, ensureDir, readWalRange, type DataPaths, type Wal } from "../storage/index.ts";
-import type { ArchiveAttempt, WalArchiveIo } from "./wal-archiver.ts";
+import type { ArchiveAttempt, WalArchiveIo } from "./wal-archive-types.ts";
 
 /** The stderr kept from one run of the command (its tail). */
 const stderrBytesMax = 4096;

@@ -27,37 +27,9 @@ import type { Entry } from "../raft/index.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Counter, Gauge } from "../metrics/index.ts";
 import type { NodeContext } from "./context.ts";
+import type { WalArchiveIo, WalArchivePart, WalArchiveStatus } from "./wal-archive-types.ts";
 
-/** What the archiver needs of the machine (production: wal-archive-io.ts). */
-export interface WalArchiveIo {
-  /** Committed entries from..to (fewer when `bytesMax` of data is reached first) out of the node's WAL. */
-  readRange(from: number, to: number, bytesMax: number): Promise<
-    { ok: true; entries: Entry[] } | { ok: false; firstHeld: number | null; reason: string }
-  >;
-  /** Write the segment and run the archive command on it; exit 0 means archived. */
-  archive(entries: readonly Entry[]): Promise<ArchiveAttempt>;
-  /** Local WAL segments holding an entry after `index`: waiting to be archived. */
-  segmentsAfter(index: number): number;
-  /** Stop a command that runs (the node stops). */
-  close(): void;
-}
-
-export type ArchiveAttempt =
-  | { ok: true; name: string }
-  | { ok: false; name: string; exitCode: number | null; stderr: string };
-
-/** What `svc admin stats`, cluster-status and /metrics show. */
-export interface WalArchiveStatus {
-  enabled: boolean;
-  /** The cluster's replicated mark: every entry up to here is archived. */
-  archivedThrough: number;
-  lastArchivedSegment: string | null;
-  lastArchivedAtMs: number | null;
-  lastFailureAtMs: number | null;
-  lastError: string | null;
-  failures: number;
-  segmentsWaiting: number;
-}
+export type { ArchiveAttempt, WalArchiveIo, WalArchiveStatus } from "./wal-archive-types.ts";
 
 const retryDelayMsMin = 1_000;
 const retryDelayMsMax = 60_000;
@@ -72,7 +44,7 @@ interface Pending {
 
 const nothingPending = (): Pending => ({ bytes: 0, oldestMs: null });
 
-export class WalArchiver {
+export class WalArchiver implements WalArchivePart {
   private inFlight = false;
   private stopped = false;
   /** Archived by this leader in `leaderTerm`, its mark maybe not yet applied. */

@@ -51,6 +51,7 @@ export interface GossipService {
 }
 
 const tickMs = 100;
+const sourceEveryMs = 500;
 const sendsPerTickMax = 32;
 const resolveEveryMs = 60_000;
 
@@ -72,6 +73,7 @@ class UdpGossip implements GossipService {
   private readonly addresses = new Map<string, { peer: string; host: string; port: number; ip: string | null; resolvedMs: number }>();
   private readonly dropped = Object.fromEntries(dropReasons.map((r) => [r, 0])) as Record<DropReason, number>;
   private sentThisTick = 0;
+  private sourceReadMs = -Infinity;
   private closed = false;
 
   constructor(private readonly opts: GossipDriverOptions) {
@@ -141,22 +143,28 @@ class UdpGossip implements GossipService {
     const now = Date.now();
     this.sentThisTick = 0;
     try {
-      const members = source.members();
-      const text = members.map((m) => `${m.id}@${m.peer}`).join(",");
-      if (text !== this.membersText) {
-        this.membersText = text;
-        core.setMembers(members.map((m) => m.id), now);
-        this.addresses.clear();
-        for (const m of members) {
-          const parsed = splitAddress(m.peer);
-          if (parsed !== null) this.addresses.set(m.id, { peer: m.peer, ...parsed, ip: isIP(parsed.host) !== 0 ? parsed.host : null, resolvedMs: 0 });
-        }
-      }
-      core.setFacts(source.facts());
+      if (now - this.sourceReadMs >= sourceEveryMs) this.readSource(core, source, now);
       this.send(core.tick(now));
     } catch (e) {
       this.log.warn("gossip: tick failed", { error: errorMessage(e) });
     }
+  }
+
+  /** The node's members and facts: read every few ticks (the facts are at most that old). */
+  private readSource(core: GossipCore, source: GossipSource, now: number): void {
+    this.sourceReadMs = now;
+    const members = source.members();
+    const text = members.map((m) => `${m.id}@${m.peer}`).join(",");
+    if (text !== this.membersText) {
+      this.membersText = text;
+      core.setMembers(members.map((m) => m.id), now);
+      this.addresses.clear();
+      for (const m of members) {
+        const parsed = splitAddress(m.peer);
+        if (parsed !== null) this.addresses.set(m.id, { peer: m.peer, ...parsed, ip: isIP(parsed.host) !== 0 ? parsed.host : null, resolvedMs: 0 });
+      }
+    }
+    core.setFacts(source.facts());
   }
 
   private onPacket(data: Uint8Array): void {

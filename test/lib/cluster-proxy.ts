@@ -2,7 +2,10 @@
 // live processes. Each node dials its own connection to every peer for what it sends, so one
 // proxy per ordered pair (from → to) carries exactly the messages `from` sends to `to`; a cut
 // link drops its connections and refuses new ones, as a partition that resets connections.
+// Each proxy also relays UDP datagrams on the same port number (gossip uses the peer port over
+// UDP): a Raft cut (setLink) leaves gossip flowing; cutPeerPort cuts both, as a firewall would.
 
+import * as dgram from "node:dgram";
 import * as net from "node:net";
 
 /** Told the bytes `from` has sent to `to` through the proxy since it was set. */
@@ -10,6 +13,9 @@ export type TrafficListener = (bytesSent: number) => void;
 
 class LinkProxy {
   private cut = false;
+  /** UDP (gossip) is cut separately from TCP (Raft). */
+  private udpCut = false;
+  private readonly udp = dgram.createSocket("udp4");
   private listener: { fn: TrafficListener; bytes: number } | null = null;
   private readonly sockets = new Set<net.Socket>();
   private readonly server: net.Server;
@@ -18,11 +24,22 @@ class LinkProxy {
     this.server = net.createServer((client) => this.accept(client));
   }
 
-  listen(port: number): Promise<void> {
-    return new Promise((resolve, reject) => {
+  async listen(port: number): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
       this.server.once("error", reject);
       this.server.listen({ host: "127.0.0.1", port, exclusive: true }, () => resolve());
     });
+    await new Promise<void>((resolve, reject) => {
+      this.udp.once("error", reject);
+      this.udp.bind(port, "127.0.0.1", () => resolve());
+    });
+    this.udp.on("message", (msg) => {
+      if (!this.udpCut) this.udp.send(msg, this.target.port, this.target.host);
+    });
+  }
+
+  setUdpCut(cut: boolean): void {
+    this.udpCut = cut;
   }
 
   setCut(cut: boolean): void {
@@ -40,8 +57,10 @@ class LinkProxy {
 
   close(): void {
     this.cut = true;
+    this.udpCut = true;
     this.dropAll();
     this.server.close();
+    this.udp.close();
   }
 
   private dropAll(): void {
@@ -95,6 +114,16 @@ export class PeerProxies {
     for (const l of this.links) if ((l.from === a && l.to === b) || (l.from === b && l.to === a)) l.setCut(cut);
   }
 
+  /** Cut (or restore) the whole peer port between two nodes, TCP (Raft) and UDP (gossip), both directions. */
+  cutPeerPort(a: string, b: string, cut: boolean): void {
+    for (const l of this.links) {
+      if ((l.from === a && l.to === b) || (l.from === b && l.to === a)) {
+        l.setCut(cut);
+        l.setUdpCut(cut);
+      }
+    }
+  }
+
   /** Call `fn` on every chunk `from` sends to `to` (null stops it): a test can act in the middle of a transfer. */
   watch(from: string, to: string, fn: TrafficListener | null): void {
     for (const l of this.links) if (l.from === from && l.to === to) l.watch(fn);
@@ -113,7 +142,10 @@ export class PeerProxies {
   }
 
   healAll(): void {
-    for (const l of this.links) l.setCut(false);
+    for (const l of this.links) {
+      l.setCut(false);
+      l.setUdpCut(false);
+    }
   }
 
   /** Which ordered links are cut now, for a test's log. */

@@ -1,0 +1,172 @@
+// cluster-status's reading of one node's GET /admin/gossip: each member's state as every other
+// member sees it, lag behind the leader's commit, partitions named as groups of members that
+// see each other alive, members alive by gossip but cut from Raft, and what is unhealthy.
+
+export type GossipState = "alive" | "suspect" | "dead";
+
+export interface GossipMemberJson {
+  id: string;
+  state: GossipState;
+  incarnation: number;
+  ever_alive: boolean;
+  state_for_ms: number | null;
+  last_heard_ms_ago: number | null;
+  facts_age_ms: number | null;
+  facts: {
+    role: string; term: number; leader: string | null; commit_index: number; applied_index: number; version: string; recovery: string;
+    peer: string; client: string; admin: string; raft_links: Record<string, boolean>; archive: unknown;
+  } | null;
+  view: Record<string, GossipState> | null;
+}
+
+export interface GossipStatusJson {
+  node_id: string;
+  cluster_id: string;
+  leader: string | null;
+  voters: string[];
+  learners: string[];
+  raft_links: Record<string, boolean>;
+  gossip: {
+    protocol_period_ms: number;
+    suspicion_timeout_ms: number;
+    members: GossipMemberJson[];
+    counters: Record<string, number>;
+    packets_dropped: Record<string, number>;
+  } | null;
+}
+
+export interface MemberRow {
+  id: string;
+  /** As the answering node sees it. */
+  state: GossipState;
+  role: string | null;
+  term: number | null;
+  leader: string | null;
+  commitIndex: number | null;
+  appliedIndex: number | null;
+  /** The leader's commit index less this member's applied index (null: unknown). */
+  lag: number | null;
+  recovery: string | null;
+  version: string | null;
+  factsAgeMs: number | null;
+}
+
+export interface GossipReport {
+  answeredBy: string;
+  clusterId: string;
+  leader: string | null;
+  members: MemberRow[];
+  /** observer → subject → state; an observer whose facts are old is marked stale. */
+  views: { observer: string; stale: boolean; view: Record<string, GossipState | "-"> }[];
+  /** Groups of members that see each other alive; more than one is a partition. */
+  groups: string[][];
+  problems: string[];
+  healthy: boolean;
+}
+
+/** Pure: every figure cluster-status prints, from one node's answer. */
+export function gossipReport(s: GossipStatusJson): GossipReport {
+  const problems: string[] = [];
+  const g = s.gossip;
+  if (g === null) {
+    return { answeredBy: s.node_id, clusterId: s.cluster_id, leader: s.leader, members: [], views: [], groups: [], problems: [`${s.node_id} runs no gossip`], healthy: false };
+  }
+  const ids = g.members.map((m) => m.id).sort();
+  const byId = new Map(g.members.map((m) => [m.id, m]));
+  // An observer's view counts as current while its facts are younger than a suspicion timeout.
+  const staleAfterMs = g.suspicion_timeout_ms;
+  const stale = (m: GossipMemberJson): boolean => m.id !== s.node_id && (m.state !== "alive" || m.facts_age_ms === null || m.facts_age_ms > staleAfterMs);
+
+  const leader = s.leader ?? mostNamedLeader(g.members);
+  const leaderCommit = leader === null ? null : (byId.get(leader)?.facts?.commit_index ?? null);
+  const members: MemberRow[] = ids.map((id) => {
+    const m = byId.get(id) as GossipMemberJson;
+    const f = m.facts;
+    return {
+      id, state: m.state, role: f?.role ?? null, term: f?.term ?? null, leader: f?.leader ?? null,
+      commitIndex: f?.commit_index ?? null, appliedIndex: f?.applied_index ?? null,
+      lag: leaderCommit === null || f === null ? null : Math.max(0, leaderCommit - f.applied_index),
+      recovery: f?.recovery ?? null, version: f?.version ?? null, factsAgeMs: m.facts_age_ms,
+    };
+  });
+
+  const views = ids.map((observer) => {
+    const m = byId.get(observer) as GossipMemberJson;
+    const view: Record<string, GossipState | "-"> = {};
+    for (const subject of ids) view[subject] = subject === observer ? "alive" : (m.view?.[subject] ?? "-");
+    return { observer, stale: stale(m), view };
+  });
+
+  // Two members are together when each sees the other alive (the answering node's own view
+  // included); groups are the connected parts.
+  const sees = (a: string, b: string): boolean => views.find((v) => v.observer === a)?.view[b] === "alive";
+  const parent = new Map(ids.map((id) => [id, id]));
+  const root = (x: string): string => {
+    let r = x;
+    while (parent.get(r) !== r) r = parent.get(r) as string;
+    return r;
+  };
+  for (const a of ids) for (const b of ids) if (a < b && sees(a, b) && sees(b, a)) parent.set(root(a), root(b));
+  const groupMap = new Map<string, string[]>();
+  for (const id of ids) groupMap.set(root(id), [...(groupMap.get(root(id)) ?? []), id]);
+  const groups = [...groupMap.values()].sort((x, y) => y.length - x.length || (x[0] as string).localeCompare(y[0] as string));
+
+  for (const m of g.members) {
+    if (m.id === s.node_id) continue;
+    if (m.state !== "alive") problems.push(`${m.id} is ${m.state} as seen by ${s.node_id}${m.state_for_ms === null ? "" : ` (for ${Math.round(m.state_for_ms / 1000)} s)`}`);
+  }
+  for (const v of views) {
+    if (v.stale) continue;
+    for (const [subject, state] of Object.entries(v.view)) {
+      if (state !== "alive" && v.observer !== s.node_id && byId.get(subject)?.state === "alive") problems.push(`${v.observer} sees ${subject} ${state}`);
+    }
+  }
+  if (groups.length > 1) problems.push(`partition: ${formatGroups(groups)}`);
+  if (leader === null) problems.push("no leader is known");
+  else {
+    const lf = byId.get(leader)?.facts;
+    for (const m of g.members) {
+      if (m.id === leader || m.state !== "alive" || m.facts === null) continue;
+      const why: string[] = [];
+      if (m.facts.leader !== leader) why.push(m.facts.leader === null ? "it knows no leader" : `it follows ${m.facts.leader}`);
+      if (m.facts.raft_links[leader] === false) why.push(`it has no Raft link to ${leader}`);
+      if (lf?.raft_links[m.id] === false) why.push(`${leader} has no Raft link to it`);
+      if (why.length > 0) problems.push(`${m.id} is alive by gossip but cut from Raft: ${why.join("; ")}`);
+    }
+  }
+  for (const m of g.members) {
+    if (m.state === "alive" && m.facts !== null && m.facts.recovery !== "healthy") problems.push(`${m.id} is ${m.facts.recovery}`);
+  }
+  return { answeredBy: s.node_id, clusterId: s.cluster_id, leader, members, views, groups, problems, healthy: problems.length === 0 };
+}
+
+/** "{node1,node2} | {node3}". */
+export function formatGroups(groups: readonly (readonly string[])[]): string {
+  return groups.map((g) => `{${g.join(",")}}`).join(" | ");
+}
+
+function mostNamedLeader(members: GossipMemberJson[]): string | null {
+  const votes = new Map<string, number>();
+  for (const m of members) if (m.state === "alive" && m.facts?.leader != null) votes.set(m.facts.leader, (votes.get(m.facts.leader) ?? 0) + 1);
+  let best: string | null = null;
+  for (const [id, n] of votes) if (best === null || n > (votes.get(best) ?? 0)) best = id;
+  return best;
+}
+
+/** The text cluster-status prints. */
+export function renderGossipReport(r: GossipReport): string {
+  const col = (v: unknown, w: number): string => String(v ?? "-").padEnd(w);
+  let out = `cluster ${r.clusterId}, as seen by ${r.answeredBy} (gossip)\n`;
+  out += `${col("member", 12)}${col("state", 9)}${col("role", 14)}${col("term", 7)}${col("commit", 10)}${col("applied", 10)}${col("lag", 8)}${col("recovery", 26)}version\n`;
+  for (const m of r.members) {
+    out += `${col(m.id, 12)}${col(m.state, 9)}${col(m.role, 14)}${col(m.term, 7)}${col(m.commitIndex, 10)}${col(m.appliedIndex, 10)}${col(m.lag, 8)}${col(m.recovery, 26)}${m.version ?? "-"}\n`;
+  }
+  if (r.views.length > 0) {
+    const ids = r.views.map((v) => v.observer);
+    out += `\nviews (row: observer, column: member)\n${col("", 12)}${ids.map((id) => col(id, 10)).join("")}\n`;
+    for (const v of r.views) out += `${col(v.observer, 12)}${ids.map((id) => col(v.view[id], 10)).join("")}${v.stale ? "(last known, stale)" : ""}\n`;
+  }
+  out += `\ngroups: ${r.groups.length <= 1 ? `${formatGroups(r.groups)} (no partition)` : formatGroups(r.groups)}\n`;
+  out += r.healthy ? "healthy: one leader, every member alive and following it\n" : r.problems.map((p) => `PROBLEM: ${p}\n`).join("");
+  return out;
+}

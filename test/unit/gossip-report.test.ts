@@ -1,0 +1,63 @@
+// cluster-status's reading of one node's gossip: partitions as groups of members that see each
+// other alive, members alive by gossip but cut from Raft, lag behind the leader's commit.
+
+import { describe, expect, test } from "bun:test";
+import { gossipReport, renderGossipReport, type GossipMemberJson, type GossipState, type GossipStatusJson } from "../../src/cli/admin/_gossip-report.ts";
+
+function member(id: string, state: GossipState, view: Record<string, GossipState>, facts: Partial<NonNullable<GossipMemberJson["facts"]>> = {}): GossipMemberJson {
+  return {
+    id, state, incarnation: 1, ever_alive: true, state_for_ms: 0, last_heard_ms_ago: 0, facts_age_ms: state === "alive" ? 100 : 60_000, view,
+    facts: {
+      role: "follower", term: 2, leader: "node1", commit_index: 10, applied_index: 10, version: "1", recovery: "healthy",
+      peer: "", client: "", admin: "", raft_links: {}, archive: null, ...facts,
+    },
+  };
+}
+
+function status(members: GossipMemberJson[], leader: string | null = "node1"): GossipStatusJson {
+  return {
+    node_id: "node1", cluster_id: "c", leader, voters: members.map((m) => m.id), learners: [], raft_links: {},
+    gossip: { protocol_period_ms: 1000, suspicion_timeout_ms: 5000, members, counters: {}, packets_dropped: {} },
+  };
+}
+
+describe("cluster-status from gossip", () => {
+  test("every member alive and following the leader is healthy, one group", () => {
+    const r = gossipReport(status([
+      member("node1", "alive", { node2: "alive", node3: "alive" }, { role: "leader" }),
+      member("node2", "alive", { node1: "alive", node3: "alive" }),
+      member("node3", "alive", { node1: "alive", node2: "alive" }, { applied_index: 7 }),
+    ]));
+    expect(r.problems).toEqual([]);
+    expect(r.healthy).toBe(true);
+    expect(r.groups).toEqual([["node1", "node2", "node3"]]);
+    expect(r.members.find((m) => m.id === "node3")?.lag).toBe(3);
+  });
+
+  test("a member the others see dead is its own group, named as a partition", () => {
+    const r = gossipReport(status([
+      member("node1", "alive", { node2: "alive", node3: "dead" }, { role: "leader" }),
+      member("node2", "alive", { node1: "alive", node3: "dead" }),
+      // Its last known view still says everyone is alive.
+      member("node3", "dead", { node1: "alive", node2: "alive" }),
+    ]));
+    expect(r.groups).toEqual([["node1", "node2"], ["node3"]]);
+    expect(r.problems).toContain("partition: {node1,node2} | {node3}");
+    expect(r.healthy).toBe(false);
+    expect(renderGossipReport(r)).toContain("(last known, stale)");
+  });
+
+  test("a member alive by gossip that follows no leader or has no Raft link to it is called out", () => {
+    const r = gossipReport(status([
+      member("node1", "alive", { node2: "alive", node3: "alive" }, { role: "leader", raft_links: { node2: true, node3: false } }),
+      member("node2", "alive", { node1: "alive", node3: "alive" }),
+      member("node3", "alive", { node1: "alive", node2: "alive" }, { leader: null, role: "pre_candidate", raft_links: { node1: false } }),
+    ]));
+    expect(r.groups).toHaveLength(1);
+    expect(r.problems).toEqual(["node3 is alive by gossip but cut from Raft: it knows no leader; it has no Raft link to node1; node1 has no Raft link to it"]);
+  });
+
+  test("a node without gossip is reported, not taken as healthy", () => {
+    expect(gossipReport({ ...status([]), gossip: null }).healthy).toBe(false);
+  });
+});

@@ -27,8 +27,8 @@ UNIT_DIR=/etc/systemd/system
 SERVICE=svc.service
 SYSUSERS_PATH=/usr/lib/sysusers.d/svc.conf
 TMPFILES_PATH=/usr/lib/tmpfiles.d/svc.conf
-TIMERS="svc-cleanup-snapshots.timer svc-cleanup-wal-archive.timer"
-UNITS="svc.service svc-cleanup-snapshots.service svc-cleanup-snapshots.timer svc-cleanup-wal-archive.service svc-cleanup-wal-archive.timer"
+TIMERS="svc-cleanup-snapshots.timer svc-cleanup-wal-archive.timer svc-backup-full.timer svc-backup-offsite.timer"
+UNITS="svc.service svc-cleanup-snapshots.service svc-cleanup-snapshots.timer svc-cleanup-wal-archive.service svc-cleanup-wal-archive.timer svc-backup-full.service svc-backup-full.timer svc-backup-offsite.service svc-backup-offsite.timer"
 SVC_USER=svc
 SVC_GROUP=svc
 
@@ -388,6 +388,30 @@ $(hardening "$writable")
 EOF
 }
 
+# backup_service DESCRIPTION COMMAND...: as cleanup_service, with the data directory (where an
+# archive is staged) and /var/backups/svc writable; another destination needs a drop-in.
+backup_service() {
+	description=$1
+	shift
+	cat <<EOF
+# Written by install.sh; run by the timer of the same name.
+[Unit]
+Description=$description
+ConditionPathExists=$CONFIG_PATH
+After=svc.service
+
+[Service]
+Type=oneshot
+User=$SVC_USER
+Group=$SVC_GROUP
+EnvironmentFile=-$CONFIG_DIR/backup.env
+ExecStart=$*
+Nice=10
+IOSchedulingClass=idle
+$(hardening "$DATA_DIR -/var/backups/svc")
+EOF
+}
+
 # cleanup_timer DESCRIPTION ON_CALENDAR
 cleanup_timer() {
 	cat <<EOF
@@ -436,6 +460,17 @@ unit_text() {
 			"ConditionPathIsDirectory=$WAL_ARCHIVE_DIR" \
 			"$BIN_PATH admin cleanup-wal-archive --dir $WAL_ARCHIVE_DIR --older-than 30d" ;;
 	svc-cleanup-wal-archive.timer) cleanup_timer "Weekly removal of archived svc WAL segments older than 30 days" "Sun *-*-* 03:00:00" ;;
+	# Backups (SPEC §8): every node runs the timers; --if-leader makes only the node that leads
+	# at that moment take the backup, and both do nothing until [backup] names a destination.
+	# Object-store credentials (AWS_*) go in $CONFIG_DIR/backup.env, never in the config file.
+	svc-backup-full.service)
+		backup_service "svc: daily full backup of the cluster, kept 30 days (on the leader only)" \
+			"$BIN_PATH admin backup full --config $CONFIG_PATH --if-leader" ;;
+	svc-backup-full.timer) cleanup_timer "Daily full backup of svc (the [backup] table names where)" "*-*-* 01:00:00" ;;
+	svc-backup-offsite.service)
+		backup_service "svc: weekly off-site copy of the newest full backup, kept 1 year (on the leader only)" \
+			"$BIN_PATH admin backup offsite --config $CONFIG_PATH --if-leader" ;;
+	svc-backup-offsite.timer) cleanup_timer "Weekly off-site copy of the newest svc full backup" "Sun *-*-* 04:00:00" ;;
 	*) die "no text for unit $1 (a bug in install.sh)" ;;
 	esac
 }

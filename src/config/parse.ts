@@ -122,7 +122,15 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
   const adminQueryTimeoutMs = readInt(limitsTable, "admin_query_timeout_ms", field(limitsSpec, "admin_query_timeout_ms", "int"), ["limits"], problems);
   const writeCheckTimeoutMs = readInt(limitsTable, "write_check_timeout_ms", field(limitsSpec, "write_check_timeout_ms", "int"), ["limits"], problems);
 
+  const backupSpec = tableFields(ROOT_FIELDS, "backup");
+  const backupTable = readTable(root, "backup", backupSpec, problems) ?? {};
+  const backupDir = readString(backupTable, "dir", field(backupSpec, "dir", "string"), ["backup"], problems);
+  const backupOffsite = readString(backupTable, "offsite", field(backupSpec, "offsite", "string"), ["backup"], problems);
+  const retainDays = readInt(backupTable, "retain_days", field(backupSpec, "retain_days", "int"), ["backup"], problems);
+  const offsiteRetainDays = readInt(backupTable, "offsite_retain_days", field(backupSpec, "offsite_retain_days", "int"), ["backup"], problems);
+
   if (
+    backupDir === undefined || backupOffsite === undefined || retainDays === undefined || offsiteRetainDays === undefined ||
     nodeId === undefined || dataDir === undefined || maxMemoryMb === undefined || snapshotInterval === undefined ||
     listen.client === undefined || listen.admin === undefined || listen.peer === undefined ||
     bootstrap === undefined || members === undefined ||
@@ -142,6 +150,7 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
     wal: { archiveCommand, archiveTimeoutMs: archiveTimeoutS * 1000, segmentSizeBytes: segmentSizeMb * MIB },
     raft: { heartbeatIntervalMs, electionTimeoutMs },
     limits: { queryTimeoutMs, adminQueryTimeoutMs, writeCheckTimeoutMs },
+    backup: { dir: backupDir, offsite: backupOffsite, retainMs: retainDays * 86_400_000, offsiteRetainMs: offsiteRetainDays * 86_400_000 },
   };
 }
 

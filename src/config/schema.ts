@@ -65,6 +65,15 @@ export const ROOT_FIELDS: TableSpec = {
       write_check_timeout_ms: { kind: "int", min: 10, max: 600_000, default: 1000, unit: "milliseconds" },
     },
   },
+  backup: {
+    kind: "table",
+    fields: {
+      dir: { kind: "string", default: "" },
+      offsite: { kind: "string", default: "" },
+      retain_days: { kind: "int", min: 1, max: 3650, default: 30, unit: "days" },
+      offsite_retain_days: { kind: "int", min: 1, max: 3650, default: 365, unit: "days" },
+    },
+  },
 };
 
 /** The election timeout must leave room for several lost heartbeats before a follower campaigns. */

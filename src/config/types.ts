@@ -57,6 +57,19 @@ export interface Config {
     /** A write tried before it enters the log is refused after this. */
     readonly writeCheckTimeoutMs: number;
   };
+  /**
+   * Where `svc admin backup` writes when given no --to (SPEC §4.4, §8): `dir` a directory or
+   * s3:// URL for the daily full backups, `offsite` an s3:// URL (or directory) for the weekly
+   * copy; "" for none (the timers then do nothing). Absent only in configurations built in code.
+   */
+  readonly backup?: {
+    readonly dir: string;
+    readonly offsite: string;
+    /** retain_days × 86 400 000. */
+    readonly retainMs: number;
+    /** offsite_retain_days × 86 400 000. */
+    readonly offsiteRetainMs: number;
+  };
 }
 
 /**

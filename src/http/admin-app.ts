@@ -113,10 +113,13 @@ export function adminApp(node: SvcNode) {
       return json({ ok: findings.every((f) => f.ok), findings });
     }))
     .post("/admin/pause-writes", ({ request }) => atLeader(request, relayTimeoutMs.writesFlag, async () => {
-      return { writes_paused: true, ...(await node.setWritesPaused(true)) };
+      // ?lease_ms=N: the pause ends by itself after N ms unless paused again (renewed).
+      const leaseMs = pauseLeaseMs(new URL(request.url).searchParams.get("lease_ms"));
+      const { index, untilMs } = await node.setWritesPaused(true, leaseMs);
+      return { writes_paused: true, index, ...(untilMs > 0 ? { until: new Date(untilMs).toISOString() } : {}) };
     }), { parse: "none" })
     .post("/admin/resume-writes", ({ request }) => atLeader(request, relayTimeoutMs.writesFlag, async () => {
-      return { writes_paused: false, ...(await node.setWritesPaused(false)) };
+      return { writes_paused: false, index: (await node.setWritesPaused(false)).index };
     }), { parse: "none" })
     .post("/admin/add-node", ({ request }) => atLeader(request, relayTimeoutMs.addNode, async (text) => {
       const body = parseMemberBody(parseJsonText(text));
@@ -163,4 +166,14 @@ export function adminApp(node: SvcNode) {
         commit,
       });
     });
+}
+
+/** A pause lease from the query string: whole milliseconds, one second to one day. */
+function pauseLeaseMs(text: string | null): number | undefined {
+  if (text === null) return undefined;
+  const ms = Number(text);
+  if (!Number.isSafeInteger(ms) || ms < 1000 || ms > 86_400_000) {
+    throw new SvcError("BAD_REQUEST", `lease_ms must be a whole number of milliseconds from 1000 to 86400000, not ${JSON.stringify(text)}`);
+  }
+  return ms;
 }

@@ -16,6 +16,7 @@ import {
   checkReadStatement, checkWriteStatement, encodeCommand,
   type MemberAddress, type QueryResult, type SqlValue, type Statement, type Store, type StoreStats,
 } from "../store/index.ts";
+import { writesPausedAt } from "../store/store.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
@@ -98,7 +99,7 @@ export class SvcNode {
       walSegments: () => live().io.log.stats().segmentCount,
       walSizeBytes: () => live().io.log.stats().sizeBytes,
       pendingWrites: () => live().waiters.size,
-      writesPaused: () => live().store.meta.writesPaused,
+      writesPaused: () => writesPausedAt(live().store.meta, live().clock.nowMs()),
       diskFull: () => live().diskFull !== null,
     });
     ctx = new NodeContext(parts.config, parts.logger, parts.io, parts.core, metrics, parts.store, parts.hardState, parts.clusterId);
@@ -152,8 +153,9 @@ export class SvcNode {
     return this.ctx.fatalError;
   }
 
+  /** Paused, and the pause's lease (when it has one) has not run out. */
   get writesPaused(): boolean {
-    return this.ctx.store.meta.writesPaused;
+    return writesPausedAt(this.ctx.store.meta, this.ctx.clock.nowMs());
   }
 
   set onFatal(handler: ((e: SvcError) => void) | null) {
@@ -179,7 +181,9 @@ export class SvcNode {
       /** The Raft log in memory starts after this index; older entries are only in the WAL and the store. */
       memoryLogStartIndex: raft.snapshotIndex,
       membership: raft.membership,
-      writesPaused: ctx.store.meta.writesPaused,
+      writesPaused: writesPausedAt(ctx.store.meta, ctx.clock.nowMs()),
+      /** When the pause's lease ends (ms since the epoch); 0 when it has none or writes are not paused. */
+      writesPausedUntilMs: ctx.store.meta.writesPaused ? ctx.store.meta.writesPausedUntilMs : 0,
     };
   }
 
@@ -195,7 +199,7 @@ export class SvcNode {
     ctx.checkServing();
     for (const s of statements) checkWriteStatement(s.sql);
     ctx.checkWritable();
-    if (ctx.store.meta.writesPaused) {
+    if (writesPausedAt(ctx.store.meta, ctx.clock.nowMs())) {
       throw new SvcError("WRITES_PAUSED", "writes are paused on this cluster", { hint: "run `svc admin resume-writes` when the backup is done" });
     }
     const { applyResult, index } = await this.writeGate.propose(statements);
@@ -210,12 +214,18 @@ export class SvcNode {
     return { results: applyResult.results, index };
   }
 
-  async setWritesPaused(paused: boolean): Promise<{ index: number }> {
+  /**
+   * Pause or resume writes cluster-wide. `leaseMs`: the pause ends by itself that long after
+   * now on the leader's clock unless proposed again (a backup renews it while it runs).
+   */
+  async setWritesPaused(paused: boolean, leaseMs?: number): Promise<{ index: number; untilMs: number }> {
     this.ctx.checkServing();
     this.ctx.checkWritable();
-    const { index } = await this.proposer.propose(encodeCommand({ op: paused ? "pause_writes" : "resume_writes" }));
-    this.ctx.logger.info(paused ? "writes paused" : "writes resumed", { index });
-    return { index };
+    const untilMs = paused && leaseMs !== undefined ? this.ctx.clock.nowMs() + leaseMs : 0;
+    const command = paused ? (untilMs > 0 ? { op: "pause_writes" as const, untilMs } : { op: "pause_writes" as const }) : { op: "resume_writes" as const };
+    const { index } = await this.proposer.propose(encodeCommand(command));
+    this.ctx.logger.info(paused ? "writes paused" : "writes resumed", untilMs > 0 ? { index, untilMs } : { index });
+    return { index, untilMs };
   }
 
   /**

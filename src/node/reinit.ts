@@ -2,11 +2,19 @@
 // whole; the cluster gets a new id and the membership of the configuration file; the log
 // starts over after a snapshot of the store. Nodes of the old cluster are refused by the
 // new id, and the new members, started empty, receive the snapshot from this node.
+//
+// Deterministic: the new cluster id is derived from the restored snapshot (its cluster id,
+// term, index and SHA-256) and the member list, and the log's start (the new snapshot's
+// index, term and membership) from the same, so every node restored from one archive and
+// initialized with one member list makes the same cluster, not one each.
 
-import { randomUUID } from "node:crypto";
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import { snapshotStateFile, writeHardState } from "../storage/index.ts";
+import { readRestoreMarker, removeRestoreMarker } from "../storage/restore-marker.ts";
+import { SvcError } from "../util/errors.ts";
 import { createSnapshotImage } from "../store/index.ts";
 import type { Logger } from "../util/logger.ts";
 import type { LoadedState } from "./load.ts";
@@ -19,11 +27,46 @@ export interface ReinitResult {
   rows: number;
 }
 
-export async function reinitCluster(state: LoadedState, config: Config, logger: Logger): Promise<ReinitResult> {
-  const clusterId = randomUUID();
+/** Where the restored data ends beyond the restored snapshot, or null when it does not. */
+export function newerThanRestored(state: LoadedState): string | null {
+  const marker = readRestoreMarker(state.paths.raftDir);
+  const base = marker ?? state.snapshot;
+  const baseIndex = base?.index ?? 0;
+  const lastLogIndex = state.entries.at(-1)?.index ?? 0;
+  const found: string[] = [];
+  if (state.hardState.commit > baseIndex) found.push(`raft/hardstate commits up to ${state.hardState.commit}`);
+  if (lastLogIndex > baseIndex) found.push(`the WAL holds entries up to ${lastLogIndex}`);
+  if (state.store.meta.appliedIndex > baseIndex) found.push(`the store has applied up to ${state.store.meta.appliedIndex}`);
+  if (found.length === 0) return null;
+  return `${found.join(", ")}, past the ${marker === null ? "newest" : "restored"} snapshot at ${baseIndex}`;
+}
+
+/** The new cluster's id: a UUID-shaped digest of the restored snapshot and the member list. */
+export function derivedClusterId(snapshot: { clusterId: string; index: number; term: number; stateSha256: string }, voters: readonly string[]): string {
+  const h = createHash("sha256")
+    .update(JSON.stringify({ from: snapshot, voters: [...voters].sort() }))
+    .digest("hex");
+  // RFC 4122 layout, version 8 (custom), variant 10.
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${((Number.parseInt(h.slice(16, 17), 16) & 0x3) | 0x8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+export async function reinitCluster(state: LoadedState, config: Config, logger: Logger, options: { force?: boolean } = {}): Promise<ReinitResult> {
+  const newer = newerThanRestored(state);
+  if (newer !== null && options.force !== true) {
+    throw new SvcError("RESTORE_REFUSED", `this data directory holds Raft state newer than the restored snapshot: ${newer}`, {
+      hint: "it was not (only) restored from a backup: extract the archive into an emptied data directory, or pass --force to make a new cluster of everything it holds (nodes initialized from the archive alone would then differ)",
+    });
+  }
   const voters = config.cluster.members.length > 0 ? config.cluster.members.map((m) => m.id) : [config.nodeId];
   const membership = { voters, learners: [] };
   const { store, snapshots, wal, paths } = state;
+  const restored = snapshots.list().filter((e) => e.meta !== null).at(-1)?.meta ?? null;
+  const clusterId = derivedClusterId(
+    restored === null
+      ? { clusterId: store.meta.clusterId, index: store.meta.appliedIndex, term: store.meta.appliedTerm, stateSha256: "" }
+      : { clusterId: restored.clusterId, index: restored.index, term: restored.term, stateSha256: restored.stateSha256 },
+    voters,
+  );
   // Entries the old cluster committed but the store had not applied yet are data too.
   const committed = state.entries.filter((e) => e.index > store.meta.appliedIndex && e.index <= state.hardState.commit);
   if (committed.length > 0) store.apply(committed);
@@ -34,13 +77,20 @@ export async function reinitCluster(state: LoadedState, config: Config, logger: 
   const image = await createSnapshotImage(paths.storePath, join(tempDir, snapshotStateFile));
   // Index 0 would read as "no snapshot": a store that never applied anything starts at 1.
   const index = Math.max(1, image.appliedIndex);
-  const term = Math.max(1, image.appliedTerm, state.hardState.term);
+  // Not the hard state's term: a node that ran after the restore may have a later one.
+  const term = Math.max(1, image.appliedTerm);
+  // The old cluster's image at the same term and index (a restored backup's) would be kept in
+  // place of this one, with the old cluster id that members started empty would then adopt.
+  for (const old of snapshots.list()) {
+    if (old.index === index && old.term === term) fs.rmSync(old.dir, { recursive: true, force: true });
+  }
   const entry = await snapshots.commit(tempDir, { clusterId, index, term, membership, stateSha256: image.stateSha256 });
   wal.resetTo(index + 1);
   wal.removeSegmentsCoveredBy(Number.MAX_SAFE_INTEGER);
   wal.close();
   writeHardState(paths.hardStatePath, { term, vote: null, commit: index, clusterId });
   snapshots.prune(1);
+  removeRestoreMarker(paths.raftDir);
   const rows = store.stats().totalEntries;
   logger.info("initialized a new cluster from the data", { clusterId, index, term, voters, snapshot: entry.dir });
   return { clusterId, index, term, voters, rows };

@@ -15,6 +15,7 @@ import { bootstrapIfNew, clampCommit, forgetLocalState, planStart, rebaseOnStore
 import { FileSnapshots } from "./file-snapshots.ts";
 import { isPristine, loadState, prepareDataDir, toHardState } from "./load.ts";
 import type { NodeParts } from "./context.ts";
+import { adoptRestoredBackup } from "./restored.ts";
 import { fileSnapshotTransfer } from "./snapshot-transfer.ts";
 
 export async function openNode(config: Config, logger: Logger, onMessage: MessageHandler): Promise<NodeParts> {
@@ -42,13 +43,16 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
         bytes: ballastBytes, hint: "free space on the data directory's file system; the ballast is made again at a start that finds room",
       });
     }
+    const restored = await adoptRestoredBackup(paths, config, log);
     const state = await loadState(paths, config, logger.child("wal"));
     const wasPristine = isPristine(state);
     const clusterId = bootstrapIfNew(state, config, log);
     const multiMember = config.cluster.members.length > 1;
     // (A lone voter has no one to catch up with: it never holds back.)
     let lostLog = multiMember && hasLostLog(paths.raftDir);
-    switch (planStart({ multiMember, walWasEmpty: state.walWasEmpty, wasPristine, needsSnapshotAt: state.needsSnapshotAt })) {
+    // A restored backup's snapshot is a complete log's start, not a lost WAL.
+    const walWasEmpty = state.walWasEmpty && restored === null;
+    switch (planStart({ multiMember, walWasEmpty, wasPristine, needsSnapshotAt: state.needsSnapshotAt })) {
       case "as_loaded":
         break;
       case "forget_local_state":

@@ -12,6 +12,25 @@ import { sha256File } from "../io/file-hash.ts";
 export const snapshotFormatVersion = 1;
 export const snapshotStateFile = "state.db";
 export const snapshotMetaFile = "meta.json";
+/**
+ * A hold pins a snapshot directory against pruning while someone copies it (SPEC §4.4 step 3):
+ * a file `.hold` in it, empty (held until removed) or holding an ISO 8601 time when it lapses
+ * (a backup killed midway cannot pin an image forever).
+ */
+export const snapshotHoldFile = ".hold";
+
+/** Whether a snapshot directory is held at `nowMs` (an unreadable hold counts as held). */
+export function snapshotHeld(dir: string, nowMs: number): boolean {
+  let text: string;
+  try {
+    text = fs.readFileSync(join(dir, snapshotHoldFile), "utf8").trim();
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code !== "ENOENT";
+  }
+  if (text === "") return true;
+  const untilMs = Date.parse(text);
+  return Number.isNaN(untilMs) || nowMs < untilMs;
+}
 
 export interface SnapshotFileMeta {
   formatVersion: number;
@@ -169,7 +188,9 @@ export class SnapshotStore {
   prune(keepCount: number, options: { syncDir?: boolean } = {}): string[] {
     const removed: string[] = [];
     const complete = this.list().filter((e) => e.meta !== null);
+    const nowMs = Date.now();
     for (const entry of complete.slice(0, Math.max(0, complete.length - keepCount))) {
+      if (snapshotHeld(entry.dir, nowMs)) continue; // being copied: pruned once released
       fs.rmSync(entry.dir, { recursive: true, force: true });
       removed.push(entry.dir);
     }

@@ -142,7 +142,10 @@ export class Wal {
         segment.maxIndex = Math.max(segment.maxIndex, entry.index);
       }
     }
-    const wal = new Wal(dir, options, segments, replay.lastIndex);
+    // A WAL that holds no entry yet but a segment (made after a snapshot: a restored backup,
+    // init-cluster) continues after it, as resetTo() left it.
+    const lastIndex = replay.lastIndex > 0 ? replay.lastIndex : Math.max(0, (segments.at(-1)?.firstIndex ?? 1) - 1);
+    const wal = new Wal(dir, options, segments, lastIndex);
     return { wal, entries: replay.kept, truncatedBytes };
   }
 

@@ -18,7 +18,12 @@ export type Command =
    * at that index on the state before it (WriteChecker); it applies only at that index.
    */
   | { op: "execute"; statements: Statement[]; checkedIndex?: number }
-  | { op: "pause_writes" }
+  /**
+   * `untilMs`: a lease. The pause ends by itself once the leader's clock passes it (a backup
+   * killed -9 cannot leave the cluster paused); renewed by proposing it again. Absent: until
+   * resume_writes.
+   */
+  | { op: "pause_writes"; untilMs?: number }
   | { op: "resume_writes" }
   /** The second entry of a new cluster: its id, so every node's store records it. */
   | { op: "init_cluster"; clusterId: string }
@@ -84,7 +89,12 @@ export function decodeCommand(data: Uint8Array): Command | null {
   }
   if (typeof v !== "object" || v === null) return null;
   const op = (v as { op?: unknown }).op;
-  if (op === "pause_writes" || op === "resume_writes") return { op };
+  if (op === "resume_writes") return { op };
+  if (op === "pause_writes") {
+    const untilMs = (v as { untilMs?: unknown }).untilMs;
+    if (untilMs === undefined) return { op };
+    return typeof untilMs === "number" && Number.isSafeInteger(untilMs) && untilMs > 0 ? { op, untilMs } : null;
+  }
   if (op === "init_cluster") {
     const clusterId = (v as { clusterId?: unknown }).clusterId;
     return typeof clusterId === "string" ? { op, clusterId } : null;

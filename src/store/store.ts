@@ -63,6 +63,13 @@ export interface StoreMeta {
   membership: Membership;
   clusterId: string;
   writesPaused: boolean;
+  /** While writesPaused: when the pause's lease ends (ms since the epoch), 0 for no end. */
+  writesPausedUntilMs: number;
+}
+
+/** Whether writes are paused at `nowMs`: the flag is set and its lease, if any, still runs. */
+export function writesPausedAt(meta: Pick<StoreMeta, "writesPaused" | "writesPausedUntilMs">, nowMs: number): boolean {
+  return meta.writesPaused && (meta.writesPausedUntilMs === 0 || nowMs < meta.writesPausedUntilMs);
 }
 
 const metaTable = `${internalTablePrefix}meta`;
@@ -458,7 +465,9 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       case "pause_writes":
       case "resume_writes":
         meta.writesPaused = command.op === "pause_writes";
+        meta.writesPausedUntilMs = command.op === "pause_writes" ? command.untilMs ?? 0 : 0;
         this.setMetaStmt.run("writes_paused", meta.writesPaused ? 1 : 0);
+        this.setMetaStmt.run("writes_paused_until_ms", meta.writesPausedUntilMs);
         return { kind: command.op };
       case "set_member":
         this.setMetaStmt.run(`member:${command.member.id}`, JSON.stringify(command.member));
@@ -541,6 +550,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       membership,
       clusterId: String(map.get("cluster_id") ?? ""),
       writesPaused: Number(map.get("writes_paused") ?? 0) === 1,
+      writesPausedUntilMs: Number(map.get("writes_paused_until_ms") ?? 0),
     };
   }
 }

@@ -16,6 +16,10 @@ export const UNITS = [
   "svc-cleanup-snapshots.timer",
   "svc-cleanup-wal-archive.service",
   "svc-cleanup-wal-archive.timer",
+  "svc-backup-full.service",
+  "svc-backup-full.timer",
+  "svc-backup-offsite.service",
+  "svc-backup-offsite.timer",
 ] as const;
 
 export interface Run {

@@ -13,7 +13,7 @@ import { INSTALL_SH, releaseBinary, removeRoot, run, type Run } from "./_helpers
 setDefaultTimeout(120_000);
 
 const FAKE_SYSTEMCTL = resolve(import.meta.dir, "_fake-systemctl.sh");
-const SERVICE_AND_TIMERS = ["svc.service", "svc-cleanup-snapshots.timer", "svc-cleanup-wal-archive.timer"];
+const SERVICE_AND_TIMERS = ["svc.service", "svc-cleanup-snapshots.timer", "svc-cleanup-wal-archive.timer", "svc-backup-full.timer", "svc-backup-offsite.timer"];
 
 let scratch: string;
 beforeEach(() => {
@@ -82,6 +82,8 @@ describe("install.sh on the host's own paths", () => {
       ...SERVICE_AND_TIMERS.map((u) => `enable --quiet ${u}`),
       "start svc-cleanup-snapshots.timer",
       "start svc-cleanup-wal-archive.timer",
+      "start svc-backup-full.timer",
+      "start svc-backup-offsite.timer",
       "start svc.service",
     ]);
     fs.writeFileSync(join(scratch, "systemd-state/calls"), "");
@@ -111,6 +113,8 @@ describe("install.sh on the host's own paths", () => {
     expect(systemctlChanges()).toEqual([
       "disable --now --quiet svc-cleanup-snapshots.timer",
       "disable --now --quiet svc-cleanup-wal-archive.timer",
+      "disable --now --quiet svc-backup-full.timer",
+      "disable --now --quiet svc-backup-offsite.timer",
       "disable --now --quiet svc.service",
       "daemon-reload",
     ]);

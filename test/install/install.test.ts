@@ -151,8 +151,13 @@ describe("install.sh --root", () => {
     expect(r.exitCode).toBe(0);
   });
 
-  test("the timers fire daily at 02:00 and weekly on Sunday at 03:00, and catch up missed runs", () => {
-    const schedules = { "svc-cleanup-snapshots.timer": "*-*-* 02:00:00", "svc-cleanup-wal-archive.timer": "Sun *-*-* 03:00:00" };
+  test("the timers fire daily at 02:00 and weekly on Sunday at 03:00, backups daily at 01:00 and off-site weekly, and catch up missed runs", () => {
+    const schedules = {
+      "svc-cleanup-snapshots.timer": "*-*-* 02:00:00",
+      "svc-cleanup-wal-archive.timer": "Sun *-*-* 03:00:00",
+      "svc-backup-full.timer": "*-*-* 01:00:00",
+      "svc-backup-offsite.timer": "Sun *-*-* 04:00:00",
+    };
     for (const [timer, normalized] of Object.entries(schedules)) {
       const keys = readUnit(root, timer);
       expect(keys.get("[Timer]Persistent")).toEqual(["true"]);
@@ -174,6 +179,28 @@ describe("install.sh --root", () => {
     for (const unit of [snapshots, wal]) {
       expect(unit.get("[Service]Type")).toEqual(["oneshot"]);
       expect(unit.get("[Service]User")).toEqual(["svc"]);
+    }
+  });
+
+  test("the backup timers' services run on every node as svc, the leader only taking the backup, credentials from backup.env", () => {
+    const full = readUnit(root, "svc-backup-full.service");
+    expect(full.get("[Service]ExecStart")).toEqual(["/usr/local/bin/svc admin backup full --config /etc/svc/config.toml --if-leader"]);
+    const offsite = readUnit(root, "svc-backup-offsite.service");
+    expect(offsite.get("[Service]ExecStart")).toEqual(["/usr/local/bin/svc admin backup offsite --config /etc/svc/config.toml --if-leader"]);
+    for (const unit of [full, offsite]) {
+      expect(unit.get("[Service]Type")).toEqual(["oneshot"]);
+      expect(unit.get("[Service]User")).toEqual(["svc"]);
+      expect(unit.get("[Service]EnvironmentFile")).toEqual(["-/etc/svc/backup.env"]);
+    }
+  });
+
+  test("the backup commands the timers run do nothing, successfully, until [backup] names a destination", () => {
+    for (const unit of ["svc-backup-full.service", "svc-backup-offsite.service"]) {
+      const execStart = readUnit(root, unit).get("[Service]ExecStart")?.[0] ?? "";
+      const r = run(hostViewArgv(root, execStart.split(" "), { user: svc }));
+      expect(r.stderr).toBe("");
+      expect(r.exitCode).toBe(0);
+      expect(r.stdout).toContain("skipped: [backup]");
     }
   });
 

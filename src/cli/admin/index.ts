@@ -22,6 +22,7 @@ const subCommands: Record<string, () => Promise<CommandDef<any>>> = {
   "cleanup-snapshots": () => import("./cleanup-snapshots.ts").then((m) => m.cleanupSnapshotsCommand),
   "cleanup-wal-archive": () => import("./cleanup-wal-archive.ts").then((m) => m.cleanupWalArchiveCommand),
   "support-bundle": () => import("./support-bundle.ts").then((m) => m.supportBundleCommand),
+  backup: () => import("./backup.ts").then((m) => m.backupCommand),
 };
 
 export const adminCommand = defineCommand({

@@ -16,6 +16,7 @@ export const initClusterCommand = defineCommand({
   args: {
     config: { type: "string", description: `Configuration file (node id, data_dir, members; default ${defaultConfigPath()})`, valueHint: "FILE" },
     bootstrap: { type: "boolean", description: "Turn the data in data_dir (restored from a backup) into a new cluster" },
+    force: { type: "boolean", description: "With --bootstrap: go on although the Raft state is newer than the restored snapshot" },
     json: { type: "boolean", description: "Print machine-readable JSON" },
   },
   async run({ args }) {
@@ -37,7 +38,7 @@ export const initClusterCommand = defineCommand({
       } else if (args.bootstrap !== true) {
         throw usageError(`${config.dataDir} already holds data (applied index ${state.store.meta.appliedIndex}); pass --bootstrap to make a new cluster of it, or start the node to rejoin its cluster`);
       } else {
-        const r = await reinitCluster(state, config, logger.child("node"));
+        const r = await reinitCluster(state, config, logger.child("node"), { force: args.force === true });
         result = { cluster_id: r.clusterId, snapshot_index: r.index, term: r.term, voters: r.voters, total_entries: r.rows };
       }
       state.wal.close();

@@ -1,0 +1,179 @@
+// A full backup archive, svc-backup-<YYYYMMDD>.tar.gz (SPEC §2.1, §4.4): laid out as the data
+// directory it restores into, so that SPEC §4.5 ("copy the raft and store directories back")
+// works as written:
+//
+//   raft/snapshots/<term>-<index>/{state.db,meta.json}   the image taken while writes were paused
+//   raft/RESTORED                                        tells the node it was restored (restore-marker.ts)
+//   store/state.db                                       the same image as the store (never the live files)
+//   etc/svc/…                                            the configuration directory
+//   metadata.json                                        cluster-info at the time of the backup
+//   MANIFEST.sha256                                      "<sha256>  <path>" for every other file
+//
+// Written with the `tar` package to a temporary name and renamed; verified by reading it back.
+
+import * as fs from "node:fs";
+import { createHash } from "node:crypto";
+import { dirname, join, relative } from "node:path";
+import * as tar from "tar";
+import { fsyncPath } from "../io/durable-file.ts";
+import { SvcError } from "../util/errors.ts";
+
+export const manifestName = "MANIFEST.sha256";
+export const metadataName = "metadata.json";
+const fullBackupPattern = /^svc-backup-(\d{4})(\d{2})(\d{2})\.tar\.gz$/;
+
+/** svc-backup-<YYYYMMDD>.tar.gz for a UTC day. */
+export function fullBackupName(nowMs: number): string {
+  return `svc-backup-${new Date(nowMs).toISOString().slice(0, 10).replaceAll("-", "")}.tar.gz`;
+}
+
+/** The UTC midnight a full backup's name dates it to; null for a name that is not one. */
+export function fullBackupDateMs(name: string): number | null {
+  const m = fullBackupPattern.exec(name);
+  if (m === null) return null;
+  const ms = Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]));
+  return Number.isNaN(ms) ? null : ms;
+}
+
+/** tar would store a second name of one inode as a hard link; the archive holds plain files. */
+const noHardLinks = { get: () => undefined, set: () => undefined } as unknown as Map<`${number}:${number}`, string>;
+
+function filesUnder(root: string, dir = root): string[] {
+  const out: string[] = [];
+  for (const d of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    const path = join(dir, d.name);
+    if (d.isDirectory()) out.push(...filesUnder(root, path));
+    else if (d.isFile()) out.push(relative(root, path));
+  }
+  return out;
+}
+
+async function sha256OfFile(path: string): Promise<string> {
+  const h = createHash("sha256");
+  for await (const chunk of fs.createReadStream(path, { highWaterMark: 1 << 20 })) h.update(chunk as Buffer);
+  return h.digest("hex");
+}
+
+export interface ArchiveWritten {
+  path: string;
+  sizeBytes: number;
+  files: number;
+}
+
+/**
+ * Archive a staged tree (laid out as above, without the manifest) into `outPath`: the manifest
+ * is computed and added, the archive written beside `outPath` and renamed onto it once synced.
+ */
+export async function writeArchive(stagingDir: string, outPath: string, onFile: (path: string) => void = () => {}): Promise<ArchiveWritten> {
+  const files = filesUnder(stagingDir).filter((f) => f !== manifestName);
+  const lines: string[] = [];
+  for (const f of files) {
+    onFile(f);
+    lines.push(`${await sha256OfFile(join(stagingDir, f))}  ${f}`);
+  }
+  fs.writeFileSync(join(stagingDir, manifestName), `${lines.join("\n")}\n`);
+  fs.mkdirSync(dirname(outPath), { recursive: true });
+  const temp = `${outPath}.partial-${process.pid}`;
+  try {
+    // The manifest first: a reader meets it before the files it lists.
+    await tar.c({ gzip: { level: 6 }, file: temp, cwd: stagingDir, portable: true, linkCache: noHardLinks }, [manifestName, ...files]);
+    fsyncPath(temp);
+    fs.renameSync(temp, outPath);
+    fsyncPath(dirname(outPath));
+  } finally {
+    fs.rmSync(temp, { force: true });
+  }
+  return { path: outPath, sizeBytes: fs.statSync(outPath).size, files: files.length + 1 };
+}
+
+export interface ArchiveCheck {
+  ok: boolean;
+  path: string;
+  /** Files listed in the archive (the manifest included). */
+  files: number;
+  bytes: number;
+  /** What is wrong, one sentence each; empty when ok. */
+  problems: string[];
+  /** The snapshot the archive holds, from its meta.json. */
+  snapshot: { term: number; index: number; clusterId: string } | null;
+  metadata: Record<string, unknown> | null;
+}
+
+const requiredFiles = [manifestName, metadataName, "raft/RESTORED", "store/state.db"];
+
+/** List the archive and check every file against its manifest (SPEC §4.4 step 5, and more). */
+export async function verifyArchive(path: string, onFile: (path: string) => void = () => {}): Promise<ArchiveCheck> {
+  const hashes = new Map<string, string>();
+  const texts = new Map<string, string>();
+  let bytes = 0;
+  try {
+    await tar.t({
+      file: path,
+      strict: true,
+      onReadEntry(entry) {
+        if (entry.type !== "File") return;
+        const h = createHash("sha256");
+        const keepText = entry.path === manifestName || entry.path === metadataName || entry.path.endsWith("/meta.json");
+        const chunks: Buffer[] = [];
+        entry.on("data", (d: Buffer) => {
+          h.update(d);
+          bytes += d.length;
+          if (keepText) chunks.push(d);
+        });
+        entry.on("end", () => {
+          hashes.set(entry.path, h.digest("hex"));
+          if (keepText) texts.set(entry.path, Buffer.concat(chunks).toString("utf8"));
+          onFile(entry.path);
+        });
+      },
+    });
+  } catch (e) {
+    return { ok: false, path, files: hashes.size, bytes, problems: [`cannot read ${path} as a gzip tar: ${(e as Error).message}`], snapshot: null, metadata: null };
+  }
+  const problems: string[] = [];
+  for (const f of requiredFiles) if (!hashes.has(f)) problems.push(`${f} is missing`);
+  const manifest = texts.get(manifestName) ?? "";
+  const listed = new Set<string>();
+  for (const line of manifest.split("\n").filter((l) => l !== "")) {
+    const m = /^([0-9a-f]{64}) {2}(.+)$/.exec(line);
+    if (m === null) {
+      problems.push(`${manifestName}: cannot read line ${JSON.stringify(line.slice(0, 80))}`);
+      continue;
+    }
+    const [, want, file] = m as unknown as [string, string, string];
+    listed.add(file);
+    const got = hashes.get(file);
+    if (got === undefined) problems.push(`${file} is in the manifest but not in the archive`);
+    else if (got !== want) problems.push(`${file} does not match its checksum (manifest ${want.slice(0, 12)}…, archive ${got.slice(0, 12)}…)`);
+  }
+  for (const f of hashes.keys()) if (f !== manifestName && !listed.has(f)) problems.push(`${f} is in the archive but not in the manifest`);
+  const metaPaths = [...texts.keys()].filter((p) => /^raft\/snapshots\/[0-9a-f]{16}-[0-9a-f]{16}\/meta\.json$/.test(p));
+  let snapshot: ArchiveCheck["snapshot"] = null;
+  if (metaPaths.length !== 1) problems.push(`the archive holds ${metaPaths.length} snapshots, not one`);
+  else {
+    const metaPath = metaPaths[0] ?? "";
+    const meta = JSON.parse(texts.get(metaPath) ?? "{}") as { term?: number; index?: number; clusterId?: string; stateSha256?: string };
+    snapshot = { term: meta.term ?? 0, index: meta.index ?? 0, clusterId: meta.clusterId ?? "" };
+    const statePath = metaPath.replace(/meta\.json$/, "state.db");
+    if (hashes.get(statePath) !== meta.stateSha256) problems.push(`${statePath} does not match the SHA-256 in its meta.json`);
+  }
+  let metadata: Record<string, unknown> | null = null;
+  try {
+    metadata = JSON.parse(texts.get(metadataName) ?? "null") as Record<string, unknown> | null;
+  } catch {
+    problems.push(`${metadataName} is not JSON`);
+  }
+  return { ok: problems.length === 0, path, files: hashes.size, bytes, problems, snapshot, metadata };
+}
+
+/** Extract an archive into a directory (made if missing). */
+export async function extractArchive(path: string, intoDir: string): Promise<void> {
+  fs.mkdirSync(intoDir, { recursive: true });
+  await tar.x({ file: path, cwd: intoDir, strict: true });
+}
+
+export function archiveDamaged(check: ArchiveCheck): SvcError {
+  return new SvcError("BACKUP_DAMAGED", `${check.path} does not verify: ${check.problems.join("; ")}`, {
+    hint: "use another backup; a damaged archive may still be extracted with tar for what it holds",
+  });
+}

@@ -1,0 +1,190 @@
+// Full backup (SPEC §4.4) in one run: pause writes under a lease, take an image on this node
+// and wait for it, link it into a staging tree (the node may prune the image meanwhile; the
+// links keep its data), resume writes, archive and verify, then retention and the off-site
+// copy. Writes are resumed on every way out: success, failure, and interrupt() (SIGINT); a
+// run killed -9 leaves a pause whose lease runs out by itself.
+
+import * as fs from "node:fs";
+import { basename, join } from "node:path";
+import { readSnapshotMeta, snapshotMetaFile, snapshotStateFile } from "../storage/snapshots.ts";
+import { encodeRestoreMarker, restoreMarkerFile } from "../storage/restore-marker.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+import { archiveDamaged, fullBackupName, metadataName, verifyArchive, writeArchive, type ArchiveCheck } from "./backup-archive.ts";
+import { applyRetention, openDestination } from "./backup-destination.ts";
+import { isObjectUrl } from "./s3.ts";
+
+/** What a backup needs of the node it runs beside (over its admin API). */
+export interface BackupNodeApi {
+  clusterInfo(): Promise<Record<string, unknown>>;
+  /** Pause writes cluster-wide until now + leaseMs (renewed by calling it again); the pause's log index. */
+  pauseWrites(leaseMs: number): Promise<number>;
+  resumeWrites(): Promise<void>;
+  /** This node's applied index. */
+  appliedIndex(): Promise<number>;
+  /** Take an image on this node and wait for it: its directory (absolute, on this host). */
+  snapshotHere(): Promise<{ dir: string; index: number; term: number }>;
+}
+
+export interface FullBackupOptions {
+  to: string;
+  dataDir: string;
+  /** The configuration directory archived as etc/svc/ (/etc/svc/ on a host). */
+  configDir: string;
+  leaseMs: number;
+  retainMs: number | null;
+  offsite: string | null;
+  offsiteRetainMs: number | null;
+  nowMs: number;
+  progress: (step: string) => void;
+}
+
+export interface FullBackupResult {
+  archive: string;
+  sizeBytes: number;
+  files: number;
+  snapshot: { index: number; term: number };
+  pausedMs: number;
+  removed: string[];
+  offsite: string[];
+  check: ArchiveCheck;
+}
+
+const appliedWaitMs = 60_000;
+
+export class FullBackup {
+  private paused = false;
+  private renewTimer: ReturnType<typeof setInterval> | null = null;
+  private stagingDir: string | null = null;
+  private localArchive: string | null = null;
+
+  constructor(private readonly api: BackupNodeApi, private readonly o: FullBackupOptions) {}
+
+  async run(): Promise<FullBackupResult> {
+    const { api, o } = this;
+    try {
+      const info = await api.clusterInfo();
+      o.progress("pausing writes");
+      const pausedAt = performance.now();
+      const pauseIndex = await api.pauseWrites(o.leaseMs);
+      this.paused = true;
+      this.renewTimer = setInterval(() => {
+        api.pauseWrites(o.leaseMs).catch((e: unknown) => o.progress(`renewing the pause failed: ${errorMessage(e)}`));
+      }, Math.max(1000, Math.floor(o.leaseMs / 3)));
+      await this.waitApplied(pauseIndex);
+      o.progress("taking a snapshot");
+      const image = await api.snapshotHere();
+      this.stage(image.dir, info);
+      await this.resume();
+      const pausedMs = performance.now() - pausedAt;
+      o.progress("writes resumed; writing the archive");
+
+      const name = fullBackupName(o.nowMs);
+      const local = isObjectUrl(o.to) ? join(o.dataDir, `.backup-${process.pid}-${name}`) : join(o.to, name);
+      if (isObjectUrl(o.to)) this.localArchive = local;
+      const staging = this.stagingDir ?? "";
+      const written = await writeArchive(staging, local, (f) => o.progress(`archiving ${f}`));
+      o.progress("verifying the archive");
+      const check = await verifyArchive(local, (f) => o.progress(`verifying ${f}`));
+      if (!check.ok) throw archiveDamaged(check);
+      const dest = openDestination(o.to);
+      if (isObjectUrl(o.to)) {
+        o.progress(`uploading to ${o.to}`);
+        await dest.put(local, name);
+      }
+      const removed = o.retainMs === null ? [] : await applyRetention(dest, o.retainMs, o.nowMs, new Set([name]));
+      const offsite: string[] = [];
+      if (o.offsite !== null) {
+        o.progress(`copying off-site to ${o.offsite}`);
+        offsite.push(...(await copyOffsite(local, name, o.offsite, o.offsiteRetainMs, o.nowMs)));
+      }
+      return { archive: dest.url === o.to && isObjectUrl(o.to) ? `${o.to.replace(/\/$/, "")}/${name}` : local, sizeBytes: written.sizeBytes, files: written.files, snapshot: { index: image.index, term: image.term }, pausedMs, removed, offsite, check };
+    } finally {
+      await this.cleanUp();
+    }
+  }
+
+  /** Called on SIGINT/SIGTERM: resume writes and remove what this run left, before exiting. */
+  async interrupt(): Promise<void> {
+    await this.cleanUp();
+  }
+
+  private async waitApplied(index: number): Promise<void> {
+    const deadline = Date.now() + appliedWaitMs;
+    while ((await this.api.appliedIndex()) < index) {
+      if (Date.now() > deadline) throw new SvcError("BACKUP_FAILED", `this node has not applied the pause (index ${index}) within ${appliedWaitMs / 1000} s`, { hint: "run the backup on a node that keeps up with the leader" });
+      await Bun.sleep(50);
+    }
+  }
+
+  /** Hard links to the image (same file system as the data directory), so a prune cannot take it. */
+  private stage(imageDir: string, info: Record<string, unknown>): void {
+    const { o } = this;
+    const meta = readSnapshotMeta(imageDir);
+    if (meta === null) throw new SvcError("BACKUP_FAILED", `the snapshot ${imageDir} has no readable meta.json`, { hint: "retry the backup" });
+    const staging = join(o.dataDir, `.backup-staging-${process.pid}`);
+    this.stagingDir = staging;
+    fs.rmSync(staging, { recursive: true, force: true });
+    const snapDir = join(staging, "raft", "snapshots", basename(imageDir));
+    fs.mkdirSync(snapDir, { recursive: true, mode: 0o750 });
+    fs.mkdirSync(join(staging, "store"), { mode: 0o750 });
+    linkOrCopy(join(imageDir, snapshotStateFile), join(snapDir, snapshotStateFile));
+    linkOrCopy(join(imageDir, snapshotMetaFile), join(snapDir, snapshotMetaFile));
+    linkOrCopy(join(imageDir, snapshotStateFile), join(staging, "store", "state.db"));
+    fs.writeFileSync(join(staging, "raft", restoreMarkerFile), encodeRestoreMarker({
+      clusterId: meta.clusterId, index: meta.index, term: meta.term, membership: meta.membership,
+      archive: fullBackupName(o.nowMs), createdAt: new Date(o.nowMs).toISOString(),
+    }));
+    if (fs.existsSync(o.configDir)) fs.cpSync(o.configDir, join(staging, "etc", "svc"), { recursive: true });
+    fs.writeFileSync(join(staging, metadataName), `${JSON.stringify(info, null, 2)}\n`);
+  }
+
+  private async resume(): Promise<void> {
+    if (this.renewTimer !== null) clearInterval(this.renewTimer);
+    this.renewTimer = null;
+    if (!this.paused) return;
+    // Tried until it goes through or the lease would have ended it anyway.
+    const deadline = Date.now() + this.o.leaseMs;
+    for (;;) {
+      try {
+        await this.api.resumeWrites();
+        this.paused = false;
+        return;
+      } catch (e) {
+        if (Date.now() > deadline) {
+          this.paused = false;
+          throw new SvcError("BACKUP_FAILED", `cannot resume writes: ${errorMessage(e)}`, { hint: "run `svc admin resume-writes`; the pause ends by itself when its lease runs out" });
+        }
+        await Bun.sleep(500);
+      }
+    }
+  }
+
+  private async cleanUp(): Promise<void> {
+    try {
+      await this.resume();
+    } finally {
+      if (this.stagingDir !== null) fs.rmSync(this.stagingDir, { recursive: true, force: true });
+      if (this.localArchive !== null) fs.rmSync(this.localArchive, { force: true });
+      this.stagingDir = null;
+      this.localArchive = null;
+    }
+  }
+}
+
+function linkOrCopy(from: string, to: string): void {
+  try {
+    fs.linkSync(from, to);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EXDEV" && (e as NodeJS.ErrnoException).code !== "EPERM") throw e;
+    fs.copyFileSync(from, to);
+  }
+}
+
+/** The off-site copy (SPEC §2.1): the dated archive and latest.tar.gz, dated copies retained. */
+export async function copyOffsite(localArchive: string, name: string, url: string, retainMs: number | null, nowMs: number): Promise<string[]> {
+  const dest = openDestination(url);
+  await dest.put(localArchive, name);
+  await dest.put(localArchive, "latest.tar.gz");
+  if (retainMs !== null) await applyRetention(dest, retainMs, nowMs, new Set([name]));
+  return [name, "latest.tar.gz"];
+}

@@ -1,0 +1,254 @@
+// svc admin backup full | snapshot | verify | offsite (SPEC §4.4, §8). Thin: reads the
+// configuration, talks to the node beside it over its admin API, and runs backup/'s jobs.
+// Progress goes to stderr on a terminal; one summary line (or --json) to stdout. Exit 0 when
+// the backup was made and verified (or skipped by --if-leader on a follower), 1 when it
+// failed, 2 for a wrong command line; 130 when interrupted (writes resumed first).
+
+import * as fs from "node:fs";
+import { dirname, resolve } from "node:path";
+import { defineCommand } from "citty";
+import {
+  FullBackup, copyOffsite, newestFullBackup, openDestination, parseDuration, snapshotBackup, verifyArchive,
+  isObjectUrl, type BackupNodeApi,
+} from "../../backup/index.ts";
+import type { Config } from "../../config/index.ts";
+import { callNode, printJson } from "../_client.ts";
+import { defaultConfigPath, loadConfigOrExit } from "../_config.ts";
+import { CliExit, ExitCode, usageError } from "../_exit.ts";
+
+const commonArgs = {
+  config: { type: "string", description: `Configuration file (data_dir, admin address, [backup]; default ${defaultConfigPath()})`, valueHint: "FILE" },
+  node: { type: "string", description: "Admin URL of this node (default: the admin address in the configuration)", valueHint: "URL" },
+  json: { type: "boolean", description: "Print one JSON object instead of the summary line" },
+  "if-leader": { type: "boolean", description: "Do nothing (exit 0) unless this node is the leader now: for timers that run on every node" },
+} as const;
+
+interface Common {
+  config?: string | undefined;
+  node?: string | undefined;
+  json?: boolean | undefined;
+  "if-leader"?: boolean | undefined;
+}
+
+function progressPrinter(json: boolean): (step: string) => void {
+  if (json || !process.stderr.isTTY) return () => {};
+  let last = 0;
+  return (step) => {
+    const now = Date.now();
+    if (now - last < 100 && step.startsWith("archiving")) return;
+    last = now;
+    process.stderr.write(`\r\x1b[K${step.slice(0, 100)}`);
+  };
+}
+
+function clearProgress(json: boolean): void {
+  if (!json && process.stderr.isTTY) process.stderr.write("\r\x1b[K");
+}
+
+function durationArg(text: string | undefined, name: string, fallbackMs: number | null): number | null {
+  if (text === undefined) return fallbackMs;
+  const d = parseDuration(text);
+  if (!d.ok) throw usageError(`--${name}: ${d.message}`);
+  return d.ms;
+}
+
+function setup(args: Common): { config: Config; configPath: string; base: string; api: BackupNodeApi } {
+  const configPath = resolve(args.config ?? defaultConfigPath());
+  const config = loadConfigOrExit(configPath);
+  const admin = config.listen.admin;
+  const host = admin.host === "0.0.0.0" || admin.host === "::" || admin.host === "[::]" ? "127.0.0.1" : admin.host;
+  const base = (args.node ?? `http://${host}:${admin.port}`).replace(/\/$/, "");
+  const api: BackupNodeApi = {
+    clusterInfo: async () => (await callNode(base, "GET", "/admin/cluster-info")) as Record<string, unknown>,
+    pauseWrites: async (leaseMs) => ((await callNode(base, "POST", `/admin/pause-writes?lease_ms=${leaseMs}`)) as { index: number }).index,
+    resumeWrites: async () => {
+      await callNode(base, "POST", "/admin/resume-writes");
+    },
+    appliedIndex: async () => ((await callNode(base, "GET", "/admin/stats")) as { applied_index: number }).applied_index,
+    snapshotHere: async () => {
+      const s = (await callNode(base, "POST", "/admin/snapshot?wait=true&local=true", undefined, 3_600_000)) as { dir: string; index: number; term: number };
+      return { dir: s.dir, index: s.index, term: s.term };
+    },
+  };
+  return { config, configPath, base, api };
+}
+
+/** --if-leader on a follower: true when the run should stop here (a summary was printed). */
+async function skipUnlessLeader(args: Common, api: BackupNodeApi, what: string): Promise<boolean> {
+  if (args["if-leader"] !== true) return false;
+  const info = await api.clusterInfo();
+  if (info.leader === info.node_id) return false;
+  const summary = { status: "skipped", reason: `${String(info.node_id)} is not the leader (${String(info.leader ?? "none")} is)`, backup: what };
+  if (args.json) printJson(summary);
+  else process.stdout.write(`${what} backup skipped: ${summary.reason}\n`);
+  return true;
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / 1048576).toFixed(1)} MiB`;
+}
+
+const fullCommand = defineCommand({
+  meta: { name: "full", description: "Pause writes, snapshot, write svc-backup-<YYYYMMDD>.tar.gz, resume, verify; retention and off-site copy" },
+  args: {
+    ...commonArgs,
+    to: { type: "string", description: "Directory or s3://bucket/prefix (default: [backup] dir)", valueHint: "DIR|URL" },
+    retain: { type: "string", description: "Remove dated full backups there older than this (default: [backup] retain_days)", valueHint: "DURATION" },
+    offsite: { type: "string", description: "Also copy it, dated and as latest.tar.gz, here (default: none)", valueHint: "URL|DIR" },
+    "offsite-retain": { type: "string", description: "Retention of the off-site dated copies (default: [backup] offsite_retain_days)", valueHint: "DURATION" },
+    lease: { type: "string", description: "The pause's lease: it ends by itself this long after the last renewal (default 60s)", valueHint: "DURATION" },
+    "etc-dir": { type: "string", description: "Configuration directory to archive as etc/svc/ (default: the configuration file's directory)", valueHint: "DIR" },
+  },
+  async run({ args }) {
+    const { config, configPath, api } = setup(args);
+    const to = args.to ?? config.backup?.dir ?? "";
+    if (to === "") {
+      if (args["if-leader"] === true) {
+        // A timer on a host whose [backup] names no destination: nothing to do, and not an error.
+        if (args.json) printJson({ status: "skipped", reason: "[backup] dir is not set" });
+        else process.stdout.write("full backup skipped: [backup] dir is not set\n");
+        return;
+      }
+      throw usageError("no destination: pass --to DIR|s3://bucket/prefix or set dir in the [backup] table of the configuration");
+    }
+    const retainMs = durationArg(args.retain, "retain", config.backup?.retainMs ?? null);
+    const offsiteRetainMs = durationArg(args["offsite-retain"], "offsite-retain", config.backup?.offsiteRetainMs ?? null);
+    const leaseMs = durationArg(args.lease, "lease", 60_000) ?? 60_000;
+    if (leaseMs < 3000) throw usageError("--lease: at least 3s, so that renewals can keep the pause");
+    if (await skipUnlessLeader(args, api, "full")) return;
+    const json = args.json === true;
+    const job = new FullBackup(api, {
+      to: isObjectUrl(to) ? to : resolve(to), dataDir: config.dataDir, configDir: args["etc-dir"] ?? dirname(configPath),
+      leaseMs, retainMs, offsite: args.offsite ?? null, offsiteRetainMs, nowMs: Date.now(), progress: progressPrinter(json),
+    });
+    let interrupted = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (interrupted) return;
+      interrupted = true;
+      clearProgress(json);
+      process.stderr.write(`svc: ${signal}: resuming writes and removing the partial backup\n`);
+      job.interrupt().then(
+        () => process.exit(130),
+        (e: unknown) => {
+          process.stderr.write(`svc: ${(e as Error).message}\n`);
+          process.exit(130);
+        },
+      );
+    };
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+    try {
+      const r = await job.run();
+      clearProgress(json);
+      if (json) return printJson({ status: "ok", ...r, check: { ok: r.check.ok, files: r.check.files, problems: r.check.problems } });
+      process.stdout.write(`full backup ${r.archive}: ${mib(r.sizeBytes)}, ${r.files} files, snapshot ${r.snapshot.index} (term ${r.snapshot.term}), writes paused ${(r.pausedMs / 1000).toFixed(1)} s, verified` +
+        `${r.removed.length > 0 ? `, removed ${r.removed.length} older` : ""}${r.offsite.length > 0 ? `, off-site copy in ${args.offsite}` : ""}\n`);
+    } catch (e) {
+      clearProgress(json);
+      if (interrupted) await new Promise(() => {}); // the signal handler exits
+      throw e;
+    } finally {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+    }
+  },
+});
+
+const snapshotCommand = defineCommand({
+  meta: { name: "snapshot", description: "Take a snapshot, copy it with metadata.json to DIR|s3:// and refresh latest/" },
+  args: {
+    ...commonArgs,
+    to: { type: "string", description: "Directory or s3://bucket/prefix (default: [backup] dir)", valueHint: "DIR|URL" },
+  },
+  async run({ args }) {
+    const { config, api } = setup(args);
+    const to = args.to ?? config.backup?.dir ?? "";
+    if (to === "") throw usageError("no destination: pass --to DIR|s3://bucket/prefix or set dir in the [backup] table of the configuration");
+    if (await skipUnlessLeader(args, api, "snapshot")) return;
+    const json = args.json === true;
+    const r = await snapshotBackup(api, { to: isObjectUrl(to) ? to : resolve(to), holdMs: 3_600_000, nowMs: Date.now(), progress: progressPrinter(json) });
+    clearProgress(json);
+    if (json) return printJson({ status: "ok", ...r });
+    process.stdout.write(`snapshot backup ${r.location}: snapshot ${r.snapshot.index} (term ${r.snapshot.term}), ${mib(r.sizeBytes)}; latest is ${r.latest}\n`);
+  },
+});
+
+const verifyCommand = defineCommand({
+  meta: { name: "verify", description: "List a full backup archive and check every file against its manifest" },
+  args: {
+    file: { type: "positional", description: "svc-backup-<YYYYMMDD>.tar.gz (a path or s3://bucket/prefix/name)", required: true },
+    json: { type: "boolean", description: "Print one JSON object" },
+  },
+  async run({ args }) {
+    const json = args.json === true;
+    let path = args.file;
+    let temp: string | null = null;
+    if (isObjectUrl(path)) {
+      const slash = path.lastIndexOf("/");
+      temp = `${fs.mkdtempSync("/tmp/svc-verify-")}/${path.slice(slash + 1)}`;
+      await openDestination(path.slice(0, slash)).get(path.slice(slash + 1), temp);
+      path = temp;
+    } else if (!fs.existsSync(path)) {
+      throw new CliExit(ExitCode.failure, `${path} does not exist`);
+    }
+    try {
+      const progress = progressPrinter(json);
+      const check = await verifyArchive(path, (f) => progress(`verifying ${f}`));
+      clearProgress(json);
+      const shown = { ...check, path: args.file };
+      if (json) printJson(shown);
+      else if (check.ok) process.stdout.write(`${args.file}: ok, ${check.files} files, ${mib(check.bytes)}, snapshot ${check.snapshot?.index} (term ${check.snapshot?.term}) of cluster ${check.snapshot?.clusterId}\n`);
+      else process.stdout.write(`${args.file}: DAMAGED\n${check.problems.map((p) => `  ${p}\n`).join("")}`);
+      if (!check.ok) throw new CliExit(ExitCode.failure, "");
+    } finally {
+      if (temp !== null) fs.rmSync(dirname(temp), { recursive: true, force: true });
+    }
+  },
+});
+
+const offsiteCommand = defineCommand({
+  meta: { name: "offsite", description: "Copy the newest full backup to the off-site store, dated and as latest.tar.gz (weekly)" },
+  args: {
+    ...commonArgs,
+    from: { type: "string", description: "Where the full backups are (default: [backup] dir)", valueHint: "DIR|URL" },
+    to: { type: "string", description: "Off-site store (default: [backup] offsite)", valueHint: "URL|DIR" },
+    retain: { type: "string", description: "Remove off-site dated copies older than this (default: [backup] offsite_retain_days)", valueHint: "DURATION" },
+  },
+  async run({ args }) {
+    const { config, api } = setup(args);
+    const from = args.from ?? config.backup?.dir ?? "";
+    const to = args.to ?? config.backup?.offsite ?? "";
+    if (from === "" || to === "") {
+      if (args["if-leader"] === true) {
+        if (args.json) printJson({ status: "skipped", reason: "[backup] dir or offsite is not set" });
+        else process.stdout.write("off-site copy skipped: [backup] dir or offsite is not set\n");
+        return;
+      }
+      throw usageError("pass --from and --to, or set dir and offsite in the [backup] table of the configuration");
+    }
+    if (await skipUnlessLeader(args, api, "off-site")) return;
+    const retainMs = durationArg(args.retain, "retain", config.backup?.offsiteRetainMs ?? null);
+    const source = openDestination(from);
+    const newest = await newestFullBackup(source);
+    if (newest === null) throw new CliExit(ExitCode.failure, `no svc-backup-<YYYYMMDD>.tar.gz in ${from}\n  → run \`svc admin backup full\` first`);
+    const tempDir = fs.mkdtempSync(`${config.dataDir}/.offsite-`);
+    try {
+      const local = `${tempDir}/${newest}`;
+      await source.get(newest, local);
+      const check = await verifyArchive(local);
+      if (!check.ok) throw new CliExit(ExitCode.failure, `${newest} does not verify: ${check.problems.join("; ")}`);
+      const copied = await copyOffsite(local, newest, to, retainMs, Date.now());
+      if (args.json) return printJson({ status: "ok", from: newest, to, copied });
+      process.stdout.write(`off-site copy of ${newest} in ${to} (${copied.join(", ")})\n`);
+    } finally {
+      fs.rmSync(tempDir, { recursive: true, force: true });
+    }
+  },
+});
+
+export const backupCommand = defineCommand({
+  meta: { name: "backup", description: "Full and snapshot backups, their verification and the off-site copy (SPEC §4.4)" },
+  subCommands: { full: fullCommand, snapshot: snapshotCommand, verify: verifyCommand, offsite: offsiteCommand },
+});
+
+

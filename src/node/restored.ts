@@ -1,0 +1,94 @@
+// A node restored from a full backup (SPEC §4.5): raft/RESTORED names the backup's snapshot.
+// Before the state is loaded, the snapshot becomes the start of this node's log: an empty WAL
+// segment after it and a hard state committed up to it, in the backup's term, with no vote.
+// Every member restored from the same backup starts from the same log and they elect a
+// leader among themselves. Without the marker, a member with a snapshot and no WAL is one
+// that lost entries (SPEC §4.6) and keeps the LOST_LOG protection.
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import type { Config } from "../config/index.ts";
+import { fsyncDir } from "../io/durable-file.ts";
+import { sha256File } from "../io/file-hash.ts";
+import { readHardState, writeHardState } from "../storage/hardstate.ts";
+import type { DataPaths } from "../storage/paths.ts";
+import { readRestoreMarker, removeRestoreMarker, type RestoreMarker } from "../storage/restore-marker.ts";
+import { readSnapshotMeta, snapshotDirName } from "../storage/snapshots.ts";
+import { Wal, listSegments } from "../storage/wal.ts";
+import { SvcError } from "../util/errors.ts";
+import type { Logger } from "../util/logger.ts";
+
+/** Adopt a restored backup's snapshot as the log's start; the marker, or null when there is none. */
+export async function adoptRestoredBackup(paths: DataPaths, config: Config, logger: Logger): Promise<RestoreMarker | null> {
+  let marker: RestoreMarker | null;
+  try {
+    marker = readRestoreMarker(paths.raftDir);
+  } catch (e) {
+    throw new SvcError("RESTORE_REFUSED", `raft/RESTORED cannot be read: ${(e as Error).message}`, {
+      hint: "extract raft/ from the backup archive again, or remove raft/RESTORED if this node is not being restored",
+    });
+  }
+  if (marker === null) return null;
+  const hardState = readHardState(paths.hardStatePath);
+  // Already adopted when the hard state is the one adoption writes (a crash before the marker went).
+  const adopted = hardState !== null && hardState.term === marker.term && hardState.commit === marker.index &&
+    hardState.vote === null && hardState.clusterId === marker.clusterId;
+  const snapshotDir = join(paths.snapshotsDir, snapshotDirName(marker.term, marker.index));
+  const meta = readSnapshotMeta(snapshotDir);
+  if (meta === null || meta.clusterId !== marker.clusterId) {
+    throw new SvcError("RESTORE_REFUSED", `raft/RESTORED names the snapshot ${snapshotDir}, which is missing or of another cluster`, {
+      hint: "copy raft/snapshots/ from the same backup archive as raft/RESTORED",
+    });
+  }
+  if (!adopted) {
+    setAsidePriorState(paths, logger);
+    await keepOnlyTheBackupsStore(paths, meta.stateSha256, logger);
+    const { wal } = Wal.open(paths.walDir, { segmentSizeBytes: config.wal.segmentSizeBytes, logger });
+    wal.resetTo(marker.index + 1);
+    wal.sync();
+    wal.close();
+    fs.rmSync(join(paths.raftDir, "checkpoint"), { force: true });
+    writeHardState(paths.hardStatePath, { term: marker.term, vote: null, commit: marker.index, clusterId: marker.clusterId });
+  }
+  removeRestoreMarker(paths.raftDir);
+  fsyncDir(paths.raftDir);
+  logger.info("recovery: restored from a backup; its snapshot starts this node's log", {
+    archive: marker.archive, index: marker.index, term: marker.term, clusterId: marker.clusterId,
+  });
+  return marker;
+}
+
+/**
+ * SPEC §4.5 copies the backup's raft/ over the node's own: the WAL and hard state of the log
+ * being replaced are moved to raft/pre-restore-<time>/ (kept, never replayed), so that the
+ * restored snapshot is the whole log.
+ */
+function setAsidePriorState(paths: DataPaths, logger: Logger): void {
+  const names = ["wal", "hardstate", "checkpoint", "LOST_LOG", "ENTRIES_LOST"].filter((n) => {
+    const p = join(paths.raftDir, n);
+    return n === "wal" ? listSegments(p).length > 0 : fs.existsSync(p);
+  });
+  if (names.length === 0) return;
+  const aside = join(paths.raftDir, `pre-restore-${new Date().toISOString().replace(/[:.]/g, "")}`);
+  fs.mkdirSync(aside, { recursive: true });
+  for (const n of names) fs.renameSync(join(paths.raftDir, n), join(aside, n));
+  fs.mkdirSync(paths.walDir, { recursive: true });
+  fsyncDir(paths.raftDir);
+  logger.warn("recovery: restoring a backup over this node's own Raft state; that state is kept aside, not used", { dir: aside, moved: names });
+}
+
+/**
+ * The store must be the backup's (store/state.db of the archive is its snapshot's image, byte
+ * for byte) or none, rebuilt from the snapshot: a store left from before the restore holds
+ * newer writes, and an old SQLite WAL beside a restored file would be replayed into it.
+ */
+async function keepOnlyTheBackupsStore(paths: DataPaths, stateSha256: string, logger: Logger): Promise<void> {
+  for (const suffix of ["-wal", "-shm", "-boot"]) fs.rmSync(`${paths.storePath}${suffix}`, { force: true });
+  for (const name of fs.existsSync(paths.storeDir) ? fs.readdirSync(paths.storeDir) : []) {
+    if (name.includes(".staged-")) fs.rmSync(join(paths.storeDir, name), { force: true });
+  }
+  if (fs.existsSync(paths.storePath) && (await sha256File(paths.storePath)) !== stateSha256) {
+    logger.warn("recovery: store/state.db is not the backup's; it is rebuilt from the restored snapshot", { path: paths.storePath });
+    fs.rmSync(paths.storePath, { force: true });
+  }
+}

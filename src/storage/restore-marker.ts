@@ -1,0 +1,64 @@
+// raft/RESTORED: what a full backup carries so that a node restored from it (SPEC §4.5,
+// "Restore from a full backup") is told apart from a member that merely lost its WAL (SPEC
+// §4.6). A member with a snapshot and no WAL has lost entries it may have acknowledged and
+// must not vote until the leader gives them back (LOST_LOG); a node restored from a backup
+// holds exactly the backup's snapshot, as every other member restored from it does, and
+// starts from it as from a complete log. Only the backup writes this file; the node removes
+// it once it has made the snapshot its log's start.
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import type { Membership } from "../util/log-data.ts";
+import { writeFileAtomic } from "../io/durable-file.ts";
+
+export const restoreMarkerFile = "RESTORED";
+const restoreMarkerFormat = 1;
+
+export interface RestoreMarker {
+  readonly format: number;
+  /** The cluster the backup was taken of (its snapshot's cluster id). */
+  readonly clusterId: string;
+  /** The snapshot of the backup, raft/snapshots/<term>-<index>/: the restored log's start. */
+  readonly index: number;
+  readonly term: number;
+  readonly membership: Membership;
+  /** The archive it came from and when that was made (ISO 8601 UTC), for the log. */
+  readonly archive: string;
+  readonly createdAt: string;
+}
+
+export function restoreMarkerPath(raftDir: string): string {
+  return join(raftDir, restoreMarkerFile);
+}
+
+/** The marker of a restored backup; null when there is none. A damaged one is an error. */
+export function readRestoreMarker(raftDir: string): RestoreMarker | null {
+  const path = restoreMarkerPath(raftDir);
+  let text: string;
+  try {
+    text = fs.readFileSync(path, "utf8");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw e;
+  }
+  const v = JSON.parse(text) as Partial<RestoreMarker>;
+  if (
+    v.format !== restoreMarkerFormat || typeof v.clusterId !== "string" || !Number.isSafeInteger(v.index) || !Number.isSafeInteger(v.term) ||
+    typeof v.membership !== "object" || v.membership === null || !Array.isArray(v.membership.voters)
+  ) {
+    throw new Error(`${path} is not a restore marker this version reads`);
+  }
+  return v as RestoreMarker;
+}
+
+export function encodeRestoreMarker(m: Omit<RestoreMarker, "format">): string {
+  return `${JSON.stringify({ format: restoreMarkerFormat, ...m }, null, 2)}\n`;
+}
+
+export function writeRestoreMarker(raftDir: string, m: Omit<RestoreMarker, "format">): void {
+  writeFileAtomic(restoreMarkerPath(raftDir), encodeRestoreMarker(m));
+}
+
+export function removeRestoreMarker(raftDir: string): void {
+  fs.rmSync(restoreMarkerPath(raftDir), { force: true });
+}

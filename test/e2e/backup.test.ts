@@ -1,0 +1,256 @@
+// Backups and restores as SPEC §4.4–4.5 write them, on three-node clusters of real processes:
+// a full backup in one command (verified, writes resumed), restore from it on every node
+// (extract, stop, copy raft and store back, start), disaster recovery on new hosts with
+// init-cluster --bootstrap, a backup interrupted by SIGINT or killed -9, a snapshot backup
+// whose latest/ a node uses, init-cluster refusing newer data, and the same through S3.
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { describe, expect } from "bun:test";
+import * as tar from "tar";
+import {
+  clusterConfigs, execute, executeRaw, getJson, procTest, query, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
+  type NodeProcess, type ProcEnv,
+} from "../lib/proc.ts";
+import { ensureBinary } from "../lib/proc-binary.ts";
+import { startS3Server } from "../lib/s3-server.ts";
+
+useProcessCleanup();
+useCompiledBinary();
+
+const rowsBefore = 60;
+const value = (i: number): string => `value-${i}-${"x".repeat(i % 17)}`;
+
+async function writeRows(node: NodeProcess, from: number, to: number): Promise<void> {
+  for (let i = from; i <= to; i += 10) {
+    const batch = [];
+    for (let j = i; j < Math.min(i + 10, to + 1); j++) batch.push({ sql: "INSERT INTO t (id, v) VALUES (?, ?)", params: [j, value(j)] });
+    await execute(node.clientUrl, batch);
+  }
+}
+
+/** Every row of t, checked one by one: exactly ids 1..n with their values. */
+async function expectRows(node: NodeProcess, n: number): Promise<void> {
+  const rows = await query(node.clientUrl, "SELECT id, v FROM t ORDER BY id");
+  expect(rows.length).toBe(n);
+  for (let i = 1; i <= n; i++) expect(rows[i - 1]).toEqual([i, value(i)]);
+}
+
+/** A three-node cluster holding rows 1..rowsBefore; an etc dir with node1's configuration. */
+async function clusterWithRows(env: ProcEnv): Promise<{ nodes: NodeProcess[]; leader: NodeProcess; etcDir: string }> {
+  const nodes = await startCluster(env, 3);
+  const leader = await waitForLeader(nodes);
+  await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"]);
+  await writeRows(leader, 1, rowsBefore);
+  const etcDir = join(env.dir, "etc-svc");
+  fs.mkdirSync(etcDir, { recursive: true });
+  fs.copyFileSync(nodes[0]?.configPath ?? "", join(etcDir, "config.toml"));
+  return { nodes, leader, etcDir };
+}
+
+function svc(args: readonly string[], env: Record<string, string> = {}) {
+  return runBinary(args, { deadlineMs: 120_000, env });
+}
+
+async function fullBackup(node: NodeProcess, to: string, etcDir: string, extra: readonly string[] = [], env: Record<string, string> = {}) {
+  const r = await svc(["admin", "backup", "full", "--config", node.configPath, "--to", to, "--etc-dir", etcDir, "--json", ...extra], env);
+  if (r.exitCode !== 0) throw new Error(`backup full failed (${r.exitCode}): ${r.stdout}\n${r.stderr}`);
+  return JSON.parse(r.stdout) as { status: string; archive: string; snapshot: { index: number } };
+}
+
+async function writesAccepted(node: NodeProcess, id: number): Promise<boolean> {
+  const r = await executeRaw(node.clientUrl, [{ sql: "INSERT OR REPLACE INTO t (id, v) VALUES (?, ?)", params: [id, value(id)] }]);
+  return r.status === 200;
+}
+
+async function totalEntries(node: NodeProcess): Promise<number> {
+  return Number((await getJson<{ total_entries: number }>(`${node.adminUrl}/admin/stats`)).total_entries);
+}
+
+describe("backup and restore (SPEC §4.4, §4.5)", () => {
+  procTest("full backup in one command; restore from it on all three nodes exactly as SPEC §4.5 writes it", async (env) => {
+    const { nodes, leader, etcDir } = await clusterWithRows(env);
+    const backups = join(env.dir, "backups");
+    const follower = nodes.find((n) => n !== leader) as NodeProcess;
+    // Run beside a follower: the image is taken there once it applied the pause.
+    // A short lease: the image holds the pause, which a cluster restored from it sees until then.
+    const made = await fullBackup(follower, backups, etcDir, ["--retain", "30d", "--lease", "3s"]);
+    expect(made.status).toBe("ok");
+    expect(made.archive).toMatch(/svc-backup-\d{8}\.tar\.gz$/);
+    // A stale dated backup goes with --retain; other files stay.
+    fs.writeFileSync(join(backups, "svc-backup-20000101.tar.gz"), "old");
+    fs.writeFileSync(join(backups, "notes.txt"), "kept");
+    await fullBackup(follower, backups, etcDir, ["--retain", "30d", "--lease", "3s"]);
+    expect(fs.existsSync(join(backups, "svc-backup-20000101.tar.gz"))).toBe(false);
+    expect(fs.existsSync(join(backups, "notes.txt"))).toBe(true);
+    // Writes were resumed; rows written after the backup are not in it.
+    await writeRows(leader, rowsBefore + 1, rowsBefore + 20);
+
+    const verified = await svc(["admin", "backup", "verify", made.archive]);
+    expect(verified.exitCode).toBe(0);
+    expect(verified.stdout).toContain(": ok,");
+    const listed: string[] = [];
+    await tar.t({ file: made.archive, onReadEntry: (e) => listed.push(e.path) });
+    expect(listed).toContain("metadata.json");
+    expect(listed).toContain("etc/svc/config.toml");
+    expect(listed).toContain("store/state.db");
+    expect(listed.some((p) => /^raft\/snapshots\/[0-9a-f]{16}-[0-9a-f]{16}\/state\.db$/.test(p))).toBe(true);
+    expect(listed.some((p) => p.startsWith("raft/wal"))).toBe(false);
+
+    // SPEC §4.5: extract, stop, copy raft and store back, (chown: we are the owner), start.
+    const extracted = join(env.dir, "extracted");
+    fs.mkdirSync(extracted);
+    await tar.x({ file: made.archive, cwd: extracted });
+    for (const n of nodes) expect(await n.stop()).toBe(0);
+    for (const n of nodes) {
+      fs.cpSync(join(extracted, "raft"), join(n.dataDir, "raft"), { recursive: true, force: true });
+      fs.cpSync(join(extracted, "store"), join(n.dataDir, "store"), { recursive: true, force: true });
+    }
+    for (const n of nodes) n.spawn();
+    await Promise.all(nodes.map((n) => n.waitHealthy(60_000)));
+    const newLeader = await waitForLeader(nodes, 60_000);
+    for (const n of nodes) await expectRows(n, rowsBefore);
+    const totals = await Promise.all(nodes.map(totalEntries));
+    expect(new Set(totals)).toEqual(new Set([rowsBefore]));
+    for (const n of nodes) {
+      const check = await svc(["admin", "verify-checksums", "--node", n.adminUrl]);
+      expect(check.exitCode).toBe(0);
+    }
+    await waitFor("writes accepted on the restored cluster", () => writesAccepted(newLeader, rowsBefore + 1), { deadlineMs: 30_000 });
+    // Restored, not lost: no member holds back its vote.
+    for (const n of nodes) expect(fs.existsSync(join(n.dataDir, "raft", "LOST_LOG"))).toBe(false);
+  }, 240_000);
+
+  procTest("disaster recovery on new hosts: init-cluster --bootstrap on every node gives one cluster; on one node with the others empty too", async (env) => {
+    const { nodes, leader, etcDir } = await clusterWithRows(env);
+    const made = await fullBackup(leader, join(env.dir, "backups"), etcDir);
+    for (const n of nodes) await n.kill9();
+
+    for (const variant of ["every", "one"] as const) {
+      const configs = await clusterConfigs(join(env.dir, `new-${variant}`), 3);
+      const fresh = configs.map((c) => env.node({ ...c, cluster: { ...c.cluster, bootstrap: false } }));
+      for (const [i, n] of fresh.entries()) {
+        if (variant === "one" && i > 0) continue;
+        fs.mkdirSync(n.dataDir, { recursive: true });
+        await tar.x({ file: made.archive, cwd: n.dataDir, filter: (p) => p.startsWith("raft/") || p.startsWith("store/") });
+        fs.mkdirSync(env.dir, { recursive: true });
+        fs.writeFileSync(n.configPath, (await import("../../src/config/index.ts")).renderConfigToml(n.config));
+        const r = await svc(["admin", "init-cluster", "--bootstrap", "--config", n.configPath, "--json"]);
+        expect(r.exitCode).toBe(0);
+      }
+      for (const n of fresh) n.spawn();
+      await Promise.all(fresh.map((n) => n.waitHealthy(60_000)));
+      await waitForLeader(fresh, 60_000);
+      const ids = await Promise.all(fresh.map(async (n) => (await getJson<{ cluster_id: string }>(`${n.adminUrl}/admin/cluster-info`)).cluster_id));
+      expect(new Set(ids).size).toBe(1);
+      for (const n of fresh) await expectRows(n, rowsBefore);
+      // SPEC §4.5 step 5: cluster-status healthy (once every member has caught up).
+      await waitFor("cluster-status to report a healthy cluster", async () =>
+        (await svc(["admin", "cluster-status", "--node", fresh[0]?.adminUrl ?? ""])).exitCode === 0, { deadlineMs: 60_000, intervalMs: 500 });
+      for (const n of fresh) await n.stop();
+    }
+  }, 240_000);
+
+  procTest("init-cluster --bootstrap refuses a data directory whose Raft state is newer than the restored snapshot, unless --force", async (env) => {
+    const { nodes, leader, etcDir } = await clusterWithRows(env);
+    await fullBackup(leader, join(env.dir, "backups"), etcDir);
+    await writeRows(leader, rowsBefore + 1, rowsBefore + 10);
+    const node = nodes[0] as NodeProcess;
+    for (const n of nodes) await n.stop();
+    const refused = await svc(["admin", "init-cluster", "--bootstrap", "--config", node.configPath]);
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.stderr).toContain("newer than the restored snapshot");
+    const forced = await svc(["admin", "init-cluster", "--bootstrap", "--force", "--config", node.configPath]);
+    expect(forced.exitCode).toBe(0);
+  }, 180_000);
+
+  procTest("a backup interrupted by SIGINT resumes writes; one killed -9 leaves a pause that ends with its lease", async (env) => {
+    const { leader, etcDir } = await clusterWithRows(env);
+    // The backup talks to the node through a proxy that holds the snapshot request: the
+    // backup is caught while writes are paused, whatever the machine's speed.
+    for (const how of ["SIGINT", "SIGKILL"] as const) {
+      let held: (() => void) | null = null;
+      const snapshotAsked = Promise.withResolvers<void>();
+      const proxy = Bun.serve({
+        port: 0, hostname: "127.0.0.1",
+        async fetch(req) {
+          const url = new URL(req.url);
+          if (url.pathname === "/admin/snapshot") {
+            snapshotAsked.resolve();
+            await new Promise<void>((resolve) => {
+              held = resolve;
+            });
+          }
+          return fetch(`${leader.adminUrl}${url.pathname}${url.search}`, { method: req.method, body: req.method === "GET" ? null : await req.arrayBuffer() });
+        },
+      });
+      const proc = Bun.spawn([ensureBinary(), "admin", "backup", "full", "--config", leader.configPath, "--node", `http://127.0.0.1:${proxy.port}`,
+        "--to", join(env.dir, "backups"), "--etc-dir", etcDir, "--lease", "5s"], { stdout: "pipe", stderr: "pipe" });
+      try {
+        await snapshotAsked.promise;
+        expect(await writesAccepted(leader, 1)).toBe(false); // paused
+        if (how === "SIGINT") {
+          proc.kill("SIGINT");
+          (held as (() => void) | null)?.();
+          expect(await proc.exited).toBe(130);
+          expect(await writesAccepted(leader, 1)).toBe(true);
+        } else {
+          proc.kill("SIGKILL");
+          await proc.exited;
+          await waitFor("the pause's lease to run out", () => writesAccepted(leader, 1), { deadlineMs: 30_000 });
+        }
+        if (how === "SIGINT") expect(fs.readdirSync(leader.dataDir).filter((n) => n.startsWith(".backup"))).toEqual([]);
+      } finally {
+        (held as (() => void) | null)?.();
+        proxy.stop(true);
+      }
+    }
+    await expectRows(leader, rowsBefore);
+  }, 180_000);
+
+  procTest("snapshot backup: latest/ holds a snapshot directory and metadata.json; copied into raft/snapshots/ the node uses it", async (env) => {
+    const { nodes, leader } = await clusterWithRows(env);
+    const to = join(env.dir, "snapshots");
+    const r = await svc(["admin", "backup", "snapshot", "--config", leader.configPath, "--to", to, "--json"]);
+    expect(r.exitCode).toBe(0);
+    const made = JSON.parse(r.stdout) as { snapshot: { index: number; dir: string }; latest: string };
+    const latest = fs.readdirSync(join(to, "latest")).sort();
+    expect(latest).toContain("metadata.json");
+    const snapName = latest.find((n) => /^[0-9a-f]{16}-[0-9a-f]{16}$/.test(n)) ?? "";
+    expect(fs.readdirSync(join(to, "latest", snapName)).sort()).toEqual(["meta.json", "state.db"]);
+    expect(fs.existsSync(join(made.snapshot.dir, ".hold"))).toBe(false); // released
+    // A lone copy of the cluster's data: a single node started from latest/ alone holds every row.
+    for (const n of nodes) await n.stop();
+    const single = env.node({ ...(await import("../lib/proc-config.ts").then((m) => m.singleNodeConfig(join(env.dir, "single")))) });
+    fs.mkdirSync(join(single.dataDir, "raft", "snapshots"), { recursive: true });
+    fs.cpSync(join(to, "latest", snapName), join(single.dataDir, "raft", "snapshots", snapName), { recursive: true });
+    const init = await (async () => {
+      fs.writeFileSync(single.configPath, (await import("../../src/config/index.ts")).renderConfigToml(single.config));
+      return svc(["admin", "init-cluster", "--bootstrap", "--config", single.configPath]);
+    })();
+    expect(init.exitCode).toBe(0);
+    await single.start();
+    await expectRows(single, rowsBefore);
+  }, 180_000);
+
+  procTest("through S3: a full backup, its off-site copy with latest.tar.gz, and verify of an s3:// archive", async (env) => {
+    const s3 = await startS3Server();
+    try {
+      const { leader, etcDir } = await clusterWithRows(env);
+      const made = await fullBackup(leader, `s3://${s3.bucket}/full`, etcDir, ["--offsite", `s3://${s3.bucket}/offsite`], s3.env);
+      expect(made.archive).toMatch(new RegExp(`^s3://${s3.bucket}/full/svc-backup-\\d{8}\\.tar\\.gz$`));
+      const { ObjectStore } = await import("../../src/backup/s3.ts");
+      const offsite = await ObjectStore.at(`s3://${s3.bucket}/offsite`, s3.env).list();
+      expect(offsite.map((o) => o.name).sort()).toEqual([made.archive.split("/").at(-1) ?? "", "latest.tar.gz"].sort());
+      const verified = await svc(["admin", "backup", "verify", `s3://${s3.bucket}/offsite/latest.tar.gz`], s3.env);
+      expect(verified.exitCode).toBe(0);
+      // Nothing local is left behind by an upload.
+      expect(fs.readdirSync(leader.dataDir).filter((n) => n.startsWith(".backup"))).toEqual([]);
+      const noCreds = await svc(["admin", "backup", "verify", `s3://${s3.bucket}/offsite/latest.tar.gz`], { AWS_ACCESS_KEY_ID: "", AWS_SECRET_ACCESS_KEY: "" });
+      expect(noCreds.exitCode).toBe(1);
+      expect(noCreds.stderr).toContain("AWS_ACCESS_KEY_ID");
+    } finally {
+      await s3.stop();
+    }
+  }, 180_000);
+});

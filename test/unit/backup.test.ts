@@ -1,0 +1,140 @@
+// The parts of backups that need no cluster: a snapshot held while it is copied, the write
+// pause's lease, an archive's verification against its manifest, retention by the date in a
+// backup's name, and the new cluster id init-cluster derives from a restored snapshot.
+
+import { afterEach, describe, expect, test } from "bun:test";
+import * as fs from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as tar from "tar";
+import { fullBackupDateMs, fullBackupName, verifyArchive, writeArchive } from "../../src/backup/backup-archive.ts";
+import { applyRetention, openDestination } from "../../src/backup/backup-destination.ts";
+import { derivedClusterId } from "../../src/node/reinit.ts";
+import { SnapshotStore, snapshotHoldFile } from "../../src/storage/snapshots.ts";
+import { encodeCommand } from "../../src/store/command.ts";
+import { Store, writesPausedAt } from "../../src/store/store.ts";
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const d = fs.mkdtempSync(join(tmpdir(), "svc-backup-unit-"));
+  dirs.push(d);
+  return d;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+async function addSnapshot(store: SnapshotStore, index: number): Promise<string> {
+  const temp = store.beginTemp();
+  fs.writeFileSync(join(temp, "state.db"), `image ${index}`);
+  const entry = await store.commit(temp, { clusterId: "c", index, term: 1, membership: { voters: ["n1"], learners: [] }, stateSha256: "x" });
+  return entry.dir;
+}
+
+describe("snapshot holds", () => {
+  test("a held snapshot directory is not pruned while it is copied; released or lapsed, it is", async () => {
+    const store = new SnapshotStore(tempDir());
+    const oldest = await addSnapshot(store, 10);
+    const second = await addSnapshot(store, 20);
+    await addSnapshot(store, 30);
+    fs.writeFileSync(join(oldest, snapshotHoldFile), ""); // held until removed
+    fs.writeFileSync(join(second, snapshotHoldFile), `${new Date(Date.now() - 1000).toISOString()}\n`); // lapsed
+    expect(store.prune(1)).toEqual([second]);
+    expect(fs.existsSync(oldest)).toBe(true);
+    fs.rmSync(join(oldest, snapshotHoldFile));
+    expect(store.prune(1)).toEqual([oldest]);
+  });
+});
+
+describe("the write pause's lease", () => {
+  test("a pause with a lease ends by itself once the clock passes it; without one it lasts until resumed", () => {
+    const dir = tempDir();
+    const s = Store.open(join(dir, "state.db"));
+    try {
+      s.apply([{ term: 1, index: 1, kind: "normal", timestampMs: 1, data: encodeCommand({ op: "pause_writes", untilMs: 5000 }) }]);
+      expect(writesPausedAt(s.meta, 4999)).toBe(true);
+      expect(writesPausedAt(s.meta, 5000)).toBe(false);
+      s.apply([{ term: 1, index: 2, kind: "normal", timestampMs: 1, data: encodeCommand({ op: "pause_writes" }) }]);
+      expect(writesPausedAt(s.meta, Number.MAX_SAFE_INTEGER)).toBe(true);
+      s.apply([{ term: 1, index: 3, kind: "normal", timestampMs: 1, data: encodeCommand({ op: "resume_writes" }) }]);
+      expect(writesPausedAt(s.meta, 0)).toBe(false);
+    } finally {
+      s.close();
+    }
+  });
+});
+
+async function stagedArchive(): Promise<{ dir: string; archive: string }> {
+  const dir = tempDir();
+  const staging = join(dir, "staging");
+  const snap = join(staging, "raft", "snapshots", "0000000000000001-0000000000000005");
+  fs.mkdirSync(snap, { recursive: true });
+  fs.mkdirSync(join(staging, "store"));
+  fs.writeFileSync(join(snap, "state.db"), "image");
+  const sha = new Bun.CryptoHasher("sha256").update("image").digest("hex");
+  fs.writeFileSync(join(snap, "meta.json"), JSON.stringify({ term: 1, index: 5, clusterId: "c", stateSha256: sha }));
+  fs.writeFileSync(join(staging, "store", "state.db"), "image");
+  fs.writeFileSync(join(staging, "raft", "RESTORED"), "{}");
+  fs.writeFileSync(join(staging, "metadata.json"), JSON.stringify({ cluster_id: "c" }));
+  const archive = join(dir, fullBackupName(Date.UTC(2026, 0, 2)));
+  await writeArchive(staging, archive);
+  return { dir, archive };
+}
+
+describe("archive verification", () => {
+  test("an archive as written verifies: every file matches its manifest and the snapshot its meta.json", async () => {
+    const { archive } = await stagedArchive();
+    expect(archive.endsWith("svc-backup-20260102.tar.gz")).toBe(true);
+    const check = await verifyArchive(archive);
+    expect(check.problems).toEqual([]);
+    expect(check.ok).toBe(true);
+    expect(check.snapshot).toEqual({ term: 1, index: 5, clusterId: "c" });
+  });
+
+  test("a changed file, a missing one and one the manifest does not list are each reported", async () => {
+    const { dir, archive } = await stagedArchive();
+    const out = join(dir, "out");
+    fs.mkdirSync(out);
+    await tar.x({ file: archive, cwd: out });
+    fs.writeFileSync(join(out, "store", "state.db"), "changed");
+    fs.rmSync(join(out, "metadata.json"));
+    fs.writeFileSync(join(out, "extra.txt"), "x");
+    const damaged = join(dir, "damaged.tar.gz");
+    await tar.c({ gzip: true, file: damaged, cwd: out }, fs.readdirSync(out));
+    const check = await verifyArchive(damaged);
+    expect(check.ok).toBe(false);
+    expect(check.problems.some((p) => p.startsWith("store/state.db does not match its checksum"))).toBe(true);
+    expect(check.problems).toContain("metadata.json is missing");
+    expect(check.problems).toContain("extra.txt is in the archive but not in the manifest");
+  });
+
+  test("a file that is not a gzip tar does not verify", async () => {
+    const path = join(tempDir(), "svc-backup-20260101.tar.gz");
+    fs.writeFileSync(path, "not an archive");
+    expect((await verifyArchive(path)).ok).toBe(false);
+  });
+});
+
+describe("retention", () => {
+  test("dated full backups older than the limit are removed by the day in their name; latest.tar.gz and other files stay", async () => {
+    const dir = tempDir();
+    for (const n of ["svc-backup-20251201.tar.gz", "svc-backup-20260101.tar.gz", "svc-backup-20260130.tar.gz", "latest.tar.gz", "notes.txt"]) fs.writeFileSync(join(dir, n), "");
+    const removed = await applyRetention(openDestination(dir), 30 * 86_400_000, Date.UTC(2026, 0, 31));
+    expect(removed).toEqual(["svc-backup-20251201.tar.gz"]);
+    expect(fs.readdirSync(dir).sort()).toEqual(["latest.tar.gz", "notes.txt", "svc-backup-20260101.tar.gz", "svc-backup-20260130.tar.gz"]);
+    expect(fullBackupDateMs("svc-backup-2026013.tar.gz")).toBeNull();
+  });
+});
+
+describe("init-cluster --bootstrap's cluster id", () => {
+  const snapshot = { clusterId: "old", index: 42, term: 3, stateSha256: "ab" };
+  test("the same restored snapshot and member list give the same id on every node, in any order of members", () => {
+    expect(derivedClusterId(snapshot, ["n1", "n2", "n3"])).toBe(derivedClusterId(snapshot, ["n3", "n1", "n2"]));
+    expect(derivedClusterId(snapshot, ["n1", "n2", "n3"])).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+  test("another snapshot or another member list gives another id", () => {
+    const base = derivedClusterId(snapshot, ["n1", "n2", "n3"]);
+    expect(derivedClusterId({ ...snapshot, index: 43 }, ["n1", "n2", "n3"])).not.toBe(base);
+    expect(derivedClusterId(snapshot, ["n1", "n2", "n4"])).not.toBe(base);
+  });
+});

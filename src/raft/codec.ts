@@ -186,7 +186,8 @@ class DecodeFailure {
 class Reader {
   private pos = 0;
   private readonly view: DataView;
-  private static readonly utf8 = new TextDecoder("utf-8", { fatal: true });
+  // ignoreBOM: a leading U+FEFF is part of the id, not a mark to drop ("\ufeffn1" is not "n1").
+  private static readonly utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
   constructor(private readonly buf: Uint8Array) {
     this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);

@@ -78,14 +78,23 @@ export const boundaryNumbers: readonly string[] = [
 /** 32-bit values that break a length field: huge, sign bit, off by one. */
 const hugeLengths: readonly number[] = [0xffffffff, 0x7fffffff, 0x80000000, 0x10000000, 0x00ffffff, 0x0000ffff, 0];
 
-/** Byte sequences that are not UTF-8: stray continuation, overlong, surrogate, beyond U+10FFFF, cut short. */
-const invalidUtf8: readonly (readonly number[])[] = [
+/**
+ * Byte sequences that are not UTF-8 (stray continuation, overlong, surrogate, beyond U+10FFFF,
+ * cut short), and two that are but that decoders like to drop: a byte order mark and NUL.
+ */
+const awkwardUtf8: readonly (readonly number[])[] = [
+  [0xef, 0xbb, 0xbf], [0xef, 0xbb, 0xbf], [0x00],
   [0x80], [0xbf], [0xff], [0xfe], [0xc0, 0x80], [0xc1, 0xbf], [0xe0, 0x80, 0x80], [0xed, 0xa0, 0x80], [0xed, 0xbf, 0xbf],
   [0xf4, 0x90, 0x80, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xe2, 0x82], [0xf0, 0x9f, 0x98], [0xc3],
 ];
 
-/** Strings that carry a lone UTF-16 surrogate, raw or as a JSON escape. */
-const loneSurrogates: readonly string[] = ["\ud800", "\udfff", "\udc00x", "a\ud83d", "\\ud800", "\\udfff", "\\ud83d", "\\udc00\\ud800"];
+/**
+ * Strings that carry a lone UTF-16 surrogate, raw or as a JSON escape, and characters that
+ * decoders like to drop or stop at: a byte order mark, NUL, a zero-width space.
+ */
+const awkwardStrings: readonly string[] = [
+  "\ud800", "\udfff", "\udc00x", "a\ud83d", "\\ud800", "\\udfff", "\\ud83d", "\\udc00\\ud800", "\ufeff", "\u0000", "\u200b",
+];
 
 const utf8 = new TextEncoder();
 const lossy = new TextDecoder();
@@ -184,7 +193,7 @@ export class Gen {
         return out;
       }
       case 8: // a byte sequence that is not UTF-8
-        return this.insertAt(b, at(1), Uint8Array.from(this.pick(invalidUtf8)));
+        return this.insertAt(b, at(1), Uint8Array.from(this.pick(awkwardUtf8)));
       default: { // a boundary number written as text
         return this.insertAt(b, at(1), utf8.encode(this.pick(boundaryNumbers)));
       }
@@ -229,8 +238,8 @@ export class Gen {
         const i = at();
         return s.slice(0, i) + open.repeat(depth) + (this.chance(0.5) ? close.repeat(depth) : "") + s.slice(i);
       }
-      case 3: // a lone surrogate
-        return insertText(s, at(), this.pick(loneSurrogates));
+      case 3: // a lone surrogate, a byte order mark, NUL
+        return insertText(s, at(), this.pick(awkwardStrings));
       case 4: { // splice with another valid input
         const other = corpus.length === 0 ? s : this.pick(corpus);
         return s.slice(0, at()) + other.slice(this.int(other.length + 1));

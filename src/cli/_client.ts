@@ -3,21 +3,33 @@
 // NOT_LEADER answer that names the leader's admin address is followed there, once.
 
 import { loadConfigOrExit } from "./_config.ts";
+import { credentialHeaders, credentialTls, nodeCredentials, useCredentials } from "./_credentials.ts";
 import { CliExit, ExitCode } from "./_exit.ts";
 import { parseJson64, stringifyJson64 } from "../util/index.ts";
 
 export const nodeArgs = {
   node: { type: "string", description: "Admin URL of the node (default: the admin address in --config, else http://127.0.0.1:9090)", valueHint: "URL" },
-  config: { type: "string", description: "Configuration file to take the node's admin address from", valueHint: "FILE" },
+  config: { type: "string", description: "Configuration file to take the node's admin address, token ([auth] token_file) and CA ([tls] ca_file) from", valueHint: "FILE" },
   json: { type: "boolean", description: "Print machine-readable JSON" },
+  "token-file": { type: "string", description: "File holding the token to send (default: SVC_TOKEN, else [auth] token_file in --config)", valueHint: "FILE" },
+  cacert: { type: "string", description: "CA certificate (PEM) to trust for an https:// node (default: [tls] ca_file in --config)", valueHint: "FILE" },
 } as const;
 
-export function nodeUrl(args: { node?: string | undefined; config?: string | undefined }): string {
+export interface NodeArgs {
+  node?: string | undefined;
+  config?: string | undefined;
+  "token-file"?: string | undefined;
+  cacert?: string | undefined;
+}
+
+export function nodeUrl(args: NodeArgs): string {
+  const config = args.config !== undefined && args.config !== "" ? loadConfigOrExit(args.config) : null;
+  useCredentials(nodeCredentials(args, config));
   if (args.node !== undefined && args.node !== "") return args.node.replace(/\/+$/, "");
-  if (args.config !== undefined && args.config !== "") {
-    const admin = loadConfigOrExit(args.config).listen.admin;
+  if (config !== null) {
+    const admin = config.listen.admin;
     const host = admin.host === "0.0.0.0" ? "127.0.0.1" : admin.host === "::" ? "::1" : admin.host;
-    return `http://${host.includes(":") ? `[${host}]` : host}:${admin.port}`;
+    return `${config.tls == null ? "http" : "https"}://${host.includes(":") ? `[${host}]` : host}:${admin.port}`;
   }
   return "http://127.0.0.1:9090";
 }
@@ -29,9 +41,10 @@ export async function callNode(base: string, method: "GET" | "POST", path: strin
     if (!(e instanceof NotLeaderAnswer)) throw e;
     // The node could not forward the request itself (the request went out once, and this is
     // its answer, so nothing was done there): ask the leader directly.
-    process.stderr.write(`svc: ${base} is not the leader; asking the leader at http://${e.leaderAdmin}\n`);
+    const leader = `${base.startsWith("https:") ? "https" : "http"}://${e.leaderAdmin}`;
+    process.stderr.write(`svc: ${base} is not the leader; asking the leader at ${leader}\n`);
     try {
-      return await callOnce(`http://${e.leaderAdmin}`, method, path, body, timeoutMs);
+      return await callOnce(leader, method, path, body, timeoutMs);
     } catch (again) {
       throw again instanceof NotLeaderAnswer ? again.exit : again;
     }
@@ -50,8 +63,9 @@ async function callOnce(base: string, method: "GET" | "POST", path: string, body
   try {
     response = await fetch(`${base}${path}`, {
       method,
-      headers: body === undefined ? {} : { "content-type": "application/json" },
+      headers: { ...credentialHeaders(), ...(body === undefined ? {} : { "content-type": "application/json" }) },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      ...credentialTls(),
       signal: AbortSignal.timeout(timeoutMs),
     });
   } catch (e) {

@@ -12,6 +12,7 @@ import { SvcError, errorMessage } from "../util/index.ts";
 import { versionLine } from "../version.ts";
 import { loadConfigOrExit } from "./_config.ts";
 import { CliExit, ExitCode } from "./_exit.ts";
+import { startSecurity } from "./_security.ts";
 
 export const serveCommand = defineCommand({
   meta: { name: "serve", description: "Run a node (with no --config: one node on loopback, data in ./svc-data)" },
@@ -24,6 +25,7 @@ export const serveCommand = defineCommand({
     const log = logger.child("node");
     log.info(`${versionLine} starting`, { config: args.config ?? "(embedded default)", summary: summarizeConfig(config) });
 
+    const security = startSecurity(config, log);
     let node: SvcNode | null = null;
     const starting = (): Response =>
       new Response(JSON.stringify({ status: "unavailable", recovery: "starting" }), { status: 503, headers: { "content-type": "application/json" } });
@@ -41,8 +43,9 @@ export const serveCommand = defineCommand({
     process.on("SIGTERM", earlyTerm);
     process.on("SIGINT", earlyInt);
     try {
-      servers.push(await listen({ fetch: (r) => clientFetch(r) }, config.listen.client, "client"));
-      servers.push(await listen({ fetch: (r) => adminFetch(r) }, config.listen.admin, "admin"));
+      servers.push(await listen(security.guard({ fetch: (r) => clientFetch(r) }, "client"), config.listen.client, "client", security.serverTls));
+      servers.push(await listen(security.guard({ fetch: (r) => adminFetch(r) }, "admin"), config.listen.admin, "admin", security.serverTls));
+      security.serve(servers);
       node = await SvcNode.start(config, logger);
     } catch (e) {
       for (const s of servers) s.stop();

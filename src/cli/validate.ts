@@ -1,6 +1,7 @@
-// `svc --config F --validate`: every problem with its line, exit 2; or a one-line summary, exit 0.
+// `svc --config F --validate`: every problem with its line, exit 2; or a one-line summary, exit 0,
+// after a loud warning on stderr for each listener other machines reach without TLS or tokens.
 
-import { formatProblems, loadConfigFile, summarizeConfig } from "../config/index.ts";
+import { formatProblems, loadConfigFile, securityWarnings, summarizeConfig } from "../config/index.ts";
 import { CliExit, ExitCode, usageError } from "./_exit.ts";
 
 export async function validateCommandRun(path: string | undefined): Promise<void> {
@@ -10,5 +11,6 @@ export async function validateCommandRun(path: string | undefined): Promise<void
     process.stderr.write(`${formatProblems(result.problems, path)}\n`);
     throw new CliExit(ExitCode.usage, `${path}: ${result.problems.length} problem${result.problems.length === 1 ? "" : "s"}`);
   }
+  for (const warning of securityWarnings(result.config)) process.stderr.write(`${path}: WARNING: UNPROTECTED LISTENER: ${warning}\n`);
   process.stdout.write(`${path}: ok: ${summarizeConfig(result.config)}\n`);
 }

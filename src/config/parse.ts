@@ -11,7 +11,8 @@ import { createLocator } from "./_locate.ts";
 import { readMembers } from "./_members.ts";
 import { Problems } from "./_problems.ts";
 import { checkUnknownKeys, readAddress, readBool, readInt, readString, readTable, type TomlTable } from "./_read.ts";
-import { MIB, NODE_ID_PATTERN, ROOT_FIELDS, type FieldSpec, type TableSpec } from "./schema.ts";
+import { readSecurity } from "./_security.ts";
+import { MIB, NODE_ID_PATTERN, PROTECTED_LISTEN_HOST, ROOT_FIELDS, type FieldSpec, type TableSpec } from "./schema.ts";
 import type { Config, ConfigProblem, ConfigResult } from "./types.ts";
 
 export function loadConfigFile(path: string): ConfigResult {
@@ -88,12 +89,15 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
   const maxMemoryMb = readInt(root, "max_memory_mb", field(ROOT_FIELDS, "max_memory_mb", "int"), [], problems);
   const snapshotInterval = readInt(root, "snapshot_interval", field(ROOT_FIELDS, "snapshot_interval", "int"), [], problems);
 
+  const security = readSecurity(root, problems);
   const listenSpec = tableFields(ROOT_FIELDS, "listen");
   const listenTable = readTable(root, "listen", listenSpec, problems) ?? {};
+  const protectedListen = security?.tls != null && security.auth != null;
+  const listenField = (key: string) => listenDefault(field(listenSpec, key, "address"), protectedListen);
   const listen = {
-    client: readAddress(listenTable, "client", field(listenSpec, "client", "address"), ["listen"], problems),
-    admin: readAddress(listenTable, "admin", field(listenSpec, "admin", "address"), ["listen"], problems),
-    peer: readAddress(listenTable, "peer", field(listenSpec, "peer", "address"), ["listen"], problems),
+    client: readAddress(listenTable, "client", listenField("client"), ["listen"], problems),
+    admin: readAddress(listenTable, "admin", listenField("admin"), ["listen"], problems),
+    peer: readAddress(listenTable, "peer", listenField("peer"), ["listen"], problems),
   };
   checkListenPorts(listen, problems);
 
@@ -142,6 +146,9 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
   }
   return {
     nodeId,
+    // Undefined only after a problem was recorded, when this Config is not returned.
+    tls: security?.tls ?? null,
+    auth: security?.auth ?? null,
     dataDir,
     maxMemoryBytes: maxMemoryMb * MIB,
     snapshotIntervalEntries: snapshotInterval,
@@ -171,6 +178,12 @@ function checkDataDir(dataDir: string, problems: Problems): void {
   if (stat !== undefined && !stat.isDirectory()) {
     problems.add(["data_dir"], `${JSON.stringify(dataDir)} is a file, not a directory; point data_dir at a directory (it is created if missing)`);
   }
+}
+
+/** A listener left out binds loopback, or every interface once TLS and tokens protect it. */
+function listenDefault(spec: FieldSpec & { kind: "address" }, protectedListen: boolean): FieldSpec & { kind: "address" } {
+  if (!protectedListen || spec.default === undefined) return spec;
+  return { ...spec, default: `${PROTECTED_LISTEN_HOST}:${spec.default.slice(spec.default.lastIndexOf(":") + 1)}` };
 }
 
 function field<K extends FieldSpec["kind"]>(spec: TableSpec, key: string, kind: K): FieldSpec & { kind: K } {

@@ -50,8 +50,28 @@ export function renderConfigToml(draft: ConfigDraft): string {
     note(`query_timeout_ms = ${limits.queryTimeoutMs ?? intDefault(sub("limits"), "query_timeout_ms")}`, "a client's read is stopped after this"),
     note(`admin_query_timeout_ms = ${limits.adminQueryTimeoutMs ?? intDefault(sub("limits"), "admin_query_timeout_ms")}`, "svc admin query and stats"),
     note(`write_check_timeout_ms = ${limits.writeCheckTimeoutMs ?? intDefault(sub("limits"), "write_check_timeout_ms")}`, "a write tried before the log is refused after this"),
+    ...securityLines(draft),
   ];
   return lines.join("\n") + "\n";
+}
+
+/** [tls] and [auth] when the draft has them; nothing (TLS and tokens off) otherwise. */
+function securityLines(draft: ConfigDraft): string[] {
+  const out: string[] = [];
+  const { tls, auth } = draft;
+  if (tls != null) {
+    out.push("", note("[tls]", "HTTPS on the client and admin ports (TLS 1.2+); reloaded on change and SIGHUP"));
+    out.push(`cert_file = ${tomlString(tls.certFile)}`, `key_file = ${tomlString(tls.keyFile)}`);
+    if (tls.clientCaFile !== "") out.push(note(`client_ca_file = ${tomlString(tls.clientCaFile)}`, "clients must present a certificate it signed"));
+    if (tls.caFile !== "") out.push(note(`ca_file = ${tomlString(tls.caFile)}`, "the CA of the nodes' certificates"));
+  }
+  if (auth != null) {
+    out.push("", note("[auth]", "tokens with roles (read, write, admin)"));
+    out.push(note(`tokens_file = ${tomlString(auth.tokensFile)}`, "hashes and roles, mode 0600"));
+    if (auth.tokenFile !== "") out.push(note(`token_file = ${tomlString(auth.tokenFile)}`, "the token svc admin sends"));
+    out.push(`metrics_open = ${auth.metricsOpen}`);
+  }
+  return out;
 }
 
 /** A TOML basic string. JSON escapes are TOML escapes too, except that TOML also forbids a raw DEL. */

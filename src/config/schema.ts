@@ -22,7 +22,35 @@ export const MEMBER_FIELDS: TableSpec = {
   admin: { kind: "address" },
 };
 
+/** [tls] and [auth]: absent tables turn TLS and tokens off (README "Security"). */
+export const SECURITY_FIELDS: TableSpec = {
+  tls: {
+    kind: "table",
+    fields: {
+      cert_file: { kind: "string", default: "" },
+      key_file: { kind: "string", default: "" },
+      client_ca_file: { kind: "string", default: "" },
+      ca_file: { kind: "string", default: "" },
+    },
+  },
+  auth: {
+    kind: "table",
+    fields: {
+      tokens_file: { kind: "string", default: "" },
+      token_file: { kind: "string", default: "" },
+      metrics_open: { kind: "bool", default: false },
+    },
+  },
+};
+
+/**
+ * Listeners default to loopback (ROOT_FIELDS); with both [tls] and [auth] configured, a
+ * listener left out binds every interface instead (SPEC §5: nothing is exposed unprotected).
+ */
+export const PROTECTED_LISTEN_HOST = "0.0.0.0";
+
 export const ROOT_FIELDS: TableSpec = {
+  ...SECURITY_FIELDS,
   node_id: { kind: "string" },
   data_dir: { kind: "string", default: "/var/lib/svc" },
   max_memory_mb: { kind: "int", min: 64, max: 1_048_576, default: 2048, unit: "megabytes" },
@@ -30,9 +58,9 @@ export const ROOT_FIELDS: TableSpec = {
   listen: {
     kind: "table",
     fields: {
-      client: { kind: "address", default: "0.0.0.0:7878" },
-      admin: { kind: "address", default: "0.0.0.0:9090" },
-      peer: { kind: "address", default: "0.0.0.0:7879" },
+      client: { kind: "address", default: "127.0.0.1:7878" },
+      admin: { kind: "address", default: "127.0.0.1:9090" },
+      peer: { kind: "address", default: "127.0.0.1:7879" },
     },
   },
   cluster: {

@@ -29,6 +29,10 @@ export interface Config {
     readonly admin: Address;
     readonly peer: Address;
   };
+  /** TLS on the client and admin ports; null (or absent, in configurations built in code): plain HTTP. */
+  readonly tls?: TlsSettings | null;
+  /** Tokens with roles on the client and admin ports; null (or absent): no tokens asked for. */
+  readonly auth?: AuthSettings | null;
   readonly cluster: {
     /** True on one node only, the first time a new cluster starts. */
     readonly bootstrap: boolean;
@@ -112,4 +116,30 @@ export interface ConfigDraft {
   readonly wal?: { readonly archiveCommand?: string; readonly archiveTimeoutMs?: number; readonly segmentSizeBytes?: number };
   readonly raft?: { readonly heartbeatIntervalMs?: number; readonly electionTimeoutMs?: number };
   readonly limits?: { readonly queryTimeoutMs?: number; readonly adminQueryTimeoutMs?: number; readonly writeCheckTimeoutMs?: number };
+  readonly tls?: TlsSettings | null;
+  readonly auth?: AuthSettings | null;
+}
+
+/** [tls]: absolute paths of PEM files; "" for an optional one not given. */
+export interface TlsSettings {
+  /** This node's certificate (with its chain), served on the client and admin ports. */
+  readonly certFile: string;
+  readonly keyFile: string;
+  /** When set, clients must present a certificate this CA signed (mutual TLS). */
+  readonly clientCaFile: string;
+  /**
+   * The CA that signed the nodes' certificates, trusted when this node or `svc admin` connects
+   * to a node (a follower forwarding to the leader); "" trusts the system's roots.
+   */
+  readonly caFile: string;
+}
+
+/** [auth]: who may do what on the client and admin ports. */
+export interface AuthSettings {
+  /** Token hashes and their roles, mode 0600 (README "Security"). */
+  readonly tokensFile: string;
+  /** A file holding the token `svc admin` sends; "" for none (SVC_TOKEN or --token-file then). */
+  readonly tokenFile: string;
+  /** /metrics answers without a token (for a scraper) when true. */
+  readonly metricsOpen: boolean;
 }

@@ -17,6 +17,14 @@ export type HttpErrorCode =
   | "REQUEST_TIMEOUT"
   | "BODY_TOO_LARGE"
   | "UNSUPPORTED_MEDIA_TYPE"
+  /** No token, or one this node does not know, for a route that needs one. */
+  | "UNAUTHORIZED"
+  /** A token whose role is below the route's. */
+  | "FORBIDDEN"
+  /** The tokens file cannot be used (mode, form); at start and on reload. */
+  | "TOKENS_FILE_INVALID"
+  /** A certificate, key or CA file of [tls] cannot be used; at start and on reload. */
+  | "TLS_INVALID"
   /** A follower could not forward to the leader. */
   | "NOT_LEADER"
   /** A follower forwarded a write and lost the connection before the leader's answer. */
@@ -57,6 +65,8 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   INVALID_TRANSFER: 400,
   TRANSPORT_BAD_ADDRESS: 400,
   TRANSPORT_BAD_OPTION: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
   NOT_FOUND: 404,
   CLEANUP_DIR_MISSING: 404,
   REQUEST_TIMEOUT: 408,
@@ -87,6 +97,8 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   RAFT_STATE_INVALID: 503,
   LOG_GAP: 503,
   DATA_DIR_NOT_WRITABLE: 503,
+  TOKENS_FILE_INVALID: 503,
+  TLS_INVALID: 503,
   DATA_DIR_WRONG_OWNER: 503,
   CLEANUP_DIR_UNREADABLE: 503,
   // Backups and object stores (offline tools and `svc admin backup`).

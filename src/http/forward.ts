@@ -6,6 +6,7 @@
 // have been sent, OUTCOME_UNKNOWN (the write may or may not have been applied).
 
 import { SvcError, errorMessage } from "../util/errors.ts";
+import { relayTarget } from "./relay-context.ts";
 
 export const forwardedHeader = "x-svc-forwarded-by";
 const forwardTimeoutMs = 35_000;
@@ -62,12 +63,15 @@ interface Relay {
 
 async function relay(r: Relay): Promise<Response> {
   const addressKey = r.port === "client" ? "leaderClient" : "leaderAdmin";
+  // The caller's token goes along (the leader checks it again), over TLS when this node serves TLS.
+  const target = relayTarget();
   try {
-    const answer = await fetch(`http://${r.to}${r.path}`, {
+    const answer = await fetch(`${target.scheme}://${r.to}${r.path}`, {
       method: "POST",
       body: r.body,
-      headers: { "content-type": "application/json", [forwardedHeader]: r.nodeId },
+      headers: { ...target.headers, "content-type": "application/json", [forwardedHeader]: r.nodeId },
       signal: AbortSignal.timeout(r.timeoutMs),
+      ...(target.tls === null ? {} : { tls: target.tls }),
     });
     const headers: Record<string, string> = { "content-type": "application/json", [forwardedHeader]: r.nodeId };
     const retryAfter = answer.headers.get("retry-after");

@@ -6,8 +6,12 @@
 // running (pipelining), after the first one has already run. node:http answers pipelined
 // requests in order. Each request is adapted to a web Request for the Elysia app, with its
 // body read here, bounded (413) and with a stall limit (408), and the Response written back.
+// With [tls], a node:tls server accepts the connections and hands each one, once its
+// handshake is done, to the same HTTP server: its certificates can then be replaced while it
+// listens (setSecureContext), which node:https in Bun does not offer.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createTlsServer, type Server as TlsServer, type TlsOptions } from "node:tls";
 import type { Address } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { requestBodyBytesMax, tooLarge } from "./body.ts";
@@ -22,6 +26,10 @@ export interface BoundServer {
   readonly port: number;
   /** Stops accepting and closes every connection, idle or not. */
   stop(): void;
+  /** New certificates for the connections accepted from now on (TLS only; open ones keep theirs). */
+  setTls(options: TlsOptions): void;
+  /** Connections refused at the TLS handshake (no or a bad client certificate, an old protocol). */
+  readonly tlsRefusals: number;
 }
 
 /** A request body that sends nothing for this long (up to a second more) is answered 408 and its connection closed. */
@@ -33,12 +41,23 @@ const keepAliveIdleMs = 120_000;
  * Binds the port and resolves once it listens; rejects with PORT_IN_USE or LISTEN_FAILED
  * (with a hint naming the setting) when it cannot.
  */
-export function listen(app: FetchApp, address: Address, role: "client" | "admin"): Promise<BoundServer> {
+export function listen(app: FetchApp, address: Address, role: "client" | "admin", tls?: TlsOptions): Promise<BoundServer> {
   // Requests get this node's own address as their origin, never the client's Host header:
   // Elysia finds the path by position in the URL, which a crafted Host would move.
-  let origin = originOf(address.host, address.port);
-  const server = createServer((req, res) => void serveOne(app, origin, req, res));
-  server.keepAliveTimeout = keepAliveIdleMs;
+  const scheme = tls === undefined ? "http" : "https";
+  let origin = originOf(scheme, address.host, address.port);
+  const http = createServer((req, res) => void serveOne(app, origin, req, res));
+  http.keepAliveTimeout = keepAliveIdleMs;
+  let tlsRefusals = 0;
+  let secure: TlsServer | null = null;
+  if (tls !== undefined) {
+    secure = createTlsServer(tls, (socket) => http.emit("connection", socket));
+    secure.on("tlsClientError", (_e, socket) => {
+      tlsRefusals++;
+      socket.destroy();
+    });
+  }
+  const server: Server | TlsServer = secure ?? http;
   return new Promise((resolve, reject) => {
     const onError = (e: Error): void => {
       server.close();
@@ -50,9 +69,19 @@ export function listen(app: FetchApp, address: Address, role: "client" | "admin"
         server.off("error", onError);
         // Once bound, a failure belongs to one connection, and node:http closes that one.
         server.on("error", () => undefined);
-        const listening = bound(server, address);
-        origin = originOf(address.host, listening.port);
-        resolve(listening);
+        const port = boundPort(server, address);
+        origin = originOf(scheme, address.host, port);
+        resolve({
+          port,
+          stop: () => {
+            server.close();
+            http.closeAllConnections();
+          },
+          setTls: (options) => secure?.setSecureContext(options),
+          get tlsRefusals() {
+            return tlsRefusals;
+          },
+        });
       });
     } catch (e) {
       server.off("error", onError);
@@ -61,20 +90,13 @@ export function listen(app: FetchApp, address: Address, role: "client" | "admin"
   });
 }
 
-function originOf(host: string, port: number): string {
-  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+function originOf(scheme: string, host: string, port: number): string {
+  return `${scheme}://${host.includes(":") ? `[${host}]` : host}:${port}`;
 }
 
-function bound(server: Server, address: Address): BoundServer {
+function boundPort(server: Server | TlsServer, address: Address): number {
   const info = server.address();
-  const port = typeof info === "object" && info !== null ? info.port : address.port;
-  return {
-    port,
-    stop: () => {
-      server.close();
-      server.closeAllConnections();
-    },
-  };
+  return typeof info === "object" && info !== null ? info.port : address.port;
 }
 
 function listenError(e: unknown, address: Address, role: "client" | "admin"): SvcError {

@@ -81,9 +81,12 @@ describe("config: a valid file", () => {
     expect(c.dataDir).toBe("/var/lib/svc");
     expect(c.maxMemoryBytes).toBe(2048 * 1024 * 1024);
     expect(c.snapshotIntervalEntries).toBe(10000);
-    expect(c.listen.client.raw).toBe("0.0.0.0:7878");
-    expect(c.listen.admin.raw).toBe("0.0.0.0:9090");
-    expect(c.listen.peer.raw).toBe("0.0.0.0:7879");
+    // With no [tls] and [auth], listeners default to loopback.
+    expect(c.listen.client.raw).toBe("127.0.0.1:7878");
+    expect(c.listen.admin.raw).toBe("127.0.0.1:9090");
+    expect(c.listen.peer.raw).toBe("127.0.0.1:7879");
+    expect(c.tls).toBeNull();
+    expect(c.auth).toBeNull();
     expect(c.cluster).toEqual({ bootstrap: false, members: [] });
     expect(c.wal).toEqual({ archiveCommand: "", archiveTimeoutMs: 60_000, segmentSizeBytes: 64 * 1024 * 1024 });
     expect(c.raft).toEqual({ heartbeatIntervalMs: 100, electionTimeoutMs: 1000 });

@@ -8,6 +8,8 @@
 // Every value redacted from the configuration is also removed from every other file of the
 // bundle (logs, answers of the node), wherever it appears.
 
+import { readFileSync } from "node:fs";
+
 export const REDACTED = "[REDACTED]";
 
 /** Names of keys, variables and flags whose values are secrets. */
@@ -99,6 +101,32 @@ export function redactText(text: string, found: Set<string> = new Set()): string
 function unquote(value: string): string {
   return value.replace(/^\\?["']/, "").replace(/\\?["']$/, "");
 }
+
+/**
+ * What the key and token files the configuration names hold: each file's whole text and each
+ * word of it long enough to be a secret (a token, a hash, a line of a PEM key). A file that
+ * cannot be read gives nothing: what this process cannot read, it cannot leak either.
+ */
+export function secretFileValues(paths: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const path of paths) {
+    let text: string;
+    try {
+      text = readFileSync(path, "utf8");
+    } catch {
+      continue;
+    }
+    out.push(text.trim());
+    for (const line of text.split("\n")) {
+      if (line.startsWith("#") || line.startsWith("-----")) continue;
+      for (const word of line.split(/\s+/)) if (word.length >= secretWordLengthMin) out.push(word);
+    }
+  }
+  return out.filter((s) => s.length >= scrubLengthMin);
+}
+
+/** Words of a secret file shorter than this (a role, a name) are not secrets. */
+const secretWordLengthMin = 16;
 
 /** Remove every known secret value from `text`, wherever it appears. */
 export function scrub(text: string, secrets: readonly string[]): string {

@@ -7,6 +7,7 @@ import { defineCommand, type CommandDef } from "citty";
 const subCommands: Record<string, () => Promise<CommandDef<any>>> = {
   stats: () => import("./stats.ts").then((m) => m.statsCommand),
   query: () => import("./query.ts").then((m) => m.queryCommand),
+  token: () => import("./token.ts").then((m) => m.tokenCommand),
   "verify-checksums": () => import("./verify-checksums.ts").then((m) => m.verifyChecksumsCommand),
   "pause-writes": () => import("./writes.ts").then((m) => m.pauseWritesCommand),
   "resume-writes": () => import("./writes.ts").then((m) => m.resumeWritesCommand),

@@ -9,13 +9,14 @@ import { hostname, tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { defineCommand } from "citty";
 import { create as createTar } from "tar";
-import { loadConfigFile } from "../../config/index.ts";
+import { loadConfigFile, secretPaths } from "../../config/index.ts";
 import { commit, version, versionLine } from "../../version.ts";
 import { nodeUrl, printJson } from "../_client.ts";
 import { defaultConfigPath } from "../_config.ts";
+import { credentialHeaders, credentialSecrets, credentialTls } from "../_credentials.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
 import { diskUsage, hostFacts } from "./_host-facts.ts";
-import { redactConfig, redactText, scrub } from "./_redact.ts";
+import { redactConfig, redactText, scrub, secretFileValues } from "./_redact.ts";
 
 const fetchTimeoutMs = 5_000;
 
@@ -65,7 +66,8 @@ export const supportBundleCommand = defineCommand({
 
     progress("configuration");
     const redaction = configText === null ? null : redactConfig(configText);
-    const secrets = redaction?.secrets ?? [];
+    // What the key and token files hold, and the token this command sends, are scrubbed too.
+    const secrets = [...(redaction?.secrets ?? []), ...(config === null ? [] : secretFileValues(secretPaths(config))), ...credentialSecrets()];
     if (redaction === null) add("config.toml", "the configuration, secrets redacted", `# no configuration at ${configPath}\n`, false, `no file at ${configPath}`);
     else add("config.toml", "the configuration, secrets redacted", redaction.text, true, `${configPath}${parsed?.ok === false ? " (does not validate: see svc --validate)" : ""}`);
 
@@ -153,7 +155,7 @@ function readLog(logFile: string | undefined, unit: string, lines: number): { te
 
 async function fetchText(base: string, path: string): Promise<{ text: string; ok: boolean; error?: string }> {
   try {
-    const r = await fetch(`${base}${path}`, { signal: AbortSignal.timeout(fetchTimeoutMs) });
+    const r = await fetch(`${base}${path}`, { headers: credentialHeaders(), ...credentialTls(), signal: AbortSignal.timeout(fetchTimeoutMs) });
     const text = await r.text();
     return r.ok ? { text, ok: true } : { text, ok: false, error: `HTTP ${r.status}` };
   } catch (e) {
@@ -174,7 +176,7 @@ async function clusterStatus(base: string): Promise<{ text: string; ok: boolean;
   }
   const views = await Promise.all((info.members ?? []).map(async (m) => {
     if (m.admin === null) return { id: m.id, reachable: false, error: "no admin address known" };
-    const r = await fetchText(`http://${m.admin}`, "/admin/cluster-info");
+    const r = await fetchText(`${base.startsWith("https:") ? "https" : "http"}://${m.admin}`, "/admin/cluster-info");
     if (!r.ok) return { id: m.id, admin: m.admin, reachable: false, error: r.error };
     try {
       return { id: m.id, admin: m.admin, reachable: true, view: JSON.parse(r.text) as unknown };

@@ -1,0 +1,97 @@
+// Reads [tls] and [auth]. An absent table turns the feature off (null); a present one must be
+// complete. Paths must be absolute, like data_dir: a relative one would depend on the directory
+// svc starts in. Certificate and key files must exist; the tokens file may not exist yet (the
+// first `svc admin token create` makes it) but when it does its mode is checked here, so
+// --validate says what `svc serve` would refuse.
+
+import { statSync } from "node:fs";
+import { isAbsolute } from "node:path";
+import type { Problems } from "./_problems.ts";
+import { readBool, readString, readTable, type TomlTable } from "./_read.ts";
+import { ROOT_FIELDS, type FieldSpec, type TableSpec } from "./schema.ts";
+import { secretFileModeProblem } from "./secrets.ts";
+import type { AuthSettings, TlsSettings } from "./types.ts";
+
+export interface SecuritySettings {
+  readonly tls: TlsSettings | null;
+  readonly auth: AuthSettings | null;
+}
+
+export function readSecurity(root: TomlTable, problems: Problems): SecuritySettings | undefined {
+  const tls = root["tls"] === undefined ? null : readTls(root, problems);
+  const auth = root["auth"] === undefined ? null : readAuth(root, problems);
+  if (tls === undefined || auth === undefined) return undefined;
+  return { tls, auth };
+}
+
+function readTls(root: TomlTable, problems: Problems): TlsSettings | undefined {
+  const spec = tableSpec("tls");
+  const table = readTable(root, "tls", spec, problems);
+  if (table === undefined) return undefined;
+  const path = (key: string, required: boolean): string | undefined => readPath(table, "tls", key, spec, required, problems);
+  const certFile = path("cert_file", true);
+  const keyFile = path("key_file", true);
+  const clientCaFile = path("client_ca_file", false);
+  const caFile = path("ca_file", false);
+  if (certFile === undefined || keyFile === undefined || clientCaFile === undefined || caFile === undefined) return undefined;
+  return { certFile, keyFile, clientCaFile, caFile };
+}
+
+function readAuth(root: TomlTable, problems: Problems): AuthSettings | undefined {
+  const spec = tableSpec("auth");
+  const table = readTable(root, "auth", spec, problems);
+  if (table === undefined) return undefined;
+  const tokensFile = readString(table, "tokens_file", stringSpec(spec, "tokens_file"), ["auth"], problems);
+  const tokenFile = readString(table, "token_file", stringSpec(spec, "token_file"), ["auth"], problems);
+  const metricsField = spec["metrics_open"];
+  const metricsOpen = metricsField?.kind === "bool" ? readBool(table, "metrics_open", metricsField, ["auth"], problems) : undefined;
+  if (tokensFile === undefined || tokenFile === undefined || metricsOpen === undefined) return undefined;
+  if (tokensFile === "") {
+    problems.add(["auth", "tokens_file"], "is required when [auth] is present: the file of token hashes and roles (create it with `svc admin token create --role admin --tokens-file FILE`)");
+    return undefined;
+  }
+  if (!absolute("auth", "tokens_file", tokensFile, problems)) return undefined;
+  if (tokenFile !== "" && !absolute("auth", "token_file", tokenFile, problems)) return undefined;
+  const stat = statSync(tokensFile, { throwIfNoEntry: false });
+  if (stat !== undefined) {
+    const modeProblem = secretFileModeProblem(tokensFile, stat.mode);
+    if (modeProblem !== null) problems.add(["auth", "tokens_file"], modeProblem);
+  }
+  return { tokensFile, tokenFile, metricsOpen };
+}
+
+/** An absolute path to an existing file, "" when optional and absent, undefined after a problem. */
+function readPath(table: TomlTable, tableName: string, key: string, spec: TableSpec, required: boolean, problems: Problems): string | undefined {
+  const value = readString(table, key, stringSpec(spec, key), [tableName], problems);
+  if (value === undefined) return undefined;
+  if (value === "") {
+    if (!required) return "";
+    problems.add([tableName, key], `is required when [${tableName}] is present`);
+    return undefined;
+  }
+  if (!absolute(tableName, key, value, problems)) return undefined;
+  const stat = statSync(value, { throwIfNoEntry: false });
+  if (stat === undefined || !stat.isFile()) {
+    problems.add([tableName, key], `${JSON.stringify(value)} ${stat === undefined ? "does not exist" : "is not a file"}; give the path of a PEM file`);
+    return undefined;
+  }
+  return value;
+}
+
+function absolute(tableName: string, key: string, value: string, problems: Problems): boolean {
+  if (isAbsolute(value)) return true;
+  problems.add([tableName, key], `must be an absolute path, got ${JSON.stringify(value)}; a relative path would depend on the directory svc is started from`);
+  return false;
+}
+
+function tableSpec(name: string): TableSpec {
+  const spec = ROOT_FIELDS[name];
+  if (spec?.kind !== "table") throw new Error(`schema has a table ${name}`);
+  return spec.fields;
+}
+
+function stringSpec(spec: TableSpec, key: string): FieldSpec & { kind: "string" } {
+  const field = spec[key];
+  if (field?.kind !== "string") throw new Error(`schema has a string field ${key}`);
+  return field;
+}

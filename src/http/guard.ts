@@ -1,0 +1,82 @@
+// Tokens on the client and admin ports: every request is checked against the route's access
+// (access.ts) before the app sees it. 401 without a valid token, 403 with a token whose role
+// is too low, each naming the role needed. /health answers without a token, with only its
+// status; the detail (leader, indexes, errors) needs a valid token.
+
+import { SvcError } from "../util/errors.ts";
+import { accessFor, type Port } from "./access.ts";
+import { errorResponse, json } from "./errors.ts";
+import { relayContext, type OutboundTls } from "./relay-context.ts";
+import { roleGrants, type Role, type TokenSet } from "./tokens.ts";
+
+export interface FetchApp {
+  fetch: (request: Request) => Response | Promise<Response>;
+}
+
+export interface GuardSettings {
+  /** The tokens accepted now (replaced on reload); null: no tokens asked for. */
+  tokens(): TokenSet | null;
+  readonly metricsOpen: boolean;
+  /** How this node reaches the leader when it relays a request; null for plain HTTP. */
+  outboundTls(): OutboundTls | null;
+}
+
+export function guardApp(app: FetchApp, port: Port, settings: GuardSettings): FetchApp {
+  return {
+    fetch: (request) => {
+      const authorization = request.headers.get("authorization");
+      const context = { authorization, tls: settings.outboundTls() };
+      const tokens = settings.tokens();
+      if (tokens === null) return relayContext.run(context, () => app.fetch(request));
+      const url = new URL(request.url);
+      const access = accessFor(port, request.method, url.pathname);
+      const role = authorization === null ? null : tokens.roleOf(bearer(authorization));
+      if (access === "health") {
+        if (role !== null) return relayContext.run(context, () => app.fetch(request));
+        return statusOnly(app.fetch(request));
+      }
+      const needed: Role = access === "metrics" ? "read" : access;
+      if (access === "metrics" && settings.metricsOpen) return app.fetch(request);
+      if (role === null) return refusal(unauthorized(needed, request.method, url.pathname, authorization !== null));
+      if (!roleGrants(role, needed)) return refusal(forbidden(needed, role, request.method, url.pathname));
+      return relayContext.run(context, () => app.fetch(request));
+    },
+  };
+}
+
+/** The token of "Bearer <token>"; anything else is not a token svc gave out. */
+function bearer(header: string): string {
+  return header.startsWith("Bearer ") ? header.slice(7).trim() : "";
+}
+
+async function statusOnly(answer: Response | Promise<Response>): Promise<Response> {
+  const response = await answer;
+  let status = "unavailable";
+  try {
+    const body = (await response.json()) as { status?: unknown };
+    if (typeof body.status === "string") status = body.status;
+  } catch {
+    // Not JSON: the status code alone says enough.
+  }
+  return json({ status, hint: "send a token (Authorization: Bearer …) for the detail" }, response.status);
+}
+
+function unauthorized(needed: Role, method: string, path: string, sent: boolean): SvcError {
+  return new SvcError("UNAUTHORIZED", `${method} ${path} needs a token with role ${needed}${sent ? "; the token sent is not known to this node" : ", and none was sent"}`, {
+    hint: `send "Authorization: Bearer <token>" with a token of role ${needed} or higher (svc admin token create --role ${needed} makes one)`,
+    details: { neededRole: needed },
+  });
+}
+
+function forbidden(needed: Role, held: Role, method: string, path: string): SvcError {
+  return new SvcError("FORBIDDEN", `${method} ${path} needs role ${needed}; this token has role ${held}`, {
+    hint: `use a token of role ${needed} or higher`,
+    details: { neededRole: needed, tokenRole: held },
+  });
+}
+
+function refusal(e: SvcError): Response {
+  const response = errorResponse(e);
+  if (e.code === "UNAUTHORIZED") response.headers.set("www-authenticate", 'Bearer realm="svc"');
+  return response;
+}

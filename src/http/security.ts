@@ -1,0 +1,122 @@
+// TLS and tokens for the client and admin ports of one node, as [tls] and [auth] configure
+// them. Everything is read at start (a file that cannot be used stops the node there), again
+// on SIGHUP, and whenever one of the files changes (checked every tlsWatchIntervalMs): a
+// reload that fails keeps what was in use and logs why, so a bad edit never drops the node.
+// Nothing here logs a token, a hash or a key; only paths and counts.
+
+import type { TlsOptions } from "node:tls";
+import type { Config } from "../config/index.ts";
+import type { Logger } from "../util/logger.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Port } from "./access.ts";
+import { guardApp, type FetchApp } from "./guard.ts";
+import type { BoundServer } from "./server.ts";
+import { filesStamp, loadTlsMaterial, tlsFilesStamp, type TlsMaterial } from "./tls.ts";
+import { TokenSet } from "./tokens.ts";
+
+/** How often the certificate, key, CA and tokens files are looked at for a change. */
+export const securityWatchIntervalMs = 2_000;
+
+export class HttpSecurity {
+  #tls: TlsMaterial | null;
+  #tokens: TokenSet | null;
+  #stamp: string;
+  #servers: BoundServer[] = [];
+  #timer: ReturnType<typeof setInterval> | null = null;
+
+  private constructor(private readonly config: Config, private readonly log: Logger) {
+    this.#tls = config.tls == null ? null : loadTlsMaterial(config.tls);
+    this.#tokens = config.auth == null ? null : TokenSet.read(config.auth.tokensFile);
+    this.#stamp = this.#filesStamp();
+  }
+
+  /** Reads every file now; throws SvcError (TLS_INVALID, TOKENS_FILE_INVALID) when one cannot be used. */
+  static load(config: Config, log: Logger): HttpSecurity {
+    const security = new HttpSecurity(config, log);
+    security.#logState("loaded");
+    return security;
+  }
+
+  /** Options for listen(): undefined serves plain HTTP. */
+  get serverTls(): TlsOptions | undefined {
+    return this.#tls?.server;
+  }
+
+  /** The app behind the token check (and the relay context); as is when neither [tls] nor [auth] is set. */
+  guard(app: FetchApp, port: Port): FetchApp {
+    if (this.config.tls == null && this.config.auth == null) return app;
+    return guardApp(app, port, {
+      tokens: () => this.#tokens,
+      metricsOpen: this.config.auth?.metricsOpen ?? false,
+      outboundTls: () => this.#tls?.outbound ?? null,
+    });
+  }
+
+  /** Servers whose certificates a reload replaces; starts watching the files. */
+  serve(servers: readonly BoundServer[]): void {
+    this.#servers.push(...servers);
+    if (this.#timer !== null || (this.config.tls == null && this.config.auth == null)) return;
+    this.#timer = setInterval(() => {
+      const stamp = this.#filesStamp();
+      if (stamp !== this.#stamp) this.reload("a file changed");
+    }, securityWatchIntervalMs);
+    this.#timer.unref();
+  }
+
+  /** Reads the files again; a file that cannot be used leaves the current TLS or tokens in place. */
+  reload(why: string): void {
+    this.#stamp = this.#filesStamp();
+    if (this.config.tls != null) {
+      try {
+        const material = loadTlsMaterial(this.config.tls);
+        for (const s of this.#servers) s.setTls(material.server);
+        this.#tls = material;
+      } catch (e) {
+        this.log.error(`TLS not reloaded (${why}); the previous certificates stay in use: ${errorMessage(e)}`);
+      }
+    }
+    if (this.config.auth != null) {
+      try {
+        this.#tokens = TokenSet.read(this.config.auth.tokensFile);
+      } catch (e) {
+        this.log.error(`tokens not reloaded (${why}); the previous tokens stay in use: ${errorMessage(e)}`);
+      }
+    }
+    this.#logState(`reloaded (${why})`);
+  }
+
+  stop(): void {
+    if (this.#timer !== null) clearInterval(this.#timer);
+    this.#timer = null;
+  }
+
+  /** Handshakes refused on the client and admin ports since start. */
+  get tlsRefusals(): number {
+    return this.#servers.reduce((n, s) => n + s.tlsRefusals, 0);
+  }
+
+  #filesStamp(): string {
+    const parts: string[] = [];
+    if (this.config.tls != null) parts.push(tlsFilesStamp(this.config.tls));
+    if (this.config.auth != null) parts.push(filesStamp([this.config.auth.tokensFile]));
+    return parts.join("|");
+  }
+
+  #logState(what: string): void {
+    if (this.config.tls == null && this.config.auth == null) return;
+    const fields: Record<string, unknown> = {};
+    if (this.config.tls != null && this.#tls !== null) {
+      fields["cert_file"] = this.config.tls.certFile;
+      fields["cert_valid_to"] = new Date(this.#tls.certValidToMs).toISOString();
+      fields["client_certificates"] = this.config.tls.clientCaFile === "" ? "not asked for" : "required";
+    }
+    if (this.config.auth != null && this.#tokens !== null) {
+      fields["tokens_file"] = this.config.auth.tokensFile;
+      fields["tokens"] = this.#tokens.size;
+    }
+    this.log.info(`security ${what}`, fields);
+    if (this.#tls !== null && this.#tls.certValidToMs < Date.now()) {
+      this.log.warn(`the certificate in ${this.config.tls?.certFile} expired at ${new Date(this.#tls.certValidToMs).toISOString()}: clients will refuse it; replace it (it is picked up without a restart)`);
+    }
+  }
+}

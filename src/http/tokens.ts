@@ -1,0 +1,133 @@
+// The tokens file: one token per line as `sha256:<hex> <role> [name]`, never the token itself.
+// Tokens are 32 random bytes, so a fast hash is enough: a slow one (scrypt) protects guessable
+// passwords, and would cost milliseconds on every request. A presented token is hashed and
+// compared with every stored hash in constant time, whichever matches.
+// The file must be readable by its owner only (0600); a file with other modes is refused.
+
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { chmodSync, chownSync, closeSync, fsyncSync, openSync, readFileSync, renameSync, statSync, writeSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { secretFileModeProblem } from "../config/index.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+
+export type Role = "read" | "write" | "admin";
+export const roles: readonly Role[] = ["read", "write", "admin"];
+
+/** A role grants every role below it: admin may write, write may read. */
+export function roleGrants(held: Role, needed: Role): boolean {
+  return roles.indexOf(held) >= roles.indexOf(needed);
+}
+
+export function isRole(value: string): value is Role {
+  return (roles as readonly string[]).includes(value);
+}
+
+interface TokenEntry {
+  readonly hash: Buffer;
+  readonly role: Role;
+  readonly name: string;
+}
+
+const tokenPrefix = "svc_";
+const hashPrefix = "sha256:";
+/** Bounds the file read at start and on every reload. */
+const tokensFileBytesMax = 1024 * 1024;
+
+/** A new token: "svc_" and 32 random bytes in base64url. */
+export function newToken(): string {
+  return tokenPrefix + randomBytes(32).toString("base64url");
+}
+
+function hashOf(token: string): Buffer {
+  return createHash("sha256").update(token, "utf8").digest();
+}
+
+/** The tokens a node accepts, as read from its tokens file. */
+export class TokenSet {
+  private constructor(private readonly entries: readonly TokenEntry[]) {}
+
+  /** Reads and checks the file; SvcError TOKENS_FILE_INVALID says what is wrong and what to do. */
+  static read(path: string): TokenSet {
+    let stat;
+    try {
+      stat = statSync(path);
+    } catch (e) {
+      throw invalid(path, `cannot read the tokens file ${path}: ${errorMessage(e)}`, `create it with \`svc admin token create --role admin --tokens-file ${path}\``);
+    }
+    const modeProblem = secretFileModeProblem(path, stat.mode);
+    if (modeProblem !== null) throw invalid(path, `refusing the tokens file: ${modeProblem}`, `chmod 600 ${path}`);
+    if (stat.size > tokensFileBytesMax) throw invalid(path, `the tokens file ${path} is ${stat.size} bytes, more than ${tokensFileBytesMax}`, "keep one line per token");
+    return new TokenSet(parseTokens(readFileSync(path, "utf8"), path));
+  }
+
+  get size(): number {
+    return this.entries.length;
+  }
+
+  /** The role of a presented token, or null. Every entry is compared, so the time taken says nothing about which. */
+  roleOf(token: string): Role | null {
+    const presented = hashOf(token);
+    let found: Role | null = null;
+    for (const e of this.entries) {
+      if (timingSafeEqual(presented, e.hash) && found === null) found = e.role;
+    }
+    return found;
+  }
+}
+
+function parseTokens(text: string, path: string): TokenEntry[] {
+  const entries: TokenEntry[] = [];
+  for (const [i, raw] of text.split("\n").entries()) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) continue;
+    const [hash = "", role = "", ...name] = line.split(/\s+/);
+    // The line itself is never quoted in the message: it might be a token pasted by mistake.
+    const where = `${path}:${i + 1}`;
+    if (!hash.startsWith(hashPrefix) || !/^[0-9a-f]{64}$/.test(hash.slice(hashPrefix.length))) {
+      throw invalid(path, `${where}: expected "sha256:<64 hex digits> <role> [name]"`, "add tokens with `svc admin token create`; the file holds hashes, never tokens");
+    }
+    if (!isRole(role)) throw invalid(path, `${where}: the role must be read, write or admin`, "fix the role on that line");
+    entries.push({ hash: Buffer.from(hash.slice(hashPrefix.length), "hex"), role, name: name.join(" ") });
+  }
+  return entries;
+}
+
+function invalid(path: string, message: string, hint: string): SvcError {
+  return new SvcError("TOKENS_FILE_INVALID", message, { hint, details: { path } });
+}
+
+/**
+ * Makes a token with `role` and adds its hash to the file (created 0600 when missing; an
+ * existing file keeps its owner and must already be 0600). The file is replaced atomically.
+ * Returns the token: it is shown once and stored nowhere.
+ */
+export function createToken(path: string, role: Role, name: string): string {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  let text = "# svc tokens: sha256:<hash of the token> <role> <name>; see `svc admin token create`\n";
+  if (stat !== undefined) {
+    // Refuses a file with a wrong mode or a damaged line before adding to it.
+    TokenSet.read(path);
+    text = readFileSync(path, "utf8");
+    if (text !== "" && !text.endsWith("\n")) text += "\n";
+  }
+  const token = newToken();
+  text += `${hashPrefix}${hashOf(token).toString("hex")} ${role} ${name.replace(/\s+/g, "-")}\n`;
+  const temp = join(dirname(path), `.${path.slice(dirname(path).length + 1)}.${process.pid}.tmp`);
+  const fd = openSync(temp, "wx", 0o600);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  chmodSync(temp, 0o600);
+  if (stat !== undefined && (process.getuid?.() ?? -1) === 0) chownSync(temp, stat.uid, stat.gid);
+  renameSync(temp, path);
+  const dirFd = openSync(dirname(path), "r");
+  try {
+    fsyncSync(dirFd);
+  } finally {
+    closeSync(dirFd);
+  }
+  return token;
+}

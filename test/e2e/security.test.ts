@@ -1,0 +1,255 @@
+// TLS and tokens on a real node (the compiled binary) with certificates openssl makes: https
+// only, TLS 1.2+; mutual TLS refuses a client certificate from another CA, an expired one or
+// none; a rotated certificate is served without a restart; tokens with roles on both ports,
+// taken by `svc admin` from --token-file, SVC_TOKEN or the config; a tokens file of the wrong
+// mode stops the node at start; planted secrets appear in no output.
+
+import * as fs from "node:fs";
+import * as tls from "node:tls";
+import { join } from "node:path";
+import { describe, expect } from "bun:test";
+import type { ConfigDraft } from "../../src/config/index.ts";
+import { createToken, type Role } from "../../src/http/index.ts";
+import { makeCa, makeLeaf, type CertFiles } from "../lib/certs.ts";
+import { procTest, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup, waitFor, type ProcEnv } from "../lib/proc.ts";
+
+useProcessCleanup();
+useCompiledBinary();
+
+interface Secured {
+  readonly ca: CertFiles;
+  readonly node: CertFiles;
+  readonly tokens: Record<Role, string>;
+  readonly tokensFile: string;
+  readonly adminTokenFile: string;
+  readonly config: ConfigDraft;
+}
+
+/** A single node's config with [tls] (its own CA) and [auth] (a token of each role). */
+async function securedConfig(env: ProcEnv, options: { mutual?: boolean } = {}): Promise<Secured> {
+  const ca = makeCa(env.dir, "ca");
+  const node = makeLeaf(env.dir, "node1", ca);
+  const tokensFile = join(env.dir, "tokens");
+  const tokens = {
+    read: createToken(tokensFile, "read", "reader"),
+    write: createToken(tokensFile, "write", "writer"),
+    admin: createToken(tokensFile, "admin", "operator"),
+  };
+  const adminTokenFile = join(env.dir, "admin-token");
+  fs.writeFileSync(adminTokenFile, `${tokens.admin}\n`, { mode: 0o600 });
+  const config = await singleNodeConfig(env.dir, {
+    tls: { certFile: node.cert, keyFile: node.key, clientCaFile: options.mutual === true ? ca.cert : "", caFile: ca.cert },
+    auth: { tokensFile, tokenFile: adminTokenFile, metricsOpen: false },
+  });
+  return { ca, node, tokens, tokensFile, adminTokenFile, config };
+}
+
+function url(config: ConfigDraft, port: "client" | "admin"): string {
+  const a = config.listen?.[port];
+  return `https://${typeof a === "string" ? a : a?.raw}`;
+}
+
+interface CallOptions {
+  ca?: string;
+  client?: CertFiles;
+  token?: string;
+  method?: string;
+  body?: unknown;
+}
+
+async function call(base: string, path: string, o: CallOptions = {}): Promise<{ status: number; body: Record<string, unknown> }> {
+  const r = await fetch(`${base}${path}`, {
+    method: o.method ?? (o.body === undefined ? "GET" : "POST"),
+    headers: { ...(o.token === undefined ? {} : { authorization: `Bearer ${o.token}` }), ...(o.body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(o.body === undefined ? {} : { body: JSON.stringify(o.body) }),
+    tls: {
+      ...(o.ca === undefined ? {} : { ca: fs.readFileSync(o.ca, "utf8") }),
+      ...(o.client === undefined ? {} : { cert: fs.readFileSync(o.client.cert, "utf8"), key: fs.readFileSync(o.client.key, "utf8") }),
+    },
+    keepalive: false,
+  });
+  const text = await r.text();
+  return { status: r.status, body: text.startsWith("{") ? (JSON.parse(text) as Record<string, unknown>) : { text } };
+}
+
+/** The subject CN of the certificate a new connection to `base` is served. */
+function servedCertificate(base: string, ca: string, client?: CertFiles): Promise<string> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({
+      host: u.hostname, port: Number(u.port), servername: "localhost", ca: fs.readFileSync(ca, "utf8"),
+      ...(client === undefined ? {} : { cert: fs.readFileSync(client.cert, "utf8"), key: fs.readFileSync(client.key, "utf8") }),
+    }, () => {
+      const cn = socket.getPeerCertificate().subject?.CN ?? "";
+      socket.end();
+      resolve(String(cn));
+    });
+    socket.on("error", reject);
+  });
+}
+
+async function startSecured(env: ProcEnv, s: Secured, client?: CertFiles): Promise<ReturnType<ProcEnv["node"]>> {
+  const node = env.node(s.config);
+  node.spawn();
+  await waitFor("the node to answer /health over https", async () => {
+    if (!node.running) throw new Error(`the node exited:\n${node.log()}`);
+    return (await call(url(s.config, "client"), "/health", { ca: s.ca.cert, ...(client === undefined ? {} : { client }) })).status === 200;
+  }, { deadlineMs: 30_000 });
+  return node;
+}
+
+async function refused(p: Promise<unknown>): Promise<boolean> {
+  try {
+    await p;
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+describe("TLS and tokens on the client and admin ports", () => {
+  procTest("https only; each route needs its role, 401 and 403 name it; /health answers a probe with its status only", async (env) => {
+    const s = await securedConfig(env);
+    await startSecured(env, s);
+    const client = url(s.config, "client");
+    const admin = url(s.config, "admin");
+    // Plain HTTP on a TLS port gets nowhere.
+    expect(await refused(fetch(client.replace("https:", "http:") + "/health"))).toBe(true);
+    // An untrusted server certificate is refused by a client that checks it.
+    expect(await refused(call(client, "/health"))).toBe(true);
+
+    expect((await call(client, "/health", { ca: s.ca.cert })).body).toEqual({ status: "ok", hint: expect.any(String) });
+    expect((await call(client, "/health", { ca: s.ca.cert, token: s.tokens.read })).body["node_id"]).toBe("node1");
+
+    const create = { statements: ["CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)"] };
+    const none = await call(client, "/v1/execute", { ca: s.ca.cert, body: create });
+    expect(none.status).toBe(401);
+    expect(JSON.stringify(none.body)).toContain("needs a token with role write");
+    const reader = await call(client, "/v1/execute", { ca: s.ca.cert, body: create, token: s.tokens.read });
+    expect(reader.status).toBe(403);
+    expect(JSON.stringify(reader.body)).toContain("needs role write; this token has role read");
+    expect((await call(client, "/v1/execute", { ca: s.ca.cert, body: create, token: s.tokens.write })).status).toBe(200);
+    expect((await call(client, "/v1/query", { ca: s.ca.cert, body: { sql: "SELECT count(*) FROM kv" }, token: s.tokens.read })).status).toBe(200);
+
+    expect((await call(admin, "/metrics", { ca: s.ca.cert })).status).toBe(401);
+    expect((await call(admin, "/metrics", { ca: s.ca.cert, token: s.tokens.read })).status).toBe(200);
+    expect((await call(admin, "/admin/stats", { ca: s.ca.cert, token: s.tokens.write })).status).toBe(403);
+    expect((await call(admin, "/admin/stats", { ca: s.ca.cert, token: s.tokens.admin })).status).toBe(200);
+
+    // A protocol older than TLS 1.2 is refused at the handshake.
+    const u = new URL(client);
+    const old = await refused(new Promise((resolve, reject) => {
+      const socket = tls.connect({ host: u.hostname, port: Number(u.port), maxVersion: "TLSv1.1", minVersion: "TLSv1", rejectUnauthorized: false }, () => {
+        socket.end();
+        resolve(undefined);
+      });
+      socket.on("error", reject);
+    }));
+    expect(old).toBe(true);
+  }, 120_000);
+
+  procTest("svc admin takes its token from --token-file, SVC_TOKEN or the config, and its CA from --cacert or the config", async (env) => {
+    const s = await securedConfig(env);
+    const node = await startSecured(env, s);
+    const adminUrl = url(s.config, "admin");
+    const tokenFile = join(env.dir, "operator-token");
+    fs.writeFileSync(tokenFile, s.tokens.admin, { mode: 0o600 });
+
+    const viaFile = await runBinary(["admin", "cluster-info", "--node", adminUrl, "--cacert", s.ca.cert, "--token-file", tokenFile]);
+    expect(viaFile.exitCode).toBe(0);
+    expect(JSON.parse(viaFile.stdout).node_id).toBe("node1");
+    const viaEnv = await runBinary(["admin", "stats", "--node", adminUrl, "--cacert", s.ca.cert], { env: { SVC_TOKEN: s.tokens.admin } });
+    expect(viaEnv.exitCode).toBe(0);
+    const viaConfig = await runBinary(["admin", "stats", "--config", node.configPath]);
+    expect(viaConfig.exitCode).toBe(0);
+
+    const noToken = await runBinary(["admin", "stats", "--node", adminUrl, "--cacert", s.ca.cert], { env: { SVC_TOKEN: "" } });
+    expect(noToken.exitCode).not.toBe(0);
+    expect(noToken.stderr).toContain("needs a token with role admin");
+    const wrongRole = await runBinary(["admin", "stats", "--node", adminUrl, "--cacert", s.ca.cert], { env: { SVC_TOKEN: s.tokens.read } });
+    expect(wrongRole.stderr).toContain("needs role admin; this token has role read");
+    const noCa = await runBinary(["admin", "stats", "--node", adminUrl], { env: { SVC_TOKEN: s.tokens.admin } });
+    expect(noCa.exitCode).not.toBe(0);
+
+    // A token made while the node runs is accepted without a restart.
+    const made = await runBinary(["admin", "token", "create", "--role", "admin", "--config", node.configPath]);
+    expect(made.exitCode).toBe(0);
+    const fresh = made.stdout.trim();
+    expect(fresh).toStartWith("svc_");
+    expect(fs.readFileSync(s.tokensFile, "utf8")).not.toContain(fresh);
+    await waitFor("the new token to be accepted", async () => (await call(adminUrl, "/admin/stats", { ca: s.ca.cert, token: fresh })).status === 200);
+
+    // SIGHUP reloads too.
+    if (node.pid !== null) process.kill(node.pid, "SIGHUP");
+    await waitFor("the reload on SIGHUP to be logged", () => node.log().includes("security reloaded (SIGHUP)"));
+  }, 120_000);
+
+  procTest("a rotated certificate is served to new connections without a restart; a broken one is not taken", async (env) => {
+    const s = await securedConfig(env);
+    const node = await startSecured(env, s);
+    const client = url(s.config, "client");
+    const pid = node.pid;
+    expect(await servedCertificate(client, s.ca.cert)).toBe("node1");
+
+    const next = makeLeaf(env.dir, "node1-rotated", s.ca);
+    fs.copyFileSync(next.key, `${s.node.key}.new`);
+    fs.copyFileSync(next.cert, `${s.node.cert}.new`);
+    fs.renameSync(`${s.node.key}.new`, s.node.key);
+    fs.renameSync(`${s.node.cert}.new`, s.node.cert);
+    await waitFor("the rotated certificate to be served", async () => (await servedCertificate(client, s.ca.cert)) === "node1-rotated");
+    expect(node.pid).toBe(pid);
+    expect(node.running).toBe(true);
+
+    // A key that does not match the certificate is refused; the rotated pair stays in use.
+    fs.copyFileSync(s.ca.key, s.node.key);
+    if (node.pid !== null) process.kill(node.pid, "SIGHUP");
+    await waitFor("the refused reload to be logged", () => node.log().includes("TLS not reloaded"));
+    expect(await servedCertificate(client, s.ca.cert)).toBe("node1-rotated");
+  }, 120_000);
+});
+
+describe("mutual TLS on the client and admin ports", () => {
+  procTest("a client certificate from another CA, an expired one or none is refused; the node's CA's is accepted", async (env) => {
+    const s = await securedConfig(env, { mutual: true });
+    const good = makeLeaf(env.dir, "client", s.ca);
+    const other = makeLeaf(env.dir, "intruder", makeCa(env.dir, "other-ca"));
+    const expired = makeLeaf(env.dir, "expired", s.ca, { days: -1 });
+    const node = await startSecured(env, s, good);
+    const client = url(s.config, "client");
+    const q = { sql: "SELECT 1" };
+    expect((await call(client, "/v1/query", { ca: s.ca.cert, client: good, token: s.tokens.read, body: q })).status).toBe(200);
+    expect(await refused(call(client, "/v1/query", { ca: s.ca.cert, token: s.tokens.read, body: q }))).toBe(true);
+    expect(await refused(call(client, "/v1/query", { ca: s.ca.cert, client: other, token: s.tokens.read, body: q }))).toBe(true);
+    expect(await refused(call(client, "/v1/query", { ca: s.ca.cert, client: expired, token: s.tokens.read, body: q }))).toBe(true);
+    // svc admin with the node's config presents the node's own certificate.
+    expect((await runBinary(["admin", "stats", "--config", node.configPath])).exitCode).toBe(0);
+  }, 120_000);
+
+  procTest("an expired server certificate is refused by svc admin", async (env) => {
+    const s = await securedConfig(env);
+    const expired = makeLeaf(env.dir, "node1-expired", s.ca, { days: -1 });
+    const config = { ...s.config, tls: { certFile: expired.cert, keyFile: expired.key, clientCaFile: "", caFile: s.ca.cert } };
+    const node = env.node(config);
+    node.spawn();
+    await waitFor("the node to listen", () => node.log().includes("serving") || !node.running);
+    const r = await runBinary(["admin", "stats", "--config", node.configPath]);
+    expect(r.exitCode).not.toBe(0);
+    expect(r.stderr).toContain("cannot reach the node");
+    expect(node.log()).toContain("expired");
+  }, 120_000);
+});
+
+describe("the tokens file", () => {
+  for (const mode of [0o644, 0o640]) {
+    procTest(`a tokens file of mode 0${mode.toString(8)} stops the node at start, saying why and what to do`, async (env) => {
+      const s = await securedConfig(env);
+      const node = env.node(s.config);
+      node.spawn();
+      // Made unsafe after the config was written: the node itself must refuse it.
+      fs.chmodSync(s.tokensFile, mode);
+      expect(await node.waitExit()).not.toBe(0);
+      expect(node.log()).toContain(`has mode 0${mode.toString(8)}`);
+      expect(node.log()).toContain("chmod 600");
+    }, 60_000);
+  }
+});

@@ -1,0 +1,164 @@
+// Tokens with roles on the client and admin ports: every route of both apps has a role in
+// routeAccess (a new route without one fails here), and every route × every caller (no token,
+// an unknown token, read, write, admin) gets 401, 403 or through as the table says, with the
+// role needed named in the answer. The tokens file holds hashes only and must be mode 0600.
+
+import { afterAll, describe, expect, test } from "bun:test";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { adminApp } from "../../src/http/admin-app.ts";
+import { accessFor, routeAccess, type Access, type Port } from "../../src/http/access.ts";
+import { clientApp } from "../../src/http/client-app.ts";
+import { guardApp } from "../../src/http/guard.ts";
+import { relayTarget } from "../../src/http/relay-context.ts";
+import { createToken, roleGrants, TokenSet, type Role } from "../../src/http/tokens.ts";
+import type { SvcNode } from "../../src/node/index.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "svc-access-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+// The apps read only these at construction; their routes are what is enumerated.
+const stubNode = { config: { nodeId: "n1", raft: { electionTimeoutMs: 1000 } } } as unknown as SvcNode;
+const apps: Record<Port, { routes: { method: string; path: string }[] }> = { client: clientApp(stubNode), admin: adminApp(stubNode) };
+
+const tokensFile = join(dir, "tokens");
+const tokens: Record<Role, string> = {
+  read: createToken(tokensFile, "read", "reader"),
+  write: createToken(tokensFile, "write", "writer"),
+  admin: createToken(tokensFile, "admin", "operator"),
+};
+const tokenSet = TokenSet.read(tokensFile);
+
+/** Stands for the real app: says it was reached, and /health answers with detail. */
+const inner = {
+  fetch: (r: Request) => {
+    const path = new URL(r.url).pathname;
+    return path === "/health"
+      ? Response.json({ status: "ok", node_id: "n1", leader: "n1", commit_index: 7 })
+      : Response.json({ reached: path, authorization: relayTarget().headers["authorization"] ?? null });
+  },
+};
+
+function guarded(port: Port, metricsOpen = false) {
+  return guardApp(inner, port, { tokens: () => tokenSet, metricsOpen, outboundTls: () => null });
+}
+
+function call(port: Port, method: string, path: string, token?: string, metricsOpen = false): Promise<Response> {
+  const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` };
+  return Promise.resolve(guarded(port, metricsOpen).fetch(new Request(`http://127.0.0.1${path}`, { method, headers, ...(method === "POST" ? { body: "{}" } : {}) })));
+}
+
+describe("route access table", () => {
+  for (const port of ["client", "admin"] as const) {
+    test(`every route of the ${port} app has a role, and the table lists no route the app lacks`, () => {
+      const routes = apps[port].routes.map((r) => `${r.method} ${r.path}`).sort();
+      const listed = Object.keys(routeAccess[port]).sort();
+      expect(routes.filter((r) => !listed.includes(r))).toEqual([]);
+      expect(listed.filter((r) => !routes.includes(r))).toEqual([]);
+    });
+  }
+
+  test("every /admin/* route needs admin; a route no app has needs admin too", () => {
+    for (const [route, access] of Object.entries(routeAccess.admin)) if (route.includes(" /admin/")) expect(access).toBe("admin");
+    expect(accessFor("client", "POST", "/v1/nothing")).toBe("admin");
+  });
+});
+
+describe("every route × every caller", () => {
+  const callers: { name: string; token?: string; role: Role | null }[] = [
+    { name: "no token", role: null },
+    { name: "an unknown token", token: "svc_not-a-token-this-node-knows", role: null },
+    { name: "read", token: tokens.read, role: "read" },
+    { name: "write", token: tokens.write, role: "write" },
+    { name: "admin", token: tokens.admin, role: "admin" },
+  ];
+  for (const port of ["client", "admin"] as const) {
+    for (const route of apps[port].routes) {
+      const access: Access = accessFor(port, route.method, route.path);
+      for (const caller of callers) {
+        test(`${port} ${route.method} ${route.path} (${access}) with ${caller.name}`, async () => {
+          const answer = await call(port, route.method, route.path, caller.token);
+          const body = (await answer.json()) as Record<string, unknown> & { error?: { code: string; message: string; needed_role?: string } };
+          if (access === "health") {
+            expect(answer.status).toBe(200);
+            // A probe needs no token; the detail does.
+            if (caller.role === null) expect(body).toEqual({ status: "ok", hint: expect.any(String) });
+            else expect(body["node_id"]).toBe("n1");
+            return;
+          }
+          const needed: Role = access === "metrics" ? "read" : access;
+          if (caller.role === null) {
+            expect(answer.status).toBe(401);
+            expect(answer.headers.get("www-authenticate")).toContain("Bearer");
+            expect(body.error?.code).toBe("UNAUTHORIZED");
+            expect(body.error?.message).toContain(`role ${needed}`);
+            expect(body.error?.needed_role).toBe(needed);
+          } else if (!roleGrants(caller.role, needed)) {
+            expect(answer.status).toBe(403);
+            expect(body.error?.code).toBe("FORBIDDEN");
+            expect(body.error?.message).toContain(`needs role ${needed}`);
+            expect(body.error?.needed_role).toBe(needed);
+          } else {
+            expect(answer.status).toBe(200);
+            expect(body["reached"]).toBe(route.path);
+          }
+        });
+      }
+    }
+  }
+});
+
+describe("tokens", () => {
+  test("/metrics needs read unless metrics_open", async () => {
+    expect((await call("admin", "GET", "/metrics")).status).toBe(401);
+    expect((await call("admin", "GET", "/metrics", undefined, true)).status).toBe(200);
+  });
+
+  test("a relayed request carries the caller's Authorization header to the leader", async () => {
+    const body = (await (await call("client", "POST", "/v1/execute", tokens.write)).json()) as { authorization: string };
+    expect(body.authorization).toBe(`Bearer ${tokens.write}`);
+  });
+
+  test("a token that is not a Bearer token is not accepted", async () => {
+    const answer = await guarded("client").fetch(new Request("http://127.0.0.1/v1/query", { method: "POST", headers: { authorization: tokens.admin }, body: "{}" }));
+    expect(answer.status).toBe(401);
+  });
+
+  test("the tokens file holds hashes and roles, never a token, and is created 0600", () => {
+    const text = readFileSync(tokensFile, "utf8");
+    for (const token of Object.values(tokens)) expect(text).not.toContain(token);
+    expect(text).toMatch(/^sha256:[0-9a-f]{64} admin operator$/m);
+    expect(statSync(tokensFile).mode & 0o777).toBe(0o600);
+  });
+
+  test("a tokens file readable by group or others is refused, naming the mode and the fix", () => {
+    const path = join(dir, "tokens-open");
+    writeFileSync(path, readFileSync(tokensFile));
+    for (const mode of [0o644, 0o640, 0o604, 0o660]) {
+      chmodSync(path, mode);
+      expect(() => TokenSet.read(path)).toThrow(`has mode 0${mode.toString(8)}`);
+      expect(() => TokenSet.read(path)).toThrow("chmod 600");
+      expect(() => createToken(path, "read", "x")).toThrow("chmod 600");
+    }
+    chmodSync(path, 0o400);
+    expect(TokenSet.read(path).size).toBe(3);
+  });
+
+  test("a damaged line is refused with its line number and without quoting it", () => {
+    const path = join(dir, "tokens-bad");
+    writeFileSync(path, `# comment\nsvc_secretvalue admin\n`, { mode: 0o600 });
+    let message = "";
+    try {
+      TokenSet.read(path);
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toContain(`${path}:2`);
+    expect(message).not.toContain("svc_secretvalue");
+  });
+
+  test("a missing tokens file says how to make one", () => {
+    expect(() => TokenSet.read(join(dir, "absent"))).toThrow("cannot read the tokens file");
+  });
+});

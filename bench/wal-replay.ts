@@ -1,5 +1,6 @@
 // The point-in-time restore part of `bun run bench -- --wal-replay N`: an archive of N entries
-// (about 100 bytes each, in segments of 64 MiB as the leader cuts them) after a snapshot, and
+// (about 100 bytes each, in segments of 64 MiB as the leader cuts them; BENCH_SEGMENT_MB sets
+// another size) after a snapshot, and
 // `svc admin wal-replay` run on it as an operator would: entries per second, and the
 // command's peak RSS (it streams segment by segment, so it stays bounded whatever N is).
 // Prints figures; asserts nothing.
@@ -11,7 +12,7 @@ import { join } from "node:path";
 import { archiveSegmentName, encodeArchiveSegment } from "../src/storage/index.ts";
 import type { Entry } from "../src/util/log-data.ts";
 
-const segmentBytes = 64 * 1024 * 1024;
+const segmentBytes = (Number(process.env.BENCH_SEGMENT_MB ?? "64")) * 1024 * 1024;
 
 function peakRssMb(pid: number): number {
   try {

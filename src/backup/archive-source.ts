@@ -4,6 +4,7 @@
 // location (temp files of a command, other .wal files) is not the archive's.
 
 import * as fs from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArchiveSegmentName, type ArchivedRange } from "../storage/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
@@ -21,6 +22,14 @@ export interface ArchiveSource {
   /** Every archived segment, by first index, then last index. */
   listArchive(): Promise<ArchivedSegment[]>;
   readArchived(name: string): Promise<Uint8Array>;
+  /** A local file holding the segment (the file itself, or a download of it), to read a window at a time. */
+  fetchArchived(name: string): Promise<LocalCopy>;
+}
+
+export interface LocalCopy {
+  readonly path: string;
+  /** Done with it (a download is removed). */
+  release(): void;
 }
 
 export function openArchiveSource(location: string): ArchiveSource {
@@ -63,6 +72,9 @@ function directoryArchive(dir: string): ArchiveSource {
     async readArchived(name) {
       return await fs.promises.readFile(join(dir, name));
     },
+    async fetchArchived(name) {
+      return { path: join(dir, name), release: () => {} };
+    },
   };
 }
 
@@ -80,5 +92,16 @@ function objectArchive(url: string): ArchiveSource {
       return out.sort(byRange);
     },
     readArchived: (name) => store.get(name),
+    async fetchArchived(name) {
+      const dir = await fs.promises.mkdtemp(join(tmpdir(), "svc-wal-archive-"));
+      const path = join(dir, name);
+      try {
+        await store.download(name, path);
+      } catch (e) {
+        fs.rmSync(dir, { recursive: true, force: true });
+        throw e;
+      }
+      return { path, release: () => fs.rmSync(dir, { recursive: true, force: true }) };
+    },
   };
 }

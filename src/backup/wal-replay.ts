@@ -18,11 +18,11 @@ import type { Entry } from "../util/log-data.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import {
-  SnapshotStore, Wal, archivedEntries, checkArchiveSegment, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, scanArchiveSegment, writeHardState,
+  SnapshotStore, Wal, archiveFileEntries, checkArchiveFile, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, writeHardState,
   type SnapshotEntry,
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
-import type { ArchiveSource, ArchivedSegment } from "./archive-source.ts";
+import type { ArchiveSource, ArchivedSegment, LocalCopy } from "./archive-source.ts";
 
 export interface ReplayTarget {
   /** The time as given, in ms since the epoch. */
@@ -161,7 +161,7 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
       while (stoppedBefore === null) {
         const entries = await chain.entriesFrom(next);
         if (entries === null) break;
-        for (const e of entries) {
+        for await (const e of entries) {
           if (e.timestampMs > options.until.limitMs) {
             stoppedBefore = e;
             break;
@@ -262,17 +262,23 @@ async function checkTargetAfterSnapshot(options: WalReplayOptions, segments: rea
   if (meta === null) return;
   const holding = segments.filter((s) => s.range.firstIndex <= meta.index && meta.index <= s.range.lastIndex);
   for (const s of holding) {
-    const scan = scanArchiveSegment(s.name, await options.source.readArchived(s.name));
-    if (!scan.ok) continue;
-    const last = scan.entries.find((e) => e.index === meta.index);
-    const stamped = scan.entries.filter((e) => e.index <= meta.index && e.timestampMs > 0).at(-1);
-    if (last === undefined) continue;
-    if (stamped !== undefined && stamped.timestampMs > options.until.limitMs) {
-      throw new SvcError("WAL_REPLAY_REFUSED", `the target ${iso(options.until.atMs)} is before the snapshot ${snapshot.dir}: its entry ${stamped.index} was written at ${iso(stamped.timestampMs)}`, {
-        hint: "restore from an older snapshot (one taken before the target), or choose a later target",
-      });
+    const copy = await fetchSegment(options.source, s.name);
+    try {
+      if (!(await checkArchiveFile(s.name, copy.path)).ok) continue;
+      let stamped: { index: number; timestampMs: number } | null = null;
+      for await (const e of archiveFileEntries(copy.path)) {
+        if (e.index > meta.index) break;
+        if (e.timestampMs > 0) stamped = { index: e.index, timestampMs: e.timestampMs };
+      }
+      if (stamped !== null && stamped.timestampMs > options.until.limitMs) {
+        throw new SvcError("WAL_REPLAY_REFUSED", `the target ${iso(options.until.atMs)} is before the snapshot ${snapshot.dir}: its entry ${stamped.index} was written at ${iso(stamped.timestampMs)}`, {
+          hint: "restore from an older snapshot (one taken before the target), or choose a later target",
+        });
+      }
+      return;
+    } finally {
+      copy.release();
     }
-    return;
   }
   const createdMs = Date.parse(meta.createdAt);
   if (Number.isFinite(createdMs) && createdMs > options.until.limitMs) {
@@ -299,7 +305,7 @@ class ArchiveChain {
    * The entries from `next` on out of one segment, one at a time (their data are views into
    * the segment's bytes); null when the archive ends before `next`.
    */
-  async entriesFrom(next: number): Promise<Iterable<Entry> | null> {
+  async entriesFrom(next: number): Promise<AsyncIterable<Entry> | null> {
     const holding = this.segments
       .filter((s) => s.range.firstIndex <= next && next <= s.range.lastIndex)
       .sort((a, b) => b.range.lastIndex - a.range.lastIndex);
@@ -313,20 +319,16 @@ class ArchiveChain {
     }
     let firstDamage: { name: string; offset: number; reason: string } | null = null;
     for (const s of holding) {
-      let bytes: Uint8Array;
-      try {
-        bytes = await this.source.readArchived(s.name);
-      } catch (e) {
-        throw new SvcError("ARCHIVE_UNREADABLE", `cannot read ${s.name} from ${this.source.location}: ${errorMessage(e)}`);
-      }
+      const copy = await fetchSegment(this.source, s.name);
       this.segmentsRead++;
-      const check = checkArchiveSegment(s.name, bytes);
+      const check = await checkArchiveFile(s.name, copy.path);
       if (!check.ok) {
+        copy.release();
         firstDamage ??= { name: s.name, offset: check.offset, reason: check.reason };
         continue;
       }
       if (firstDamage !== null) this.skippedDamaged.push(`${firstDamage.name} at byte ${firstDamage.offset}: ${firstDamage.reason}`);
-      return this.continuing(s, bytes, next);
+      return this.continuing(s, copy, next);
     }
     const d = firstDamage;
     if (d === null) throw new Error("a segment was damaged or read");
@@ -337,11 +339,11 @@ class ArchiveChain {
   }
 
   /** A checked segment's entries from `next` on; where it overlaps what came before, it must agree. */
-  private *continuing(s: ArchivedSegment, bytes: Uint8Array, next: number): Generator<Entry> {
+  private async *continuing(s: ArchivedSegment, copy: LocalCopy, next: number): AsyncGenerator<Entry> {
     const prev = this.previous;
     let last: Entry | null = null;
     try {
-      for (const e of archivedEntries(bytes)) {
+      for await (const e of archiveFileEntries(copy.path)) {
         if (prev !== null && e.index === prev.index && (e.term !== prev.term || !equalBytes(e.data, prev.data))) {
           throw new SvcError("ARCHIVE_CONFLICT", `the WAL archive ${this.source.location} holds two histories: ${s.name} disagrees at entry ${prev.index} with the segment before it`, {
             hint: "the location mixes the archives of two clusters, or of a cluster before and after a point-in-time restore: give --wal-dir one cluster's archive",
@@ -354,7 +356,16 @@ class ArchiveChain {
     } finally {
       // Kept past this segment's bytes, to compare with the next segment's overlap.
       if (last !== null) this.previous = { ...last, data: last.data.slice() };
+      copy.release();
     }
+  }
+}
+
+async function fetchSegment(source: ArchiveSource, name: string): Promise<LocalCopy> {
+  try {
+    return await source.fetchArchived(name);
+  } catch (e) {
+    throw new SvcError("ARCHIVE_UNREADABLE", `cannot read ${name} from ${source.location}: ${errorMessage(e)}`);
   }
 }
 

@@ -17,6 +17,6 @@ export { manageBallast, ballastBytes, type BallastOutcome } from "./ballast.ts";
 export type { StorageErrorCode } from "./errors.ts";
 export { FileLogStore, markLostLog, hasLostLog, readCheckpoint, writeCheckpoint } from "./file-log-store.ts";
 export {
-  archiveSegmentName, parseArchiveSegmentName, encodeArchiveSegment, scanArchiveSegment, checkArchiveSegment, archivedEntries, readWalRange,
+  archiveSegmentName, parseArchiveSegmentName, encodeArchiveSegment, scanArchiveSegment, checkArchiveSegment, archivedEntries, checkArchiveFile, archiveFileEntries, readWalRange,
   type ArchivedRange, type ArchiveScan, type ArchiveCheck, type WalRangeRead,
 } from "./wal-archive.ts";

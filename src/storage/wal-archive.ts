@@ -11,7 +11,7 @@
 import * as fs from "node:fs";
 import type { Entry } from "../util/log-data.ts";
 import { assert } from "../util/assert.ts";
-import { decodeRecordAt, recordHeaderBytes, encodeRecord } from "./_record.ts";
+import { decodeRecordAt, recordHeaderBytes, recordPayloadBytesMax, encodeRecord } from "./_record.ts";
 import { entryHeaderBytes, readU64, writeEntryRecord } from "./_entry-codec.ts";
 import { RecordType, scanSegment, segmentHeaderPayload } from "./_segment.ts";
 import { listSegments } from "./wal.ts";
@@ -203,4 +203,134 @@ export async function readWalRange(walDir: string, from: number, to: number, byt
     ok: false, firstHeld: segments[0]?.firstIndex ?? null,
     reason: `the WAL in ${walDir} holds entries ${from}…${from + got.length - 1} of ${from}…${last}`,
   };
+}
+
+/** How much of an archived segment file is in memory at once (a record larger than this widens it). */
+const readWindowBytes = 8 * 1024 * 1024;
+
+type FileRecord =
+  | { kind: "record"; buf: Uint8Array; view: DataView; at: number; end: number; fileOffset: number }
+  | { kind: "short"; fileOffset: number }
+  | { kind: "bad"; fileOffset: number; reason: string };
+
+/**
+ * The records of a segment file, read a window at a time: each record's bytes are a view into
+ * a window that stays valid after the next is read (a window is never reused). A record is
+ * framed but not yet checked.
+ */
+async function* fileRecords(path: string): AsyncGenerator<FileRecord> {
+  const handle = await fs.promises.open(path, "r");
+  try {
+    let buf = new Uint8Array(0);
+    let view = new DataView(buf.buffer);
+    let bufFileOffset = 0;
+    let pos = 0;
+    let filePos = 0;
+    let eof = false;
+    const fill = async (need: number): Promise<void> => {
+      const keep = buf.subarray(pos);
+      const size = Math.max(readWindowBytes, need);
+      const next = new Uint8Array(size);
+      next.set(keep, 0);
+      let have = keep.length;
+      while (have < size) {
+        const { bytesRead } = await handle.read(next, have, size - have, filePos);
+        if (bytesRead === 0) {
+          eof = true;
+          break;
+        }
+        have += bytesRead;
+        filePos += bytesRead;
+      }
+      bufFileOffset += pos;
+      buf = next.subarray(0, have);
+      view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+      pos = 0;
+    };
+    for (;;) {
+      if (buf.length - pos < recordHeaderBytes && !eof) await fill(recordHeaderBytes);
+      if (buf.length === pos) return;
+      if (buf.length - pos < recordHeaderBytes) {
+        yield { kind: "short", fileOffset: bufFileOffset + pos };
+        return;
+      }
+      const length = view.getUint32(pos, true);
+      if (length > recordPayloadBytesMax) {
+        yield { kind: "bad", fileOffset: bufFileOffset + pos, reason: `record length ${length} exceeds the limit` };
+        return;
+      }
+      const end = pos + recordHeaderBytes + length;
+      if (end > buf.length) {
+        if (!eof) {
+          await fill(recordHeaderBytes + length);
+          continue;
+        }
+        yield { kind: "short", fileOffset: bufFileOffset + pos };
+        return;
+      }
+      yield { kind: "record", buf, view, at: pos, end, fileOffset: bufFileOffset + pos };
+      pos = end;
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * checkArchiveSegment for a file, read a window at a time: memory stays at a window
+ * whatever the segment's size.
+ */
+export async function checkArchiveFile(name: string, path: string): Promise<ArchiveCheck> {
+  const range = parseArchiveSegmentName(name);
+  if (range === null) return { ok: false, offset: 0, reason: "the name is not <first>-<last>-<term>.wal" };
+  let expected = range.firstIndex;
+  let lastTerm = 0;
+  let sawHeader = false;
+  let count = 0;
+  for await (const r of fileRecords(path)) {
+    if (r.kind === "short") return { ok: false, offset: r.fileOffset, reason: "record cut short (an incomplete copy)" };
+    if (r.kind === "bad") return { ok: false, offset: r.fileOffset, reason: r.reason };
+    const { buf, view, at, end } = r;
+    let crc = Bun.hash.crc32(buf.subarray(at, at + 4));
+    crc = Bun.hash.crc32(buf.subarray(at + 8, end), crc);
+    if (crc >>> 0 !== view.getUint32(at + 4, true)) return { ok: false, offset: r.fileOffset, reason: "checksum mismatch" };
+    if (!sawHeader) {
+      if (buf[at + 8] !== RecordType.header) return { ok: false, offset: 0, reason: "does not start with a WAL header" };
+      sawHeader = true;
+      continue;
+    }
+    const p = at + recordHeaderBytes;
+    if (buf[at + 8] !== RecordType.entry || end - p < entryHeaderBytes || kindsByCode[buf[p + 24] ?? 0] === undefined) {
+      return { ok: false, offset: r.fileOffset, reason: "malformed entry record" };
+    }
+    const index = readU64(view, p + 8);
+    if (index !== expected) return { ok: false, offset: r.fileOffset, reason: `holds entry ${index} where ${expected} was due` };
+    lastTerm = readU64(view, p);
+    expected++;
+    if ((++count & 0x7fff) === 0) Bun.gc(false);
+  }
+  if (!sawHeader) return { ok: false, offset: 0, reason: "empty file" };
+  if (expected - 1 !== range.lastIndex) return { ok: false, offset: 0, reason: `ends at entry ${expected - 1}, its name says ${range.lastIndex}` };
+  if (lastTerm !== range.term) return { ok: false, offset: 0, reason: `its last entry is of term ${lastTerm}, its name says ${range.term}` };
+  return { ok: true, entryCount: expected - range.firstIndex };
+}
+
+/** The entries of a file checkArchiveFile accepted, a window at a time; data are views (copy to keep). */
+export async function* archiveFileEntries(path: string): AsyncGenerator<Entry> {
+  let first = true;
+  for await (const r of fileRecords(path)) {
+    if (r.kind !== "record") return;
+    if (first) {
+      first = false;
+      continue;
+    }
+    const p = r.at + recordHeaderBytes;
+    yield {
+      term: readU64(r.view, p),
+      index: readU64(r.view, p + 8),
+      timestampMs: readU64(r.view, p + 16),
+      kind: kindsByCode[r.buf[p + 24] ?? 0] ?? "normal",
+      data: r.buf.subarray(p + entryHeaderBytes, r.end),
+    };
+  }
 }

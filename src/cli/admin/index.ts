@@ -14,6 +14,8 @@ const subCommands: Record<string, () => Promise<CommandDef<any>>> = {
   "cluster-info": () => import("./cluster-info.ts").then((m) => m.clusterInfoCommand),
   snapshot: () => import("./snapshot.ts").then((m) => m.snapshotCommand),
   "wal-repair": () => import("./wal-repair.ts").then((m) => m.walRepairCommand),
+  "wal-replay": () => import("./wal-replay.ts").then((m) => m.walReplayCommand),
+  "wal-archive-put": () => import("./wal-archive-put.ts").then((m) => m.walArchivePutCommand),
   "init-cluster": () => import("./init-cluster.ts").then((m) => m.initClusterCommand),
   "cluster-status": () => import("./cluster-status.ts").then((m) => m.clusterStatusCommand),
   "add-node": () => import("./membership.ts").then((m) => m.addNodeCommand),

@@ -112,7 +112,27 @@ describe("install.sh --root", () => {
     expect(parsed.config.listen.admin.port).toBe(9090);
     expect(parsed.config.listen.client.port).toBe(7878);
     expect(parsed.config.listen.peer.port).toBe(7879);
+    // No [tls] and no [auth]: nothing listens beyond this machine.
+    expect([parsed.config.listen.client.host, parsed.config.listen.admin.host, parsed.config.listen.peer.host]).toEqual(["127.0.0.1", "127.0.0.1", "127.0.0.1"]);
     expect(parsed.config.cluster.bootstrap).toBe(false);
+  });
+
+  test("--listen HOST binds the generated config there, and --validate warns loudly while it has no TLS and no tokens", () => {
+    const other = stagingRoot();
+    try {
+      const r = install(other, "--listen", "0.0.0.0", "--no-start");
+      expect(r.exitCode).toBe(0);
+      const path = join(other, "etc/svc/config.toml");
+      const parsed = parseConfig(fs.readFileSync(path, "utf8"), path);
+      if (!parsed.ok) throw new Error(JSON.stringify(parsed.problems));
+      expect(parsed.config.listen.client.raw).toBe("0.0.0.0:7878");
+      const v = run([releaseBinary(), "--config", path, "--validate"]);
+      expect(v.exitCode).toBe(0);
+      expect(v.stderr).toContain("WARNING: UNPROTECTED LISTENER: listen.client = 0.0.0.0:7878");
+      expect(v.stderr).toContain("listen.admin = 0.0.0.0:9090");
+    } finally {
+      removeRoot(other);
+    }
   });
 
   test("writes the unit and the timers 0644 root:root", () => {

@@ -5,9 +5,10 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { cpuMsOf, freePort, runLoad, printRow, rssBytesOf, startSvc, waitHealthy } from "./_lib.ts";
+import { cpuMsOf, fetchPost, freePort, runLoad, printRow, rssBytesOf, startSvc, waitHealthy } from "./_lib.ts";
 import { describeDisk, probeDisk } from "./_disk.ts";
 import { createHttp1Client } from "./_http1.ts";
+import { pythonPath, runPythonClient } from "./_python-client.ts";
 import { runWrk, wrkPath } from "./_wrk.ts";
 
 export async function benchSingle(options: { durationMs: number; bin: string[]; rows: number }): Promise<void> {
@@ -48,6 +49,11 @@ export async function benchSingle(options: { durationMs: number; bin: string[]; 
         process.stdout.write(`${"".padEnd(34)} node cpu/write ${cpuUs.toFixed(0)} µs; WAL fdatasync: ${syncsAfter.count - syncsBefore.count} calls, ` +
           `${syncsAfter.over25Ms - syncsBefore.over25Ms} over 25.6 ms; cpu taken by the host (steal): ${(stolen * 100).toFixed(0)}%\n`);
       }
+      // One client as common clients make it: each pays its own costs, and none may find svc slower.
+      printRow("writes, 1 client, Bun fetch", await runLoad({ url: `${base}/v1/execute`, clients: 1, durationMs: options.durationMs, body, post: fetchPost }));
+      const python = pythonPath();
+      if (python === null) process.stdout.write("writes, 1 client, python http.client: python3 is not installed\n");
+      else printRow("writes, 1 client, python http.client", await runPythonClient(python, `${base}/v1/execute`, wrkBody, options.durationMs));
     } finally {
       http.close();
     }

@@ -12,6 +12,9 @@ describe("plain writes", () => {
       "UPDATE kv SET v = ?, w = 3 WHERE k = ? AND j = 'x'",
       "DELETE FROM kv WHERE k = ?",
     ]) expect(`${sql}: ${isPlainWrite(sql)}`).toBe(`${sql}: true`);
+    // Many rows of literals in one statement (a bulk load) are plain too.
+    const rows = Array.from({ length: 2000 }, (_, i) => `(${i}, '${"v''".repeat(100)}', -1.5e3, X'00')`).join(", ");
+    expect(isPlainWrite(`INSERT INTO kv (k, v, w, b) VALUES ${rows}`)).toBe(true);
   });
 
   test("anything that calls, selects, joins, returns or hides text in a comment is tried first", () => {

@@ -22,7 +22,8 @@ export interface Hello {
 }
 
 const utf8Encoder = new TextEncoder();
-const utf8Decoder = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM: a leading U+FEFF is part of the id, not a mark to drop ("\ufeffn1" is not "n1").
+const utf8Decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 export function idBytes(id: string): number {
   return utf8Encoder.encode(id).byteLength;

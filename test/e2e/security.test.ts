@@ -253,3 +253,92 @@ describe("the tokens file", () => {
     }, 60_000);
   }
 });
+
+/** A cluster of `count` nodes sharing one certificate (SAN 127.0.0.1) and one tokens file. */
+async function securedCluster(env: ProcEnv, count: number, extraEnv: Record<string, string> = {}) {
+  const ca = makeCa(env.dir, "ca");
+  const cert = makeLeaf(env.dir, "nodes", ca);
+  const tokensFile = join(env.dir, "tokens");
+  const tokens = {
+    read: createToken(tokensFile, "read", "reader"),
+    write: createToken(tokensFile, "write", "writer"),
+    admin: createToken(tokensFile, "admin", "operator"),
+  };
+  const adminTokenFile = join(env.dir, "admin-token");
+  fs.writeFileSync(adminTokenFile, `${tokens.admin}\n`, { mode: 0o600 });
+  const nodes = await env.cluster(count, {
+    tls: { certFile: cert.cert, keyFile: cert.key, clientCaFile: "", caFile: ca.cert },
+    auth: { tokensFile, tokenFile: adminTokenFile, metricsOpen: false },
+  }, { env: extraEnv });
+  for (const n of nodes) n.spawn();
+  const leader = await waitFor("a leader every node names", async () => {
+    const answers = await Promise.all(nodes.map((n) => call(url(n.config, "client"), "/health", { ca: ca.cert, token: tokens.read }).catch(() => null)));
+    const leaders = new Set(answers.map((a) => a?.body["leader"] ?? null));
+    const [id] = [...leaders];
+    return leaders.size === 1 && typeof id === "string" && answers.every((a) => a?.status === 200) ? id : undefined;
+  }, { deadlineMs: 60_000 });
+  return { ca, cert, tokens, tokensFile, adminTokenFile, nodes, leader };
+}
+
+describe("a cluster with TLS and tokens", () => {
+  procTest("a follower relays a write with the caller's token to the leader over TLS; a token too weak is refused at the follower", async (env) => {
+    const c = await securedCluster(env, 3);
+    const follower = c.nodes.find((n) => n.nodeId !== c.leader);
+    if (follower === undefined) throw new Error("no follower");
+    const base = url(follower.config, "client");
+    const create = { statements: ["CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)"] };
+    expect((await call(base, "/v1/execute", { ca: c.ca.cert, token: c.tokens.read, body: create })).status).toBe(403);
+    const written = await call(base, "/v1/execute", { ca: c.ca.cert, token: c.tokens.write, body: create });
+    expect(written.status).toBe(200);
+    expect(written.body["index"]).toBeGreaterThan(0);
+    // An admin action from a follower is relayed too.
+    const paused = await runBinary(["admin", "pause-writes", "--config", follower.configPath]);
+    expect(paused.exitCode).toBe(0);
+    expect((await runBinary(["admin", "resume-writes", "--config", follower.configPath])).exitCode).toBe(0);
+  }, 180_000);
+
+  procTest("planted secrets (tokens, the key, the tokens file) appear in no log at any level, no /metrics, no cluster-info and no support bundle", async (env) => {
+    const c = await securedCluster(env, 3, { RUST_LOG: "trace" });
+    const key = fs.readFileSync(c.cert.key, "utf8");
+    const keyBody = key.split("\n").filter((l) => l !== "" && !l.startsWith("-----"));
+    const hashes = fs.readFileSync(c.tokensFile, "utf8").split("\n").filter((l) => l.startsWith("sha256:")).map((l) => l.split(" ")[0] ?? "");
+    const planted = [...Object.values(c.tokens), ...keyBody, ...hashes.map((h) => h.slice("sha256:".length))];
+    // Traffic that carries the tokens: reads, writes through a follower, refusals, admin calls.
+    for (const n of c.nodes) {
+      await call(url(n.config, "client"), "/v1/execute", { ca: c.ca.cert, token: c.tokens.write, body: { statements: ["CREATE TABLE IF NOT EXISTS t (x)"] } });
+      await call(url(n.config, "client"), "/v1/query", { ca: c.ca.cert, token: c.tokens.read, body: { sql: "SELECT 1" } });
+      await call(url(n.config, "client"), "/v1/execute", { ca: c.ca.cert, token: c.tokens.read, body: { statements: ["INSERT INTO t VALUES (1)"] } });
+      await call(url(n.config, "admin"), "/admin/stats", { ca: c.ca.cert, token: "svc_wrong" });
+    }
+    const outputs: Record<string, string> = {};
+    const first = c.nodes[0];
+    if (first === undefined) throw new Error("no node");
+    outputs["metrics"] = JSON.stringify(await call(url(first.config, "admin"), "/metrics", { ca: c.ca.cert, token: c.tokens.read }));
+    const info = await runBinary(["admin", "cluster-info", "--config", first.configPath]);
+    expect(info.exitCode).toBe(0);
+    outputs["cluster-info (metadata.json)"] = info.stdout + info.stderr;
+    const status = await runBinary(["admin", "cluster-status", "--config", first.configPath]);
+    outputs["cluster-status"] = status.stdout + status.stderr;
+    const bundlePath = join(env.dir, "bundle.tar.gz");
+    const bundle = await runBinary(["admin", "support-bundle", "--config", first.configPath, "--log-file", first.logPath, "--out", bundlePath]);
+    expect(bundle.exitCode).toBe(0);
+    const unpacked = join(env.dir, "bundle");
+    fs.mkdirSync(unpacked);
+    expect(Bun.spawnSync(["tar", "-xzf", bundlePath, "-C", unpacked]).exitCode).toBe(0);
+    const walk = (dir: string): void => {
+      for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+        const p = join(dir, e.name);
+        if (e.isDirectory()) walk(p);
+        else outputs[`bundle ${e.name}`] = fs.readFileSync(p, "utf8");
+      }
+    };
+    walk(unpacked);
+    expect(Object.keys(outputs).some((k) => k.endsWith("metrics.txt"))).toBe(true);
+    expect(outputs["bundle stats.json"] ?? "").toContain("total_entries");
+    for (const n of c.nodes) outputs[`log of ${n.nodeId}`] = n.log();
+    expect(outputs["log of node1"] ?? "").toContain("TRACE");
+    for (const [where, text] of Object.entries(outputs)) {
+      for (const secret of planted) if (text.includes(secret)) throw new Error(`a planted secret (${secret.slice(0, 8)}…) appears in ${where}`);
+    }
+  }, 180_000);
+});

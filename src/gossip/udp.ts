@@ -74,6 +74,8 @@ class UdpGossip implements GossipService {
   private readonly dropped = Object.fromEntries(dropReasons.map((r) => [r, 0])) as Record<DropReason, number>;
   private sentThisTick = 0;
   private sourceReadMs = -Infinity;
+  /** Errors the socket reported (mostly ICMP port unreachable from a member that is down). */
+  private socketErrors = 0;
   private closed = false;
 
   constructor(private readonly opts: GossipDriverOptions) {
@@ -86,7 +88,15 @@ class UdpGossip implements GossipService {
       hostname: this.opts.listen.host,
       port: this.opts.listen.port,
       binaryType: "uint8array",
-      socket: { data: (_s, data) => this.onPacket(data) },
+      socket: {
+        data: (_s, data) => this.onPacket(data),
+        // A send to a member that is down comes back as ECONNREFUSED (ICMP port unreachable)
+        // on a later receive: that is what probes are for, not an error of the socket.
+        error: (_s, e) => {
+          this.socketErrors += 1;
+          if (this.log.enabled("trace")) this.log.trace("gossip: socket error", { error: errorMessage(e) });
+        },
+      },
     });
     this.socket = socket;
     this.timer = setInterval(() => this.tick(), tickMs);

@@ -1,10 +1,12 @@
 // `svc dev-cluster`: three nodes on loopback, each with its own data directory and ports,
 // for trying svc out. Ctrl-C stops them all; starting again resumes the same cluster.
+// --secure turns on TLS and tokens with a CA, a certificate and an admin token made for it.
 
 import { defineCommand } from "citty";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { renderConfigToml } from "../config/index.ts";
+import { devSecurity } from "./_dev-certs.ts";
 
 export interface DevNode {
   id: string;
@@ -32,12 +34,16 @@ export function adminCommandText(compiled: boolean = isCompiled()): string {
 }
 
 /** The lines printed once the nodes are started: their addresses and what to try next. */
-export function nextStepsText(dir: string, nodes: readonly DevNode[], admin: string): string {
-  return `\nsvc dev cluster: ${nodes.length} nodes, data and configs in ${dir}\n` +
-    nodes.map((n) => `  ${n.id}: client http://${n.client}  admin http://${n.admin}  peer ${n.peer}\n`).join("") +
-    `try:\n  curl -s -XPOST http://${nodes[0]?.client}/v1/execute -d '{"statements":["CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)"]}'\n` +
-    `  curl -s -XPOST http://${nodes[1]?.client}/v1/query -d '{"sql":"SELECT * FROM kv"}'\n` +
-    `  ${admin} cluster-info --node http://${nodes[0]?.admin}\n` +
+export function nextStepsText(dir: string, nodes: readonly DevNode[], admin: string, secure = false): string {
+  const scheme = secure ? "https" : "http";
+  // With --secure: trust the dev CA and send the admin token, as any client must.
+  const curl = secure ? `curl -s --cacert ${join(dir, "ca.crt")} -H "Authorization: Bearer $(cat ${join(dir, "admin-token")})"` : "curl -s";
+  const adminCall = secure ? `${admin} cluster-info --config ${join(dir, `${nodes[0]?.id}.toml`)}` : `${admin} cluster-info --node http://${nodes[0]?.admin}`;
+  return `\nsvc dev cluster: ${nodes.length} nodes, data and configs in ${dir}${secure ? " (TLS and tokens: CA, certificate and admin token there too)" : ""}\n` +
+    nodes.map((n) => `  ${n.id}: client ${scheme}://${n.client}  admin ${scheme}://${n.admin}  peer ${n.peer}\n`).join("") +
+    `try:\n  ${curl} -XPOST ${scheme}://${nodes[0]?.client}/v1/execute -d '{"statements":["CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)"]}'\n` +
+    `  ${curl} -XPOST ${scheme}://${nodes[1]?.client}/v1/query -d '{"sql":"SELECT * FROM kv"}'\n` +
+    `  ${adminCall}\n` +
     "Ctrl-C stops the cluster.\n\n";
 }
 
@@ -46,6 +52,7 @@ export const devClusterCommand = defineCommand({
   args: {
     dir: { type: "string", description: "Where the nodes keep their data and configs", default: "svc-dev-cluster", valueHint: "DIR" },
     nodes: { type: "string", description: "How many nodes (3 or 5)", default: "3" },
+    secure: { type: "boolean", description: "TLS and tokens on the client and admin ports (a CA, a certificate and an admin token are made in --dir with openssl)" },
   },
   async run({ args }) {
     const count = Number(args.nodes);
@@ -57,6 +64,8 @@ export const devClusterCommand = defineCommand({
       admin: `127.0.0.1:${9090 + i}`,
       peer: `127.0.0.1:${7879 + 10 * i}`,
     }));
+    mkdirSync(dir, { recursive: true });
+    const security = args.secure === true ? devSecurity(dir) : null;
     const children: Bun.Subprocess[] = [];
     for (const [i, node] of nodes.entries()) {
       const dataDir = join(dir, node.id);
@@ -68,13 +77,14 @@ export const devClusterCommand = defineCommand({
         listen: { client: node.client, admin: node.admin, peer: node.peer },
         // The first node creates the cluster; the others wait for it to send them the log.
         cluster: { bootstrap: i === 0, members: nodes.map((n) => ({ id: n.id, peer: n.peer, client: n.client, admin: n.admin })) },
+        ...(security === null ? {} : { tls: security.tls, auth: security.auth }),
       }));
       const child = Bun.spawn([...selfCommand(), "serve", "--config", configPath], { stdout: "pipe", stderr: "pipe" });
       children.push(child);
       void relay(node.id, child.stdout);
       void relay(node.id, child.stderr);
     }
-    process.stdout.write(nextStepsText(dir, nodes, adminCommandText()));
+    process.stdout.write(nextStepsText(dir, nodes, adminCommandText(), security !== null));
     const stop = (): void => {
       for (const c of children) c.kill("SIGTERM");
     };

@@ -21,6 +21,7 @@ import {
   SnapshotStore, Wal, archiveFileEntries, checkArchiveFile, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, writeHardState,
   type SnapshotEntry,
 } from "../storage/index.ts";
+import { restoreMarkerPath } from "../storage/restore-marker.ts";
 import { Store } from "../store/index.ts";
 import type { ArchiveSource, ArchivedSegment, LocalCopy } from "./archive-source.ts";
 
@@ -203,6 +204,12 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     // share an archived segment's name with the history it replaced.
     const term = Math.max(meta.term, ...segments.map((s) => s.range.term));
     writeHardState(paths.hardStatePath, { term, vote: null, commit: lastIndex, clusterId: meta.clusterId });
+    // A full backup's raft/ (SPEC §4.5 from a backup's snapshot) names its snapshot as the log's
+    // start; the replayed log now starts there and goes further.
+    if (fs.existsSync(restoreMarkerPath(paths.raftDir))) {
+      fs.rmSync(restoreMarkerPath(paths.raftDir), { force: true });
+      warnings.push("raft/RESTORED (a full backup's mark) was consumed: the replayed log starts at the backup's snapshot");
+    }
     Store.remove(paths.storePath);
     fsyncDir(paths.raftDir);
     const durationMs = performance.now() - startedMs;

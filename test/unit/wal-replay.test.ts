@@ -202,6 +202,14 @@ describe("wal-replay", () => {
     expect(e.code).toBe("ARCHIVE_CONFLICT");
   });
 
+  test("a full backup's raft/RESTORED mark is consumed: the replayed log starts at its snapshot and goes further", async () => {
+    const dataDir = nodeWithSnapshot(10);
+    fs.writeFileSync(join(dataPaths(dataDir).raftDir, "RESTORED"), "{}");
+    const r = await replay(dataDir, archive([[1, 40]]), at(30));
+    expect(fs.existsSync(join(dataPaths(dataDir).raftDir, "RESTORED"))).toBe(false);
+    expect(r.lastIndex).toBe(30);
+  });
+
   test("the restored node's term is past every term in the archive", async () => {
     const dataDir = nodeWithSnapshot(10);
     const walDir = archive([[1, 20]]);

@@ -12,6 +12,9 @@
 //   --catchup        only the availability part: a follower 100,000 entries behind catches up
 //                    while the leader serves (--catchup-entries N), and a leader killed under
 //                    load (bench/catchup.ts); off unless given
+//   --backup SIZE    only the backup part: one node filled to SIZE (e.g. 1GB), then backup full
+//                    (seconds, writes paused, peak RSS), verify, and a restore from the archive
+//                    (bench/backup.ts); off unless given
 //   --etcd           three-node part side by side with three etcd members (needs etcd on PATH;
 //                    Debian: apt-get install -y etcd-server), with svc/etcd ratios. Off unless given.
 
@@ -20,6 +23,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { benchCluster } from "./cluster.ts";
 import { benchCatchUp } from "./catchup.ts";
+import { benchBackup } from "./backup.ts";
 import { benchScale } from "./scale.ts";
 import { benchSingle } from "./single.ts";
 
@@ -36,6 +40,7 @@ const { values } = parseArgs({
     scale: { type: "string" },
     catchup: { type: "boolean", default: false },
     "catchup-entries": { type: "string", default: "100000" },
+    backup: { type: "string" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -77,6 +82,10 @@ const durationMs = Number(values.duration) * 1000;
 process.stdout.write(`svc benchmark: ${bin.join(" ")}; ${navigator.hardwareConcurrency} cores\n`);
 if (values.catchup) {
   await benchCatchUp({ bin, entries: Number(values["catchup-entries"]) });
+  process.exit(0);
+}
+if (values.backup !== undefined) {
+  await benchBackup({ bin, size: values.backup });
   process.exit(0);
 }
 if (values.scale !== undefined) {

@@ -56,11 +56,14 @@ export class FullBackup {
   private renewTimer: ReturnType<typeof setInterval> | null = null;
   private stagingDir: string | null = null;
   private localArchive: string | null = null;
+  /** Checksums of the staged image files, from the image's meta.json. */
+  private knownSha256 = new Map<string, string>();
 
   constructor(private readonly api: BackupNodeApi, private readonly o: FullBackupOptions) {}
 
   async run(): Promise<FullBackupResult> {
     const { api, o } = this;
+    removeStaleStaging(o.dataDir);
     try {
       const info = await api.clusterInfo();
       o.progress("pausing writes");
@@ -82,7 +85,7 @@ export class FullBackup {
       const local = isObjectUrl(o.to) ? join(o.dataDir, `.backup-${process.pid}-${name}`) : join(o.to, name);
       if (isObjectUrl(o.to)) this.localArchive = local;
       const staging = this.stagingDir ?? "";
-      const written = await writeArchive(staging, local, (f) => o.progress(`archiving ${f}`));
+      const written = await writeArchive(staging, local, (f) => o.progress(`archiving ${f}`), this.knownSha256);
       o.progress("verifying the archive");
       const check = await verifyArchive(local, (f) => o.progress(`verifying ${f}`));
       if (!check.ok) throw archiveDamaged(check);
@@ -130,6 +133,7 @@ export class FullBackup {
     linkOrCopy(join(imageDir, snapshotStateFile), join(snapDir, snapshotStateFile));
     linkOrCopy(join(imageDir, snapshotMetaFile), join(snapDir, snapshotMetaFile));
     linkOrCopy(join(imageDir, snapshotStateFile), join(staging, "store", "state.db"));
+    this.knownSha256 = new Map([[`raft/snapshots/${basename(imageDir)}/${snapshotStateFile}`, meta.stateSha256], ["store/state.db", meta.stateSha256]]);
     fs.writeFileSync(join(staging, "raft", restoreMarkerFile), encodeRestoreMarker({
       clusterId: meta.clusterId, index: meta.index, term: meta.term, membership: meta.membership,
       archive: fullBackupName(o.nowMs), createdAt: new Date(o.nowMs).toISOString(),
@@ -168,6 +172,30 @@ export class FullBackup {
       this.stagingDir = null;
       this.localArchive = null;
     }
+  }
+}
+
+/** What a backup killed -9 left in the data directory (its links pin old images' space). */
+function removeStaleStaging(dataDir: string): void {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dataDir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const m = /^\.backup-(?:staging-)?(\d+)/.exec(name);
+    if (m === null || processAlive(Number(m[1]))) continue;
+    fs.rmSync(join(dataDir, name), { recursive: true, force: true });
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 

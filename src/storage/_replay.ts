@@ -49,6 +49,26 @@ export class ReplayLog {
     this.append(entry);
   }
 
+  /**
+   * A segment's whole range, all at or below keepAfter, taken without reading its records
+   * (they are not kept anyway): the same rules as for its first record, then the rest.
+   */
+  addRange(first: number, last: number): void {
+    if (!this.empty) {
+      if (first >= this.firstIndex && first <= this.lastIndex) {
+        this.truncateFrom(first);
+      } else if (first !== this.lastIndex + 1) {
+        // A segment that starts the log over (see add): the older entries are superseded.
+        this.skipped = null;
+        this.kept.length = 0;
+      }
+    }
+    // Every entry kept so far lies after keepAfter, and this range at or before it: the range
+    // can only follow the skipped part (a kept entry before it was replaced by this segment).
+    this.kept.length = 0;
+    this.skipped = this.skipped === null || this.skipped.last + 1 !== first ? { first, last } : { first: this.skipped.first, last };
+  }
+
   private truncateFrom(index: number): void {
     const keptFirst = this.kept[0]?.index;
     if (keptFirst !== undefined && index >= keptFirst) {

@@ -297,3 +297,33 @@ test("a large file flushed a slice at a time keeps every byte, and a missing one
   expect(new Uint8Array(fs.readFileSync(path))).toEqual(data);
   expect(() => fsyncGradually(join(dir, "missing"))).toThrow(/ENOENT|no such file/);
 });
+
+describe("opening after what the store holds", () => {
+  test("segments wholly at or before keepEntriesAfter are not read; the entries after it are replayed as before", () => {
+    const dir = tempDir();
+    // Entries of 20 bytes in 4 KiB segments: several segments.
+    writeEntries(dir, 300, 4096);
+    const segments = listSegments(dir);
+    expect(segments.length).toBeGreaterThan(2);
+    const second = segments[1];
+    if (second === undefined) throw new Error("no second segment");
+    // Damage the first segment: a full open finds it, one that keeps only later entries does not read it.
+    const first = segments[0]?.path ?? "";
+    const bytes = fs.readFileSync(first);
+    bytes[200] = (bytes[200] ?? 0) ^ 0xff;
+    fs.writeFileSync(first, bytes);
+    let caught: unknown = null;
+    try {
+      Wal.open(dir, { ...opts, segmentSizeBytes: 4096 }).wal.close();
+    } catch (e) {
+      caught = e;
+    }
+    expect(isSvcError(caught, "WAL_CORRUPT")).toBe(true);
+    const keepAfter = second.firstIndex - 1;
+    const { wal, entries } = Wal.open(dir, { ...opts, segmentSizeBytes: 4096, keepEntriesAfter: keepAfter });
+    expect(entries[0]?.index).toBe(keepAfter + 1);
+    expect(entries.at(-1)?.index).toBe(300);
+    expect(wal.lastIndex).toBe(300);
+    wal.close();
+  });
+});

@@ -67,12 +67,17 @@ export class HttpSecurity {
   reload(why: string): void {
     this.#stamp = this.#filesStamp();
     if (this.config.tls != null) {
+      let material: TlsMaterial | null = null;
       try {
-        const material = loadTlsMaterial(this.config.tls);
-        for (const s of this.#servers) s.setTls(material.server);
-        this.#tls = material;
+        material = loadTlsMaterial(this.config.tls);
       } catch (e) {
         this.log.error(`TLS not reloaded (${why}); the previous certificates stay in use: ${errorMessage(e)}`);
+      }
+      if (material !== null) {
+        this.#tls = material;
+        for (const s of this.#servers) {
+          s.setTls(material.server).catch((e: unknown) => this.log.error(`a port kept its previous certificates (${why}): ${errorMessage(e)}`));
+        }
       }
     }
     if (this.config.auth != null) {
@@ -88,11 +93,6 @@ export class HttpSecurity {
   stop(): void {
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
-  }
-
-  /** Handshakes refused on the client and admin ports since start. */
-  get tlsRefusals(): number {
-    return this.#servers.reduce((n, s) => n + s.tlsRefusals, 0);
   }
 
   #filesStamp(): string {

@@ -21,12 +21,13 @@ class Connection {
   private unsent: Buffer | null = null;
   closed = false;
 
-  constructor(private readonly host: string, private readonly port: number) {}
+  constructor(private readonly host: string, private readonly port: number, private readonly ca?: string) {}
 
   async open(): Promise<void> {
     this.socket = await Bun.connect({
       hostname: this.host,
       port: this.port,
+      ...(this.ca === undefined ? {} : { tls: { ca: this.ca, serverName: "localhost" } }),
       socket: {
         data: (_s, chunk) => this.onData(chunk),
         drain: (s) => this.flush(s),
@@ -115,7 +116,9 @@ export interface Http1Client {
   close: () => void;
 }
 
-export function createHttp1Client(): Http1Client {
+/** With `ca`, connections are TLS (the server's certificate checked against it); with `token`, every request carries it. */
+export function createHttp1Client(options: { ca?: string; token?: string } = {}): Http1Client {
+  const auth = options.token === undefined ? "" : `Authorization: Bearer ${options.token}\r\n`;
   const idle = new Map<string, Connection[]>();
   const all = new Set<Connection>();
   // Parsing a URL costs more than the rest of building a request: parse each once.
@@ -134,12 +137,12 @@ export function createHttp1Client(): Http1Client {
     let conn = idle.get(u.host)?.pop();
     while (conn?.closed === true) conn = idle.get(u.host)?.pop();
     if (conn === undefined) {
-      conn = new Connection(u.hostname, u.port);
+      conn = new Connection(u.hostname, u.port, options.ca);
       all.add(conn);
       await conn.open();
     }
     const bytes = Buffer.from(body);
-    const head = `POST ${u.path} HTTP/1.1\r\nHost: ${u.host}\r\nContent-Type: application/json\r\nContent-Length: ${bytes.length}\r\n\r\n`;
+    const head = `POST ${u.path} HTTP/1.1\r\nHost: ${u.host}\r\nContent-Type: application/json\r\nContent-Length: ${bytes.length}\r\n${auth}\r\n`;
     try {
       const result = await conn.post(head, bytes);
       const pool = idle.get(u.host) ?? [];

@@ -4,7 +4,7 @@
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
-import { renderConfigToml } from "../src/config/index.ts";
+import { renderConfigToml, type ConfigDraft } from "../src/config/index.ts";
 
 export interface LoadResult {
   ops: number;
@@ -34,6 +34,7 @@ export interface Ports {
 
 export function startSvc(
   bin: string[], dir: string, id: string, ports: Ports, members: (Ports & { id: string })[], bootstrap: boolean,
+  extra: Pick<ConfigDraft, "tls" | "auth"> = {},
 ): Bun.Subprocess {
   const dataDir = join(dir, id);
   mkdirSync(dataDir, { recursive: true });
@@ -44,6 +45,7 @@ export function startSvc(
     dataDir,
     listen: { client: addr(ports.client), admin: addr(ports.admin), peer: addr(ports.peer) },
     cluster: { bootstrap, members: members.map((m) => ({ id: m.id, peer: addr(m.peer), client: addr(m.client), admin: addr(m.admin) })) },
+    ...extra,
   }));
   return Bun.spawn([...bin, "serve", "--config", configPath], {
     stdout: "ignore",
@@ -52,11 +54,11 @@ export function startSvc(
   });
 }
 
-export async function waitHealthy(adminBase: string, timeoutMs: number): Promise<void> {
+export async function waitHealthy(adminBase: string, timeoutMs: number, init: BunFetchRequestInit = {}): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     try {
-      const r = await fetch(`${adminBase}/health`);
+      const r = await fetch(`${adminBase}/health`, init);
       if (r.ok) return;
     } catch {
       // not up yet

@@ -5,28 +5,36 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { devSecurity } from "../src/cli/_dev-certs.ts";
 import { freePort, startSvc, waitHealthy, type Ports } from "./_lib.ts";
 import type { Target } from "./cluster.ts";
 
 const value = "v".repeat(256);
 
-export async function startSvcTarget(bin: string[], size = 3): Promise<Target> {
+export async function startSvcTarget(bin: string[], size = 3, secure = false): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), "svc-bench-cluster-"));
   const members: (Ports & { id: string })[] = [];
   for (let i = 0; i < size; i++) members.push({ id: `node${i + 1}`, client: await freePort(), admin: await freePort(), peer: await freePort() });
-  const procs = members.map((m, i) => startSvc(bin, dir, m.id, m, members, i === 0));
+  // --secure: TLS and tokens on the client and admin ports, with the certificates and the
+  // admin token `svc dev-cluster --secure` makes; the load sends that token over TLS.
+  const security = secure ? devSecurity(dir) : null;
+  const http = security === null ? undefined : { ca: readFileSync(security.tls.caFile, "utf8"), token: readFileSync(security.adminTokenFile, "utf8").trim() };
+  const init: BunFetchRequestInit = http === undefined ? {} : { tls: { ca: http.ca }, headers: { authorization: `Bearer ${http.token}` } };
+  const scheme = secure ? "https" : "http";
+  const procs = members.map((m, i) => startSvc(bin, dir, m.id, m, members, i === 0, security === null ? {} : { tls: security.tls, auth: security.auth }));
   const stop = async (): Promise<void> => {
     for (const p of procs) p.kill("SIGTERM");
     await Promise.all(procs.map((p) => p.exited));
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const clients = members.map((m) => `http://127.0.0.1:${m.client}`);
-    const admins = members.map((m) => `http://127.0.0.1:${m.admin}`);
+    const clients = members.map((m) => `${scheme}://127.0.0.1:${m.client}`);
+    const admins = members.map((m) => `${scheme}://127.0.0.1:${m.admin}`);
     // /health answers 200 only once a node has caught up with a known leader.
-    await Promise.all(admins.map((a) => waitHealthy(a, 60_000)));
-    const findLeader = (): Promise<number> => leaderOf(admins, 30_000);
+    await Promise.all(admins.map((a) => waitHealthy(a, 60_000, init)));
+    const findLeader = (): Promise<number> => leaderOf(admins, 30_000, init);
     const created = await fetch(`${clients[await findLeader()]}/v1/execute`, {
+      ...init,
       method: "POST",
       body: JSON.stringify({ statements: ["CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)"] }),
     });
@@ -36,8 +44,9 @@ export async function startSvcTarget(bin: string[], size = 3): Promise<Target> {
     const readBody = (): string =>
       JSON.stringify({ sql: "SELECT v FROM kv WHERE k = ?", params: [1 + Math.floor(Math.random() * Math.max(1, written))], consistency: "linearizable" });
     return {
-      name: "svc",
-      about: `svc: ${bin.join(" ")}`,
+      name: secure ? "tls" : "svc",
+      about: `${secure ? "tls" : "svc"}: ${bin.join(" ")}${secure ? " (TLS and tokens on the client and admin ports)" : ""}`,
+      ...(http === undefined ? {} : { http }),
       pids: procs.map((p) => p.pid),
       findLeader,
       write: (leader) => ({
@@ -67,11 +76,11 @@ function logTail(path: string): string {
   }
 }
 
-async function leaderOf(admins: string[], timeoutMs: number): Promise<number> {
+async function leaderOf(admins: string[], timeoutMs: number, init: BunFetchRequestInit): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     for (const [i, admin] of admins.entries()) {
-      const health = await fetch(`${admin}/health`).then((r) => r.json() as Promise<{ role?: string }>).catch(() => null);
+      const health = await fetch(`${admin}/health`, init).then((r) => r.json() as Promise<{ role?: string }>).catch(() => null);
       if (health?.role === "leader") return i;
     }
     await Bun.sleep(50);

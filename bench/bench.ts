@@ -15,6 +15,8 @@
 //   --backup SIZE    only the backup part: one node filled to SIZE (e.g. 1GB), then backup full
 //                    (seconds, writes paused, peak RSS), verify, and a restore from the archive
 //                    (bench/backup.ts); off unless given
+//   --secure         three-node part side by side with a second cluster that has TLS and tokens on
+//                    the client and admin ports, with tls/svc ratios (the cost of both)
 //   --etcd           three-node part side by side with three etcd members (needs etcd on PATH;
 //                    Debian: apt-get install -y etcd-server), with svc/etcd ratios. Off unless given.
 
@@ -37,6 +39,7 @@ const { values } = parseArgs({
     "single-only": { type: "boolean", default: false },
     "cluster-only": { type: "boolean", default: false },
     etcd: { type: "boolean", default: false },
+    secure: { type: "boolean", default: false },
     scale: { type: "string" },
     catchup: { type: "boolean", default: false },
     "catchup-entries": { type: "string", default: "100000" },
@@ -93,4 +96,4 @@ if (values.scale !== undefined) {
   process.exit(0);
 }
 if (!values["cluster-only"]) await benchSingle({ durationMs, bin, rows: Number(values.rows) });
-if (!values["single-only"]) await benchCluster({ durationMs, bin, etcd: values.etcd });
+if (!values["single-only"]) await benchCluster({ durationMs, bin, etcd: values.etcd, secure: values.secure });

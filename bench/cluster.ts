@@ -1,7 +1,8 @@
 // Three-node benchmark: three svc nodes on loopback (fsync on), 256-byte values; writes to
 // the leader with 1, 64 and 256 clients, linearizable reads with 64 clients spread over the
 // nodes and all on the leader. With etcd, the same rows against three etcd members,
-// alternating row by row so that both see the same background load, then svc/etcd ratios.
+// alternating row by row so that both see the same background load, then svc/etcd ratios;
+// with --secure, against a second svc cluster with TLS and tokens on, then tls/svc ratios.
 // Prints figures; asserts nothing.
 
 import { cpuMsOf, printRow, runLoad, type LoadResult } from "./_lib.ts";
@@ -21,6 +22,8 @@ export interface Target {
   /** Linearizable point reads of keys written so far, at one member or round-robin over all. */
   read: (member: number | "all") => { url: string | (() => string); body: () => string };
   stop: () => Promise<void>;
+  /** How the load reaches it when it serves TLS and asks for a token. */
+  http?: { ca: string; token: string };
 }
 
 interface Row {
@@ -41,7 +44,7 @@ const rows: Row[] = [
 const stragglerGraceMs = 30_000;
 const warmupMs = 1000;
 
-export async function benchCluster(options: { durationMs: number; bin: string[]; etcd: boolean }): Promise<void> {
+export async function benchCluster(options: { durationMs: number; bin: string[]; etcd: boolean; secure?: boolean }): Promise<void> {
   const targets: Target[] = [];
   // Interrupted, the benchmark must not leave nodes running: they outlive their parent.
   const interrupted = (): void => {
@@ -52,10 +55,12 @@ export async function benchCluster(options: { durationMs: number; bin: string[];
   process.once("SIGTERM", interrupted);
   try {
     targets.push(await startSvcTarget(options.bin));
+    // --secure: the same cluster with TLS and tokens on, alternating with the plain one.
+    if (options.secure === true) targets.push(await startSvcTarget(options.bin, 3, true));
     const etcd = etcdBinary();
     if (options.etcd && etcd === null) process.stdout.write(`\netcd is not on PATH: ${etcdInstallHint}; running svc alone\n`);
     if (!options.etcd && etcd !== null) process.stdout.write(`\n(etcd is on PATH: add --etcd for a side-by-side run)\n`);
-    if (options.etcd && etcd !== null) targets.push(await startEtcdTarget(etcd));
+    if (options.etcd && etcd !== null && options.secure !== true) targets.push(await startEtcdTarget(etcd));
     process.stdout.write(
       `\nthree nodes on loopback, fsync on, 256-byte values, ${options.durationMs / 1000} s per row` +
         `${targets.length > 1 ? `; ${targets.map((t) => t.name).join(" and ")} alternate row by row` : ""}\n` +
@@ -75,7 +80,11 @@ export async function benchCluster(options: { durationMs: number; bin: string[];
       }
     }
     const [svc, other] = targets;
-    if (svc !== undefined && other !== undefined) printRatios(svc.name, other.name, results);
+    // With --secure the ratios read tls/svc: the cost of TLS and tokens.
+    if (svc !== undefined && other !== undefined) {
+      if (options.secure === true) printRatios(other.name, svc.name, results);
+      else printRatios(svc.name, other.name, results);
+    }
   } finally {
     for (const t of targets) await t.stop();
     process.off("SIGINT", interrupted);
@@ -84,7 +93,7 @@ export async function benchCluster(options: { durationMs: number; bin: string[];
 }
 
 async function measure(t: Target, clients: number, durationMs: number, load: { url: string | (() => string); body: () => string }) {
-  const http = createHttp1Client();
+  const http = createHttp1Client(t.http);
   // A server that stops answering must not hang the benchmark: drop its connections.
   const watchdog = setTimeout(() => http.close(), durationMs + stragglerGraceMs);
   const nodesBefore = t.pids.map(cpuMsOf);

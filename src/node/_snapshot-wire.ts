@@ -1,10 +1,12 @@
 // The snapshot transfer's wire format: chunks (a JSON header with the snapshot's identity,
 // total size, offset and CRC32, then the bytes) and acknowledgements (the bytes held). Shared
-// by the sending and receiving sides; private to this folder.
+// by the sending and receiving sides; private to this folder. Decoding checks every field: a
+// chunk's term and index name a directory, its membership reaches the Raft core.
 
 import type { Message } from "../raft/index.ts";
 import type { SnapshotMeta } from "../raft/types.ts";
 import type { Counter, Gauge } from "../metrics/index.ts";
+import { membershipOf } from "../util/log-data.ts";
 
 export type SnapshotMessage = Extract<Message, { type: "snapshot" }>;
 
@@ -60,24 +62,54 @@ export function encodeChunk(header: ChunkHeader, data: Uint8Array): Uint8Array {
   return out;
 }
 
+/** A chunk, or null when it is not one: every header field is checked before anything uses it. */
 export function decodeChunk(payload: Uint8Array): { header: ChunkHeader; data: Uint8Array } | null {
   if (payload.length < 4) return null;
   const length = new DataView(payload.buffer, payload.byteOffset, payload.byteLength).getUint32(0, true);
   if (4 + length > payload.length) return null;
+  const header = chunkHeaderOf(parseJson(payload.subarray(4, 4 + length)));
+  if (header === null) return null;
+  const data = payload.subarray(4 + length);
+  // The bytes lie inside the snapshot they belong to.
+  if (header.offset > header.totalBytes || data.length > header.totalBytes - header.offset) return null;
+  return { header, data };
+}
+
+/** An acknowledgement, or null when it is not one. */
+export function decodeAck(payload: Uint8Array): Ack | null {
+  const v = parseJson(payload);
+  if (!isRecord(v)) return null;
+  const { term, index, receivedBytes, status, reason } = v;
+  if (!isCount(term) || !isCount(index) || !isCount(receivedBytes)) return null;
+  if (status !== "progress" && status !== "done" && status !== "failed") return null;
+  if (reason !== undefined && typeof reason !== "string") return null;
+  return { term, index, receivedBytes, status, ...(reason === undefined ? {} : { reason }) };
+}
+
+function chunkHeaderOf(v: unknown): ChunkHeader | null {
+  if (!isRecord(v) || !isRecord(v["meta"])) return null;
+  const { from, to, term, clusterId, createdAt, sha256, totalBytes, offset, crc32 } = v;
+  const { index: metaIndex, term: metaTerm, membership: rawMembership } = v["meta"];
+  const membership = membershipOf(rawMembership);
+  if (typeof from !== "string" || typeof to !== "string" || typeof clusterId !== "string" || typeof createdAt !== "string" || typeof sha256 !== "string") return null;
+  if (!isCount(term) || !isCount(totalBytes) || !isCount(offset) || !isCount(metaIndex) || !isCount(metaTerm) || membership === null) return null;
+  if (typeof crc32 !== "number" || !Number.isInteger(crc32) || crc32 < 0 || crc32 > 0xffff_ffff) return null;
+  return { from, to, term, meta: { index: metaIndex, term: metaTerm, membership }, clusterId, createdAt, sha256, totalBytes, offset, crc32 };
+}
+
+function parseJson(bytes: Uint8Array): unknown {
   try {
-    const header = JSON.parse(decoder.decode(payload.subarray(4, 4 + length))) as ChunkHeader;
-    if (typeof header.offset !== "number" || typeof header.totalBytes !== "number" || typeof header.meta?.index !== "number") return null;
-    return { header, data: payload.subarray(4 + length) };
+    return JSON.parse(decoder.decode(bytes));
   } catch {
-    return null;
+    return undefined;
   }
 }
 
-export function decodeAck(payload: Uint8Array): Ack | null {
-  try {
-    const ack = JSON.parse(decoder.decode(payload)) as Ack;
-    return typeof ack.receivedBytes === "number" && typeof ack.index === "number" ? ack : null;
-  } catch {
-    return null;
-  }
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** A whole number from 0 to 2^53: an index, a term, a size or an offset. */
+function isCount(v: unknown): v is number {
+  return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 }

@@ -5,7 +5,7 @@
 
 import * as fs from "node:fs";
 import { join } from "node:path";
-import type { Membership } from "../util/log-data.ts";
+import { membershipOf, type Membership } from "../util/log-data.ts";
 import { ensureDir, fsyncDir, fsyncPathAsync } from "../io/durable-file.ts";
 import { sha256File } from "../io/file-hash.ts";
 
@@ -65,19 +65,43 @@ export function parseSnapshotDirName(name: string): { term: number; index: numbe
   return { term: Number.parseInt(m[1] ?? "", 16), index: Number.parseInt(m[2] ?? "", 16) };
 }
 
+/**
+ * A snapshot directory's meta.json, or null when it is missing or unreadable (an incomplete or
+ * damaged snapshot). Every field present is checked: meta.json has no checksum of its own, and
+ * its membership and indexes go on to the Raft core. Fields older files may lack (clusterId,
+ * createdAt, stateSizeBytes, learners) may be absent, as before; of the wrong kind they may not.
+ */
 export function readSnapshotMeta(dir: string): SnapshotFileMeta | null {
+  let v: unknown;
   try {
-    const v = JSON.parse(fs.readFileSync(join(dir, snapshotMetaFile), "utf8")) as Partial<SnapshotFileMeta>;
-    if (
-      typeof v.index !== "number" || typeof v.term !== "number" || typeof v.stateSha256 !== "string" ||
-      typeof v.formatVersion !== "number" || typeof v.membership !== "object" || v.membership === null
-    ) {
-      return null;
-    }
-    return v as SnapshotFileMeta;
+    v = JSON.parse(strictUtf8.decode(fs.readFileSync(join(dir, snapshotMetaFile))));
   } catch {
     return null;
   }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return null;
+  const m = v as Record<string, unknown>;
+  const { formatVersion, clusterId, index, term, createdAt, stateSha256, stateSizeBytes } = m;
+  const rawMembership = m["membership"];
+  const membership = membershipOf(typeof rawMembership === "object" && rawMembership !== null && !("learners" in rawMembership) ? { ...rawMembership, learners: [] } : rawMembership);
+  if (!isCount(formatVersion) || !isCount(index) || !isCount(term) || typeof stateSha256 !== "string" || membership === null) return null;
+  if (!optional(clusterId, isString) || !optional(createdAt, isString) || !optional(stateSizeBytes, isCount)) return null;
+  return { ...m, formatVersion, index, term, stateSha256, membership } as SnapshotFileMeta;
+}
+
+/** Bytes that are not UTF-8 make meta.json unreadable, not a value with U+FFFD in it. */
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** A whole number from 0 to 2^53. */
+function isCount(v: unknown): v is number {
+  return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
+}
+
+function isString(v: unknown): v is string {
+  return typeof v === "string";
+}
+
+function optional(v: unknown, is: (v: unknown) => boolean): boolean {
+  return v === undefined || is(v);
 }
 
 export type SnapshotCheck = { ok: true } | { ok: false; reason: string };

@@ -43,13 +43,17 @@ export function encodeMembership(m: Membership): Uint8Array {
 
 export function decodeMembership(data: Uint8Array): Membership | null {
   try {
-    const v: unknown = JSON.parse(new TextDecoder().decode(data));
-    if (typeof v !== "object" || v === null) return null;
-    const { voters, learners } = v as { voters?: unknown; learners?: unknown };
-    if (!Array.isArray(voters) || !Array.isArray(learners)) return null;
-    if (!voters.every((x) => typeof x === "string") || !learners.every((x) => typeof x === "string")) return null;
-    return { voters: voters as string[], learners: learners as string[] };
+    return membershipOf(JSON.parse(new TextDecoder().decode(data)));
   } catch {
     return null;
   }
+}
+
+/** A membership read from JSON: lists of node ids, or null when `v` is not one. */
+export function membershipOf(v: unknown): Membership | null {
+  if (typeof v !== "object" || v === null) return null;
+  const { voters, learners } = v as { voters?: unknown; learners?: unknown };
+  if (!Array.isArray(voters) || !Array.isArray(learners)) return null;
+  if (!voters.every((x) => typeof x === "string") || !learners.every((x) => typeof x === "string")) return null;
+  return { voters: voters as string[], learners: learners as string[] };
 }

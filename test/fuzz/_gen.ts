@@ -253,6 +253,54 @@ export class Gen {
   }
 }
 
+/**
+ * A JSON value with one part changed, as JSON text that still parses: a string mutated as text
+ * (with `strings` to splice in and `words` to swap in), a number made a boundary number (its
+ * digits kept exactly, beyond what a double holds), a value of another kind, a key dropped or
+ * added, an array item repeated, a value nested deeper.
+ */
+export function mutateJson(gen: Gen, value: unknown, strings: readonly string[] = [], words: readonly string[] = []): string {
+  const numbers = new Map<string, string>();
+  const mark = (text: string): string => {
+    const key = `\u0001n${numbers.size}\u0001`;
+    numbers.set(key, text);
+    return key;
+  };
+  const change = (v: unknown): unknown => {
+    switch (gen.int(6)) {
+      case 0:
+        return typeof v === "string" ? gen.mutateText(v, strings, words) : gen.pick(strings.length > 0 ? strings : [""]);
+      case 1:
+        return mark(gen.pick(boundaryNumbers.filter((n) => /^-?\d+(\.\d+)?(e[-+]?\d+)?$/i.test(n))));
+      case 2:
+        return gen.pick([null, true, false, [], {}, "", 0, -1, 1.5, [v], { v }]);
+      case 3:
+        return Array.isArray(v) && v.length > 0 ? [...v, ...v.slice(0, 1 + gen.int(v.length))] : v;
+      case 4:
+        return gen.chance(0.5) ? [v] : { [gen.pick([...words, "x"])]: v };
+      default:
+        return typeof v === "string" ? v + gen.pick(["'", "\"", ";", " --", "\u0000", "\ud800", "\ufeff"]) : v;
+    }
+  };
+  const walk = (v: unknown, depth: number): unknown => {
+    const children = Array.isArray(v) ? v.length : typeof v === "object" && v !== null ? Object.keys(v).length : 0;
+    if (children === 0 || gen.chance(0.25 + depth * 0.1)) return change(v);
+    if (Array.isArray(v)) {
+      const i = gen.int(v.length);
+      return v.map((item, j) => (j === i ? walk(item, depth + 1) : item));
+    }
+    const entries = Object.entries(v as Record<string, unknown>);
+    const i = gen.int(entries.length + 1);
+    if (i === entries.length) {
+      return gen.chance(0.5) ? Object.fromEntries(entries.slice(1)) : { ...(v as object), [gen.pick([...words, "extra"])]: change(null) };
+    }
+    return Object.fromEntries(entries.map(([k, item], j) => [k, j === i ? walk(item, depth + 1) : item]));
+  };
+  let text = JSON.stringify(walk(value, 0)) ?? "null";
+  for (const [key, number] of numbers) text = text.replace(JSON.stringify(key), number);
+  return text;
+}
+
 function clip(s: string, charsMax: number): string {
   return s.length <= charsMax ? s : `${s.slice(0, charsMax)}… (${s.length} chars)`;
 }

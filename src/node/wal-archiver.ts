@@ -143,7 +143,10 @@ export class WalArchiver implements WalArchivePart {
         read = await this.io.readRange(read.firstHeld, to, ctx.config.wal.segmentSizeBytes);
       }
       if (!read.ok) {
-        this.failed(`cannot read entries ${from}…${to} from this node's WAL: ${read.reason}`, null);
+        // A member that received an image from the leader never held the entries before it: the
+        // others keep them (nothing unarchived is removed), so one of them can archive them.
+        this.failed(`cannot read entries ${from}…${to} from this node's WAL: ${read.reason} ` +
+          "(it received a snapshot instead of them); move leadership to another member: svc admin transfer-leader --to <id>", null);
         return;
       }
       const first = read.entries[0];

@@ -4,9 +4,9 @@
 // first `svc admin token create` makes it) but when it does its mode is checked here, so
 // --validate says what `svc serve` would refuse.
 
-import { statSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import type { Problems } from "./_problems.ts";
+import { statConfigPath } from "./_stat.ts";
 import { readBool, readString, readTable, type TomlTable } from "./_read.ts";
 import { ROOT_FIELDS, type FieldSpec, type TableSpec } from "./schema.ts";
 import { secretFileModeProblem } from "./secrets.ts";
@@ -52,7 +52,12 @@ function readAuth(root: TomlTable, problems: Problems): AuthSettings | undefined
   }
   if (!absolute("auth", "tokens_file", tokensFile, problems)) return undefined;
   if (tokenFile !== "" && !absolute("auth", "token_file", tokenFile, problems)) return undefined;
-  const stat = statSync(tokensFile, { throwIfNoEntry: false });
+  const looked = statConfigPath(tokensFile);
+  if ("problem" in looked) {
+    problems.add(["auth", "tokens_file"], looked.problem);
+    return undefined;
+  }
+  const stat = looked.stat;
   if (stat !== undefined) {
     const modeProblem = secretFileModeProblem(tokensFile, stat.mode);
     if (modeProblem !== null) problems.add(["auth", "tokens_file"], modeProblem);
@@ -70,7 +75,12 @@ function readPath(table: TomlTable, tableName: string, key: string, spec: TableS
     return undefined;
   }
   if (!absolute(tableName, key, value, problems)) return undefined;
-  const stat = statSync(value, { throwIfNoEntry: false });
+  const looked = statConfigPath(value);
+  if ("problem" in looked) {
+    problems.add([tableName, key], `${looked.problem}; give the path of a PEM file`);
+    return undefined;
+  }
+  const stat = looked.stat;
   if (stat === undefined || !stat.isFile()) {
     problems.add([tableName, key], `${JSON.stringify(value)} ${stat === undefined ? "does not exist" : "is not a file"}; give the path of a PEM file`);
     return undefined;

@@ -2,7 +2,7 @@
 // Syntax errors stop at the first (the TOML parser cannot go on); everything else is
 // collected in one pass so that an operator fixes a file in one round.
 
-import { readFileSync, statSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import { parse, TomlError } from "smol-toml";
 import { assert, errorMessage } from "../util/index.ts";
@@ -10,6 +10,7 @@ import { checkListenPorts, checkMembers, checkRaftTimes, checkSelfInMembers } fr
 import { createLocator } from "./_locate.ts";
 import { readMembers } from "./_members.ts";
 import { Problems } from "./_problems.ts";
+import { statConfigPath } from "./_stat.ts";
 import { checkUnknownKeys, readAddress, readBool, readInt, readString, readTable, type TomlTable } from "./_read.ts";
 import { readSecurity } from "./_security.ts";
 import { MIB, NODE_ID_PATTERN, PROTECTED_LISTEN_HOST, ROOT_FIELDS, type FieldSpec, type TableSpec } from "./schema.ts";
@@ -174,7 +175,12 @@ function checkDataDir(dataDir: string, problems: Problems): void {
     problems.add(["data_dir"], `must be an absolute path, got ${JSON.stringify(dataDir)}; a relative path would depend on the directory svc is started from (write e.g. "/var/lib/svc")`);
     return;
   }
-  const stat = statSync(dataDir, { throwIfNoEntry: false });
+  const looked = statConfigPath(dataDir);
+  if ("problem" in looked) {
+    problems.add(["data_dir"], `${looked.problem}; point data_dir at a directory (it is created if missing)`);
+    return;
+  }
+  const stat = looked.stat;
   if (stat !== undefined && !stat.isDirectory()) {
     problems.add(["data_dir"], `${JSON.stringify(dataDir)} is a file, not a directory; point data_dir at a directory (it is created if missing)`);
   }

@@ -20,7 +20,8 @@ export class NodeSqlProcesses {
     const processMemoryBytesMax = Math.max(64 * 2 ** 20, Math.floor(config.maxMemoryBytes / 8));
     this.resultBytesMax = Math.max(2 ** 20, Math.floor(config.maxMemoryBytes / 32));
     this.readers = new SqlProcessPool(store.path, { processesCount: readProcessesCount, processMemoryBytesMax, label: "query" });
-    this.checker = new SqlProcessPool(store.path, { processesCount: 1, processMemoryBytesMax, queuedMax: 1, label: "write check" });
+    // Warm: a write check's budget is spent on the write, not on starting a process.
+    this.checker = new SqlProcessPool(store.path, { processesCount: 1, processMemoryBytesMax, queuedMax: 1, label: "write check", warm: true });
   }
 
   /** Null for an in-memory store. */

@@ -25,7 +25,10 @@ const drainPollMs = 1;
 export class WriteGate {
   /** Settles when the checked write in progress has been applied (or failed). */
   private held: Promise<void> | null = null;
-  /** Entries up to here may hold anything (a new term's inherited log): writes are checked until applied. */
+  /**
+   * Entries up to here may hold anything (a new term's inherited log, a checked write): writes
+   * are checked until they are applied.
+   */
   private uncheckedUpTo = 0;
   private termSeen = -1;
 
@@ -55,7 +58,7 @@ export class WriteGate {
     const term = ctx.core.currentTerm();
     if (term !== this.termSeen) {
       this.termSeen = term;
-      this.uncheckedUpTo = ctx.core.status().lastIndex;
+      this.uncheckedUpTo = Math.max(this.uncheckedUpTo, ctx.core.status().lastIndex);
     }
     if (ctx.store.appliedIndex < this.uncheckedUpTo) return false;
     return statements.every((s) => isPlainWrite(s.sql)) && !ctx.store.hasTriggers();
@@ -84,6 +87,9 @@ export class WriteGate {
         });
       }
       const data = encodeCommand({ op: "execute", statements, checkedIndex: entry.index });
+      // Until it is applied no write is plain, even once this one stops waiting (a time-out):
+      // it may still commit, and a trigger it creates would fire on writes logged after it.
+      this.uncheckedUpTo = Math.max(this.uncheckedUpTo, entry.index);
       return this.proposer.propose(data, entry.timestampMs);
     }
   }

@@ -59,7 +59,8 @@ export class DeterministicFunctions {
   install(db: Database): void {
     db.function("random", () => this.randomInt64());
     db.function("randomblob", (n: unknown) => this.randomBlob(n));
-    db.function("zeroblob", (n: unknown) => new Uint8Array(blobSize("zeroblob", n, writeBlobBytesMax)));
+    // Deterministic, as SQLite's own: allowed where SQLite allows it (generated columns, indexes).
+    db.function("zeroblob", { deterministic: true }, (n: unknown) => new Uint8Array(blobSize("zeroblob", n, writeBlobBytesMax)));
     for (const [name, why] of Object.entries(connectionStateFunctions)) {
       db.function(name, { varargs: true }, () => {
         throw new Error(`${name}() is not allowed in a write: ${why}`);

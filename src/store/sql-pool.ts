@@ -24,6 +24,11 @@ export interface SqlPoolOptions {
   readonly queuedMax?: number;
   /** What the errors call the work ("query", "write check"). */
   readonly label?: string;
+  /**
+   * Keep the processes started, not only when asked: a request then never waits for a
+   * process to start, which a time budget measured on the work wants (write checks).
+   */
+  readonly warm?: boolean;
 }
 
 export interface SqlRows {
@@ -62,6 +67,7 @@ interface Slot {
 const statmPath = (pid: number): string => `/proc/${pid}/statm`;
 const pageBytes = 4096;
 const memoryWatchIntervalMs = 50;
+const respawnPauseMs = 1000;
 
 export class SqlProcessPool {
   private readonly slots: Slot[] = [];
@@ -75,6 +81,7 @@ export class SqlProcessPool {
   constructor(private path: string, private readonly options: SqlPoolOptions) {
     assert(options.processesCount >= 1, "a pool has a process");
     this.label = options.label ?? "query";
+    this.replenish();
   }
 
   /** A read, answered from the store file as it is when the process starts the read. */
@@ -101,6 +108,7 @@ export class SqlProcessPool {
     this.path = path;
     this.generation++;
     for (const slot of [...this.slots]) if (slot.job === null) this.retire(slot);
+    this.replenish();
   }
 
   close(): void {
@@ -198,7 +206,16 @@ export class SqlProcessPool {
         hint: "retry; if it happens again, the node's log says why",
       })));
     }
-    if (!this.closed) this.pump();
+    if (this.closed) return;
+    this.pump();
+    // A process that dies by itself is replaced after a pause, never in a tight loop.
+    if (this.options.warm === true) setTimeout(() => this.replenish(), respawnPauseMs);
+  }
+
+  /** A warm pool starts processes up to its count (those of the current store file). */
+  private replenish(): void {
+    if (this.options.warm !== true || this.closed) return;
+    while (this.slots.filter((s) => s.generation === this.generation).length < this.options.processesCount) this.spawn();
   }
 
   /** Give up on a job: kill its process if it runs, or take it off the queue. */
@@ -228,6 +245,7 @@ export class SqlProcessPool {
     if (i >= 0) this.slots.splice(i, 1);
     slot.exited = true;
     slot.proc.kill("SIGKILL");
+    this.replenish();
   }
 
   private settle(job: Job, answer: () => void): void {

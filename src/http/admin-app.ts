@@ -83,7 +83,7 @@ export function adminApp(node: SvcNode) {
       });
     }, { parse: "none" })
     .get("/admin/stats", () => answer(async () => {
-      const s = node.stats();
+      const s = await node.statsBounded();
       return json({
         total_entries: s.totalEntries,
         tables: s.tables,

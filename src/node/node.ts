@@ -249,16 +249,26 @@ export class SvcNode {
     return this.ctx.store.query(sql, params);
   }
 
-  stats(): StoreStats & { raft: ReturnType<SvcNode["status"]>; wal: { segments: number; sizeBytes: number; firstIndex: number; lastIndex: number }; snapshots: { count: number; latestIndex: number; latestSizeBytes: number } } {
+  /** `storeStats`: the store's part, when it was read elsewhere (statsBounded). */
+  stats(storeStats: StoreStats = this.ctx.store.stats()): StoreStats & { raft: ReturnType<SvcNode["status"]>; wal: { segments: number; sizeBytes: number; firstIndex: number; lastIndex: number }; snapshots: { count: number; latestIndex: number; latestSizeBytes: number } } {
     const { ctx } = this;
     const log = ctx.io.log.stats();
     const latest = ctx.io.snapshots.latest();
     return {
-      ...ctx.store.stats(),
+      ...storeStats,
       raft: this.status(),
       wal: { segments: log.segmentCount, sizeBytes: log.sizeBytes, firstIndex: log.firstIndex, lastIndex: ctx.io.log.lastIndex },
       snapshots: { count: ctx.io.snapshots.count(), latestIndex: latest?.index ?? 0, latestSizeBytes: latest?.sizeBytes ?? 0 },
     };
+  }
+
+  /**
+   * stats() for an operator: the tables' rows are counted in a SQL process, stopped at
+   * admin_query_timeout_ms (counting a large table takes a while; the node goes on meanwhile).
+   */
+  async statsBounded(): Promise<ReturnType<SvcNode["stats"]>> {
+    if (this.sql === null) return this.stats();
+    return this.stats(await this.sql.stats(this.ctx.store, this.ctx.config.limits.adminQueryTimeoutMs));
   }
 
   /** Checks what verify-checksums reports for a running node: snapshots and the store. */

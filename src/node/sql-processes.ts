@@ -4,10 +4,13 @@
 // process that grows past an eighth is stopped with its statement.
 // A node on an in-memory store (the simulator) has none: it reads in-process, unbounded.
 
+import * as fs from "node:fs";
 import type { Config } from "../config/index.ts";
-import { SqlProcessPool, Store, type QueryResult, type SqlValue } from "../store/index.ts";
+import { SqlProcessPool, Store, internalTablePrefix, type QueryResult, type SqlValue, type StoreStats } from "../store/index.ts";
 
 const readProcessesCount = 2;
+/** SQLite allows 500 terms in a compound SELECT. */
+const countsPerQueryMax = 400;
 
 export class NodeSqlProcesses {
   private readonly readers: SqlProcessPool;
@@ -33,6 +36,24 @@ export class NodeSqlProcesses {
     this.follow(store);
     const r = await this.readers.query(sql, params, { ...limits, resultBytesMax: this.resultBytesMax });
     return { columns: r.columns, rows: r.rows.map(Store.jsonRow) };
+  }
+
+  /** What Store.stats() tells, with the rows counted in a SQL process within `timeoutMs`. */
+  async stats(store: Store, timeoutMs: number): Promise<StoreStats> {
+    this.follow(store);
+    const limits = { timeoutMs, resultBytesMax: this.resultBytesMax };
+    const listed = await this.readers.query("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name", [], limits);
+    const names = listed.rows.map((r) => String(r[0])).filter((n) => !n.startsWith(internalTablePrefix));
+    const tables: { name: string; rows: number }[] = [];
+    for (let i = 0; i < names.length; i += countsPerQueryMax) {
+      const chunk = names.slice(i, i + countsPerQueryMax);
+      const sql = chunk.map((n) => `SELECT count(*) FROM "${n.replaceAll('"', '""')}"`).join(" UNION ALL ");
+      const counted = await this.readers.query(sql, [], limits);
+      chunk.forEach((name, j) => tables.push({ name, rows: Number(counted.rows[j]?.[0] ?? 0) }));
+    }
+    let sizeBytes = 0;
+    for (const suffix of ["", "-wal"]) sizeBytes += fs.statSync(store.path + suffix, { throwIfNoEntry: false })?.size ?? 0;
+    return { totalEntries: tables.reduce((sum, t) => sum + t.rows, 0), tables, sizeBytes };
   }
 
   /** The pool that tries writes, following `store`. */

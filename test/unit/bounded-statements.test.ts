@@ -112,6 +112,17 @@ describe("bounded reads", () => {
   }, 30_000);
 });
 
+describe("bounded admin reads", () => {
+  test("stats counts the tables' rows in a SQL process, as the store would", async () => {
+    const { node } = await nodeWithData();
+    const s = await node.statsBounded();
+    expect(s.tables).toEqual(node.stats().tables);
+    expect(s.tables).toEqual([{ name: "big", rows: 3000 }, { name: "t", rows: 0 }]);
+    expect(s.totalEntries).toBe(3000);
+    expect(s.sizeBytes).toBeGreaterThan(0);
+  }, 30_000);
+});
+
 describe("bounded writes", () => {
   test("runaway writes no text filter can catch are refused before the log, and the node restarts and replays it", async () => {
     const { node, config } = await nodeWithData();

@@ -1,15 +1,16 @@
 // Fuzz: the WAL segment decoder (scanSegment), the WAL's open and replay (Wal.open on a temp
 // dir) and the hard state reader. Damaged input is reported — a damage offset inside the
 // file, WAL_CORRUPT, HARDSTATE_CORRUPT — never an uncaught exception and never a silent
-// wrong entry: whatever survives bytes changed under their CRCs is a prefix of what was
-// written. Records re-framed with a valid CRC around a changed payload (which no CRC can
-// catch) must still decode to well-formed values or be refused.
+// wrong entry: whatever survives bytes changed under their CRCs is what was written, from its
+// start or from a segment that starts the log over. Records re-framed with a valid CRC around
+// a changed payload (which no CRC can catch) must still decode to well-formed values or be
+// refused.
 
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Wal, listSegments, readHardState, scanSegment, writeHardState, type StoredHardState } from "../../src/storage/index.ts";
+import { Wal, listSegments, parseSegmentName, readHardState, scanSegment, writeHardState, type StoredHardState } from "../../src/storage/index.ts";
 import { decodeRecordAt, encodeRecord } from "../../src/storage/_record.ts";
 import { SvcError } from "../../src/util/errors.ts";
 import { encodeMembership, type Entry } from "../../src/util/log-data.ts";
@@ -131,8 +132,15 @@ function checkOpen(dir: string, mode: Mode): void {
     if (previous !== undefined && e.index !== previous.index + 1) throw new Error(`Wal.open replayed ${describeEntry(previous)} then ${describeEntry(e)}`);
   });
   if (mode !== "bytes") return;
+  // A prefix of the log; or, where a segment starts the log over (as after a snapshot install),
+  // a run from that segment's first index: the node sees where its log starts and refuses a gap
+  // no snapshot covers (LOG_GAP).
+  const start = (entries[0]?.index ?? 1) - 1;
+  if (start !== 0 && !segments.some((seg) => parseSegmentName(seg.name)?.firstIndex === start + 1)) {
+    throw new Error(`Wal.open replayed a log starting at ${start + 1}, where no segment starts`);
+  }
   entries.forEach((e, i) => {
-    const o = original[i];
+    const o = original[start + i];
     if (o === undefined || !sameEntry(o, e)) throw new Error(`Wal.open replayed ${describeEntry(e)} at position ${i}, where the log held ${o === undefined ? "nothing" : describeEntry(o)}`);
   });
 }

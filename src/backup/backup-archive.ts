@@ -35,7 +35,7 @@ export function fullBackupDateMs(name: string): number | null {
   return Number.isNaN(ms) ? null : ms;
 }
 
-/** tar would store a second name of one inode as a hard link; the archive holds plain files. */
+/** A link cache that never finds a file: tar writes every name as a plain file. */
 const noHardLinks = { get: () => undefined, set: () => undefined } as unknown as Map<`${number}:${number}`, string>;
 
 function filesUnder(root: string, dir = root): string[] {
@@ -81,6 +81,9 @@ export async function writeArchive(
     // The manifest first: a reader meets it before the files it lists.
     // Level 1: a store's pages compress nearly as well as at 6 and several times faster, and a
     // backup's time is what an operator waits for (verify reads it back whole anyway).
+    // Plain files only: store/state.db is a hard link to the image in the staging tree, and
+    // tar's link entries (one copy in the archive) can make its packer write after its end
+    // under Bun; an extracted link would also tie the store to the image.
     await tar.c({ gzip: { level: 1 }, file: temp, cwd: stagingDir, portable: true, linkCache: noHardLinks }, [manifestName, ...files]);
     fsyncPath(temp);
     fs.renameSync(temp, outPath);
@@ -110,12 +113,18 @@ const requiredFiles = [manifestName, metadataName, "raft/RESTORED", "store/state
 export async function verifyArchive(path: string, onFile: (path: string) => void = () => {}): Promise<ArchiveCheck> {
   const hashes = new Map<string, string>();
   const texts = new Map<string, string>();
+  const links = new Map<string, string>();
   let bytes = 0;
   try {
     await tar.t({
       file: path,
       strict: true,
       onReadEntry(entry) {
+        if (entry.type === "Link" && entry.linkpath !== undefined) {
+          links.set(entry.path, entry.linkpath);
+          onFile(entry.path);
+          return;
+        }
         if (entry.type !== "File") return;
         const h = createHash("sha256");
         const keepText = entry.path === manifestName || entry.path === metadataName || entry.path.endsWith("/meta.json");
@@ -136,6 +145,12 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
     return { ok: false, path, files: hashes.size, bytes, problems: [`cannot read ${path} as a gzip tar: ${(e as Error).message}`], snapshot: null, metadata: null };
   }
   const problems: string[] = [];
+  // A hard link entry holds the bytes of the file it names.
+  for (const [name, target] of links) {
+    const h = hashes.get(target);
+    if (h === undefined) problems.push(`${name} is a link to ${target}, which is not in the archive`);
+    else hashes.set(name, h);
+  }
   for (const f of requiredFiles) if (!hashes.has(f)) problems.push(`${f} is missing`);
   const manifest = texts.get(manifestName) ?? "";
   const listed = new Set<string>();

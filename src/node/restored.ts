@@ -8,7 +8,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
-import { fsyncDir } from "../io/durable-file.ts";
+import { fsyncDir, fsyncPath } from "../io/durable-file.ts";
 import { sha256File } from "../io/file-hash.ts";
 import { readHardState, writeHardState } from "../storage/hardstate.ts";
 import type { DataPaths } from "../storage/paths.ts";
@@ -42,7 +42,7 @@ export async function adoptRestoredBackup(paths: DataPaths, config: Config, logg
   }
   if (!adopted) {
     setAsidePriorState(paths, logger);
-    await keepOnlyTheBackupsStore(paths, meta.stateSha256, logger);
+    await keepOnlyTheBackupsStore(paths, join(snapshotDir, "state.db"), meta.stateSha256, logger);
     const { wal } = Wal.open(paths.walDir, { segmentSizeBytes: config.wal.segmentSizeBytes, logger });
     wal.resetTo(marker.index + 1);
     wal.sync();
@@ -82,12 +82,24 @@ function setAsidePriorState(paths: DataPaths, logger: Logger): void {
  * for byte) or none, rebuilt from the snapshot: a store left from before the restore holds
  * newer writes, and an old SQLite WAL beside a restored file would be replayed into it.
  */
-async function keepOnlyTheBackupsStore(paths: DataPaths, stateSha256: string, logger: Logger): Promise<void> {
+async function keepOnlyTheBackupsStore(paths: DataPaths, imagePath: string, stateSha256: string, logger: Logger): Promise<void> {
   for (const suffix of ["-wal", "-shm", "-boot"]) fs.rmSync(`${paths.storePath}${suffix}`, { force: true });
   for (const name of fs.existsSync(paths.storeDir) ? fs.readdirSync(paths.storeDir) : []) {
     if (name.includes(".staged-")) fs.rmSync(join(paths.storeDir, name), { force: true });
   }
-  if (fs.existsSync(paths.storePath) && (await sha256File(paths.storePath)) !== stateSha256) {
+  const store = fs.statSync(paths.storePath, { throwIfNoEntry: false });
+  const image = fs.statSync(imagePath, { throwIfNoEntry: false });
+  if (store !== undefined && image !== undefined && store.ino === image.ino && store.dev === image.dev) {
+    // Extracted from the archive as a hard link to the image: the store gets its own copy, or
+    // every write to it would change the image too.
+    const copy = `${paths.storePath}.restoring`;
+    fs.copyFileSync(imagePath, copy);
+    fsyncPath(copy);
+    fs.renameSync(copy, paths.storePath);
+    fsyncDir(paths.storeDir);
+    return;
+  }
+  if (store !== undefined && (await sha256File(paths.storePath)) !== stateSha256) {
     logger.warn("recovery: store/state.db is not the backup's; it is rebuilt from the restored snapshot", { path: paths.storePath });
     fs.rmSync(paths.storePath, { force: true });
   }

@@ -89,6 +89,15 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     const verified = await svc(["admin", "backup", "verify", made.archive]);
     expect(verified.exitCode).toBe(0);
     expect(verified.stdout).toContain(": ok,");
+    // A cut archive fails verify with exit 1; a timer on a follower skips, successfully.
+    const cut = join(env.dir, "cut.tar.gz");
+    fs.writeFileSync(cut, fs.readFileSync(made.archive).subarray(0, Math.floor(fs.statSync(made.archive).size / 2)));
+    const damaged = await svc(["admin", "backup", "verify", cut]);
+    expect(damaged.exitCode).toBe(1);
+    expect(damaged.stdout).toContain("DAMAGED");
+    const skipped = await svc(["admin", "backup", "full", "--config", follower.configPath, "--to", backups, "--if-leader", "--json"]);
+    expect(skipped.exitCode).toBe(0);
+    expect(JSON.parse(skipped.stdout).status).toBe("skipped");
     const listed: string[] = [];
     await tar.t({ file: made.archive, onReadEntry: (e) => listed.push(e.path) });
     expect(listed).toContain("metadata.json");
@@ -102,10 +111,13 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     fs.mkdirSync(extracted);
     await tar.x({ file: made.archive, cwd: extracted });
     for (const n of nodes) expect(await n.stop()).toBe(0);
-    for (const n of nodes) {
+    for (const n of nodes.slice(0, 2)) {
       fs.cpSync(join(extracted, "raft"), join(n.dataDir, "raft"), { recursive: true, force: true });
       fs.cpSync(join(extracted, "store"), join(n.dataDir, "store"), { recursive: true, force: true });
     }
+    // The third extracted straight over its data directory, as an operator may do it.
+    const third = nodes[2] as NodeProcess;
+    await tar.x({ file: made.archive, cwd: third.dataDir, filter: (p) => p.startsWith("raft/") || p.startsWith("store/") });
     for (const n of nodes) n.spawn();
     await Promise.all(nodes.map((n) => n.waitHealthy(60_000)));
     const newLeader = await waitForLeader(nodes, 60_000);
@@ -119,6 +131,8 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     await waitFor("writes accepted on the restored cluster", () => writesAccepted(newLeader, rowsBefore + 1), { deadlineMs: 30_000 });
     // Restored, not lost: no member holds back its vote.
     for (const n of nodes) expect(fs.existsSync(join(n.dataDir, "raft", "LOST_LOG"))).toBe(false);
+    // The WAL and hard state each node had are kept aside, not used.
+    for (const n of nodes) expect(fs.readdirSync(join(n.dataDir, "raft")).some((d) => d.startsWith("pre-restore-"))).toBe(true);
   }, 240_000);
 
   procTest("disaster recovery on new hosts: init-cluster --bootstrap on every node gives one cluster; on one node with the others empty too", async (env) => {
@@ -250,6 +264,18 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
       expect(verified.exitCode).toBe(0);
       // Nothing local is left behind by an upload.
       expect(fs.readdirSync(leader.dataDir).filter((n) => n.startsWith(".backup"))).toEqual([]);
+      // The weekly off-site copy of the newest local full backup, and a snapshot backup to S3.
+      const local = join(env.dir, "local");
+      await fullBackup(leader, local, etcDir);
+      const weekly = await svc(["admin", "backup", "offsite", "--config", leader.configPath, "--from", local, "--to", `s3://${s3.bucket}/weekly`, "--json"], s3.env);
+      expect(weekly.exitCode).toBe(0);
+      const weeklyNames = (await ObjectStore.at(`s3://${s3.bucket}/weekly`, s3.env).list()).map((o) => o.name);
+      expect(weeklyNames).toContain("latest.tar.gz");
+      expect(weeklyNames.some((n) => /^svc-backup-\d{8}\.tar\.gz$/.test(n))).toBe(true);
+      const snap = await svc(["admin", "backup", "snapshot", "--config", leader.configPath, "--to", `s3://${s3.bucket}/snaps`, "--json"], s3.env);
+      expect(snap.exitCode).toBe(0);
+      const latest = (await ObjectStore.at(`s3://${s3.bucket}/snaps`, s3.env).list({ under: "latest/" })).map((o) => o.name.replace(/[0-9a-f]{16}-[0-9a-f]{16}/, "T-I"));
+      expect(latest.sort()).toEqual(["latest/T-I/meta.json", "latest/T-I/state.db", "latest/metadata.json"]);
       const noCreds = await svc(["admin", "backup", "verify", `s3://${s3.bucket}/offsite/latest.tar.gz`], { AWS_ACCESS_KEY_ID: "", AWS_SECRET_ACCESS_KEY: "" });
       expect(noCreds.exitCode).toBe(1);
       expect(noCreds.stderr).toContain("AWS_ACCESS_KEY_ID");

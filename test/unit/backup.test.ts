@@ -73,7 +73,7 @@ async function stagedArchive(): Promise<{ dir: string; archive: string }> {
   fs.writeFileSync(join(snap, "state.db"), "image");
   const sha = new Bun.CryptoHasher("sha256").update("image").digest("hex");
   fs.writeFileSync(join(snap, "meta.json"), JSON.stringify({ term: 1, index: 5, clusterId: "c", stateSha256: sha }));
-  fs.writeFileSync(join(staging, "store", "state.db"), "image");
+  fs.linkSync(join(snap, "state.db"), join(staging, "store", "state.db")); // as a full backup stages it
   fs.writeFileSync(join(staging, "raft", "RESTORED"), "{}");
   fs.writeFileSync(join(staging, "metadata.json"), JSON.stringify({ cluster_id: "c" }));
   const archive = join(dir, fullBackupName(Date.UTC(2026, 0, 2)));
@@ -89,6 +89,14 @@ describe("archive verification", () => {
     expect(check.problems).toEqual([]);
     expect(check.ok).toBe(true);
     expect(check.snapshot).toEqual({ term: 1, index: 5, clusterId: "c" });
+  });
+
+  test("the store staged as a hard link to the image is archived as a file of its own", async () => {
+    const { archive } = await stagedArchive();
+    const entries: string[] = [];
+    await tar.t({ file: archive, onReadEntry: (e) => entries.push(`${e.type} ${e.path}`) });
+    expect(entries).toContain("File store/state.db");
+    expect(entries).toContain("File raft/snapshots/0000000000000001-0000000000000005/state.db");
   });
 
   test("a changed file, a missing one and one the manifest does not list are each reported", async () => {

@@ -4,7 +4,7 @@
 import { parseAddress } from "../config/index.ts";
 import { SvcError } from "../util/errors.ts";
 import { parseJson64Strict, WideIntegerLiteral } from "../util/json64.ts";
-import type { SqlValue, Statement, StatementShape } from "../store/index.ts";
+import { isRequestId, requestIdLengthMax, type SqlValue, type Statement, type StatementShape } from "../store/index.ts";
 import { badRequest } from "./errors.ts";
 
 /** Largest request body svc reads; bigger ones get 413 before being buffered. */
@@ -116,10 +116,10 @@ export function checkParamCount(shape: StatementShape, params: readonly SqlValue
   throw badRequest(`"${where}" binds ${wants}, but "${paramsField}" has ${got}`, `send exactly ${shape.parameterCount} values in "${paramsField}", in the order of the placeholders`);
 }
 
-/** {"statements": ["SQL", {"sql": "...", "params": [...]}, ...]} */
+/** {"statements": ["SQL", {"sql": "...", "params": [...]}, ...], "request_id"?: "..."} */
 export function parseExecuteBody(body: unknown): Statement[] {
   if (!isObject(body)) throw badRequest('the body must be a JSON object: {"statements": [...]}');
-  checkKeys(body, ["statements"], "");
+  checkKeys(body, ["statements", "request_id"], "");
   const statements = body["statements"];
   if (!Array.isArray(statements)) throw badRequest('"statements" is required and must be an array');
   if (statements.length === 0) throw badRequest('"statements" must hold at least one statement');
@@ -131,6 +131,17 @@ export function parseExecuteBody(body: unknown): Statement[] {
     if (typeof s["sql"] !== "string") throw badRequest(`"statements[${i}].sql" is required and must be a string`);
     return { sql: wellFormed(s["sql"], `statements[${i}].sql`), params: parseParams(s["params"], `statements[${i}].params`) };
   });
+}
+
+/**
+ * The optional "request_id" of an execute body (parseExecuteBody checked the body's shape):
+ * the client's id that makes the write safe to retry (README, Safe retries).
+ */
+export function parseRequestId(body: unknown): string | undefined {
+  const id = isObject(body) ? body["request_id"] : undefined;
+  if (id === undefined) return undefined;
+  if (!isRequestId(id)) throw badRequest(`"request_id" must be a string of 1 to ${requestIdLengthMax} characters`, "use a fresh random id (a UUID) per write, and the same id for each retry of it");
+  return wellFormed(id, "request_id");
 }
 
 export type Consistency = "linearizable" | "leader" | "stale";

@@ -6,7 +6,7 @@ import { Elysia } from "elysia";
 import type { SvcNode } from "../node/index.ts";
 import { checkReadStatement, checkWriteStatement } from "../store/index.ts";
 import { jsonInt } from "../util/json64.ts";
-import { checkParamCount, parseExecuteBody, parseJsonText, parseQueryBody, readBodyText } from "./body.ts";
+import { checkParamCount, parseExecuteBody, parseJsonText, parseQueryBody, parseRequestId, readBodyText } from "./body.ts";
 import { errorResponse, json } from "./errors.ts";
 import { fallbackRoutes } from "./fallback.ts";
 import { forwardToLeader, leaderToForwardTo } from "./forward.ts";
@@ -40,8 +40,9 @@ export function clientApp(node: SvcNode) {
     .get("/health", () => healthResponse(node))
     .post("/v1/execute", ({ request }) => hereOrAtLeader(request, "/v1/execute", async (body) => {
       const statements = parseExecuteBody(body);
+      const requestId = parseRequestId(body);
       statements.forEach((s, i) => checkParamCount(checkWriteStatement(s.sql), s.params, `statements[${i}]`, `statements[${i}].params`));
-      const outcome = await node.execute(statements);
+      const outcome = await node.execute(statements, requestId === undefined ? {} : { requestId });
       return {
         results: outcome.results.map((r) => ({ rows_affected: r.rowsAffected, last_insert_id: jsonInt(r.lastInsertId) })),
         index: outcome.index,

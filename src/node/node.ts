@@ -14,7 +14,7 @@ import type { RaftCore } from "../raft/index.ts";
 import type { StoredHardState } from "../storage/index.ts";
 import {
   checkReadStatement, checkWriteStatement, encodeCommand,
-  type MemberAddress, type QueryResult, type SqlValue, type Statement, type Store, type StoreStats,
+  type ApplyResult, type MemberAddress, type QueryResult, type SqlValue, type Statement, type Store, type StoreStats,
 } from "../store/index.ts";
 import { writesPausedAt } from "../store/store.ts";
 import { assert } from "../util/assert.ts";
@@ -31,10 +31,11 @@ import { NodeSqlProcesses } from "./sql-processes.ts";
 import { WriteGate } from "./write-gate.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 import { openNode } from "./start.ts";
+import { wireGossip, type GossipSnapshot } from "./gossip.ts";
 import type { NodeParts } from "./context.ts";
 
 export type Consistency = "linearizable" | "leader" | "stale";
-export type { SnapshotOutcome, NodeParts };
+export type { SnapshotOutcome, NodeParts, GossipSnapshot };
 
 export interface ExecuteOutcome {
   results: { rowsAffected: number; lastInsertId: number | bigint }[];
@@ -66,16 +67,16 @@ export class SvcNode {
    * Open the data directory and start the node. Fails, before touching any data, when the
    * directory is not writable or another process holds its lock.
    */
-  static async start(config: Config, logger: Logger): Promise<SvcNode> {
+  static async start(config: Config, logger: Logger, options: { version?: string } = {}): Promise<SvcNode> {
     let node: SvcNode | null = null;
     // Messages that arrive before the node exists are dropped; Raft retransmits.
     const parts = await openNode(config, logger, (from, type, payload) => node?.onPeerMessage(from, type, payload));
-    node = SvcNode.create(parts);
+    node = SvcNode.create(parts, options.version);
     return node;
   }
 
   /** Build a node from its parts and start its loop. */
-  static create(parts: NodeParts): SvcNode {
+  static create(parts: NodeParts, version = "unknown"): SvcNode {
     let ctx: NodeContext | null = null;
     let policy: SnapshotPolicy | null = null;
     const live = (): NodeContext => {
@@ -123,6 +124,7 @@ export class SvcNode {
     loop.transfer = transfer;
     const proposer = new Proposer(ctx, () => loop.schedule());
     const node = new SvcNode(ctx, loop, policy, proposer, new MembershipAdmin(ctx, proposer), transfer, parts);
+    if (parts.gossip !== undefined) wireGossip(ctx, parts.gossip, metrics.registry, version);
     if (ctx.clusterId !== "") parts.io.network.setClusterId(ctx.clusterId);
     ctx.refreshPeers();
     loop.begin();
@@ -184,6 +186,8 @@ export class SvcNode {
       writesPaused: writesPausedAt(ctx.store.meta, ctx.clock.nowMs()),
       /** When the pause's lease ends (ms since the epoch); 0 when it has none or writes are not paused. */
       writesPausedUntilMs: ctx.store.meta.writesPaused ? ctx.store.meta.writesPausedUntilMs : 0,
+      /** WAL archiving on this node (null: wal.archive_command is not set). */
+      walArchive: ctx.walArchiver?.snapshot() ?? null,
     };
   }
 
@@ -194,24 +198,20 @@ export class SvcNode {
    * statement is admitted here, whoever calls: SQL that could differ between replicas or
    * escape the transaction never reaches the log.
    */
-  async execute(statements: Statement[]): Promise<ExecuteOutcome> {
+  async execute(statements: Statement[], options: { requestId?: string } = {}): Promise<ExecuteOutcome> {
     const { ctx } = this;
+    const { requestId } = options;
     ctx.checkServing();
     for (const s of statements) checkWriteStatement(s.sql);
+    // A retry of a write that was applied gets its answer, even while writes are paused.
+    const known = requestId === undefined ? null : this.writeGate.remembered(requestId);
+    if (known !== null) return executeOutcome(known.applyResult, known.index);
     ctx.checkWritable();
     if (writesPausedAt(ctx.store.meta, ctx.clock.nowMs())) {
       throw new SvcError("WRITES_PAUSED", "writes are paused on this cluster", { hint: "run `svc admin resume-writes` when the backup is done" });
     }
-    const { applyResult, index } = await this.writeGate.propose(statements);
-    assert(applyResult.kind === "execute" || applyResult.kind === "unreadable", "an execute entry applies as execute");
-    if (applyResult.kind !== "execute") throw new SvcError("APPLY_FAILED", "the entry could not be read back when applied");
-    if (!applyResult.ok) {
-      throw new SvcError("SQL_ERROR", `statement ${applyResult.statementIndex}: ${applyResult.message}`, {
-        hint: "nothing in this batch was applied",
-        details: { statementIndex: applyResult.statementIndex, index },
-      });
-    }
-    return { results: applyResult.results, index };
+    const { applyResult, index } = await this.writeGate.propose(statements, requestId);
+    return executeOutcome(applyResult, index);
   }
 
   /**
@@ -283,6 +283,11 @@ export class SvcNode {
     return this.ctx.memberAddresses();
   }
 
+  /** What gossip knows here: every member's state, facts and view (null: no gossip, as in the simulator). */
+  gossip(): GossipSnapshot | null {
+    return this.parts.gossip?.snapshot() ?? null;
+  }
+
   /** Per-peer link state, for cluster-status. */
   peerStatus(): Record<string, { connected: boolean; inboundConnected: boolean; address: string }> {
     return this.ctx.io.network.linkStatus();
@@ -341,4 +346,18 @@ export class SvcNode {
     this.parts.release();
     ctx.logger.info("stopped");
   }
+}
+
+/** An execute entry's answer; a retried request id answers with the entry that applied it first. */
+function executeOutcome(applyResult: ApplyResult, entryIndex: number): ExecuteOutcome {
+  assert(applyResult.kind === "execute" || applyResult.kind === "unreadable", "an execute entry applies as execute");
+  if (applyResult.kind !== "execute") throw new SvcError("APPLY_FAILED", "the entry could not be read back when applied");
+  const index = applyResult.firstIndex ?? entryIndex;
+  if (!applyResult.ok) {
+    throw new SvcError("SQL_ERROR", `statement ${applyResult.statementIndex}: ${applyResult.message}`, {
+      hint: "nothing in this batch was applied",
+      details: { statementIndex: applyResult.statementIndex, index },
+    });
+  }
+  return { results: applyResult.results, index };
 }

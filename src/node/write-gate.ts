@@ -12,7 +12,7 @@
 // the leader tried it on, doing the same work — see the README's "Bounded statements".
 
 import { SvcError } from "../util/errors.ts";
-import { encodeCommand, isPlainWrite, type ApplyResult, type SqlProcessPool, type Statement } from "../store/index.ts";
+import { encodeCommand, isPlainWrite, type ApplyResult, type Command, type SqlProcessPool, type Statement } from "../store/index.ts";
 import type { NodeContext } from "./context.ts";
 import type { Proposer } from "./proposer.ts";
 
@@ -39,17 +39,30 @@ export class WriteGate {
     private readonly checker: () => SqlProcessPool | null,
   ) {}
 
-  async propose(statements: Statement[]): Promise<{ applyResult: ApplyResult; index: number }> {
+  /**
+   * `requestId`: the client's id for the write; a write with an id this node's store still
+   * remembers is answered from there (request-ids.ts), and one still in flight applies
+   * nothing a second time (the store checks the id as the entry applies).
+   */
+  async propose(statements: Statement[], requestId?: string): Promise<{ applyResult: ApplyResult; index: number }> {
     while (this.held !== null) await this.held;
-    if (this.isPlain(statements)) return this.proposer.propose(encodeCommand({ op: "execute", statements }));
+    const known = requestId === undefined ? null : this.remembered(requestId);
+    if (known !== null) return known;
+    if (this.isPlain(statements)) return this.proposer.propose(encodeCommand(executeCommand(statements, requestId)));
     let release: () => void = () => {};
     this.held = new Promise<void>((resolve) => (release = resolve));
     try {
-      return await this.checkAndPropose(statements);
+      return await this.checkAndPropose(statements, requestId);
     } finally {
       this.held = null;
       release();
     }
+  }
+
+  /** The answer the write with `requestId` had, when this node's store remembers it. */
+  remembered(requestId: string): { applyResult: ApplyResult; index: number } | null {
+    const outcome = this.ctx.store.rememberedRequest(requestId, this.ctx.clock.nowMs());
+    return outcome === null ? null : { applyResult: { kind: "execute", ...outcome }, index: outcome.firstIndex };
   }
 
   private isPlain(statements: Statement[]): boolean {
@@ -64,12 +77,15 @@ export class WriteGate {
     return statements.every((s) => isPlainWrite(s.sql)) && !ctx.store.hasTriggers();
   }
 
-  private async checkAndPropose(statements: Statement[]): Promise<{ applyResult: ApplyResult; index: number }> {
+  private async checkAndPropose(statements: Statement[], requestId: string | undefined): Promise<{ applyResult: ApplyResult; index: number }> {
     const { ctx } = this;
     const checker = this.checker();
-    if (checker === null) return this.proposer.propose(encodeCommand({ op: "execute", statements }));
+    if (checker === null) return this.proposer.propose(encodeCommand(executeCommand(statements, requestId)));
     for (let attempt = 1; ; attempt++) {
       await this.drain();
+      // Applied meanwhile (a retry that raced the first): tried again, it could fail where the first did not.
+      const known = requestId === undefined ? null : this.remembered(requestId);
+      if (known !== null) return known;
       const before = ctx.core.status();
       const entry = { term: before.term, index: before.lastIndex + 1, timestampMs: ctx.clock.nowMs() };
       const verdict = await checker.check(statements, entry, ctx.config.limits.writeCheckTimeoutMs);
@@ -86,7 +102,7 @@ export class WriteGate {
           details: { statementIndex: verdict.failed.statementIndex },
         });
       }
-      const data = encodeCommand({ op: "execute", statements, checkedIndex: entry.index });
+      const data = encodeCommand({ ...executeCommand(statements, requestId), checkedIndex: entry.index });
       // Until it is applied no write is plain, even once this one stops waiting (a time-out):
       // it may still commit, and a trigger it creates would fire on writes logged after it.
       this.uncheckedUpTo = Math.max(this.uncheckedUpTo, entry.index);
@@ -107,4 +123,8 @@ export class WriteGate {
       await ctx.clock.sleep(drainPollMs);
     }
   }
+}
+
+function executeCommand(statements: Statement[], requestId: string | undefined): Extract<Command, { op: "execute" }> {
+  return requestId === undefined ? { op: "execute", statements } : { op: "execute", statements, requestId };
 }

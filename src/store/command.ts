@@ -16,8 +16,10 @@ export type Command =
   /**
    * `checkedIndex`: the batch ran to completion, within the write check's budget, as the entry
    * at that index on the state before it (WriteChecker); it applies only at that index.
+   * `requestId`: the client's id for the write (request-ids.ts): an entry whose id the store
+   * still remembers applies nothing and answers the first one's result.
    */
-  | { op: "execute"; statements: Statement[]; checkedIndex?: number }
+  | { op: "execute"; statements: Statement[]; checkedIndex?: number; requestId?: string }
   /**
    * `untilMs`: a lease. The pause ends by itself once the leader's clock passes it (a backup
    * killed -9 cannot leave the cluster paused); renewed by proposing it again. Absent: until
@@ -28,7 +30,13 @@ export type Command =
   /** The second entry of a new cluster: its id, so every node's store records it. */
   | { op: "init_cluster"; clusterId: string }
   /** A member's addresses, replicated so every node can reach a node added at run time. */
-  | { op: "set_member"; member: MemberAddress };
+  | { op: "set_member"; member: MemberAddress }
+  /**
+   * The cluster's WAL archive holds every entry up to `index` (the leader archived it): no
+   * member removes a WAL segment holding a later entry, and the next leader archives on from
+   * there (node/wal-archiver.ts).
+   */
+  | { op: "archived_through"; index: number };
 
 export interface MemberAddress {
   id: string;
@@ -36,6 +44,9 @@ export interface MemberAddress {
   client: string;
   admin: string;
 }
+
+/** Longest request id a client may give (characters); ids are kept in the replicated state. */
+export const requestIdLengthMax = 128;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -99,6 +110,10 @@ export function decodeCommand(data: Uint8Array): Command | null {
     const clusterId = (v as { clusterId?: unknown }).clusterId;
     return typeof clusterId === "string" ? { op, clusterId } : null;
   }
+  if (op === "archived_through") {
+    const index = (v as { index?: unknown }).index;
+    return typeof index === "number" && Number.isSafeInteger(index) && index >= 0 ? { op, index } : null;
+  }
   if (op === "set_member") {
     const m = (v as { member?: Partial<MemberAddress> }).member;
     if (typeof m?.id !== "string" || typeof m.peer !== "string" || typeof m.client !== "string" || typeof m.admin !== "string") return null;
@@ -110,8 +125,21 @@ export function decodeCommand(data: Uint8Array): Command | null {
   for (const s of statements) {
     if (typeof s !== "object" || s === null || typeof s.sql !== "string" || !Array.isArray(s.params)) return null;
   }
+  const command: Extract<Command, { op: "execute" }> = { op, statements: statements as Statement[] };
   const checkedIndex = (v as { checkedIndex?: unknown }).checkedIndex;
-  if (checkedIndex === undefined) return { op, statements: statements as Statement[] };
-  if (typeof checkedIndex !== "number" || !Number.isSafeInteger(checkedIndex) || checkedIndex < 1) return null;
-  return { op, statements: statements as Statement[], checkedIndex };
+  if (checkedIndex !== undefined) {
+    if (typeof checkedIndex !== "number" || !Number.isSafeInteger(checkedIndex) || checkedIndex < 1) return null;
+    command.checkedIndex = checkedIndex;
+  }
+  const requestId = (v as { requestId?: unknown }).requestId;
+  if (requestId !== undefined) {
+    if (!isRequestId(requestId)) return null;
+    command.requestId = requestId;
+  }
+  return command;
+}
+
+/** A request id svc keeps: a non-empty string of at most requestIdLengthMax characters. */
+export function isRequestId(v: unknown): v is string {
+  return typeof v === "string" && v.length > 0 && v.length <= requestIdLengthMax;
 }

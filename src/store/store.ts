@@ -32,6 +32,7 @@ import { StoreFlusher } from "./flusher.ts";
 import { StoreCheckpointer, type CheckpointResult } from "./snapshot-image.ts";
 import { checkReadStatement, internalTablePrefix } from "./_sql.ts";
 import { ApplyGuards, checkedElsewhereMessage } from "./_apply-guards.ts";
+import { RequestLog, type RequestOutcome } from "./request-ids.ts";
 
 export interface StatementResult {
   rowsAffected: number;
@@ -40,9 +41,10 @@ export interface StatementResult {
 }
 
 export type ApplyResult =
-  | { kind: "execute"; ok: true; results: StatementResult[] }
-  | { kind: "execute"; ok: false; statementIndex: number; message: string }
-  | { kind: "pause_writes" | "resume_writes" | "config" | "noop" | "init_cluster" | "set_member" }
+  /** `firstIndex`: the entry that applied this request id first, when this entry was its retry. */
+  | { kind: "execute"; ok: true; results: StatementResult[]; firstIndex?: number }
+  | { kind: "execute"; ok: false; statementIndex: number; message: string; firstIndex?: number }
+  | { kind: "pause_writes" | "resume_writes" | "config" | "noop" | "init_cluster" | "set_member" | "archived_through" }
   /** An entry this version cannot read; skipped identically on every node of this version. */
   | { kind: "unreadable" };
 
@@ -65,6 +67,8 @@ export interface StoreMeta {
   writesPaused: boolean;
   /** While writesPaused: when the pause's lease ends (ms since the epoch), 0 for no end. */
   writesPausedUntilMs: number;
+  /** Every entry up to here is in the cluster's WAL archive (0: none, or archiving is off). */
+  archivedThrough: number;
 }
 
 /** Whether writes are paused at `nowMs`: the flag is set and its lease, if any, still runs. */
@@ -100,6 +104,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
   private readonly inMemory: boolean;
   /** Made on first apply (after the constructor has set the connection up). */
   private guardsValue: ApplyGuards | null = null;
+  private readonly requests: RequestLog;
   private checkpointer: StoreCheckpointer | null = null;
   /** The boot the store was open in when the machine went down, if it was (see open). */
   openedInEarlierBoot: string | null = null;
@@ -130,6 +135,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.functions.install(this.db);
     this.setMetaStmt = this.db.prepare(`INSERT OR REPLACE INTO ${metaTable} (key, value) VALUES (?, ?)`);
     this.metaValue = this.readMeta();
+    this.requests = new RequestLog(this.db);
     if (memory === null) {
       this.reader = new Database(path, { readonly: true });
       this.reader.run(`PRAGMA cache_size = -${Math.max(2048, Math.floor(cacheKib / 4))}`);
@@ -354,6 +360,19 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.metaValue = { ...this.metaValue, clusterId };
   }
 
+  /**
+   * What the write with request id `id` answered, when it was applied within the retry
+   * window of `nowMs` (request-ids.ts); null when it was not, or is forgotten.
+   */
+  rememberedRequest(id: string, nowMs: number): RequestOutcome | null {
+    return this.requests.remembered(id, nowMs);
+  }
+
+  /** How many request ids the store remembers. */
+  rememberedRequestCount(): number {
+    return this.requests.count();
+  }
+
   /** Whether the store has a trigger (then no write is plain: see write-shape.ts). */
   hasTriggers(): boolean {
     // Asked on every write: known until an entry may have changed the schema.
@@ -425,6 +444,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     }
     this.setMetaStmt.finalize();
     this.lastRowidStmt?.finalize();
+    this.requests.close();
     if (!this.inMemory) this.reader.close();
     // Closing the last connection checkpoints the SQLite WAL into the file and removes it.
     this.db.close();
@@ -469,6 +489,13 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         this.setMetaStmt.run("writes_paused", meta.writesPaused ? 1 : 0);
         this.setMetaStmt.run("writes_paused_until_ms", meta.writesPausedUntilMs);
         return { kind: command.op };
+      case "archived_through":
+        // Never backwards: a mark proposed by an earlier leader may commit after a later one.
+        if (command.index > meta.archivedThrough) {
+          meta.archivedThrough = command.index;
+          this.setMetaStmt.run("archived_through", command.index);
+        }
+        return { kind: "archived_through" };
       case "set_member":
         this.setMetaStmt.run(`member:${command.member.id}`, JSON.stringify(command.member));
         return { kind: "set_member" };
@@ -476,12 +503,18 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         meta.clusterId = command.clusterId;
         this.setMetaStmt.run("cluster_id", command.clusterId);
         return { kind: "init_cluster" };
-      case "execute":
+      case "execute": {
+        const { requestId } = command;
+        const retried = requestId === undefined ? null : this.requests.beforeEntry(requestId, entry);
+        if (retried !== null) return { kind: "execute", ...retried };
         if (command.checkedIndex !== undefined && command.checkedIndex !== entry.index) {
           return { kind: "execute", ok: false, statementIndex: 0, message: checkedElsewhereMessage(command.checkedIndex, entry.index) };
         }
         this.guards.beforeEntry(command.statements);
-        return this.functions.withEntry(entry.term, entry.index, entry.timestampMs, () => this.executeBatch(command.statements));
+        const result = this.functions.withEntry(entry.term, entry.index, entry.timestampMs, () => this.executeBatch(command.statements));
+        if (requestId !== undefined && result.kind === "execute") this.requests.remember(requestId, entry, result);
+        return result;
+      }
     }
   }
 
@@ -551,6 +584,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       clusterId: String(map.get("cluster_id") ?? ""),
       writesPaused: Number(map.get("writes_paused") ?? 0) === 1,
       writesPausedUntilMs: Number(map.get("writes_paused_until_ms") ?? 0),
+      archivedThrough: Number(map.get("archived_through") ?? 0),
     };
   }
 }

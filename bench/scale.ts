@@ -42,6 +42,7 @@ async function benchOneSize(options: { durationMs: number; bin: string[] }, labe
     const rows = Math.ceil(storeBytes / (valueBytes + 40));
     await fill(base, rows);
     const fillS = (performance.now() - fillStarted) / 1000;
+    await settleAfterFill(admin);
     const sizeMb = (await storeSizeBytes(admin)) / 1048576;
     process.stdout.write(`\n${label}: filled ${rows.toLocaleString()} rows in ${fillS.toFixed(0)} s; store ${sizeMb.toFixed(0)} MB\n`);
 
@@ -56,12 +57,15 @@ async function benchOneSize(options: { durationMs: number; bin: string[] }, labe
     const after = await counters(admin, node.pid);
     printRow(`${label} writes, 32 clients`, load);
     const userBytes = load.ops * valueBytes;
+    const walBytes = after.walAppendedBytes - before.walAppendedBytes;
+    const syncs = after.walSyncs - before.walSyncs;
     const written = after.writeBytes - before.writeBytes;
     const checkpoints = after.checkpoints - before.checkpoints;
     const images = after.images - before.images;
     process.stdout.write(
       `${label}   disk written ${(written / 1048576).toFixed(0)} MB for ${(userBytes / 1048576).toFixed(1)} MB of rows: ${(written / Math.max(1, userBytes)).toFixed(1)}x; ` +
       `${(written / 1048576 / (options.durationMs / 1000)).toFixed(1)} MB/s\n` +
+      `${label}   of which WAL records ${(walBytes / 1048576).toFixed(0)} MB; ${(load.ops / Math.max(1, syncs)).toFixed(1)} writes per WAL sync (the store commits once per batch)\n` +
       `${label}   checkpoints ${checkpoints} (snapshot_interval asks ${Math.floor(load.ops / snapshotIntervalEntries)}), images ${images}; rss ${(rssBytesOf(node.pid) / 1048576).toFixed(0)} MB\n`,
     );
 
@@ -72,7 +76,7 @@ async function benchOneSize(options: { durationMs: number; bin: string[] }, labe
     follower = startSvc(options.bin, dir, "node2", fPorts, all, false);
     const added = await fetch(`${admin}/admin/add-node`, {
       method: "POST",
-      body: JSON.stringify({ member: { id: "node2", peer: `127.0.0.1:${fPorts.peer}`, client: `127.0.0.1:${fPorts.client}`, admin: `127.0.0.1:${fPorts.admin}` }, learner: true }),
+      body: JSON.stringify({ id: "node2", peer: `127.0.0.1:${fPorts.peer}`, client: `127.0.0.1:${fPorts.client}`, admin: `127.0.0.1:${fPorts.admin}`, learner: true }),
     });
     if (!added.ok) throw new Error(`add-node failed: ${added.status} ${await added.text()}`);
     await waitHealthy(`http://127.0.0.1:${fPorts.admin}`, 3_600_000);
@@ -109,6 +113,25 @@ async function benchOneSize(options: { durationMs: number; bin: string[] }, labe
   }
 }
 
+/**
+ * Let the node finish what the fill left (checkpoints of the store's SQLite WAL) and have the
+ * kernel write everything back, so the write run is measured on its own.
+ */
+async function settleAfterFill(admin: string): Promise<void> {
+  let last = -1;
+  let quietSince = performance.now();
+  const deadline = performance.now() + 120_000;
+  while (performance.now() < deadline && performance.now() - quietSince < 3000) {
+    const now = await metric(admin, "tensor_chain_checkpoints_total");
+    if (now !== last) {
+      last = now;
+      quietSince = performance.now();
+    }
+    await Bun.sleep(200);
+  }
+  Bun.spawnSync(["sync"]);
+}
+
 /** `rows` rows of `valueBytes` random bytes, from 8 writers, `rowsPerStatement` a statement. */
 async function fill(base: string, rows: number): Promise<void> {
   let next = 0;
@@ -124,12 +147,14 @@ async function fill(base: string, rows: number): Promise<void> {
   await Promise.all(Array.from({ length: 8 }, writer));
 }
 
-async function counters(admin: string, pid: number): Promise<{ writeBytes: number; checkpoints: number; images: number }> {
+async function counters(admin: string, pid: number): Promise<{ writeBytes: number; checkpoints: number; images: number; walAppendedBytes: number; walSyncs: number }> {
   const io = readFileSync(`/proc/${pid}/io`, "utf8");
   return {
     writeBytes: Number(/^write_bytes: (\d+)$/m.exec(io)?.[1] ?? 0),
     checkpoints: await metric(admin, "tensor_chain_checkpoints_total"),
     images: await metric(admin, "tensor_chain_snapshots_total"),
+    walAppendedBytes: await metric(admin, "tensor_chain_wal_appended_bytes_total"),
+    walSyncs: await metric(admin, "tensor_chain_wal_syncs_total"),
   };
 }
 

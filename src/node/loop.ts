@@ -103,6 +103,7 @@ export class EffectLoop {
     this.checkDisk();
     if (!ctx.lostLog && this.stalled === null && !this.diskFullHoldsElection()) ctx.core.tick();
     const now = ctx.clock.nowMs();
+    ctx.metrics.catchUp.sample(ctx.recovery !== "healthy", ctx.store.meta.appliedIndex, ctx.clock.monotonicMs());
     ctx.waiters.expire(now, writeTimeoutMs);
     this.transfer?.checkStalls(now);
     this.reads.expire(now, ctx.core.status().leaderId);
@@ -396,7 +397,8 @@ export class EffectLoop {
         }
         ctx.lostLog = false;
         const status = ctx.core.status();
-        ctx.logger.info(`recovery: caught_up; joined as ${status.role}`, { applied: ctx.store.meta.appliedIndex, term: status.term, leader: status.leaderId });
+        const took = ctx.metrics.catchUp.caughtUp(ctx.store.meta.appliedIndex, ctx.clock.monotonicMs());
+        ctx.logger.info(`recovery: caught_up; joined as ${status.role} after ${took.seconds.toFixed(1)} s`, { applied: ctx.store.meta.appliedIndex, entries: took.entries, term: status.term, leader: status.leaderId });
         ctx.transition("caught_up");
       },
       () => {

@@ -2,9 +2,10 @@
 // directory it restores into, so that SPEC §4.5 ("copy the raft and store directories back")
 // works as written:
 //
-//   raft/snapshots/<term>-<index>/{state.db,meta.json}   the image taken while writes were paused
+//   raft/snapshots/<term>-<index>/{state.db,meta.json}   the image taken while writes were paused: a
+//                                                        consistent copy of the store (never its live files)
 //   raft/RESTORED                                        tells the node it was restored (restore-marker.ts)
-//   store/state.db                                       the same image as the store (never the live files)
+//   store/                                               empty: the node makes the store from the image
 //   etc/svc/…                                            the configuration directory
 //   metadata.json                                        cluster-info at the time of the backup
 //   MANIFEST.sha256                                      "<sha256>  <path>" for every other file
@@ -48,6 +49,13 @@ function filesUnder(root: string, dir = root): string[] {
   return out;
 }
 
+/** Directories with nothing in them (store/): archived as directory entries. */
+function emptyDirsUnder(root: string, dir = root): string[] {
+  const entries = fs.readdirSync(dir, { withFileTypes: true });
+  if (entries.length === 0 && dir !== root) return [relative(root, dir)];
+  return entries.filter((d) => d.isDirectory()).flatMap((d) => emptyDirsUnder(root, join(dir, d.name)));
+}
+
 async function sha256OfFile(path: string): Promise<string> {
   const h = createHash("sha256");
   for await (const chunk of fs.createReadStream(path, { highWaterMark: 1 << 20 })) h.update(chunk as Buffer);
@@ -81,10 +89,8 @@ export async function writeArchive(
     // The manifest first: a reader meets it before the files it lists.
     // Level 1: a store's pages compress nearly as well as at 6 and several times faster, and a
     // backup's time is what an operator waits for (verify reads it back whole anyway).
-    // Plain files only: store/state.db is a hard link to the image in the staging tree, and
-    // tar's link entries (one copy in the archive) can make its packer write after its end
-    // under Bun; an extracted link would also tie the store to the image.
-    await tar.c({ gzip: { level: 1 }, file: temp, cwd: stagingDir, portable: true, linkCache: noHardLinks }, [manifestName, ...files]);
+    // Plain files only (tar's link entries can make its packer write after its end under Bun).
+    await tar.c({ gzip: { level: 1 }, file: temp, cwd: stagingDir, portable: true, linkCache: noHardLinks }, [manifestName, ...files, ...emptyDirsUnder(stagingDir)]);
     fsyncPath(temp);
     fs.renameSync(temp, outPath);
     fsyncPath(dirname(outPath));
@@ -107,7 +113,7 @@ export interface ArchiveCheck {
   metadata: Record<string, unknown> | null;
 }
 
-const requiredFiles = [manifestName, metadataName, "raft/RESTORED", "store/state.db"];
+const requiredFiles = [manifestName, metadataName, "raft/RESTORED"];
 
 /** List the archive and check every file against its manifest (SPEC §4.4 step 5, and more). */
 export async function verifyArchive(path: string, onFile: (path: string) => void = () => {}): Promise<ArchiveCheck> {

@@ -132,8 +132,9 @@ export class FullBackup {
     fs.mkdirSync(join(staging, "store"), { mode: 0o750 });
     linkOrCopy(join(imageDir, snapshotStateFile), join(snapDir, snapshotStateFile));
     linkOrCopy(join(imageDir, snapshotMetaFile), join(snapDir, snapshotMetaFile));
-    linkOrCopy(join(imageDir, snapshotStateFile), join(staging, "store", "state.db"));
-    this.knownSha256 = new Map([[`raft/snapshots/${basename(imageDir)}/${snapshotStateFile}`, meta.stateSha256], ["store/state.db", meta.stateSha256]]);
+    // store/ stays empty: the image is the store's consistent copy, and a node restored from the
+    // archive makes its store from it (in the archive once, not twice).
+    this.knownSha256 = new Map([[`raft/snapshots/${basename(imageDir)}/${snapshotStateFile}`, meta.stateSha256]]);
     fs.writeFileSync(join(staging, "raft", restoreMarkerFile), encodeRestoreMarker({
       clusterId: meta.clusterId, index: meta.index, term: meta.term, membership: meta.membership,
       archive: fullBackupName(o.nowMs), createdAt: new Date(o.nowMs).toISOString(),

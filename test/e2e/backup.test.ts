@@ -102,7 +102,7 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     await tar.t({ file: made.archive, onReadEntry: (e) => listed.push(e.path) });
     expect(listed).toContain("metadata.json");
     expect(listed).toContain("etc/svc/config.toml");
-    expect(listed).toContain("store/state.db");
+    expect(listed).toContain("store/");
     expect(listed.some((p) => /^raft\/snapshots\/[0-9a-f]{16}-[0-9a-f]{16}\/state\.db$/.test(p))).toBe(true);
     expect(listed.some((p) => p.startsWith("raft/wal"))).toBe(false);
 

@@ -73,7 +73,6 @@ async function stagedArchive(): Promise<{ dir: string; archive: string }> {
   fs.writeFileSync(join(snap, "state.db"), "image");
   const sha = new Bun.CryptoHasher("sha256").update("image").digest("hex");
   fs.writeFileSync(join(snap, "meta.json"), JSON.stringify({ term: 1, index: 5, clusterId: "c", stateSha256: sha }));
-  fs.linkSync(join(snap, "state.db"), join(staging, "store", "state.db")); // as a full backup stages it
   fs.writeFileSync(join(staging, "raft", "RESTORED"), "{}");
   fs.writeFileSync(join(staging, "metadata.json"), JSON.stringify({ cluster_id: "c" }));
   const archive = join(dir, fullBackupName(Date.UTC(2026, 0, 2)));
@@ -91,12 +90,12 @@ describe("archive verification", () => {
     expect(check.snapshot).toEqual({ term: 1, index: 5, clusterId: "c" });
   });
 
-  test("the store staged as a hard link to the image is archived as a file of its own", async () => {
+  test("the image is in the archive once, beside an empty store/ for SPEC §4.5 to copy back", async () => {
     const { archive } = await stagedArchive();
     const entries: string[] = [];
     await tar.t({ file: archive, onReadEntry: (e) => entries.push(`${e.type} ${e.path}`) });
-    expect(entries).toContain("File store/state.db");
-    expect(entries).toContain("File raft/snapshots/0000000000000001-0000000000000005/state.db");
+    expect(entries).toContain("Directory store/");
+    expect(entries.filter((e) => e.endsWith("state.db"))).toEqual(["File raft/snapshots/0000000000000001-0000000000000005/state.db"]);
   });
 
   test("a changed file, a missing one and one the manifest does not list are each reported", async () => {
@@ -104,14 +103,14 @@ describe("archive verification", () => {
     const out = join(dir, "out");
     fs.mkdirSync(out);
     await tar.x({ file: archive, cwd: out });
-    fs.writeFileSync(join(out, "store", "state.db"), "changed");
+    fs.writeFileSync(join(out, "raft", "snapshots", "0000000000000001-0000000000000005", "meta.json"), JSON.stringify({ term: 1, index: 5, clusterId: "c", stateSha256: "0" }));
     fs.rmSync(join(out, "metadata.json"));
     fs.writeFileSync(join(out, "extra.txt"), "x");
     const damaged = join(dir, "damaged.tar.gz");
     await tar.c({ gzip: true, file: damaged, cwd: out }, fs.readdirSync(out));
     const check = await verifyArchive(damaged);
     expect(check.ok).toBe(false);
-    expect(check.problems.some((p) => p.startsWith("store/state.db does not match its checksum"))).toBe(true);
+    expect(check.problems.some((p) => p.startsWith("raft/snapshots/0000000000000001-0000000000000005/meta.json does not match its checksum"))).toBe(true);
     expect(check.problems).toContain("metadata.json is missing");
     expect(check.problems).toContain("extra.txt is in the archive but not in the manifest");
   });

@@ -99,6 +99,10 @@ export function lexSql(sql: string): SqlShape {
         isTrigger = false;
       }
       i++;
+    } else if (sql.charCodeAt(i) === byteOrderMark) {
+      // SQLite's tokenizer reads U+FEFF at the start of a token as white space: "\ufeffPRAGMA"
+      // runs as PRAGMA, so it must be checked as PRAGMA. (Inside a word it is part of the word.)
+      i++;
     } else if (isWordStart(sql.charCodeAt(i))) {
       let j = i + 1;
       while (j < n && isWordPart(sql.charCodeAt(j))) j++;
@@ -135,6 +139,8 @@ export function lexSql(sql: string): SqlShape {
   }
   return { keywords, identifiers, parameterCount: placeholders.count, placeholderOutOfRange: placeholders.outOfRange, topLevelWords };
 }
+
+const byteOrderMark = 0xfeff;
 
 function isDigit(c: number): boolean {
   return c >= 48 && c <= 57;

@@ -11,3 +11,4 @@ export { snapshotBackup, type SnapshotBackupResult } from "./backup-snapshot.ts"
 export { openArchiveSource, listArchive, readArchived, type ArchiveSource, type ArchivedSegment } from "./archive-source.ts";
 export { putArchivedSegment, type PutOutcome } from "./archive-put.ts";
 export { parseReplayTarget, replayWalArchive, type ReplayProgress, type ReplayTarget, type WalReplayReport } from "./wal-replay.ts";
+export { cleanupWalArchiveObjects } from "./s3-cleanup.ts";

@@ -23,6 +23,7 @@ import { diskReserveBytes, type NodeContext } from "./context.ts";
 import { ReadBarriers } from "./reads.ts";
 import type { SnapshotPolicy } from "./snapshot-policy.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
+import { WalArchiver } from "./wal-archiver.ts";
 
 const writeTimeoutMs = 30_000;
 /** How often a Ready stalled on a full disk is retried. */
@@ -63,6 +64,14 @@ export class EffectLoop {
       },
     }, 2 * ctx.config.raft.electionTimeoutMs, () => ctx.clock.nowMs());
     ctx.failHooks.push((e) => this.reads.failAll(e));
+    if (ctx.io.walArchive !== undefined) {
+      ctx.walArchiver = new WalArchiver(ctx, ctx.io.walArchive, (data) => {
+        // The archive mark is fire-and-forget: lost with a leader change, the next leader
+        // archives the range again.
+        const r = ctx.core.propose(data, ctx.clock.nowMs());
+        if (r.ok) this.schedule();
+      });
+    }
   }
 
   /** Enter the recovery flow (SPEC §3.1) and start ticking. */
@@ -109,10 +118,12 @@ export class EffectLoop {
     this.reads.expire(now, ctx.core.status().leaderId);
     this.snapshots.maybeAuto();
     this.snapshots.collectWhenIdle();
+    ctx.walArchiver?.tick();
     this.schedule();
   }
 
   stop(): void {
+    this.ctx.walArchiver?.stop();
     this.tickTimer?.cancel();
     this.tickTimer = null;
     this.stallTimer?.cancel();
@@ -315,7 +326,7 @@ export class EffectLoop {
     ctx.logger.info(`recovery: snapshot installed ${how}`, { index: meta.index });
     if (ctx.clusterId === "" && record.clusterId !== "") ctx.adoptClusterId(record.clusterId);
     ctx.io.log.resetTo(meta.index + 1);
-    void ctx.io.log.compact(meta.index).catch((e: unknown) => ctx.logger.warn("could not remove WAL segments a snapshot covers", { error: errorMessage(e) }));
+    void ctx.io.log.compact(ctx.walRemovableThrough(meta.index)).catch((e: unknown) => ctx.logger.warn("could not remove WAL segments a snapshot covers", { error: errorMessage(e) }));
     ctx.snapshotIndex = Math.max(ctx.snapshotIndex, meta.index);
     this.snapshots.installed(meta.index);
     this.snapshots.pruneAfterInstall();
@@ -350,6 +361,7 @@ export class EffectLoop {
     const { ctx } = this;
     const results = ctx.store.apply(entries);
     this.snapshots.applied(entries);
+    ctx.walArchiver?.applied(entries);
     for (let i = 0; i < entries.length; i++) {
       const entry = entries[i];
       const result = results[i];

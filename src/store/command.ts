@@ -30,7 +30,13 @@ export type Command =
   /** The second entry of a new cluster: its id, so every node's store records it. */
   | { op: "init_cluster"; clusterId: string }
   /** A member's addresses, replicated so every node can reach a node added at run time. */
-  | { op: "set_member"; member: MemberAddress };
+  | { op: "set_member"; member: MemberAddress }
+  /**
+   * The cluster's WAL archive holds every entry up to `index` (the leader archived it): no
+   * member removes a WAL segment holding a later entry, and the next leader archives on from
+   * there (node/wal-archiver.ts).
+   */
+  | { op: "archived_through"; index: number };
 
 export interface MemberAddress {
   id: string;
@@ -103,6 +109,10 @@ export function decodeCommand(data: Uint8Array): Command | null {
   if (op === "init_cluster") {
     const clusterId = (v as { clusterId?: unknown }).clusterId;
     return typeof clusterId === "string" ? { op, clusterId } : null;
+  }
+  if (op === "archived_through") {
+    const index = (v as { index?: unknown }).index;
+    return typeof index === "number" && Number.isSafeInteger(index) && index >= 0 ? { op, index } : null;
   }
   if (op === "set_member") {
     const m = (v as { member?: Partial<MemberAddress> }).member;

@@ -44,7 +44,7 @@ export type ApplyResult =
   /** `firstIndex`: the entry that applied this request id first, when this entry was its retry. */
   | { kind: "execute"; ok: true; results: StatementResult[]; firstIndex?: number }
   | { kind: "execute"; ok: false; statementIndex: number; message: string; firstIndex?: number }
-  | { kind: "pause_writes" | "resume_writes" | "config" | "noop" | "init_cluster" | "set_member" }
+  | { kind: "pause_writes" | "resume_writes" | "config" | "noop" | "init_cluster" | "set_member" | "archived_through" }
   /** An entry this version cannot read; skipped identically on every node of this version. */
   | { kind: "unreadable" };
 
@@ -67,6 +67,8 @@ export interface StoreMeta {
   writesPaused: boolean;
   /** While writesPaused: when the pause's lease ends (ms since the epoch), 0 for no end. */
   writesPausedUntilMs: number;
+  /** Every entry up to here is in the cluster's WAL archive (0: none, or archiving is off). */
+  archivedThrough: number;
 }
 
 /** Whether writes are paused at `nowMs`: the flag is set and its lease, if any, still runs. */
@@ -487,6 +489,13 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         this.setMetaStmt.run("writes_paused", meta.writesPaused ? 1 : 0);
         this.setMetaStmt.run("writes_paused_until_ms", meta.writesPausedUntilMs);
         return { kind: command.op };
+      case "archived_through":
+        // Never backwards: a mark proposed by an earlier leader may commit after a later one.
+        if (command.index > meta.archivedThrough) {
+          meta.archivedThrough = command.index;
+          this.setMetaStmt.run("archived_through", command.index);
+        }
+        return { kind: "archived_through" };
       case "set_member":
         this.setMetaStmt.run(`member:${command.member.id}`, JSON.stringify(command.member));
         return { kind: "set_member" };
@@ -575,6 +584,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       clusterId: String(map.get("cluster_id") ?? ""),
       writesPaused: Number(map.get("writes_paused") ?? 0) === 1,
       writesPausedUntilMs: Number(map.get("writes_paused_until_ms") ?? 0),
+      archivedThrough: Number(map.get("archived_through") ?? 0),
     };
   }
 }

@@ -15,7 +15,7 @@ keyUsage=critical,keyCertSign,cRLSign
 basicConstraints=CA:false
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth,clientAuth
-subjectAltName=DNS:localhost,IP:127.0.0.1
+subjectAltName=DNS:localhost,IP:127.0.0.1,${[1, 2, 3, 4, 5].map((i) => `URI:svc://node${i}`).join(",")}
 `;
 
 function openssl(args: readonly string[]): void {
@@ -43,7 +43,7 @@ export function devSecurity(dir: string): { tls: TlsSettings; auth: AuthSettings
   }
   if (!existsSync(adminTokenFile)) writeFileSync(adminTokenFile, `${createToken(tokensFile, "admin", "dev-cluster")}\n`, { mode: 0o600 });
   return {
-    tls: { certFile: node.cert, keyFile: node.key, clientCaFile: "", caFile: ca.cert },
+    tls: { certFile: node.cert, keyFile: node.key, clientCaFile: "", caFile: ca.cert, peerCaFile: ca.cert },
     auth: { tokensFile, tokenFile: adminTokenFile, metricsOpen: false },
     adminTokenFile,
   };

@@ -33,8 +33,9 @@ function readTls(root: TomlTable, problems: Problems): TlsSettings | undefined {
   const keyFile = path("key_file", true);
   const clientCaFile = path("client_ca_file", false);
   const caFile = path("ca_file", false);
-  if (certFile === undefined || keyFile === undefined || clientCaFile === undefined || caFile === undefined) return undefined;
-  return { certFile, keyFile, clientCaFile, caFile };
+  const peerCaFile = path("peer_ca_file", false);
+  if (certFile === undefined || keyFile === undefined || clientCaFile === undefined || caFile === undefined || peerCaFile === undefined) return undefined;
+  return { certFile, keyFile, clientCaFile, caFile, peerCaFile };
 }
 
 function readAuth(root: TomlTable, problems: Problems): AuthSettings | undefined {

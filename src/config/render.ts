@@ -64,6 +64,7 @@ function securityLines(draft: ConfigDraft): string[] {
     out.push(`cert_file = ${tomlString(tls.certFile)}`, `key_file = ${tomlString(tls.keyFile)}`);
     if (tls.clientCaFile !== "") out.push(note(`client_ca_file = ${tomlString(tls.clientCaFile)}`, "clients must present a certificate it signed"));
     if (tls.caFile !== "") out.push(note(`ca_file = ${tomlString(tls.caFile)}`, "the CA of the nodes' certificates"));
+    if (tls.peerCaFile !== "") out.push(note(`peer_ca_file = ${tomlString(tls.peerCaFile)}`, "mutual TLS on the peer port"));
   }
   if (auth != null) {
     out.push("", note("[auth]", "tokens with roles (read, write, admin)"));

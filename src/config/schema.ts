@@ -31,6 +31,7 @@ export const SECURITY_FIELDS: TableSpec = {
       key_file: { kind: "string", default: "" },
       client_ca_file: { kind: "string", default: "" },
       ca_file: { kind: "string", default: "" },
+      peer_ca_file: { kind: "string", default: "" },
     },
   },
   auth: {

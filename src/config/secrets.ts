@@ -35,7 +35,7 @@ export function isLoopbackHost(host: string): boolean {
 
 /**
  * One line per listener that other machines can reach with no protection: client and admin
- * ports without TLS or without tokens; the peer port, which has neither yet.
+ * ports without TLS or without tokens, the peer port without mutual TLS ([tls] peer_ca_file).
  */
 export function securityWarnings(config: Config): string[] {
   const out: string[] = [];
@@ -48,8 +48,8 @@ export function securityWarnings(config: Config): string[] {
       out.push(`listen.${port} = ${address.raw} is reachable from other machines with ${missing.join(" and ")}: anyone who reaches it can ${port === "client" ? "read and change every table" : "pause writes, change membership and read the store"}; bind it to 127.0.0.1 or configure ${missing.length === 2 ? "[tls] and [auth]" : missing[0]?.includes("TLS") ? "[tls]" : "[auth]"}`);
     }
   }
-  if (exposed(config.listen.peer)) {
-    out.push(`listen.peer = ${config.listen.peer.raw} is reachable from other machines and the peer port has no TLS: Raft traffic and snapshots cross the network in clear text and any host can connect; let only the other members reach it (a firewall, a private network)`);
+  if (exposed(config.listen.peer) && (config.tls == null || config.tls.peerCaFile === "")) {
+    out.push(`listen.peer = ${config.listen.peer.raw} is reachable from other machines without mutual TLS: Raft traffic and snapshots cross the network in clear text and any host can connect; set [tls] peer_ca_file, or let only the other members reach it (a firewall, a private network)`);
   }
   return out;
 }

@@ -132,6 +132,11 @@ export interface TlsSettings {
    * to a node (a follower forwarding to the leader); "" trusts the system's roots.
    */
   readonly caFile: string;
+  /**
+   * When set, the peer port speaks mutual TLS: every member presents cert_file, which this CA
+   * signed and whose subject alternative names hold its node id (DNS name or URI svc://<id>).
+   */
+  readonly peerCaFile: string;
 }
 
 /** [auth]: who may do what on the client and admin ports. */

@@ -35,4 +35,6 @@ export type NodeErrorCode =
   | "DATA_DIR_NOT_WRITABLE"
   | "DATA_DIR_WRONG_OWNER"
   /** At start: entries between the newest snapshot and the WAL are missing. */
-  | "LOG_GAP";
+  | "LOG_GAP"
+  /** At start: a file of the peer port's mutual TLS ([tls] with peer_ca_file) cannot be read. */
+  | "PEER_TLS_INVALID";

@@ -17,16 +17,19 @@ import { isPristine, loadState, prepareDataDir, toHardState } from "./load.ts";
 import type { NodeParts } from "./context.ts";
 import { adoptRestoredBackup } from "./restored.ts";
 import { fileSnapshotTransfer } from "./snapshot-transfer.ts";
+import { peerTlsOf } from "./peer-tls.ts";
 
 export async function openNode(config: Config, logger: Logger, onMessage: MessageHandler): Promise<NodeParts> {
   const paths = prepareDataDir(config.dataDir);
   const lock = lockDataDir(config.dataDir, `node ${config.nodeId}`);
+  const peerTls = peerTlsOf(config);
   const transport = createTransport({
     nodeId: config.nodeId,
     clusterId: "",
     listen: { hostname: config.listen.peer.host, port: config.listen.peer.port },
     logger: logger.child("transport"),
     onMessage,
+    ...(peerTls === undefined ? {} : { tls: peerTls }),
   });
   try {
     transport.start();

@@ -10,6 +10,7 @@ import { guard, type TransportContext } from "./_context.ts";
 import { Reassembler } from "./_fragment.ts";
 import { CALLER_TYPE_MIN, describeFrameError, encodeFrame, FrameDecoder, FrameType } from "./_frame.ts";
 import { decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsAcceptor, REJECT_REASON_CHARS_MAX, type Membership } from "./_hello.ts";
+import { listenTls, peerCertificateIds } from "./_peer-tls.ts";
 import { RefusalLog } from "./_refusal-log.ts";
 import type { TransportCounters } from "./_stats.ts";
 
@@ -32,6 +33,11 @@ interface InboundConn {
   closing: boolean;
   /** Handshake deadline, then (after a refusal) the linger before the hard close. */
   timer: Timer | null;
+  /**
+   * With mutual TLS: null until the TLS handshake is done, then the node ids the peer's
+   * certificate names (its handshake must name one of them). Without TLS: always null.
+   */
+  certificateIds: readonly string[] | null;
 }
 
 export interface InboundHooks {
@@ -75,12 +81,15 @@ export class InboundServer {
       guard(logger, what, () => body(conn), () => this.#hardClose(socket, conn));
     };
     try {
+      const tls = this.#ctx.options.tls;
       this.#listener = Bun.listen({
         hostname,
         port,
+        ...(tls === null ? {} : { tls: listenTls(tls) }),
         socket: {
           binaryType: "uint8array",
           open: (socket) => guard(logger, "accept", () => this.#onOpen(socket), () => socket.terminate()),
+          handshake: (socket, success, error) => withConn("TLS handshake", socket, (conn) => this.#onTlsHandshake(socket, conn, success, error)),
           data: (socket, chunk) => withConn("data", socket, (conn) => this.#onData(socket, conn, chunk)),
           close: (socket) => guard(logger, "close", () => this.#onClose(socket), () => {}),
           error: (socket, error) => withConn("socket", socket, (conn) => {
@@ -138,6 +147,7 @@ export class InboundServer {
       peerId: null,
       closing: false,
       timer: null,
+      certificateIds: null,
     };
     this.#conns.set(socket, conn);
     socket.setNoDelay(true);
@@ -148,6 +158,26 @@ export class InboundServer {
       }, () => this.#hardClose(socket, conn)),
       options.handshakeTimeoutMs,
     );
+  }
+
+  /**
+   * Mutual TLS: a connection whose certificate is missing, from another CA, expired, or names
+   * no member is closed here, before a byte of it is read, and counted.
+   */
+  #onTlsHandshake(socket: PeerSocket, conn: InboundConn, success: boolean, error: Error | null): void {
+    const ids = success && error === null ? peerCertificateIds(socket) : [];
+    const members = this.#hooks.members();
+    const named = members === "unknown" ? ids : ids.filter((id) => members.has(id));
+    let reason: string | null = null;
+    if (!success || error !== null) reason = `its certificate was refused (${error === null ? "no certificate" : errorCode(error)})`;
+    else if (named.length === 0) reason = `its certificate names ${ids.length === 0 ? "no node id" : ids.map((id) => JSON.stringify(id)).join(", ")}, no member`;
+    if (reason === null) {
+      conn.certificateIds = named;
+      return;
+    }
+    this.#ctx.count(null, "tlsRefusals");
+    this.#refusals.warn(conn.remoteHost, `peer transport: refused peer connection from ${conn.remote} at the TLS handshake: ${reason}`, { remote: conn.remote, reason });
+    this.#hardClose(socket, conn);
   }
 
   /**
@@ -217,6 +247,12 @@ export class InboundServer {
     const hello = decodeHello(payload);
     if ("error" in hello) {
       this.#refuse(socket, conn, hello.error, null);
+      return false;
+    }
+    if (options.tls !== null && !(conn.certificateIds ?? []).includes(hello.senderId)) {
+      // A member's certificate does not let it speak for another member.
+      count(null, "tlsRefusals");
+      this.#refuse(socket, conn, `the handshake names ${JSON.stringify(hello.senderId)}, but the certificate names ${(conn.certificateIds ?? []).map((id) => JSON.stringify(id)).join(", ") || "nobody"}`, null);
       return false;
     }
     const members = this.#hooks.members();
@@ -296,4 +332,9 @@ export class InboundServer {
       this.#ctx.logger.debug(`peer transport: peer ${conn.peerId} at ${conn.remote} disconnected`, { peer: conn.peerId, remote: conn.remote });
     }
   }
+}
+
+function errorCode(error: Error): string {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" ? code : error.message;
 }

@@ -2,6 +2,7 @@
 
 import { SvcError, type Logger } from "../util/index.ts";
 import { ID_BYTES_MAX, idBytes } from "./_hello.ts";
+import type { PeerTls } from "./_peer-tls.ts";
 
 const MiB = 1024 * 1024;
 /** Below this, fragment headers would cost more than they carry. */
@@ -46,6 +47,8 @@ export interface TransportOptions {
   readonly inboundConnectionsMax?: number;
   /** Refused connections are logged at most once per remote address in this window. */
   readonly refusalLogWindowMs?: number;
+  /** Mutual TLS with the cluster CA on every connection (see _peer-tls.ts); absent: plain TCP. */
+  readonly tls?: PeerTls;
 }
 
 export interface ResolvedOptions {
@@ -67,6 +70,7 @@ export interface ResolvedOptions {
   readonly refusalLogWindowMs: number;
   /** Smallest write handed to the socket when more is queued: fewer syscalls for small messages. */
   readonly writeBatchBytesMin: number;
+  readonly tls: PeerTls | null;
 }
 
 function intAtLeast(name: string, value: number, min: number): number {
@@ -119,6 +123,7 @@ export function resolveOptions(o: TransportOptions): ResolvedOptions {
     inboundConnectionsMax: positiveInt("inboundConnectionsMax", o.inboundConnectionsMax ?? 256),
     refusalLogWindowMs: positiveInt("refusalLogWindowMs", o.refusalLogWindowMs ?? 10_000),
     writeBatchBytesMin: 64 * 1024,
+    tls: o.tls ?? null,
   };
 }
 

@@ -10,6 +10,7 @@ import { guard, type TransportContext } from "./_context.ts";
 import { describeFrameError, encodeFrame, FrameDecoder, FrameType } from "./_frame.ts";
 import { decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsDialer } from "./_hello.ts";
 import { parsePeerAddress } from "./_options.ts";
+import { connectTls, servedCertificateProblem } from "./_peer-tls.ts";
 import { SendQueue } from "./_send-queue.ts";
 import { zeroCounters, type TransportCounters } from "./_stats.ts";
 
@@ -143,13 +144,16 @@ export class OutboundPeer {
       return false;
     };
     const failure = () => this.#fail(attempt, "internal error", false);
+    const tls = this.#ctx.options.tls;
     try {
       Bun.connect({
         hostname: this.#hostname,
         port: this.#port,
+        ...(tls === null ? {} : { tls: connectTls(tls) }),
         socket: {
           binaryType: "uint8array",
-          open: (socket) => guard(logger, "open", () => current(socket) && this.#onOpen(attempt, socket), failure),
+          open: (socket) => guard(logger, "open", () => current(socket) && this.#onOpen(attempt, socket, tls === null), failure),
+          handshake: (socket, success, error) => guard(logger, "TLS handshake", () => current(socket) && this.#onTlsHandshake(attempt, socket, success, error), failure),
           data: (socket, chunk) => guard(logger, "data", () => current(socket) && this.#onData(attempt, chunk), failure),
           drain: (socket) => guard(logger, "drain", () => current(socket) && this.#flush(), failure),
           close: (_socket, error) => guard(logger, "close", () => this.#fail(attempt, error === undefined ? "connection closed" : errorMessage(error), true), () => {}),
@@ -164,7 +168,8 @@ export class OutboundPeer {
     }
   }
 
-  #onOpen(attempt: Attempt, socket: Socket<undefined>): void {
+  /** With mutual TLS, the handshake is sent once the TLS handshake has shown whom we reached. */
+  #onOpen(attempt: Attempt, socket: Socket<undefined>, sendHello: boolean): void {
     attempt.socket = socket;
     socket.setNoDelay(true);
     socket.setKeepAlive(true, KEEPALIVE_IDLE_MS);
@@ -172,6 +177,21 @@ export class OutboundPeer {
     this.#clearTimer();
     const { handshakeTimeoutMs } = this.#ctx.options;
     this.#timer = setTimeout(() => this.#fail(attempt, `no handshake within ${handshakeTimeoutMs} ms`, false), handshakeTimeoutMs);
+    if (sendHello) this.#sendHello();
+  }
+
+  /** The served certificate must come from the cluster CA and name the peer dialled. */
+  #onTlsHandshake(attempt: Attempt, socket: Socket<undefined>, success: boolean, error: Error | null): void {
+    const reason = !success && error === null ? "the TLS handshake failed" : servedCertificateProblem(socket, error, this.peerId);
+    if (reason === null) {
+      this.#sendHello();
+      return;
+    }
+    this.#ctx.count(this.counters, "tlsRefusals");
+    this.#fail(attempt, `refusing ${this.#address} at the TLS handshake: ${reason}`, false, "warn");
+  }
+
+  #sendHello(): void {
     const hello = encodeHello({ clusterId: this.#ctx.clusterId(), senderId: this.#ctx.options.nodeId, targetId: this.peerId });
     this.#pending = encodeFrame(FrameType.hello, hello);
     this.#pendingOffset = 0;

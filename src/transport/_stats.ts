@@ -23,6 +23,11 @@ export interface TransportCounters {
   dialFailures: number;
   /** Messages refused by send(): lane full, unknown peer or oversized. */
   queueDrops: number;
+  /**
+   * Connections refused at the TLS handshake (mutual TLS only): no certificate, one from another
+   * CA or expired, one naming no member, or, dialling, one that does not name the peer dialled.
+   */
+  tlsRefusals: number;
 }
 
 export interface PeerStats extends Readonly<TransportCounters> {
@@ -43,7 +48,7 @@ export interface TransportStats {
 export function zeroCounters(): TransportCounters {
   return {
     framesIn: 0, framesOut: 0, bytesIn: 0, bytesOut: 0, badFrames: 0,
-    handshakeRejects: 0, nonMemberRejects: 0, handshakeTimeouts: 0, reconnects: 0, dialFailures: 0, queueDrops: 0,
+    handshakeRejects: 0, nonMemberRejects: 0, handshakeTimeouts: 0, reconnects: 0, dialFailures: 0, queueDrops: 0, tlsRefusals: 0,
   };
 }
 

@@ -11,7 +11,7 @@ import { describe, expect } from "bun:test";
 import type { ConfigDraft } from "../../src/config/index.ts";
 import { createToken, type Role } from "../../src/http/index.ts";
 import { makeCa, makeLeaf, type CertFiles } from "../lib/certs.ts";
-import { procTest, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup, waitFor, type ProcEnv } from "../lib/proc.ts";
+import { clusterConfigs, procTest, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup, waitFor, type ProcEnv } from "../lib/proc.ts";
 
 useProcessCleanup();
 useCompiledBinary();
@@ -38,7 +38,7 @@ async function securedConfig(env: ProcEnv, options: { mutual?: boolean } = {}): 
   const adminTokenFile = join(env.dir, "admin-token");
   fs.writeFileSync(adminTokenFile, `${tokens.admin}\n`, { mode: 0o600 });
   const config = await singleNodeConfig(env.dir, {
-    tls: { certFile: node.cert, keyFile: node.key, clientCaFile: options.mutual === true ? ca.cert : "", caFile: ca.cert },
+    tls: { certFile: node.cert, keyFile: node.key, clientCaFile: options.mutual === true ? ca.cert : "", caFile: ca.cert, peerCaFile: "" },
     auth: { tokensFile, tokenFile: adminTokenFile, metricsOpen: false },
   });
   return { ca, node, tokens, tokensFile, adminTokenFile, config };
@@ -228,7 +228,7 @@ describe("mutual TLS on the client and admin ports", () => {
   procTest("an expired server certificate is refused by svc admin", async (env) => {
     const s = await securedConfig(env);
     const expired = makeLeaf(env.dir, "node1-expired", s.ca, { days: -1 });
-    const config = { ...s.config, tls: { certFile: expired.cert, keyFile: expired.key, clientCaFile: "", caFile: s.ca.cert } };
+    const config = { ...s.config, tls: { certFile: expired.cert, keyFile: expired.key, clientCaFile: "", caFile: s.ca.cert, peerCaFile: "" } };
     const node = env.node(config);
     node.spawn();
     await waitFor("the node to listen", () => node.log().includes("serving") || !node.running);
@@ -254,10 +254,13 @@ describe("the tokens file", () => {
   }
 });
 
-/** A cluster of `count` nodes sharing one certificate (SAN 127.0.0.1) and one tokens file. */
-async function securedCluster(env: ProcEnv, count: number, extraEnv: Record<string, string> = {}) {
+/**
+ * A cluster of `count` nodes with TLS on every port (the peer port's mutual TLS included):
+ * each node its own certificate naming it (URI svc://nodeN) and 127.0.0.1; one tokens file.
+ * `certificateOf` may hand a node another certificate (one from another CA, say).
+ */
+async function securedCluster(env: ProcEnv, count: number, extraEnv: Record<string, string> = {}, certificateOf?: (nodeId: string, ca: CertFiles) => CertFiles | undefined) {
   const ca = makeCa(env.dir, "ca");
-  const cert = makeLeaf(env.dir, "nodes", ca);
   const tokensFile = join(env.dir, "tokens");
   const tokens = {
     read: createToken(tokensFile, "read", "reader"),
@@ -266,21 +269,42 @@ async function securedCluster(env: ProcEnv, count: number, extraEnv: Record<stri
   };
   const adminTokenFile = join(env.dir, "admin-token");
   fs.writeFileSync(adminTokenFile, `${tokens.admin}\n`, { mode: 0o600 });
-  const nodes = await env.cluster(count, {
-    tls: { certFile: cert.cert, keyFile: cert.key, clientCaFile: "", caFile: ca.cert },
-    auth: { tokensFile, tokenFile: adminTokenFile, metricsOpen: false },
-  }, { env: extraEnv });
+  const certs = new Map<string, CertFiles>();
+  const odd = new Set<string>();
+  const nodes = (await clusterConfigs(env.dir, count, { auth: { tokensFile, tokenFile: adminTokenFile, metricsOpen: false } })).map((config) => {
+    const given = certificateOf?.(config.nodeId, ca);
+    if (given !== undefined) odd.add(config.nodeId);
+    const cert = given ?? makeLeaf(env.dir, config.nodeId, ca);
+    certs.set(config.nodeId, cert);
+    return env.node({ ...config, tls: { certFile: cert.cert, keyFile: cert.key, clientCaFile: "", caFile: ca.cert, peerCaFile: ca.cert } }, { env: extraEnv });
+  });
   for (const n of nodes) n.spawn();
-  const leader = await waitFor("a leader every node names", async () => {
-    const answers = await Promise.all(nodes.map((n) => call(url(n.config, "client"), "/health", { ca: ca.cert, token: tokens.read }).catch(() => null)));
+  const leader = await waitFor("a leader every node with a good certificate names", async () => {
+    const answers = await Promise.all(nodes.filter((n) => !odd.has(n.nodeId)).map((n) => call(url(n.config, "client"), "/health", { ca: ca.cert, token: tokens.read }).catch(() => null)));
     const leaders = new Set(answers.map((a) => a?.body["leader"] ?? null));
     const [id] = [...leaders];
     return leaders.size === 1 && typeof id === "string" && answers.every((a) => a?.status === 200) ? id : undefined;
   }, { deadlineMs: 60_000 });
-  return { ca, cert, tokens, tokensFile, adminTokenFile, nodes, leader };
+  return { ca, certs, tokens, tokensFile, adminTokenFile, nodes, leader };
 }
 
-describe("a cluster with TLS and tokens", () => {
+describe("a three-node cluster with TLS on every port (mutual TLS between peers) and tokens", () => {
+  procTest("the members elect a leader and replicate over mutual TLS; a node with a certificate from another CA is refused at the handshake", async (env) => {
+    const c = await securedCluster(env, 3, {}, (id) => (id === "node3" ? makeLeaf(env.dir, "node3", makeCa(env.dir, "other-ca")) : undefined));
+    const [node1, node2, node3] = c.nodes as [ReturnType<ProcEnv["node"]>, ReturnType<ProcEnv["node"]>, ReturnType<ProcEnv["node"]>];
+    const leaderNode = c.leader === "node1" ? node1 : node2;
+    const other = c.leader === "node1" ? node2 : node1;
+    const written = await call(url(leaderNode.config, "client"), "/v1/execute", { ca: c.ca.cert, token: c.tokens.write, body: { statements: ["CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)", "INSERT INTO kv VALUES ('a', 'b')"] } });
+    expect(written.status).toBe(200);
+    const index = written.body["index"] as number;
+    await waitFor("the other good member to apply the write", async () =>
+      ((await call(url(other.config, "client"), "/health", { ca: c.ca.cert, token: c.tokens.read })).body["applied_index"] as number) >= index);
+    // node3 trusts the cluster CA, but its own certificate comes from another: the members refuse it.
+    await waitFor("a member to log node3's refusal at the TLS handshake", () => node1.log().includes("at the TLS handshake") || node2.log().includes("at the TLS handshake"));
+    const h3 = await call(url(node3.config, "client"), "/health", { ca: c.ca.cert, token: c.tokens.read }).catch(() => null);
+    expect(h3?.body["applied_index"] ?? 0).toBeLessThan(index);
+  }, 180_000);
+
   procTest("a follower relays a write with the caller's token to the leader over TLS; a token too weak is refused at the follower", async (env) => {
     const c = await securedCluster(env, 3);
     const follower = c.nodes.find((n) => n.nodeId !== c.leader);
@@ -299,7 +323,7 @@ describe("a cluster with TLS and tokens", () => {
 
   procTest("planted secrets (tokens, the key, the tokens file) appear in no log at any level, no /metrics, no cluster-info and no support bundle", async (env) => {
     const c = await securedCluster(env, 3, { RUST_LOG: "trace" });
-    const key = fs.readFileSync(c.cert.key, "utf8");
+    const key = [...c.certs.values()].map((f) => fs.readFileSync(f.key, "utf8")).join("\n");
     const keyBody = key.split("\n").filter((l) => l !== "" && !l.startsWith("-----"));
     const hashes = fs.readFileSync(c.tokensFile, "utf8").split("\n").filter((l) => l.startsWith("sha256:")).map((l) => l.split(" ")[0] ?? "");
     const planted = [...Object.values(c.tokens), ...keyBody, ...hashes.map((h) => h.slice("sha256:".length))];

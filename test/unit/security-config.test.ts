@@ -39,7 +39,7 @@ function problems(text: string): string[] {
 describe("config: [tls] and [auth]", () => {
   test("both tables are read; absent ones are null", () => {
     const c = ok(tlsTable + authTable);
-    expect(c.tls).toEqual({ certFile: cert, keyFile: key, clientCaFile: "", caFile: ca });
+    expect(c.tls).toEqual({ certFile: cert, keyFile: key, clientCaFile: "", caFile: ca, peerCaFile: "" });
     expect(c.auth).toEqual({ tokensFile: tokens, tokenFile: adminToken, metricsOpen: false });
     expect(ok("").tls).toBeNull();
   });
@@ -73,6 +73,9 @@ describe("config: [tls] and [auth]", () => {
     expect(securityWarnings(ok(`${tlsTable}[listen]\nclient = "0.0.0.0:7878"\n`))[0]).toContain("with no tokens ([auth])");
     const protectedOnes = securityWarnings(ok(tlsTable + authTable));
     expect(protectedOnes.filter((w) => w.startsWith("listen.client") || w.startsWith("listen.admin"))).toEqual([]);
+    // The peer port is warned about until it has mutual TLS.
+    expect(protectedOnes).toEqual([expect.stringContaining("listen.peer = 0.0.0.0:7879 is reachable from other machines without mutual TLS")]);
+    expect(securityWarnings(ok(`${tlsTable}peer_ca_file = "${ca}"\n${authTable}`))).toEqual([]);
   });
 
   test("secretPaths names the key, the tokens file and the admin token file, not certificates", () => {

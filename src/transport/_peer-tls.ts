@@ -1,0 +1,65 @@
+// Mutual TLS on the peer port: both ends present a certificate the cluster CA signed, and a
+// certificate counts as a node's when its subject alternative names hold the node id, as a DNS
+// name or as the URI svc://<node_id>. The acceptor refuses at the TLS handshake a connection
+// without a certificate, with one from another CA or expired, or with one naming no member;
+// a handshake must then come from a node the certificate names. The dialer checks that the
+// certificate it is served names the peer it meant to reach (host names are not checked: peers
+// are dialled by address, and the node id is the identity).
+
+import type { Socket } from "bun";
+
+/** PEM texts: this node's certificate and key, and the CA that signed every member's. */
+export interface PeerTls {
+  readonly cert: string;
+  readonly key: string;
+  readonly ca: string;
+}
+
+const uriPrefix = "svc://";
+
+/**
+ * The node ids a certificate names: DNS names and svc:// URIs of its subject alternative
+ * names, from node's "DNS:a, URI:svc://b, IP Address:…" form.
+ */
+export function certificateIds(subjectAltName: string | undefined): string[] {
+  if (subjectAltName === undefined) return [];
+  const ids: string[] = [];
+  for (const part of subjectAltName.split(",")) {
+    const entry = part.trim();
+    if (entry.startsWith("DNS:")) ids.push(entry.slice(4));
+    else if (entry.startsWith(`URI:${uriPrefix}`)) ids.push(entry.slice(4 + uriPrefix.length).replace(/\/+$/, ""));
+  }
+  return ids;
+}
+
+/** The ids the peer's certificate names, once its TLS handshake is done. */
+export function peerCertificateIds(socket: Socket<undefined>): string[] {
+  const certificate = socket.getPeerCertificate() as { subjectaltname?: string } | null | undefined;
+  return certificateIds(certificate?.subjectaltname);
+}
+
+/** Bun.listen's tls: a client certificate the CA signed is required. */
+export function listenTls(tls: PeerTls) {
+  return { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: true } as const;
+}
+
+/**
+ * Bun.connect's tls: this node's certificate and the CA. The handshake is not failed by Bun:
+ * it would also fail a certificate that names the node id but not the address dialled, so
+ * servedCertificateProblem judges the chain and the names instead.
+ */
+export function connectTls(tls: PeerTls) {
+  return { cert: tls.cert, key: tls.key, ca: tls.ca, rejectUnauthorized: false } as const;
+}
+
+/**
+ * Why the certificate a peer served is refused, or null: any verification error but a host
+ * name mismatch (reported only once the chain is valid), or no name that is the peer's id.
+ */
+export function servedCertificateProblem(socket: Socket<undefined>, error: Error | null, peerId: string): string | null {
+  const code = error === null ? null : ((error as { code?: unknown }).code ?? error.message);
+  if (code !== null && code !== "ERR_TLS_CERT_ALTNAME_INVALID") return `its certificate was refused (${String(code)})`;
+  const ids = peerCertificateIds(socket);
+  if (ids.includes(peerId)) return null;
+  return `its certificate names ${ids.map((id) => JSON.stringify(id)).join(", ") || "no node id"}, not ${JSON.stringify(peerId)}`;
+}

@@ -87,7 +87,7 @@ async function relay(r: Relay): Promise<Response> {
     const what = r.port === "client" ? "write" : "request";
     throw new SvcError("OUTCOME_UNKNOWN", `the ${what} was forwarded to the leader at ${r.to}, and the connection failed before its answer (${errorMessage(e)}): it may or may not have been applied`, {
       hint: r.port === "client"
-        ? "read back whether it was applied before retrying a write that is not idempotent"
+        ? "retry with the same request_id (applied at most once), or read back whether it was applied before retrying a write that is not idempotent"
         : "check the cluster's state (`svc admin cluster-info`, `svc admin stats`) before retrying",
       details: { [addressKey]: r.to },
     });

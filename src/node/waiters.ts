@@ -47,7 +47,7 @@ export class ApplyWaiters {
   failAll(error: SvcError): void {
     for (const [index, waiter] of this.byIndex) {
       waiter.reject(new SvcError("OUTCOME_UNKNOWN", `${error.message} while the write (log index ${index}) waited to be applied; it may or may not be applied`, {
-        hint: "read back whether it was applied before retrying a write that is not idempotent",
+        hint: "retry with the same request_id (applied at most once), or read back whether it was applied before retrying a write that is not idempotent",
         cause: error,
       }));
     }
@@ -61,7 +61,7 @@ export class ApplyWaiters {
       if (nowMs - waiter.startedMs < timeoutMs) continue;
       this.byIndex.delete(index);
       waiter.reject(new SvcError("WRITE_TIMEOUT", `the write (log index ${index}) was not applied within ${timeoutMs} ms; it may still be applied later`, {
-        hint: "check cluster health (`svc admin cluster-status`), then read back before retrying a write that is not idempotent",
+        hint: "check cluster health (`svc admin cluster-status`), then retry with the same request_id (applied at most once), or read back before retrying a write that is not idempotent",
       }));
       expired++;
     }

@@ -97,7 +97,7 @@ const memberBodies = [{ id: "node9" }, { id: "n2" }];
 const words = [
   "statements", "sql", "params", "request_id", "consistency", "id", "null", "true", "false", "[]", "{}", "\"\"", "1e999", "-0",
   "9223372036854775808", "SELECT", "INSERT", "DELETE", "DROP", "PRAGMA", "ATTACH", "BEGIN", "ROLLBACK", "WITH", "RECURSIVE", "VALUES",
-  "TEMP", "total_changes", "randomblob", "zeroblob", "kv", "n", "_svc_meta", ";", "?", "?1", ":x", "'", "\\\"", "\\u0000", "\\ud800",
+  "TEMP", "total_changes", "randomblob", "zeroblob", "kv", "n", "_svc_meta", ";", "?", "?1", ":x", "'", "\\\"", "\\u0000", "\\ud800", "\\ufeff", "\ufeff",
 ];
 
 type Route = { app: "client" | "admin"; path: string; corpus: readonly unknown[]; writes: boolean };

@@ -52,7 +52,7 @@ const words = [
   "VIEW", "INDEX", "TABLE", "CASE", "WHEN", "RETURNING", "INTO", "FROM", "WHERE", "OR", "ROLLBACK", "RAISE", "user_version", "schema_version",
   "application_id", "total_changes", "changes", "load_extension", "sqlite_version", "sqlite_offset", "_svc_meta", "sqlite_stmt", "dbstat",
   "pragma_table_info", "sqlite_schema", "zeroblob", "randomblob", "t", "u", "v", ";", "--", "/*", "*/", "'", "\"", "[", "?", "?999", ":a",
-  "(5)", "= 5", "main.", "temp.",
+  "(5)", "= 5", "main.", "temp.", "\ufeff", "\u00a0", "\u0000", "\v", "\f", "`", "]",
 ];
 
 /** The one child running accepted reads; replaced when a read runs too long. */

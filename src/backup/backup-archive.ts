@@ -36,6 +36,9 @@ export function fullBackupDateMs(name: string): number | null {
   return Number.isNaN(ms) ? null : ms;
 }
 
+/** Reads of at most 1 MiB (tar's default is 16 MiB): the command's memory stays small whatever the store's size. */
+const readChunkBytes = 1 << 20;
+
 /** A link cache that never finds a file: tar writes every name as a plain file. */
 const noHardLinks = { get: () => undefined, set: () => undefined } as unknown as Map<`${number}:${number}`, string>;
 
@@ -90,7 +93,7 @@ export async function writeArchive(
     // Level 1: a store's pages compress nearly as well as at 6 and several times faster, and a
     // backup's time is what an operator waits for (verify reads it back whole anyway).
     // Plain files only (tar's link entries can make its packer write after its end under Bun).
-    await tar.c({ gzip: { level: 1 }, file: temp, cwd: stagingDir, portable: true, linkCache: noHardLinks }, [manifestName, ...files, ...emptyDirsUnder(stagingDir)]);
+    await tar.c({ gzip: { level: 1 }, file: temp, cwd: stagingDir, portable: true, linkCache: noHardLinks, maxReadSize: readChunkBytes }, [manifestName, ...files, ...emptyDirsUnder(stagingDir)]);
     fsyncPath(temp);
     fs.renameSync(temp, outPath);
     fsyncPath(dirname(outPath));
@@ -125,6 +128,7 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
     await tar.t({
       file: path,
       strict: true,
+      maxReadSize: readChunkBytes,
       onReadEntry(entry) {
         if (entry.type === "Link" && entry.linkpath !== undefined) {
           links.set(entry.path, entry.linkpath);

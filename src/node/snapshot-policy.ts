@@ -39,6 +39,11 @@ export const snapshotsRetainedCount = 3;
 export const imageLogBytesMinDefault = 64 * 1024 * 1024;
 /** A checkpoint is due when the store's SQLite WAL reaches this, whatever the entry count. */
 const storeWalBytesMax = 64 * 1024 * 1024;
+/**
+ * How often the store's SQLite WAL file is measured (a stat): maybeAuto runs after every apply,
+ * and a stat per write was a measurable share of a lone client's write.
+ */
+const storeWalProbeMs = 100;
 /** A failing image or checkpoint (a full disk, say) is retried, but not on every write. */
 const retryAfterFailureMs = 10_000;
 const largeCompactionBytes = 16 * 1024 * 1024;
@@ -60,6 +65,7 @@ export class SnapshotPolicy {
   private nextImageAtMs = 0;
   private nextCheckpointAtMs = 0;
   private lastCheckpointMs = 0;
+  private nextStoreWalProbeMs = 0;
   /** Bytes of entry data applied since the core's in-memory log was last compacted. */
   private logBytesInMemory = 0;
   private lastSeen: Progress | null = null;
@@ -135,7 +141,7 @@ export class SnapshotPolicy {
     // Due every snapshot_interval entries, and sooner when a few large entries (a bulk load)
     // have grown the store's own SQLite WAL past a bound: what a checkpoint copies stays small.
     const dueByCount = applied - this.checkpointStartedAt >= ctx.config.snapshotIntervalEntries;
-    const dueBySize = applied > this.checkpointStartedAt && now >= this.lastCheckpointMs + 1000 && ctx.store.walFileBytes() >= storeWalBytesMax;
+    const dueBySize = applied > this.checkpointStartedAt && now >= this.lastCheckpointMs + 1000 && now >= this.nextStoreWalProbeMs && this.storeWalFull(now);
     if (!this.checkpointInFlight && (dueByCount || dueBySize) && now >= this.nextCheckpointAtMs) {
       this.lastCheckpointMs = now;
       void this.checkpointNow();
@@ -198,13 +204,20 @@ export class SnapshotPolicy {
     return Math.min(16 * 1024 * 1024, this.ctx.config.maxMemoryBytes / 64);
   }
 
+  private storeWalFull(now: number): boolean {
+    this.nextStoreWalProbeMs = now + storeWalProbeMs;
+    return this.ctx.store.walFileBytes() >= storeWalBytesMax;
+  }
+
   /** An image is due when the WAL kept since the newest one reaches the store's size. */
   private imageDue(): boolean {
     const { ctx } = this;
     // While the archive lags behind the newest image, a newer image would free nothing more.
     if (ctx.walRemovableThrough(ctx.snapshotIndex) < ctx.snapshotIndex) return false;
     const walBytes = ctx.io.log.stats().sizeBytes;
-    return walBytes >= Math.max(this.imageLogBytesMin, ctx.store.sizeBytes());
+    // The store's size is a query: asked only once the WAL is past the floor (after every apply
+    // it was a tenth of a lone client's write).
+    return walBytes >= this.imageLogBytesMin && walBytes >= ctx.store.sizeBytes();
   }
 
   /** Drop the applied log from the core's memory; the WAL keeps it on disk. */

@@ -43,8 +43,8 @@ export const serveCommand = defineCommand({
     process.on("SIGTERM", earlyTerm);
     process.on("SIGINT", earlyInt);
     try {
-      servers.push(await listen(security.guard({ fetch: (r) => clientFetch(r) }, "client"), config.listen.client, "client", security.serverTls));
-      servers.push(await listen(security.guard({ fetch: (r) => adminFetch(r) }, "admin"), config.listen.admin, "admin", security.serverTls));
+      servers.push(await listen(security.guard({ fetch: (r) => clientFetch(r) }, "client"), config.listen.client, "client", security.serverTls, security.limiter()));
+      servers.push(await listen(security.guard({ fetch: (r) => adminFetch(r) }, "admin"), config.listen.admin, "admin", security.serverTls, security.limiter()));
       security.serve(servers);
       node = await SvcNode.start(config, logger);
     } catch (e) {

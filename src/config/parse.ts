@@ -126,6 +126,8 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
   const queryTimeoutMs = readInt(limitsTable, "query_timeout_ms", field(limitsSpec, "query_timeout_ms", "int"), ["limits"], problems);
   const adminQueryTimeoutMs = readInt(limitsTable, "admin_query_timeout_ms", field(limitsSpec, "admin_query_timeout_ms", "int"), ["limits"], problems);
   const writeCheckTimeoutMs = readInt(limitsTable, "write_check_timeout_ms", field(limitsSpec, "write_check_timeout_ms", "int"), ["limits"], problems);
+  const clientRequestsPerSecond = readInt(limitsTable, "client_requests_per_second", field(limitsSpec, "client_requests_per_second", "int"), ["limits"], problems) ?? 0;
+  const clientConnectionsMax = readInt(limitsTable, "client_connections_max", field(limitsSpec, "client_connections_max", "int"), ["limits"], problems) ?? 0;
 
   const backupSpec = tableFields(ROOT_FIELDS, "backup");
   const backupTable = readTable(root, "backup", backupSpec, problems) ?? {};
@@ -157,7 +159,7 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
     cluster: { bootstrap, members: members.members.map(({ member }) => member) },
     wal: { archiveCommand, archiveTimeoutMs: archiveTimeoutS * 1000, segmentSizeBytes: segmentSizeMb * MIB },
     raft: { heartbeatIntervalMs, electionTimeoutMs },
-    limits: { queryTimeoutMs, adminQueryTimeoutMs, writeCheckTimeoutMs },
+    limits: { queryTimeoutMs, adminQueryTimeoutMs, writeCheckTimeoutMs, clientRequestsPerSecond, clientConnectionsMax },
     backup: { dir: backupDir, offsite: backupOffsite, retainMs: retainDays * 86_400_000, offsiteRetainMs: offsiteRetainDays * 86_400_000 },
   };
 }

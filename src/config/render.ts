@@ -50,6 +50,8 @@ export function renderConfigToml(draft: ConfigDraft): string {
     note(`query_timeout_ms = ${limits.queryTimeoutMs ?? intDefault(sub("limits"), "query_timeout_ms")}`, "a client's read is stopped after this"),
     note(`admin_query_timeout_ms = ${limits.adminQueryTimeoutMs ?? intDefault(sub("limits"), "admin_query_timeout_ms")}`, "svc admin query and stats"),
     note(`write_check_timeout_ms = ${limits.writeCheckTimeoutMs ?? intDefault(sub("limits"), "write_check_timeout_ms")}`, "a write tried before the log is refused after this"),
+    note(`client_requests_per_second = ${limits.clientRequestsPerSecond ?? intDefault(sub("limits"), "client_requests_per_second")}`, "per client address and port, 429 beyond; 0: no limit"),
+    note(`client_connections_max = ${limits.clientConnectionsMax ?? intDefault(sub("limits"), "client_connections_max")}`, "open connections per client address and port; 0: no limit"),
     ...securityLines(draft),
   ];
   return lines.join("\n") + "\n";

@@ -92,6 +92,9 @@ export const ROOT_FIELDS: TableSpec = {
       query_timeout_ms: { kind: "int", min: 10, max: 3_600_000, default: 5000, unit: "milliseconds" },
       admin_query_timeout_ms: { kind: "int", min: 10, max: 3_600_000, default: 60_000, unit: "milliseconds" },
       write_check_timeout_ms: { kind: "int", min: 10, max: 600_000, default: 1000, unit: "milliseconds" },
+      // Per client address, on the client and admin ports each; 0 turns the limit off.
+      client_requests_per_second: { kind: "int", min: 0, max: 1_000_000, default: 0, unit: "requests a second" },
+      client_connections_max: { kind: "int", min: 0, max: 100_000, default: 0, unit: "connections" },
     },
   },
   backup: {

@@ -60,6 +60,13 @@ export interface Config {
     readonly adminQueryTimeoutMs: number;
     /** A write tried before it enters the log is refused after this. */
     readonly writeCheckTimeoutMs: number;
+    /**
+     * Requests a second one client address may make on the client port, and on the admin port
+     * (each its own budget), answered 429 with Retry-After beyond; 0 or absent: no limit.
+     */
+    readonly clientRequestsPerSecond?: number;
+    /** Connections one client address may hold open on each of those ports; 0 or absent: no limit. */
+    readonly clientConnectionsMax?: number;
   };
   /**
    * Where `svc admin backup` writes when given no --to (SPEC §4.4, §8): `dir` a directory or
@@ -115,7 +122,13 @@ export interface ConfigDraft {
   readonly cluster?: { readonly bootstrap?: boolean; readonly members?: readonly MemberDraft[] };
   readonly wal?: { readonly archiveCommand?: string; readonly archiveTimeoutMs?: number; readonly segmentSizeBytes?: number };
   readonly raft?: { readonly heartbeatIntervalMs?: number; readonly electionTimeoutMs?: number };
-  readonly limits?: { readonly queryTimeoutMs?: number; readonly adminQueryTimeoutMs?: number; readonly writeCheckTimeoutMs?: number };
+  readonly limits?: {
+    readonly queryTimeoutMs?: number;
+    readonly adminQueryTimeoutMs?: number;
+    readonly writeCheckTimeoutMs?: number;
+    readonly clientRequestsPerSecond?: number;
+    readonly clientConnectionsMax?: number;
+  };
   readonly tls?: TlsSettings | null;
   readonly auth?: AuthSettings | null;
 }

@@ -25,6 +25,8 @@ export type HttpErrorCode =
   | "TOKENS_FILE_INVALID"
   /** A certificate, key or CA file of [tls] cannot be used; at start and on reload. */
   | "TLS_INVALID"
+  /** A client past [limits] client_requests_per_second or client_connections_max. */
+  | "TOO_MANY_REQUESTS"
   /** A follower could not forward to the leader. */
   | "NOT_LEADER"
   /** A follower forwarded a write and lost the connection before the leader's answer. */
@@ -67,6 +69,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   TRANSPORT_BAD_OPTION: 400,
   UNAUTHORIZED: 401,
   FORBIDDEN: 403,
+  TOO_MANY_REQUESTS: 429,
   NOT_FOUND: 404,
   CLEANUP_DIR_MISSING: 404,
   REQUEST_TIMEOUT: 408,
@@ -164,6 +167,8 @@ export function errorResponse(e: unknown): Response {
   const status = statusFor(error.code);
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (status === 503) headers["retry-after"] = "1";
+  const retryAfterS = error.details["retryAfterS"];
+  if (status === 429 && typeof retryAfterS === "number") headers["retry-after"] = String(retryAfterS);
   return new Response(JSON.stringify(errorBody(error)), { status, headers });
 }
 

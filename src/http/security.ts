@@ -1,5 +1,5 @@
-// TLS and tokens for the client and admin ports of one node, as [tls] and [auth] configure
-// them. Everything is read at start (a file that cannot be used stops the node there), again
+// TLS, tokens and per-client limits for the client and admin ports of one node, as [tls],
+// [auth] and [limits] configure them. Everything is read at start (a file that cannot be used stops the node there), again
 // on SIGHUP, and whenever one of the files changes (checked every tlsWatchIntervalMs): a
 // reload that fails keeps what was in use and logs why, so a bad edit never drops the node.
 // Nothing here logs a token, a hash or a key; only paths and counts.
@@ -9,6 +9,7 @@ import type { Config } from "../config/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Port } from "./access.ts";
+import { ClientLimiter } from "./client-limits.ts";
 import { guardApp, type FetchApp } from "./guard.ts";
 import type { BoundServer } from "./server.ts";
 import { filesStamp, loadTlsMaterial, tlsFilesStamp, type TlsMaterial } from "./tls.ts";
@@ -49,6 +50,16 @@ export class HttpSecurity {
       tokens: () => this.#tokens,
       metricsOpen: this.config.auth?.metricsOpen ?? false,
       outboundTls: () => this.#tls?.outbound ?? null,
+    });
+  }
+
+  /** Per-client limits ([limits]) for one port, each port its own budget; inactive unless configured. */
+  limiter(): ClientLimiter {
+    const members = this.config.cluster.members;
+    return new ClientLimiter({
+      requestsPerSecond: this.config.limits.clientRequestsPerSecond ?? 0,
+      connectionsMax: this.config.limits.clientConnectionsMax ?? 0,
+      memberHosts: new Set(members.flatMap((m) => [m.client.host, m.admin.host, m.peer.host])),
     });
   }
 

@@ -18,7 +18,9 @@ import type { TlsOptions } from "node:tls";
 import type { Address } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { requestBodyBytesMax, tooLarge } from "./body.ts";
+import type { ClientLimiter } from "./client-limits.ts";
 import { errorResponse } from "./errors.ts";
+import { forwardedHeader } from "./forward.ts";
 
 interface FetchApp {
   fetch: (request: Request) => Response | Promise<Response>;
@@ -45,13 +47,14 @@ const keepAliveIdleMs = 120_000;
  * Binds the port and resolves once it listens; rejects with PORT_IN_USE or LISTEN_FAILED
  * (with a hint naming the setting) when it cannot.
  */
-export async function listen(app: FetchApp, address: Address, role: "client" | "admin", tls?: TlsOptions): Promise<BoundServer> {
+export async function listen(app: FetchApp, address: Address, role: "client" | "admin", tls?: TlsOptions, limiter?: ClientLimiter): Promise<BoundServer> {
   // Requests get this node's own address as their origin, never the client's Host header:
   // Elysia finds the path by position in the URL, which a crafted Host would move.
   const scheme = tls === undefined ? "http" : "https";
   let origin = originOf(scheme, address.host, address.port);
   const make = (options: TlsOptions | undefined): Server => {
-    const handler = (req: IncomingMessage, res: ServerResponse): void => void serveOne(app, origin, req, res);
+    const limits = limiter?.active === true ? limiter : null;
+    const handler = (req: IncomingMessage, res: ServerResponse): void => void serveOne(app, origin, req, res, limits);
     const server = options === undefined ? createServer(handler) : createHttpsServer(options, handler);
     server.keepAliveTimeout = keepAliveIdleMs;
     return server;
@@ -131,11 +134,13 @@ function listenError(e: unknown, address: Address, role: "client" | "admin"): Sv
   });
 }
 
-async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res: ServerResponse, limiter: ClientLimiter | null): Promise<void> {
   let response: Response;
   let closeAfter = false;
   try {
-    const body = await readBody(req);
+    // Refused before its body is read: the connection, with the body unread, closes after.
+    const limited = limiter?.admit(req.socket.remoteAddress ?? "", req.socket, req.headers[forwardedHeader] !== undefined) ?? null;
+    const body = limited ?? (await readBody(req));
     if (body instanceof SvcError) {
       // The rest of the body is unread (or never comes): the connection cannot carry another request.
       response = errorResponse(body);

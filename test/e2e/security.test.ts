@@ -366,3 +366,21 @@ describe("a three-node cluster with TLS on every port (mutual TLS between peers)
     }
   }, 180_000);
 });
+
+describe("[limits] per-client caps", () => {
+  procTest("client_requests_per_second from the config refuses a burst with 429 and Retry-After on both ports", async (env) => {
+    const config = await singleNodeConfig(env.dir, { limits: { clientRequestsPerSecond: 3 } });
+    const node = await env.startNode({ config });
+    for (const base of [node.clientUrl, node.adminUrl]) {
+      const statuses: number[] = [];
+      let retryAfter: string | null = null;
+      for (let i = 0; i < 10; i++) {
+        const r = await fetch(`${base}/health`, { headers: { connection: "close" } });
+        statuses.push(r.status);
+        if (r.status === 429) retryAfter = r.headers.get("retry-after");
+      }
+      expect(statuses).toContain(429);
+      expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);
+    }
+  }, 60_000);
+});

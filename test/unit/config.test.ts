@@ -95,7 +95,8 @@ describe("config: a valid file", () => {
   test("[limits] takes the documented defaults and refuses values out of range", () => {
     const result = parseConfig(`node_id = "a"\n`, "config.toml");
     if (!result.ok) throw new Error(JSON.stringify(result.problems));
-    expect(result.config.limits).toEqual({ queryTimeoutMs: 5000, adminQueryTimeoutMs: 60_000, writeCheckTimeoutMs: 1000 });
+    // The per-client request rate and connection caps are off unless configured.
+    expect(result.config.limits).toEqual({ queryTimeoutMs: 5000, adminQueryTimeoutMs: 60_000, writeCheckTimeoutMs: 1000, clientRequestsPerSecond: 0, clientConnectionsMax: 0 });
     const text = `node_id = "a"\n[limits]\nquery_timeout_ms = 0\nwrite_check_timeout_ms = "1s"\n`;
     expect(only(text, "limits.query_timeout_ms").message).toBe("must be between 10 and 3600000 milliseconds, got 0");
     expect(only(text, "limits.write_check_timeout_ms").line).toBe(4);

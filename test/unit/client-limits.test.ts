@@ -1,0 +1,94 @@
+// Per-client limits on an HTTP port ([limits] client_requests_per_second and
+// client_connections_max): past either, 429 TOO_MANY_REQUESTS with Retry-After, the
+// connection closed after the answer; off unless configured; a member's relayed requests pass.
+// Served by the real listener on 127.0.0.1 with a stand-in app.
+
+import { afterEach, describe, expect, test } from "bun:test";
+import * as net from "node:net";
+import { ClientLimiter } from "../../src/http/client-limits.ts";
+import { listen, type BoundServer } from "../../src/http/server.ts";
+
+const servers: BoundServer[] = [];
+afterEach(() => {
+  for (const s of servers.splice(0)) s.stop();
+});
+
+const app = { fetch: () => Response.json({ ok: true }) };
+
+async function serve(limits: { requestsPerSecond: number; connectionsMax: number; memberHosts?: string[] }, nowMs?: () => number): Promise<string> {
+  const limiter = new ClientLimiter({ ...limits, memberHosts: new Set(limits.memberHosts ?? []) }, nowMs);
+  const server = await listen(app, { host: "127.0.0.1", port: 0, raw: "127.0.0.1:0" }, "client", undefined, limiter);
+  servers.push(server);
+  return `http://127.0.0.1:${server.port}`;
+}
+
+/** One request on its own connection. */
+async function get(base: string, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${base}/v1/query`, { method: "POST", body: "{}", headers: { ...headers, connection: "close" }, keepalive: false });
+}
+
+/** Raw keep-alive connections, each sending one request and reading the status line. */
+async function statusOnConnection(port: number): Promise<{ status: string; socket: net.Socket }> {
+  const socket = net.connect(port, "127.0.0.1");
+  await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+  const status = await new Promise<string>((resolve) => {
+    socket.once("data", (chunk) => resolve(chunk.toString("latin1").split("\r\n")[0] ?? ""));
+    socket.write("POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+  });
+  return { status, socket };
+}
+
+describe("per-client limits", () => {
+  test("past client_requests_per_second, requests get 429 with Retry-After, and pass again once the bucket refills", async () => {
+    let now = 0;
+    const base = await serve({ requestsPerSecond: 5, connectionsMax: 0 }, () => now);
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) statuses.push((await get(base)).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
+    const refused = await get(base);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    const body = (await refused.json()) as { error: { code: string; message: string; limit: string } };
+    expect(body.error.code).toBe("TOO_MANY_REQUESTS");
+    expect(body.error.message).toContain("more than 5 requests a second");
+    expect(body.error.limit).toBe("rate");
+    now += 1000;
+    expect((await get(base)).status).toBe(200);
+  });
+
+  test("past client_connections_max, a request on a further connection gets 429 and that connection closes", async () => {
+    const base = await serve({ requestsPerSecond: 0, connectionsMax: 2 });
+    const port = Number(new URL(base).port);
+    const first = await statusOnConnection(port);
+    const second = await statusOnConnection(port);
+    const third = await statusOnConnection(port);
+    expect([first.status, second.status, third.status]).toEqual(["HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 429 Too Many Requests"]);
+    await new Promise<void>((resolve) => (third.socket.destroyed ? resolve() : third.socket.once("close", () => resolve())));
+    // One of the two closes: a new connection is within the cap again.
+    first.socket.destroy();
+    let again = "";
+    for (let i = 0; i < 100 && again !== "HTTP/1.1 200 OK"; i++) {
+      const c = await statusOnConnection(port);
+      again = c.status;
+      c.socket.destroy();
+      if (again !== "HTTP/1.1 200 OK") await Bun.sleep(10);
+    }
+    expect(again).toBe("HTTP/1.1 200 OK");
+    second.socket.destroy();
+  });
+
+  test("with no limits configured, nothing is refused", async () => {
+    const base = await serve({ requestsPerSecond: 0, connectionsMax: 0 });
+    const statuses = await Promise.all(Array.from({ length: 50 }, () => get(base).then((r) => r.status)));
+    expect(new Set(statuses)).toEqual(new Set([200]));
+  });
+
+  test("a request a member relays (x-svc-forwarded-by from a member's host) is not limited", async () => {
+    let now = 0;
+    const base = await serve({ requestsPerSecond: 1, connectionsMax: 0, memberHosts: ["127.0.0.1"] }, () => now);
+    const relayed = await Promise.all(Array.from({ length: 5 }, () => get(base, { "x-svc-forwarded-by": "node2" }).then((r) => r.status)));
+    expect(relayed).toEqual([200, 200, 200, 200, 200]);
+    expect((await get(base)).status).toBe(200);
+    expect((await get(base)).status).toBe(429);
+  });
+});

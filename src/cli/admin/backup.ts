@@ -2,7 +2,8 @@
 // configuration, talks to the node beside it over its admin API, and runs backup/'s jobs.
 // Progress goes to stderr on a terminal; one summary line (or --json) to stdout. Exit 0 when
 // the backup was made and verified (or skipped by --if-leader on a follower), 1 when it
-// failed, 2 for a wrong command line; 130 when interrupted (writes resumed first).
+// failed, 2 for a wrong command line; 130 (SIGINT) or 143 (SIGTERM) when interrupted, writes
+// resumed first.
 
 import * as fs from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -127,11 +128,13 @@ const fullCommand = defineCommand({
       interrupted = true;
       clearProgress(json);
       process.stderr.write(`svc: ${signal}: resuming writes and removing the partial backup\n`);
+      // 128 + the signal's number, as a shell reports a command a signal ended.
+      const code = signal === "SIGINT" ? 130 : 143;
       job.interrupt().then(
-        () => process.exit(130),
+        () => process.exit(code),
         (e: unknown) => {
           process.stderr.write(`svc: ${(e as Error).message}\n`);
-          process.exit(130);
+          process.exit(code);
         },
       );
     };
@@ -233,8 +236,9 @@ const offsiteCommand = defineCommand({
     if (newest === null) throw new CliExit(ExitCode.failure, `no svc-backup-<YYYYMMDD>.tar.gz in ${from}\n  → run \`svc admin backup full\` first`);
     const tempDir = fs.mkdtempSync(`${config.dataDir}/.offsite-`);
     try {
-      const local = `${tempDir}/${newest}`;
-      await source.get(newest, local);
+      // A local backup is read where it is; one in an object store is fetched first.
+      const local = isObjectUrl(from) ? `${tempDir}/${newest}` : resolve(from, newest);
+      if (isObjectUrl(from)) await source.get(newest, local);
       const check = await verifyArchive(local);
       if (!check.ok) throw new CliExit(ExitCode.failure, `${newest} does not verify: ${check.problems.join("; ")}`);
       const copied = await copyOffsite(local, newest, to, retainMs, Date.now());

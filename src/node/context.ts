@@ -5,6 +5,7 @@
 
 import type { Config } from "../config/index.ts";
 import type { Clock, LogStore, PeerNetwork, SnapshotStore } from "../io/index.ts";
+import type { GossipService } from "../gossip/index.ts";
 import type { Entry, Membership, RaftCore } from "../raft/index.ts";
 import type { MemberAddress, Store } from "../store/index.ts";
 import { assert } from "../util/assert.ts";
@@ -16,6 +17,7 @@ import type { SnapshotTransfer, SnapshotTransferHooks, TransferMetrics } from ".
 import type { DataPaths } from "../storage/index.ts";
 import { nextRecoveryState, recoveryAccepts, type RecoveryEvent, type RecoveryState } from "./recovery.ts";
 import { ApplyWaiters } from "./waiters.ts";
+import type { WalArchiveIo, WalArchivePart } from "./wal-archive-types.ts";
 
 /** The io a node runs on: production (start.ts) or the simulator's twins. */
 export interface NodeIo {
@@ -31,6 +33,8 @@ export interface NodeIo {
    * from a write that fails for want of space.
    */
   readonly diskSpace?: { readonly path: string; readonly freeBytes: () => number | null };
+  /** Where archive_command runs (production, when wal.archive_command is set); absent: no archiving. */
+  readonly walArchive?: WalArchiveIo;
 }
 
 /**
@@ -69,6 +73,8 @@ export interface NodeParts {
   readonly release: () => void;
   /** What verify-checksums checks on a running node; absent for an in-memory node. */
   readonly verifyTarget?: { readonly paths: DataPaths };
+  /** Gossip membership over UDP (production); absent in the simulator. */
+  readonly gossip?: GossipService;
 }
 
 export class NodeContext {
@@ -101,6 +107,8 @@ export class NodeContext {
   onFatal: ((e: SvcError) => void) | null = null;
   /** Failing pending reads too is the read barrier's job; it registers here. */
   readonly failHooks: ((e: SvcError) => void)[] = [];
+  /** Archives the WAL while this node leads (set by the loop when the io can archive). */
+  walArchiver: WalArchivePart | null = null;
 
   constructor(
     readonly config: Config,
@@ -120,6 +128,14 @@ export class NodeContext {
 
   get clock(): Clock {
     return this.io.clock;
+  }
+
+  /**
+   * How far the WAL may be trimmed behind an image at `index`: that far, but while archiving
+   * is on never past what the cluster has archived (a later leader may need the entries).
+   */
+  walRemovableThrough(index: number): number {
+    return this.io.walArchive === undefined ? index : Math.min(index, this.store.meta.archivedThrough);
   }
 
   /** Move the recovery flow; an event with no edge from the current state is a bug. */

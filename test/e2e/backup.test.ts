@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { describe, expect } from "bun:test";
 import * as tar from "tar";
 import {
-  clusterConfigs, execute, executeRaw, getJson, procTest, query, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
+  clusterConfigs, execute, executeRaw, getJson, metric, postJson, procTest, query, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
   type NodeProcess, type ProcEnv,
 } from "../lib/proc.ts";
 import { ensureBinary } from "../lib/proc-binary.ts";
@@ -224,6 +224,36 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
       }
     }
     await expectRows(leader, rowsBefore);
+  }, 180_000);
+
+  procTest("SPEC §4.4's snapshot backup by hand: the snapshot directory being copied is held, and not pruned however many images follow", async (env) => {
+    const { leader } = await clusterWithRows(env);
+    const snapshotsDir = join(leader.dataDir, "raft", "snapshots");
+    const images = () => fs.readdirSync(snapshotsDir).filter((n) => /^[0-9a-f]{16}-[0-9a-f]{16}$/.test(n)).sort();
+    // 1. POST /admin/snapshot to the leader; 2. wait until the snapshot metrics show it done.
+    const before = await metric(leader.adminUrl, "tensor_chain_snapshots_total");
+    expect((await postJson(`${leader.adminUrl}/admin/snapshot`, {})).status).toBe(202);
+    await waitFor("the snapshot metrics to show completion", async () => (await metric(leader.adminUrl, "tensor_chain_snapshots_total")) > before);
+    // 3. Hold the newest, copy it — meanwhile the node makes more images than it keeps.
+    const copied = images().at(-1) ?? "";
+    fs.writeFileSync(join(snapshotsDir, copied, ".hold"), "");
+    for (let i = 0; i < 4; i++) {
+      await writeRows(leader, rowsBefore + 1 + i * 10, rowsBefore + 10 + i * 10);
+      expect((await postJson(`${leader.adminUrl}/admin/snapshot?wait=true&local=true`, {})).status).toBe(200);
+    }
+    expect(images()).toContain(copied);
+    const backup = join(env.dir, "manual");
+    fs.cpSync(join(snapshotsDir, copied), join(backup, copied), { recursive: true, filter: (p) => !p.endsWith(".hold") });
+    // 4. cluster-info as metadata.json.
+    const info = await svc(["admin", "cluster-info", "--node", leader.adminUrl]);
+    expect(info.exitCode).toBe(0);
+    fs.writeFileSync(join(backup, "metadata.json"), info.stdout);
+    expect(fs.readdirSync(join(backup, copied)).sort()).toEqual(["meta.json", "state.db"]);
+    // Released, it goes with the next image.
+    fs.rmSync(join(snapshotsDir, copied, ".hold"));
+    await writeRows(leader, rowsBefore + 41, rowsBefore + 50);
+    expect((await postJson(`${leader.adminUrl}/admin/snapshot?wait=true&local=true`, {})).status).toBe(200);
+    await waitFor("the released snapshot to be pruned", async () => !images().includes(copied));
   }, 180_000);
 
   procTest("snapshot backup: latest/ holds a snapshot directory and metadata.json; copied into raft/snapshots/ the node uses it", async (env) => {

@@ -23,6 +23,9 @@ ADMIN_LINK=/usr/local/bin/svc-admin
 DATA_DIR=/var/lib/svc
 CONFIG_DIR=/etc/svc
 CONFIG_PATH=/etc/svc/config.toml
+TLS_DIR=/etc/svc/tls
+TOKENS_PATH=/etc/svc/tokens
+ADMIN_TOKEN_PATH=/etc/svc/admin-token
 UNIT_DIR=/etc/systemd/system
 SERVICE=svc.service
 SYSUSERS_PATH=/usr/lib/sysusers.d/svc.conf
@@ -49,6 +52,11 @@ options:
   --listen HOST           the address a generated config binds its client, admin and peer ports to
                           (default: 127.0.0.1, this machine only; other machines need [tls] and [auth]
                           before the ports are opened to them: svc --validate warns until they are)
+  --generate-certs        make (once, never overwritten) a cluster CA, this node's certificate and an
+                          admin token under $TLS_DIR and $CONFIG_DIR (files 0600 $SVC_USER:$SVC_GROUP), and
+                          put [tls] (every port, mutual TLS between peers) and [auth] in a generated
+                          config. For a cluster, copy ca.crt and ca.key from the first node's
+                          $TLS_DIR to the others' before running it there: an existing CA is reused
   --no-start              enable the units but do not start them
   --uninstall             remove what install.sh installed; keep data, config and the user
   --purge                 with --uninstall: also remove $DATA_DIR, $CONFIG_DIR and the user and group
@@ -86,6 +94,7 @@ BINARY=
 NODE_ID=
 WAL_ARCHIVE_DIR=/var/backups/svc/wal
 LISTEN_HOST=127.0.0.1
+GENERATE_CERTS=0
 NO_START=0
 UNITS_CHANGED=0
 RESTART_NEEDED=0
@@ -108,6 +117,7 @@ while [ $# -gt 0 ]; do
 	--wal-archive-dir=*) WAL_ARCHIVE_DIR=${1#*=}; shift ;;
 	--listen) need_value "$@"; LISTEN_HOST=$2; shift 2 ;;
 	--listen=*) LISTEN_HOST=${1#*=}; shift ;;
+	--generate-certs) GENERATE_CERTS=1; shift ;;
 	--no-start) NO_START=1; shift ;;
 	--uninstall) UNINSTALL=1; shift ;;
 	--purge) PURGE=1; shift ;;
@@ -318,6 +328,76 @@ segment_size_mb = 64
 heartbeat_interval_ms = 100
 election_timeout_ms = 1000         # at least 5 x heartbeat_interval_ms
 EOF
+	if [ "$GENERATE_CERTS" = 1 ]; then
+		cat <<EOF
+
+[tls]                              # made by install.sh --generate-certs
+cert_file = "$TLS_DIR/node.crt"
+key_file = "$TLS_DIR/node.key"
+ca_file = "$TLS_DIR/ca.crt"        # what svc admin and the other nodes trust
+peer_ca_file = "$TLS_DIR/ca.crt"   # mutual TLS on the peer port
+
+[auth]
+tokens_file = "$TOKENS_PATH"       # hashes and roles; add tokens with svc admin token create
+token_file = "$ADMIN_TOKEN_PATH"   # the admin token svc admin sends
+EOF
+	fi
+}
+
+# The names this node's certificate holds: its node id (DNS and svc://<id>, what its peers
+# check), this host's names and IPv4 addresses, and loopback.
+node_san() {
+	san="DNS:$1,URI:svc://$1,DNS:localhost,IP:127.0.0.1"
+	for name in $(hostname 2>/dev/null) $(hostname -f 2>/dev/null); do
+		case ",$san," in *",DNS:$name,"*) ;; *) san="$san,DNS:$name" ;; esac
+	done
+	for ip in $(hostname -I 2>/dev/null); do
+		case $ip in *:*) ;; *) case ",$san," in *",IP:$ip,"*) ;; *) san="$san,IP:$ip" ;; esac ;; esac
+	done
+	printf '%s' "$san"
+}
+
+# A cluster CA (kept if present: the first node's, copied to the others), this node's
+# certificate, the tokens file and an admin token, each made once and never overwritten.
+generate_certs() {
+	command -v openssl >/dev/null 2>&1 || die "--generate-certs needs openssl (apt-get install openssl)"
+	ensure_dir "$TLS_DIR" 750 "$SVC_UID" "$SVC_GID"
+	tls=$(R "$TLS_DIR")
+	cat >"$WORK/openssl.ext" <<EOF
+[ca]
+basicConstraints=critical,CA:true
+keyUsage=critical,keyCertSign,cRLSign
+[node]
+basicConstraints=CA:false
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth,clientAuth
+subjectAltName=$(node_san "$NODE_ID")
+EOF
+	if [ ! -e "$tls/ca.crt" ]; then
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/ca.key" -out "$WORK/ca.crt" \
+			-days 3650 -subj "/CN=svc cluster CA" -extensions ca -config "$WORK/openssl.ext" 2>"$WORK/openssl.err" ||
+			die "openssl could not make the CA: $(cat "$WORK/openssl.err")"
+		put_file "$WORK/ca.key" "$TLS_DIR/ca.key" 600 "$SVC_UID" "$SVC_GID"
+		put_file "$WORK/ca.crt" "$TLS_DIR/ca.crt" 600 "$SVC_UID" "$SVC_GID"
+	fi
+	if [ ! -e "$tls/node.crt" ]; then
+		[ -e "$tls/ca.key" ] || die "$TLS_DIR/ca.crt has no ca.key beside it to sign this node's certificate; copy both from the first node"
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/node.key" -out "$WORK/node.csr" \
+			-subj "/CN=$NODE_ID" 2>"$WORK/openssl.err" || die "openssl could not make the node key: $(cat "$WORK/openssl.err")"
+		openssl x509 -req -in "$WORK/node.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial -CAserial "$WORK/ca.srl" \
+			-out "$WORK/node.crt" -days 825 -extfile "$WORK/openssl.ext" -extensions node 2>"$WORK/openssl.err" ||
+			die "openssl could not sign the node certificate: $(cat "$WORK/openssl.err")"
+		put_file "$WORK/node.key" "$TLS_DIR/node.key" 600 "$SVC_UID" "$SVC_GID"
+		put_file "$WORK/node.crt" "$TLS_DIR/node.crt" 600 "$SVC_UID" "$SVC_GID"
+	fi
+	if [ ! -e "$(R "$ADMIN_TOKEN_PATH")" ]; then
+		# The binary writes the hash, in the form svc reads; the token itself goes to its own file.
+		if [ -e "$(R "$TOKENS_PATH")" ]; then cp "$(R "$TOKENS_PATH")" "$WORK/tokens"; chmod 600 "$WORK/tokens"; fi
+		(umask 077 && "$BINARY" admin token create --role admin --tokens-file "$WORK/tokens" --name install.sh >"$WORK/admin-token" 2>"$WORK/token.err") ||
+			die "could not make the admin token: $(cat "$WORK/token.err")"
+		put_file "$WORK/tokens" "$TOKENS_PATH" 600 "$SVC_UID" "$SVC_GID"
+		put_file "$WORK/admin-token" "$ADMIN_TOKEN_PATH" 600 "$SVC_UID" "$SVC_GID"
+	fi
 }
 
 # Sandboxing shared by the node and its cleanup jobs. Never MemoryDenyWriteExecute=: it
@@ -569,12 +649,15 @@ install_all() {
 	# The config is readable by the node, writable only by root. An existing one is the
 	# operator's: it is never rewritten, nor are its mode and owner.
 	ensure_dir "$CONFIG_DIR" 750 0 "$SVC_GID"
+	[ "$GENERATE_CERTS" = 0 ] || generate_certs
 	if [ -e "$(R "$CONFIG_PATH")" ]; then
 		info "kept $CONFIG_PATH (exists; never overwritten)"
 	else
 		# Checked by the binary it is for, before it is put in place.
 		config_toml "$NODE_ID" >"$WORK/config.toml"
-		if ! out=$("$BINARY" --config "$WORK/config.toml" --validate 2>&1); then
+		# Checked with its file paths under --root, where those files are.
+		sed "s|= \"/etc/svc/|= \"$(R /etc/svc)/|" "$WORK/config.toml" >"$WORK/config-check.toml"
+		if ! out=$("$BINARY" --config "$WORK/config-check.toml" --validate 2>&1); then
 			die "the generated $CONFIG_PATH does not validate (a bug in install.sh): $out"
 		fi
 		put_file "$WORK/config.toml" "$CONFIG_PATH" 640 0 "$SVC_GID"

@@ -243,6 +243,41 @@ describe("install.sh --root", () => {
   });
 });
 
+describe("install.sh --generate-certs", () => {
+  test("makes a CA, the node's certificate (naming its node id) and an admin token, 0600 svc:svc, and a config with [tls] and [auth] that validates; a rerun changes nothing", () => {
+    const root = stagingRoot();
+    try {
+      const r = install(root, "--generate-certs", "--node-id", "alpha", "--no-start");
+      expect(r.stderr).toBe("");
+      expect(r.exitCode).toBe(0);
+      const svc = accountIds(root, "svc");
+      const tls = join(root, "etc/svc/tls");
+      for (const f of ["ca.crt", "ca.key", "node.crt", "node.key"]) expect(attrs(join(tls, f))).toEqual({ mode: "600", ...svc });
+      for (const f of ["etc/svc/tokens", "etc/svc/admin-token"]) expect(attrs(join(root, f))).toEqual({ mode: "600", ...svc });
+      const verify = run(["openssl", "verify", "-CAfile", join(tls, "ca.crt"), join(tls, "node.crt")]);
+      expect(verify.exitCode).toBe(0);
+      expect(run(["openssl", "x509", "-in", join(tls, "node.crt"), "-noout", "-ext", "subjectAltName"]).stdout).toContain("URI:svc://alpha");
+      // The token file holds the token; the tokens file only its hash.
+      const token = fs.readFileSync(join(root, "etc/svc/admin-token"), "utf8").trim();
+      const tokens = fs.readFileSync(join(root, "etc/svc/tokens"), "utf8");
+      expect(tokens).not.toContain(token);
+      expect(tokens).toContain(`sha256:${new Bun.CryptoHasher("sha256").update(token).digest("hex")} admin`);
+      const text = fs.readFileSync(join(root, "etc/svc/config.toml"), "utf8");
+      const underRoot = text.replaceAll('= "/etc/svc/', `= "${join(root, "etc/svc")}/`);
+      const parsed = parseConfig(underRoot, "config.toml");
+      if (!parsed.ok) throw new Error(JSON.stringify(parsed.problems));
+      expect(parsed.config.tls?.peerCaFile).toBe(join(root, "etc/svc/tls/ca.crt"));
+      expect(parsed.config.auth?.tokenFile).toBe(join(root, "etc/svc/admin-token"));
+      const before = treeSnapshot(root);
+      const again = install(root, "--generate-certs", "--node-id", "alpha", "--no-start");
+      expect(again.exitCode).toBe(0);
+      expect(treeSnapshot(root)).toEqual(before);
+    } finally {
+      removeRoot(root);
+    }
+  });
+});
+
 describe("install.sh keeps what the operator has", () => {
   test("an existing config is never overwritten, nor its mode changed", () => {
     const root = stagingRoot();

@@ -6,32 +6,23 @@
 // A client is answered only after its entry was synced on a quorum and applied. The loop
 // also owns the tick timer and the recovery flow's progress (recovery.ts decides the edges).
 //
-// A full disk stops the loop, not the node: a Ready whose append, hard state or apply fails
-// for want of space is kept as it is and retried every second (the WAL and the store undo a
-// failed write, so a retry starts from the same state), and nothing after it — no message
-// claiming the entries, no answer, no advance — happens until it succeeds. Meanwhile reads
-// are served from the store as it is and new writes are refused (DISK_FULL).
+// A full disk stops the loop, not the node (disk-guard.ts): a Ready that fails for want of
+// space is retried, and nothing after it — no message claiming its entries, no answer, no
+// advance — happens until it succeeds. Messages to and from peers: peer-messages.ts.
 
-import { decodeMessage, encodeMessage, type Message, type Ready, type SnapshotMeta } from "../raft/index.ts";
-import type { Entry } from "../raft/index.ts";
-import type { Timer } from "../io/index.ts";
-import { MessageType } from "../transport/index.ts";
+import type { Entry, Ready, SnapshotMeta } from "../raft/index.ts";
+import { isDiskFullError, type Timer } from "../io/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
-import { isDiskFullError } from "../io/index.ts";
-import { diskReserveBytes, type NodeContext } from "./context.ts";
+import type { NodeContext } from "./context.ts";
+import { DiskGuard, type Stage } from "./disk-guard.ts";
+import { PeerMessages } from "./peer-messages.ts";
 import { ReadBarriers } from "./reads.ts";
 import type { SnapshotPolicy } from "./snapshot-policy.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 import { WalArchiver } from "./wal-archiver.ts";
 
 const writeTimeoutMs = 30_000;
-/** How often a Ready stalled on a full disk is retried. */
-const diskRetryMs = 1_000;
-/** How often the free space is compared with the reserve (a statfs: about a microsecond). */
-const diskCheckMs = 200;
-/** How often a leader whose disk is full tries to hand leadership to another voter. */
-const diskHandOffMs = 10_000;
 
 export class EffectLoop {
   readonly reads: ReadBarriers;
@@ -43,16 +34,12 @@ export class EffectLoop {
   private catchUpTarget = 0;
   /** A ReadIndex round is out to learn whether this joining node has caught up. */
   private catchUpProbe = false;
-  /**
-   * A Ready whose persisting or applying failed for want of disk space, and the step to retry
-   * it from. While set, no other Ready is taken and the core is not ticked.
-   */
-  private stalled: { rd: Ready; stage: "persist" | "apply" } | null = null;
-  private stallTimer: Timer | null = null;
+  /** A full disk: a Ready it stalled, retried every second (disk-guard.ts). */
+  private readonly disk: DiskGuard;
+  /** Messages to and from the other members (peer-messages.ts). */
+  private readonly peers: PeerMessages;
   /** The Ready whose snapshot was installed (a retried Ready does not install it twice). */
   private snapshotInstalledFor: Ready | null = null;
-  private lastDiskCheckMs = Number.NEGATIVE_INFINITY;
-  private lastHandOffMs = Number.NEGATIVE_INFINITY;
   transfer: SnapshotTransfer | null = null;
 
   constructor(private readonly ctx: NodeContext, private readonly snapshots: SnapshotPolicy) {
@@ -64,6 +51,12 @@ export class EffectLoop {
       },
     }, 2 * ctx.config.raft.electionTimeoutMs, () => ctx.clock.nowMs());
     ctx.failHooks.push((e) => this.reads.failAll(e));
+    this.disk = new DiskGuard(ctx, {
+      retry: (rd, stage) => this.runReady(rd, stage),
+      processReady: () => this.processReady(),
+      schedule: () => this.schedule(),
+    });
+    this.peers = new PeerMessages(ctx, snapshots, () => this.transfer, () => this.schedule());
     if (ctx.io.walArchive !== undefined) {
       ctx.walArchiver = new WalArchiver(ctx, ctx.io.walArchive, (data) => {
         // The archive mark is fire-and-forget: lost with a leader change, the next leader
@@ -94,7 +87,7 @@ export class EffectLoop {
       ctx.transition(walHadEntries ? "wal_found" : "wal_empty");
       if (walHadEntries) ctx.logger.info("recovery: replay of the WAL", { from: status.snapshotIndex + 1, to: status.lastIndex, commit: status.commit });
     }
-    this.checkDisk();
+    this.disk.check();
     // A lone voter campaigns even on a full disk: no one else can lead, and if its election
     // cannot be persisted either, the Ready waits for space like any other.
     if (status.membership.voters.length === 1 && status.membership.voters[0] === ctx.config.nodeId) ctx.core.campaign();
@@ -109,8 +102,8 @@ export class EffectLoop {
     // never fires; appends from the leader are answered all the same.
     // A node whose disk is full does not campaign either when others could lead: elected, it
     // could not take writes. A stalled loop ticks nothing (messages would pile up unsent).
-    this.checkDisk();
-    if (!ctx.lostLog && this.stalled === null && !this.diskFullHoldsElection()) ctx.core.tick();
+    this.disk.check();
+    if (!ctx.lostLog && this.disk.stalled === null && !this.disk.holdsElection()) ctx.core.tick();
     const now = ctx.clock.nowMs();
     ctx.metrics.catchUp.sample(ctx.recovery !== "healthy", ctx.store.meta.appliedIndex, ctx.clock.monotonicMs());
     ctx.waiters.expire(now, writeTimeoutMs);
@@ -126,91 +119,7 @@ export class EffectLoop {
     this.ctx.walArchiver?.stop();
     this.tickTimer?.cancel();
     this.tickTimer = null;
-    this.stallTimer?.cancel();
-    this.stallTimer = null;
-  }
-
-  // ─── a full disk ────────────────────────────────────────────────────────────────────
-
-  private diskFullHoldsElection(): boolean {
-    const { ctx } = this;
-    if (ctx.diskFull === null) return false;
-    const status = ctx.core.status();
-    return status.role !== "leader" && status.membership.voters.length > 1;
-  }
-
-  /** Compare the free space with the reserve (every few ticks); enter or leave the state. */
-  private checkDisk(): void {
-    const { ctx } = this;
-    const space = ctx.io.diskSpace;
-    if (space === undefined) return;
-    const now = ctx.clock.monotonicMs();
-    if (now - this.lastDiskCheckMs < diskCheckMs) return;
-    this.lastDiskCheckMs = now;
-    const free = space.freeBytes();
-    if (free === null) return;
-    if (free < diskReserveBytes(ctx.config.wal.segmentSizeBytes)) {
-      ctx.enterDiskFull({ path: space.path, bytesFree: free, cause: this.stalled !== null ? "write_failed" : "below_reserve" });
-      this.handOffLeadership(now);
-    } else if (this.stalled === null) {
-      ctx.leaveDiskFull(free);
-    }
-  }
-
-  /** A leader whose disk is full asks the most caught-up other voter to take over. */
-  private handOffLeadership(now: number): void {
-    const { ctx } = this;
-    const status = ctx.core.status();
-    if (status.role !== "leader" || now - this.lastHandOffMs < diskHandOffMs) return;
-    let best: string | null = null;
-    let bestMatch = -1;
-    for (const id of status.membership.voters) {
-      const match = status.progress[id]?.match ?? -1;
-      if (id !== ctx.config.nodeId && match > bestMatch) {
-        best = id;
-        bestMatch = match;
-      }
-    }
-    if (best === null) return;
-    this.lastHandOffMs = now;
-    ctx.logger.info("disk full: handing leadership to another voter", { to: best });
-    ctx.core.transferLeadership(best);
-    this.schedule();
-  }
-
-  /** Keep a Ready that failed for want of space, and retry it every second. */
-  private stall(rd: Ready, stage: "persist" | "apply", e: unknown): void {
-    const { ctx } = this;
-    this.stalled = { rd, stage };
-    const path = (e as { path?: unknown }).path;
-    ctx.enterDiskFull({
-      path: typeof path === "string" ? path : stage === "apply" ? ctx.config.dataDir : ctx.io.diskSpace?.path ?? ctx.config.dataDir,
-      bytesFree: ctx.io.diskSpace?.freeBytes() ?? null,
-      cause: "write_failed",
-    }, e);
-    this.stallTimer ??= ctx.clock.after(diskRetryMs, () => this.retryStalled());
-  }
-
-  private retryStalled(): void {
-    const { ctx } = this;
-    this.stallTimer = null;
-    const stalled = this.stalled;
-    if (stalled === null || ctx.stopped || ctx.fatalError !== null) return;
-    this.stalled = null;
-    let done: boolean;
-    try {
-      done = this.runReady(stalled.rd, stalled.stage);
-    } catch (e) {
-      ctx.fail(e);
-      return;
-    }
-    if (this.stalled !== null) return;
-    // Past the step that failed (a sync may still be in flight: it goes on by itself).
-    ctx.logger.info("disk full: the stalled write went through", { stage: stalled.stage });
-    this.lastDiskCheckMs = Number.NEGATIVE_INFINITY;
-    if (ctx.io.diskSpace === undefined) ctx.leaveDiskFull(null);
-    else this.checkDisk();
-    if (done) this.processReady();
+    this.disk.stop();
   }
 
   schedule(): void {
@@ -224,7 +133,7 @@ export class EffectLoop {
 
   private processReady(): void {
     const { ctx } = this;
-    if (ctx.stopped || ctx.fatalError !== null || this.syncInFlight || this.stalled !== null) return;
+    if (ctx.stopped || ctx.fatalError !== null || this.syncInFlight || this.disk.stalled !== null) return;
     try {
       while (ctx.core.hasReady()) {
         if (!this.runReady(ctx.core.ready(), "persist")) return;
@@ -238,7 +147,7 @@ export class EffectLoop {
    * Take a Ready through its effects from `stage` on. Returns true when it is done; false
    * when it goes on later: its sync is in flight, or it stalled on a full disk.
    */
-  private runReady(rd: Ready, stage: "persist" | "apply"): boolean {
+  private runReady(rd: Ready, stage: Stage): boolean {
     const { ctx } = this;
     if (stage === "persist") {
       let mustSync: boolean;
@@ -246,7 +155,7 @@ export class EffectLoop {
         mustSync = this.persist(rd);
       } catch (e) {
         if (!isDiskFullError(e)) throw e;
-        this.stall(rd, "persist", e);
+        this.disk.stall(rd, "persist", e);
         return false;
       }
       if (mustSync) {
@@ -257,7 +166,7 @@ export class EffectLoop {
         // followers while its own disk is still syncing. The leader counts itself toward
         // a quorum only after advance(), so this never commits an unsynced entry.
         const afterSync = rd.messages.filter((m) => m.type === "append_response");
-        this.send(rd.messages.filter((m) => m.type !== "append_response"));
+        this.peers.send(rd.messages.filter((m) => m.type !== "append_response"));
         this.syncInFlight = true;
         const startedMs = ctx.clock.monotonicMs();
         ctx.io.log.sync().then(
@@ -266,7 +175,7 @@ export class EffectLoop {
             ctx.metrics.walSyncLatency.observe((ctx.clock.monotonicMs() - startedMs) / 1000);
             ctx.metrics.walSyncs.inc();
             try {
-              this.send(afterSync);
+              this.peers.send(afterSync);
               if (!this.applyAndAdvance(rd)) return;
             } catch (e) {
               ctx.fail(e);
@@ -283,7 +192,7 @@ export class EffectLoop {
         );
         return false;
       }
-      this.send(rd.messages);
+      this.peers.send(rd.messages);
     }
     return this.applyAndAdvance(rd);
   }
@@ -346,7 +255,7 @@ export class EffectLoop {
         this.apply(pending);
       } catch (e) {
         if (!isDiskFullError(e)) throw e;
-        this.stall(rd, "apply", e);
+        this.disk.stall(rd, "apply", e);
         return false;
       }
     }
@@ -420,67 +329,9 @@ export class EffectLoop {
     );
   }
 
-  // ─── peers ──────────────────────────────────────────────────────────────────────────
-
   /** A message from a peer (the network has checked framing, CRC and cluster id). */
   onPeerMessage(from: string, type: number, payload: Uint8Array): void {
-    const { ctx } = this;
-    if (ctx.stopped || ctx.fatalError !== null) return;
-    switch (type) {
-      case MessageType.raft: {
-        const decoded = decodeMessage(payload);
-        if (!decoded.ok) {
-          ctx.metrics.peerMessagesDropped.labels("malformed").inc();
-          ctx.logger.debug("dropped a malformed raft message", { from, error: decoded.error.code });
-          return;
-        }
-        const m = decoded.message;
-        if (m.from !== from || m.to !== ctx.config.nodeId) {
-          ctx.metrics.peerMessagesDropped.labels("misaddressed").inc();
-          return;
-        }
-        if ((m.type === "vote" || m.type === "pre_vote") && ctx.lostLog) {
-          ctx.metrics.peerMessagesDropped.labels("vote_while_recovering").inc();
-          return;
-        }
-        if (m.type === "append" || m.type === "heartbeat") ctx.leaderCommitSeen = Math.max(ctx.leaderCommitSeen, m.commit);
-        ctx.core.step(m);
-        this.schedule();
-        return;
-      }
-      case MessageType.snapshotChunk:
-        this.transfer?.onChunk(from, payload);
-        return;
-      case MessageType.snapshotAck:
-        this.transfer?.onAck(from, payload);
-        return;
-      default:
-        ctx.metrics.peerMessagesDropped.labels("unknown_type").inc();
-    }
-  }
-
-  private send(messages: readonly Message[]): void {
-    const { ctx } = this;
-    for (const m of messages) {
-      if (m.type === "snapshot") {
-        const transfer = this.transfer;
-        if (transfer === null) {
-          ctx.core.reportSnapshot(m.to, false);
-          continue;
-        }
-        // The core names the point its in-memory log starts after; the follower is sent the
-        // newest image at or past it (made now when there is none: see snapshot-policy.ts).
-        this.snapshots.imageAtLeast(m.snapshot.index)
-          .then((snapshot) => transfer.send({ ...m, snapshot }))
-          .catch((e: unknown) => {
-            ctx.logger.error("cannot send snapshot", { peer: m.to, error: errorMessage(e) });
-            ctx.core.reportSnapshot(m.to, false);
-            this.schedule();
-          });
-        continue;
-      }
-      if (!ctx.io.network.send(m.to, MessageType.raft, encodeMessage(m)) && m.type === "append") ctx.core.reportUnreachable(m.to);
-    }
+    this.peers.receive(from, type, payload);
   }
 
   /** Fail every write and read still waiting (the node stops). */

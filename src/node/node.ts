@@ -2,6 +2,8 @@
 //   context.ts          what the parts share (config, core, io, recovery state, cluster id)
 //   loop.ts             the effect loop: Ready → persist → send → apply → answer → advance,
 //                       and the recovery flow's progress (recovery.ts holds its table)
+//   disk-guard.ts       a full disk: the state, and the Ready it stalled, retried
+//   peer-messages.ts    Raft messages in and out, snapshot chunks to the transfer
 //   proposer.ts         the write path's door: propose, wait until applied
 //   snapshot-policy.ts  when to snapshot; compaction and pruning after one
 //   membership-admin.ts member changes and leadership transfer

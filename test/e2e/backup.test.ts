@@ -292,6 +292,13 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
       expect(offsite.map((o) => o.name).sort()).toEqual([made.archive.split("/").at(-1) ?? "", "latest.tar.gz"].sort());
       const verified = await svc(["admin", "backup", "verify", `s3://${s3.bucket}/offsite/latest.tar.gz`], s3.env);
       expect(verified.exitCode).toBe(0);
+      // SPEC §4.5's disaster recovery step 2: fetch the latest off-site archive (verified on arrival).
+      const fetched = join(env.dir, "fetched", "latest.tar.gz");
+      fs.mkdirSync(join(env.dir, "fetched"));
+      const fetch = await svc(["admin", "backup", "fetch", `s3://${s3.bucket}/offsite/latest.tar.gz`, "--out", fetched, "--json"], s3.env);
+      expect(fetch.exitCode).toBe(0);
+      expect((JSON.parse(fetch.stdout) as { snapshot: { index: number } }).snapshot.index).toBe(made.snapshot.index);
+      expect(fs.existsSync(fetched)).toBe(true);
       // Nothing local is left behind by an upload.
       expect(fs.readdirSync(leader.dataDir).filter((n) => n.startsWith(".backup"))).toEqual([]);
       // The weekly off-site copy of the newest local full backup, and a snapshot backup to S3.

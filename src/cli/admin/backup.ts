@@ -250,9 +250,38 @@ const offsiteCommand = defineCommand({
   },
 });
 
+const fetchCommand = defineCommand({
+  meta: { name: "fetch", description: "Fetch a full backup (e.g. the off-site latest.tar.gz) from s3:// or a directory and verify it" },
+  args: {
+    from: { type: "positional", description: "s3://bucket/prefix/latest.tar.gz, or a path", required: true },
+    out: { type: "string", description: "Where to write it (default: its name in the current directory)", valueHint: "FILE" },
+    json: { type: "boolean", description: "Print one JSON object" },
+  },
+  async run({ args }) {
+    const json = args.json === true;
+    const slash = args.from.lastIndexOf("/");
+    const name = args.from.slice(slash + 1);
+    if (name === "") throw usageError(`${args.from} names no file`);
+    const out = resolve(args.out ?? name);
+    const temp = `${out}.partial-${process.pid}`;
+    try {
+      await openDestination(slash < 0 ? "." : args.from.slice(0, slash)).get(name, temp);
+      const progress = progressPrinter(json);
+      const check = await verifyArchive(temp, (f) => progress(`verifying ${f}`));
+      clearProgress(json);
+      if (!check.ok) throw new CliExit(ExitCode.failure, `${args.from} does not verify:\n${check.problems.map((p) => `  ${p}`).join("\n")}`);
+      fs.renameSync(temp, out);
+      if (json) return printJson({ status: "ok", path: out, files: check.files, bytes: check.bytes, snapshot: check.snapshot });
+      process.stdout.write(`fetched ${args.from} to ${out}: verified, snapshot ${check.snapshot?.index} (term ${check.snapshot?.term}); next: tar xzf ${out} -C /var/lib/svc raft store\n`);
+    } finally {
+      fs.rmSync(temp, { force: true });
+    }
+  },
+});
+
 export const backupCommand = defineCommand({
   meta: { name: "backup", description: "Full and snapshot backups, their verification and the off-site copy (SPEC §4.4)" },
-  subCommands: { full: fullCommand, snapshot: snapshotCommand, verify: verifyCommand, offsite: offsiteCommand },
+  subCommands: { full: fullCommand, snapshot: snapshotCommand, verify: verifyCommand, offsite: offsiteCommand, fetch: fetchCommand },
 });
 
 

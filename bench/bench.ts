@@ -17,6 +17,8 @@
 //                    (bench/backup.ts); off unless given
 //   --secure         three-node part side by side with a second cluster that has TLS and tokens on
 //                    the client and admin ports, with tls/svc ratios (the cost of both)
+//   --wal-replay N   only the point-in-time restore part: `svc admin wal-replay` over an archive
+//                    of N entries (entries/s, peak RSS; bench/wal-replay.ts); off unless given
 //   --etcd           three-node part side by side with three etcd members (needs etcd on PATH;
 //                    Debian: apt-get install -y etcd-server), with svc/etcd ratios. Off unless given.
 
@@ -28,6 +30,7 @@ import { benchCatchUp } from "./catchup.ts";
 import { benchBackup } from "./backup.ts";
 import { benchScale } from "./scale.ts";
 import { benchSingle } from "./single.ts";
+import { benchWalReplay } from "./wal-replay.ts";
 
 const { values } = parseArgs({
   options: {
@@ -43,6 +46,7 @@ const { values } = parseArgs({
     scale: { type: "string" },
     catchup: { type: "boolean", default: false },
     "catchup-entries": { type: "string", default: "100000" },
+    "wal-replay": { type: "string" },
     backup: { type: "string" },
     help: { type: "boolean", short: "h", default: false },
   },
@@ -89,6 +93,10 @@ if (values.catchup) {
 }
 if (values.backup !== undefined) {
   await benchBackup({ bin, size: values.backup });
+  process.exit(0);
+}
+if (values["wal-replay"] !== undefined) {
+  await benchWalReplay({ bin, entries: Number(values["wal-replay"]) });
   process.exit(0);
 }
 if (values.scale !== undefined) {

@@ -101,6 +101,7 @@ export function adminApp(node: SvcNode) {
         wal_first_index: s.wal.firstIndex,
         wal_last_index: s.wal.lastIndex,
         writes_paused: s.raft.writesPaused,
+        wal_archive: walArchiveJson(s.raft.walArchive),
       });
     }))
     .post("/admin/query", ({ request }) => answer(async () => {
@@ -149,6 +150,7 @@ export function adminApp(node: SvcNode) {
         snapshot_index: s.snapshotIndex,
         role: s.role,
         recovery: s.recovery,
+        wal_archive: walArchiveJson(s.walArchive),
         members: [...s.membership.voters.map((id) => ({ id, role: "voter" })), ...s.membership.learners.map((id) => ({ id, role: "learner" }))].map((m) => {
           const addr = book.get(m.id);
           const link = peers[m.id];
@@ -176,4 +178,19 @@ function pauseLeaseMs(text: string | null): number | undefined {
     throw new SvcError("BAD_REQUEST", `lease_ms must be a whole number of milliseconds from 1000 to 86400000, not ${JSON.stringify(text)}`);
   }
   return ms;
+}
+
+/** WAL archiving as stats and cluster-info show it (null: archiving is off on that node). */
+function walArchiveJson(a: ReturnType<SvcNode["status"]>["walArchive"]): Record<string, unknown> | null {
+  if (a === null) return null;
+  const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+  return {
+    archived_through: a.archivedThrough,
+    last_archived_segment: a.lastArchivedSegment,
+    last_archived_at: iso(a.lastArchivedAtMs),
+    last_failure_at: iso(a.lastFailureAtMs),
+    last_error: a.lastError,
+    failures: a.failures,
+    segments_waiting: a.segmentsWaiting,
+  };
 }

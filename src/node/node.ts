@@ -186,6 +186,8 @@ export class SvcNode {
       writesPaused: writesPausedAt(ctx.store.meta, ctx.clock.nowMs()),
       /** When the pause's lease ends (ms since the epoch); 0 when it has none or writes are not paused. */
       writesPausedUntilMs: ctx.store.meta.writesPaused ? ctx.store.meta.writesPausedUntilMs : 0,
+      /** WAL archiving on this node (null: wal.archive_command is not set). */
+      walArchive: ctx.walArchiver?.snapshot() ?? null,
     };
   }
 

@@ -17,6 +17,7 @@ import { isPristine, loadState, prepareDataDir, toHardState } from "./load.ts";
 import type { NodeParts } from "./context.ts";
 import { adoptRestoredBackup } from "./restored.ts";
 import { fileSnapshotTransfer } from "./snapshot-transfer.ts";
+import { fileWalArchiveIo } from "./wal-archive-io.ts";
 import { peerTlsOf } from "./peer-tls.ts";
 
 export async function openNode(config: Config, logger: Logger, onMessage: MessageHandler): Promise<NodeParts> {
@@ -35,11 +36,6 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
     transport.start();
     const log = logger.child("node");
     log.info("recovery: starting", { nodeId: config.nodeId, dataDir: config.dataDir });
-    if (config.wal.archiveCommand !== "") {
-      log.warn("wal.archive_command is set, but this version does not archive WAL segments yet: segments covered by a snapshot are removed unarchived", {
-        hint: "take snapshot backups (POST /admin/snapshot and copy raft/snapshots) until WAL archiving is available",
-      });
-    }
     const ballast = manageBallast(config.dataDir, ballastBytes);
     if (ballast === "released") {
       log.warn("disk full: removed the data directory's BALLAST file so that the node can start; writes are refused until space is freed", {
@@ -112,6 +108,7 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
         network,
         collectGarbage: (full) => Bun.gc(full),
         diskSpace: { path: config.dataDir, freeBytes: () => freeBytes(config.dataDir) },
+        ...(config.wal.archiveCommand === "" ? {} : { walArchive: fileWalArchiveIo(config.wal.archiveCommand, paths, state.wal) }),
       },
       core,
       store: state.store,

@@ -224,6 +224,12 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
       }
     }
     await expectRows(leader, rowsBefore);
+    // By hand too: pause-writes --lease ends by itself.
+    const paused = await svc(["admin", "pause-writes", "--lease", "2s", "--node", leader.adminUrl]);
+    expect(paused.exitCode).toBe(0);
+    expect(paused.stdout).toContain("writes paused");
+    expect(await writesAccepted(leader, 1)).toBe(false);
+    await waitFor("the hand-made pause's lease to run out", () => writesAccepted(leader, 1), { deadlineMs: 30_000 });
   }, 180_000);
 
   procTest("SPEC §4.4's snapshot backup by hand: the snapshot directory being copied is held, and not pruned however many images follow", async (env) => {

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import * as tar from "tar";
 import { fullBackupDateMs, fullBackupName, verifyArchive, writeArchive } from "../../src/backup/backup-archive.ts";
 import { applyRetention, openDestination } from "../../src/backup/backup-destination.ts";
+import { parseConfig } from "../../src/config/index.ts";
 import { derivedClusterId } from "../../src/node/reinit.ts";
 import { SnapshotStore, snapshotHoldFile } from "../../src/storage/snapshots.ts";
 import { encodeCommand } from "../../src/store/command.ts";
@@ -143,5 +144,19 @@ describe("init-cluster --bootstrap's cluster id", () => {
     const base = derivedClusterId(snapshot, ["n1", "n2", "n3"]);
     expect(derivedClusterId({ ...snapshot, index: 43 }, ["n1", "n2", "n3"])).not.toBe(base);
     expect(derivedClusterId(snapshot, ["n1", "n2", "n4"])).not.toBe(base);
+  });
+});
+
+describe("[backup] in the configuration", () => {
+  test("no destination and the documented retentions by default; dir, offsite and retention as written; a misspelt key is refused", () => {
+    const defaults = parseConfig(`node_id = "a"\n`, "config.toml");
+    if (!defaults.ok) throw new Error(JSON.stringify(defaults.problems));
+    expect(defaults.config.backup).toEqual({ dir: "", offsite: "", retainMs: 30 * 86_400_000, offsiteRetainMs: 365 * 86_400_000 });
+    const set = parseConfig(`node_id = "a"\n[backup]\ndir = "/var/backups/svc"\noffsite = "s3://b/offsite"\nretain_days = 7\n`, "config.toml");
+    if (!set.ok) throw new Error(JSON.stringify(set.problems));
+    expect(set.config.backup).toEqual({ dir: "/var/backups/svc", offsite: "s3://b/offsite", retainMs: 7 * 86_400_000, offsiteRetainMs: 365 * 86_400_000 });
+    const wrong = parseConfig(`node_id = "a"\n[backup]\nretain = 7\nretain_days = 0\n`, "config.toml");
+    expect(wrong.ok).toBe(false);
+    if (!wrong.ok) expect(wrong.problems.length).toBe(2);
   });
 });

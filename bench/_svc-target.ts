@@ -15,8 +15,9 @@ export async function startSvcTarget(bin: string[], size = 3, secure = false): P
   const dir = mkdtempSync(join(tmpdir(), "svc-bench-cluster-"));
   const members: (Ports & { id: string })[] = [];
   for (let i = 0; i < size; i++) members.push({ id: `node${i + 1}`, client: await freePort(), admin: await freePort(), peer: await freePort() });
-  // --secure: TLS and tokens on the client and admin ports, with the certificates and the
-  // admin token `svc dev-cluster --secure` makes; the load sends that token over TLS.
+  // --secure: TLS on the client and admin ports, mutual TLS between peers and tokens, with the
+  // certificates and the admin token `svc dev-cluster --secure` makes; the load sends that
+  // token over TLS.
   const security = secure ? devSecurity(dir) : null;
   const http = security === null ? undefined : { ca: readFileSync(security.tls.caFile, "utf8"), token: readFileSync(security.adminTokenFile, "utf8").trim() };
   const init: BunFetchRequestInit = http === undefined ? {} : { tls: { ca: http.ca }, headers: { authorization: `Bearer ${http.token}` } };
@@ -45,7 +46,7 @@ export async function startSvcTarget(bin: string[], size = 3, secure = false): P
       JSON.stringify({ sql: "SELECT v FROM kv WHERE k = ?", params: [1 + Math.floor(Math.random() * Math.max(1, written))], consistency: "linearizable" });
     return {
       name: secure ? "tls" : "svc",
-      about: `${secure ? "tls" : "svc"}: ${bin.join(" ")}${secure ? " (TLS and tokens on the client and admin ports)" : ""}`,
+      about: `${secure ? "tls" : "svc"}: ${bin.join(" ")}${secure ? " (TLS on every port, mutual between peers, and tokens)" : ""}`,
       ...(http === undefined ? {} : { http }),
       pids: procs.map((p) => p.pid),
       findLeader,

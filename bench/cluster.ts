@@ -2,7 +2,8 @@
 // the leader with 1, 64 and 256 clients, linearizable reads with 64 clients spread over the
 // nodes and all on the leader. With etcd, the same rows against three etcd members,
 // alternating row by row so that both see the same background load, then svc/etcd ratios;
-// with --secure, against a second svc cluster with TLS and tokens on, then tls/svc ratios.
+// with --secure, against a second svc cluster with TLS on every port (mutual TLS between
+// peers) and tokens, then tls/svc ratios.
 // Prints figures; asserts nothing.
 
 import { cpuMsOf, printRow, runLoad, type LoadResult } from "./_lib.ts";
@@ -55,7 +56,7 @@ export async function benchCluster(options: { durationMs: number; bin: string[];
   process.once("SIGTERM", interrupted);
   try {
     targets.push(await startSvcTarget(options.bin));
-    // --secure: the same cluster with TLS and tokens on, alternating with the plain one.
+    // --secure: the same cluster with TLS on every port and tokens, alternating with the plain one.
     if (options.secure === true) targets.push(await startSvcTarget(options.bin, 3, true));
     const etcd = etcdBinary();
     if (options.etcd && etcd === null) process.stdout.write(`\netcd is not on PATH: ${etcdInstallHint}; running svc alone\n`);

@@ -15,8 +15,8 @@
 //   --backup SIZE    only the backup part: one node filled to SIZE (e.g. 1GB), then backup full
 //                    (seconds, writes paused, peak RSS), verify, and a restore from the archive
 //                    (bench/backup.ts); off unless given
-//   --secure         three-node part side by side with a second cluster that has TLS and tokens on
-//                    the client and admin ports, with tls/svc ratios (the cost of both)
+//   --secure         three-node part side by side with a second cluster that has TLS on every port
+//                    (mutual TLS between peers) and tokens, with tls/svc ratios (the cost of both)
 //   --wal-replay N   only the point-in-time restore part: `svc admin wal-replay` over an archive
 //                    of N entries (entries/s, peak RSS; bench/wal-replay.ts); off unless given
 //   --etcd           three-node part side by side with three etcd members (needs etcd on PATH;

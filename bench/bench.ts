@@ -19,6 +19,9 @@
 //                    (mutual TLS between peers) and tokens, with tls/svc ratios (the cost of both)
 //   --wal-replay N   only the point-in-time restore part: `svc admin wal-replay` over an archive
 //                    of N entries (entries/s, peak RSS; bench/wal-replay.ts); off unless given
+//   --gossip         only the gossip part: convergence after a member dies or comes back, and
+//                    CPU per member at rest, for 3 and 5 nodes (bench/gossip.ts;
+//                    --gossip-rest-s S, default 20); off unless given
 //   --etcd           three-node part side by side with three etcd members (needs etcd on PATH;
 //                    Debian: apt-get install -y etcd-server), with svc/etcd ratios. Off unless given.
 
@@ -27,6 +30,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { benchCluster } from "./cluster.ts";
 import { benchCatchUp } from "./catchup.ts";
+import { benchGossip } from "./gossip.ts";
 import { benchBackup } from "./backup.ts";
 import { benchScale } from "./scale.ts";
 import { benchSingle } from "./single.ts";
@@ -46,6 +50,8 @@ const { values } = parseArgs({
     scale: { type: "string" },
     catchup: { type: "boolean", default: false },
     "catchup-entries": { type: "string", default: "100000" },
+    gossip: { type: "boolean", default: false },
+    "gossip-rest-s": { type: "string", default: "20" },
     "wal-replay": { type: "string" },
     backup: { type: "string" },
     help: { type: "boolean", short: "h", default: false },
@@ -97,6 +103,10 @@ if (values.backup !== undefined) {
 }
 if (values["wal-replay"] !== undefined) {
   await benchWalReplay({ bin, entries: Number(values["wal-replay"]) });
+  process.exit(0);
+}
+if (values.gossip) {
+  await benchGossip({ bin, restMs: Number(values["gossip-rest-s"]) * 1000 });
   process.exit(0);
 }
 if (values.scale !== undefined) {

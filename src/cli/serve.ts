@@ -9,7 +9,7 @@ import { SvcNode } from "../node/index.ts";
 import { sdNotify } from "../io/index.ts";
 import { summarizeConfig } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/index.ts";
-import { versionLine } from "../version.ts";
+import { version, versionLine } from "../version.ts";
 import { loadConfigOrExit } from "./_config.ts";
 import { CliExit, ExitCode } from "./_exit.ts";
 import { startSecurity } from "./_security.ts";
@@ -46,7 +46,7 @@ export const serveCommand = defineCommand({
       servers.push(await listen(security.guard({ fetch: (r) => clientFetch(r) }, "client"), config.listen.client, "client", security.serverTls, security.limiter()));
       servers.push(await listen(security.guard({ fetch: (r) => adminFetch(r) }, "admin"), config.listen.admin, "admin", security.serverTls, security.limiter()));
       security.serve(servers);
-      node = await SvcNode.start(config, logger);
+      node = await SvcNode.start(config, logger, { version });
     } catch (e) {
       for (const s of servers) s.stop();
       throw e instanceof SvcError ? new CliExit(ExitCode.failure, e.describe()) : e;

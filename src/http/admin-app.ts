@@ -13,6 +13,7 @@ import { checkParamCount, parseIdBody, parseJsonText, parseMemberBody, parseQuer
 import { answer, errorResponse, json } from "./errors.ts";
 import { fallbackRoutes } from "./fallback.ts";
 import { forwardAdminToLeader, leaderAdminToForwardTo } from "./forward.ts";
+import { gossipStatusJson } from "./gossip-status.ts";
 import { healthResponse } from "./health.ts";
 
 /** How long a forwarded action may take at the leader before the relay gives up on its answer. */
@@ -136,6 +137,7 @@ export function adminApp(node: SvcNode) {
       const to = parseIdBody(parseJsonText(text));
       return node.transferLeader(to, 5 * node.config.raft.electionTimeoutMs);
     }), { parse: "none" })
+    .get("/admin/gossip", () => json(gossipStatusJson(node)))
     .get("/admin/cluster-info", () => {
       const s = node.status();
       const book = node.memberAddresses();

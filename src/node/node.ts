@@ -33,10 +33,11 @@ import { NodeSqlProcesses } from "./sql-processes.ts";
 import { WriteGate } from "./write-gate.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 import { openNode } from "./start.ts";
+import { wireGossip, type GossipSnapshot } from "./gossip.ts";
 import type { NodeParts } from "./context.ts";
 
 export type Consistency = "linearizable" | "leader" | "stale";
-export type { SnapshotOutcome, NodeParts };
+export type { SnapshotOutcome, NodeParts, GossipSnapshot };
 
 export interface ExecuteOutcome {
   results: { rowsAffected: number; lastInsertId: number | bigint }[];
@@ -68,16 +69,16 @@ export class SvcNode {
    * Open the data directory and start the node. Fails, before touching any data, when the
    * directory is not writable or another process holds its lock.
    */
-  static async start(config: Config, logger: Logger): Promise<SvcNode> {
+  static async start(config: Config, logger: Logger, options: { version?: string } = {}): Promise<SvcNode> {
     let node: SvcNode | null = null;
     // Messages that arrive before the node exists are dropped; Raft retransmits.
     const parts = await openNode(config, logger, (from, type, payload) => node?.onPeerMessage(from, type, payload));
-    node = SvcNode.create(parts);
+    node = SvcNode.create(parts, options.version);
     return node;
   }
 
   /** Build a node from its parts and start its loop. */
-  static create(parts: NodeParts): SvcNode {
+  static create(parts: NodeParts, version = "unknown"): SvcNode {
     let ctx: NodeContext | null = null;
     let policy: SnapshotPolicy | null = null;
     const live = (): NodeContext => {
@@ -125,6 +126,7 @@ export class SvcNode {
     loop.transfer = transfer;
     const proposer = new Proposer(ctx, () => loop.schedule());
     const node = new SvcNode(ctx, loop, policy, proposer, new MembershipAdmin(ctx, proposer), transfer, parts);
+    if (parts.gossip !== undefined) wireGossip(ctx, parts.gossip, metrics.registry, version);
     if (ctx.clusterId !== "") parts.io.network.setClusterId(ctx.clusterId);
     ctx.refreshPeers();
     loop.begin();
@@ -281,6 +283,11 @@ export class SvcNode {
 
   memberAddresses(): Map<string, MemberAddress> {
     return this.ctx.memberAddresses();
+  }
+
+  /** What gossip knows here: every member's state, facts and view (null: no gossip, as in the simulator). */
+  gossip(): GossipSnapshot | null {
+    return this.parts.gossip?.snapshot() ?? null;
   }
 
   /** Per-peer link state, for cluster-status. */

@@ -17,6 +17,8 @@ import { isPristine, loadState, prepareDataDir, toHardState } from "./load.ts";
 import type { NodeParts } from "./context.ts";
 import { adoptRestoredBackup } from "./restored.ts";
 import { fileSnapshotTransfer } from "./snapshot-transfer.ts";
+import type { GossipService } from "../gossip/index.ts";
+import { openGossip } from "./gossip.ts";
 import { fileWalArchiveIo } from "./wal-archive-io.ts";
 import { peerTlsOf } from "./peer-tls.ts";
 
@@ -32,8 +34,11 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
     onMessage,
     ...(peerTls === undefined ? {} : { tls: peerTls }),
   });
+  let gossip: GossipService | null = null;
   try {
     transport.start();
+    // Gossip answers on the same port number over UDP: one port for the firewall.
+    gossip = await openGossip(config, logger);
     const log = logger.child("node");
     log.info("recovery: starting", { nodeId: config.nodeId, dataDir: config.dataDir });
     const ballast = manageBallast(config.dataDir, ballastBytes);
@@ -90,8 +95,14 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
     const network = {
       send: transport.send.bind(transport),
       setPeers: transport.setPeers.bind(transport),
-      setClusterId: transport.setClusterId.bind(transport),
-      close: transport.close.bind(transport),
+      setClusterId: (id: string) => {
+        transport.setClusterId(id);
+        gossip?.setClusterId(id);
+      },
+      close: () => {
+        transport.close();
+        gossip?.close();
+      },
       linkStatus: () => {
         const out: Record<string, { connected: boolean; inboundConnected: boolean; address: string }> = {};
         for (const [id, p] of Object.entries(transport.stats().peers)) out[id] = { connected: p.connected, inboundConnected: p.inboundConnected, address: p.address };
@@ -119,9 +130,11 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
       makeTransfer: (hooks, metrics) => fileSnapshotTransfer(network, state.snapshots, paths.storePath, logger.child("snapshot"), metrics, hooks, systemClock),
       release: () => lock.release(),
       verifyTarget: { paths },
+      ...(gossip === null ? {} : { gossip }),
     };
   } catch (e) {
     transport.close();
+    gossip?.close();
     lock.release();
     if (isDiskFullError(e) && !(e instanceof SvcError)) {
       // Only a node with nothing to serve yet stops here (a new cluster's first segment): an

@@ -1,0 +1,51 @@
+// GET /admin/gossip: what this node knows through gossip — every member's state as seen here,
+// what each member last reported about itself (role, term, indexes, version, recovery,
+// addresses, Raft links) and its own view of the others — plus this node's Raft links. One
+// node's answer is enough for cluster-status: other members' admin ports are not needed.
+
+import type { SvcNode } from "../node/index.ts";
+
+export function gossipStatusJson(node: SvcNode): Record<string, unknown> {
+  const s = node.status();
+  const g = node.gossip();
+  const links: Record<string, boolean> = {};
+  for (const [id, l] of Object.entries(node.peerStatus())) links[id] = l.connected && l.inboundConnected;
+  return {
+    node_id: s.nodeId,
+    cluster_id: s.clusterId,
+    leader: s.leaderId,
+    voters: s.membership.voters,
+    learners: s.membership.learners,
+    raft_links: links,
+    gossip: g === null ? null : {
+      protocol_period_ms: g.timings.protocolPeriodMs,
+      suspicion_timeout_ms: g.timings.suspicionTimeoutMs,
+      members: g.members.map((m) => ({
+        id: m.id,
+        state: m.state,
+        incarnation: m.incarnation,
+        ever_alive: m.everAlive,
+        state_for_ms: m.id === s.nodeId ? null : g.nowMs - m.sinceMs,
+        last_heard_ms_ago: m.lastHeardMs === null ? null : g.nowMs - m.lastHeardMs,
+        facts_age_ms: m.recordAtMs === null ? null : g.nowMs - m.recordAtMs,
+        facts: m.record === null ? null : {
+          role: m.record.facts.role,
+          term: m.record.facts.term,
+          leader: m.record.facts.leader,
+          commit_index: m.record.facts.commitIndex,
+          applied_index: m.record.facts.appliedIndex,
+          version: m.record.facts.version,
+          recovery: m.record.facts.recovery,
+          peer: m.record.facts.addresses.peer,
+          client: m.record.facts.addresses.client,
+          admin: m.record.facts.addresses.admin,
+          raft_links: m.record.facts.raftLinks,
+          archive: m.record.facts.archive,
+        },
+        view: m.record?.view ?? null,
+      })),
+      counters: g.counters,
+      packets_dropped: g.dropped,
+    },
+  };
+}

@@ -133,7 +133,9 @@ describe("node durability", () => {
     while (node.status().checkpointIndex < 500 && Date.now() < deadline) await Bun.sleep(10);
     const status = node.status();
     expect(status.checkpointIndex).toBeGreaterThanOrEqual(500);
-    expect(node.metrics.registry.render()).toMatch(/^tensor_chain_checkpoints_total [5-9]/m);
+    // A checkpoint still running when the next comes due is not doubled: the next one covers
+    // both (on a loaded machine one may cover several intervals).
+    expect(node.metrics.registry.render()).toMatch(/^tensor_chain_checkpoints_total [1-9]/m);
     // Checkpoints copy nothing: no image was made, and the WAL is whole back to entry 1.
     expect(node.stats().snapshots.count).toBe(0);
     expect(node.stats().wal.firstIndex).toBe(1);

@@ -4,14 +4,15 @@
 //     the command;
 //   - `svc admin backup verify`: seconds;
 //   - restore from the archive (SPEC §4.5: extract, stop, copy raft and store back, start):
-//     seconds from extraction to a node answering /health, and the rows found.
+//     seconds from extraction to a node answering /health, and the rows found;
+//   - write p99 of 16 writers alone, then while `svc admin backup snapshot` runs (online).
 // Prints figures; asserts nothing.
 
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as tar from "tar";
-import { freePort, startSvc, waitHealthy, type Ports } from "./_lib.ts";
+import { freePort, printRow, runLoad, startSvc, waitHealthy, type Ports } from "./_lib.ts";
 
 const valueBytes = 256;
 const rowsPerStatement = 500;
@@ -94,6 +95,20 @@ export async function benchBackup(options: { bin: string[]; size: string }): Pro
     );
     const verify = await run([...options.bin, "admin", "backup", "verify", made.archive]);
     process.stdout.write(`backup verify: ${verify.seconds.toFixed(1)} s (exit ${verify.code}), peak RSS ${verify.peakMb.toFixed(0)} MB\n`);
+
+    // Writes alone, then while an online snapshot backup copies an image out.
+    const load = (durationMs: number) => runLoad({
+      url: `${base}/v1/execute`, clients: 16, durationMs,
+      body: () => JSON.stringify({ statements: [{ sql: "INSERT INTO kv (v) VALUES (randomblob(256))", params: [] }] }),
+    });
+    printRow("writes, 16 clients, alone", await load(10_000));
+    const snapshotStarted = performance.now();
+    // About as long as an image takes (the full backup's pause measured it).
+    const during = load(Math.max(3000, Math.round(made.pausedMs) + 1000));
+    const snap = await run([...options.bin, "admin", "backup", "snapshot", "--config", configPath, "--to", join(dir, "snapshots"), "--json"]);
+    const snapS = (performance.now() - snapshotStarted) / 1000;
+    printRow("writes, 16 clients, during backup", await during);
+    process.stdout.write(`backup snapshot: ${snapS.toFixed(1)} s (exit ${snap.code}) while writing\n`);
 
     // SPEC §4.5 on the same node: extract, stop, copy back, start.
     const restoreStarted = performance.now();

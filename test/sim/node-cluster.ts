@@ -429,7 +429,9 @@ export class NodeSimulation {
       for (const m of up) this.crash(m, 5 + this.prng.nextInt(300));
     }
     // One member at a time: a majority that lost its logs cannot elect anyone (by design, SPEC §4.6).
-    if (up.length > 2 && this.prng.next() < c.walLossPerMs && this.members.every((m) => m.retired || m.node?.recoveryState === "healthy")) {
+    // And only with three voters or more: the others must still make a majority without it.
+    const voters = this.leader()?.node?.status().membership.voters.length ?? 0;
+    if (up.length > 2 && voters >= 3 && this.prng.next() < c.walLossPerMs && this.members.every((m) => m.retired || m.node?.recoveryState === "healthy")) {
       const m = up[this.prng.nextInt(up.length)];
       if (m !== undefined) {
         this.crash(m, 20 + this.prng.nextInt(200));
@@ -482,7 +484,10 @@ export class NodeSimulation {
       options.push({ kind: "add", id: member.id }, { kind: "add_learner", id: member.id });
     }
     for (const id of m.learners) options.push({ kind: "promote", id }, { kind: "remove", id });
-    if (m.voters.length > 2) for (const id of m.voters) options.push({ kind: "remove", id });
+    // No voter is removed while a member is recovering (it may be one whose WAL was emptied and
+    // does not vote yet): the rest could be left without a majority that can elect.
+    const recovering = this.members.some((x) => !x.retired && x.node !== null && x.node.recoveryState !== "healthy");
+    if (m.voters.length > 2 && !recovering) for (const id of m.voters) options.push({ kind: "remove", id });
     const change = options[this.prng.nextInt(options.length)];
     if (change === undefined) return;
     const address = this.memberConfig.find((a) => a.id === change.id);

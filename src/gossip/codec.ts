@@ -116,5 +116,6 @@ function isFacts(v: unknown): v is MemberFacts {
     && isText(v["version"]) && isText(v["recovery"])
     && isObject(a) && isText(a["peer"]) && isText(a["client"]) && isText(a["admin"])
     && isObject(links) && Object.entries(links).every(([k, up]) => isId(k) && typeof up === "boolean")
-    && (archive === null || (isObject(archive) && (archive["lastArchivedSegment"] === null || isText(archive["lastArchivedSegment"])) && typeof archive["failing"] === "boolean"));
+    && (archive === null || (isObject(archive) && isCount(archive["archivedThrough"]) && (archive["lastArchivedSegment"] === null || isText(archive["lastArchivedSegment"]))
+      && typeof archive["failing"] === "boolean" && isCount(archive["segmentsWaiting"])));
 }

@@ -22,8 +22,15 @@ export interface MemberFacts {
   readonly addresses: { readonly peer: string; readonly client: string; readonly admin: string };
   /** This member's Raft links: peer id → a working connection both ways. */
   readonly raftLinks: Readonly<Record<string, boolean>>;
-  /** WAL archive state; null until WAL archiving exists. */
-  readonly archive: { readonly lastArchivedSegment: string | null; readonly failing: boolean } | null;
+  /** WAL archiving as this member sees it (null: wal.archive_command is not set there). */
+  readonly archive: {
+    /** The cluster's replicated mark: every entry up to here is archived. */
+    readonly archivedThrough: number;
+    readonly lastArchivedSegment: string | null;
+    /** The last archive_command run failed. */
+    readonly failing: boolean;
+    readonly segmentsWaiting: number;
+  } | null;
 }
 
 /** A member's facts as it last published them, with its view of the others. */

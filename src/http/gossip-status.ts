@@ -40,7 +40,12 @@ export function gossipStatusJson(node: SvcNode): Record<string, unknown> {
           client: m.record.facts.addresses.client,
           admin: m.record.facts.addresses.admin,
           raft_links: m.record.facts.raftLinks,
-          archive: m.record.facts.archive,
+          archive: m.record.facts.archive === null ? null : {
+            archived_through: m.record.facts.archive.archivedThrough,
+            last_archived_segment: m.record.facts.archive.lastArchivedSegment,
+            failing: m.record.facts.archive.failing,
+            segments_waiting: m.record.facts.archive.segmentsWaiting,
+          },
         },
         view: m.record?.view ?? null,
       })),

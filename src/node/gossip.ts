@@ -76,9 +76,14 @@ function ownFacts(ctx: NodeContext, version: string): MemberFacts {
       admin: own?.admin ?? ctx.config.listen.admin.raw,
     },
     raftLinks,
-    // WAL archive state joins the facts once the node reports it.
-    archive: null,
+    archive: archiveFacts(ctx),
   };
+}
+
+function archiveFacts(ctx: NodeContext): MemberFacts["archive"] {
+  const a = ctx.walArchiver?.snapshot();
+  if (a === undefined || !a.enabled) return null;
+  return { archivedThrough: a.archivedThrough, lastArchivedSegment: a.lastArchivedSegment, failing: a.lastError !== null, segmentsWaiting: a.segmentsWaiting };
 }
 
 function registerGossipMetrics(r: MetricsRegistry, gossip: GossipService): void {

@@ -3,13 +3,13 @@
 // the frozen node's admin port answers nothing; it comes back alive on SIGCONT; kill -9 is
 // dead. A stray UDP sender (garbage, another cluster's packets) is ignored and counted. Over
 // the test proxies: a member cut from Raft but not from gossip is called out, and a cut of the
-// whole peer port is named as a partition.
+// whole peer port is named as a partition. The leader's WAL archiving is among the facts gossiped.
 
 import { describe, expect } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { clusterDerivedKey, encodePacket, type GossipMessage } from "../../src/gossip/index.ts";
 import { clusterTest, type Cluster } from "../lib/cluster.ts";
-import { addressText, fetchMetrics, getJson, runBinary, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
+import { addressText, execute, fetchMetrics, getJson, kvSchema, runBinary, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
 
 useProcessCleanup();
 
@@ -126,6 +126,21 @@ describe("gossip between real processes", () => {
       const check = spawnSync("promtool", ["check", "metrics"], { input: text, encoding: "utf8" });
       expect(`${check.stdout}${check.stderr}`).toBe("");
       expect(check.status).toBe(0);
+    }
+  }, 120_000);
+
+  clusterTest("the leader's WAL archiving reaches every member through gossip", {
+    overrides: { wal: { archiveCommand: "true", archiveTimeoutMs: 1_000, segmentSizeBytes: 1024 * 1024 } },
+  }, async (cluster) => {
+    await cluster.start();
+    const leader = await cluster.waitLeader();
+    await execute(leader.clientUrl, [kvSchema]);
+    for (const follower of cluster.others(leader)) {
+      await waitFor(`${follower.nodeId} to hear of ${leader.nodeId}'s archived segments`, async () => {
+        const g = await getJson<{ gossip: { members: { id: string; facts: { archive: { last_archived_segment: string | null; failing: boolean } | null } | null }[] } }>(`${follower.adminUrl}/admin/gossip`);
+        const archive = g.gossip.members.find((m) => m.id === leader.nodeId)?.facts?.archive ?? null;
+        return archive !== null && archive.last_archived_segment !== null && !archive.failing;
+      }, { deadlineMs: 30_000, intervalMs: 200 });
     }
   }, 120_000);
 

@@ -10,7 +10,8 @@ const ping: GossipMessage = {
     id: "node1", incarnation: 5, seq: 2, view: { node2: "suspect" },
     facts: {
       role: "leader", term: 4, leader: "node1", commitIndex: 10, appliedIndex: 9, version: "1.0.0", recovery: "healthy",
-      addresses: { peer: "127.0.0.1:7879", client: "127.0.0.1:7878", admin: "127.0.0.1:9090" }, raftLinks: { node2: false }, archive: null,
+      addresses: { peer: "127.0.0.1:7879", client: "127.0.0.1:7878", admin: "127.0.0.1:9090" }, raftLinks: { node2: false },
+      archive: { archivedThrough: 8, lastArchivedSegment: "0000000000000001-0000000000000001.wal", failing: false, segmentsWaiting: 1 },
     },
   }],
 };

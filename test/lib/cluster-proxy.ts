@@ -36,6 +36,9 @@ class LinkProxy {
     this.udp.on("message", (msg) => {
       if (!this.udpCut) this.udp.send(msg, this.target.port, this.target.host);
     });
+    // A datagram relayed to a node that is down comes back as ECONNREFUSED (ICMP port
+    // unreachable): it is lost, as UDP may lose anything, and must not end the test process.
+    this.udp.on("error", () => undefined);
   }
 
   setUdpCut(cut: boolean): void {

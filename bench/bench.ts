@@ -12,16 +12,16 @@
 //   --catchup        only the availability part: a follower 100,000 entries behind catches up
 //                    while the leader serves (--catchup-entries N), and a leader killed under
 //                    load (bench/catchup.ts); off unless given
+//   --gossip         only the gossip part: convergence after a member dies or comes back, and
+//                    CPU per member at rest, for 3 and 5 nodes (bench/gossip.ts;
+//                    --gossip-rest-s S, default 20); off unless given
+//   --wal-replay N   only the point-in-time restore part: `svc admin wal-replay` over an archive
+//                    of N entries (entries/s, peak RSS; bench/wal-replay.ts); off unless given
 //   --backup SIZE    only the backup part: one node filled to SIZE (e.g. 1GB), then backup full
 //                    (seconds, writes paused, peak RSS), verify, and a restore from the archive
 //                    (bench/backup.ts); off unless given
 //   --secure         three-node part side by side with a second cluster that has TLS on every port
 //                    (mutual TLS between peers) and tokens, with tls/svc ratios (the cost of both)
-//   --wal-replay N   only the point-in-time restore part: `svc admin wal-replay` over an archive
-//                    of N entries (entries/s, peak RSS; bench/wal-replay.ts); off unless given
-//   --gossip         only the gossip part: convergence after a member dies or comes back, and
-//                    CPU per member at rest, for 3 and 5 nodes (bench/gossip.ts;
-//                    --gossip-rest-s S, default 20); off unless given
 //   --etcd           three-node part side by side with three etcd members (needs etcd on PATH;
 //                    Debian: apt-get install -y etcd-server), with svc/etcd ratios. Off unless given.
 
@@ -50,10 +50,10 @@ const { values } = parseArgs({
     scale: { type: "string" },
     catchup: { type: "boolean", default: false },
     "catchup-entries": { type: "string", default: "100000" },
+    backup: { type: "string" },
     gossip: { type: "boolean", default: false },
     "gossip-rest-s": { type: "string", default: "20" },
     "wal-replay": { type: "string" },
-    backup: { type: "string" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -97,16 +97,16 @@ if (values.catchup) {
   await benchCatchUp({ bin, entries: Number(values["catchup-entries"]) });
   process.exit(0);
 }
-if (values.backup !== undefined) {
-  await benchBackup({ bin, size: values.backup });
-  process.exit(0);
-}
 if (values["wal-replay"] !== undefined) {
   await benchWalReplay({ bin, entries: Number(values["wal-replay"]) });
   process.exit(0);
 }
 if (values.gossip) {
   await benchGossip({ bin, restMs: Number(values["gossip-rest-s"]) * 1000 });
+  process.exit(0);
+}
+if (values.backup !== undefined) {
+  await benchBackup({ bin, size: values.backup });
   process.exit(0);
 }
 if (values.scale !== undefined) {

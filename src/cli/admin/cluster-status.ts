@@ -8,21 +8,38 @@ import { defineCommand } from "citty";
 import { callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
 import { CliExit, ExitCode } from "../_exit.ts";
 import { gossipReport, renderGossipReport, type GossipStatusJson } from "./_gossip-report.ts";
+import { walArchiveLine, type WalArchiveJson } from "./_wal-archive-line.ts";
 
 export const clusterStatusCommand = defineCommand({
   meta: { name: "cluster-status", description: "Every member alive, suspect or dead as each member sees it (gossip), lag, partitions; exits non-zero when unhealthy" },
   args: { ...nodeArgs },
   async run({ args }) {
-    const status = (await callNode(nodeUrl(args), "GET", "/admin/gossip")) as GossipStatusJson;
+    const base = nodeUrl(args);
+    const status = (await callNode(base, "GET", "/admin/gossip")) as GossipStatusJson;
     const report = gossipReport(status);
+    // Only the leader archives WAL; ask it (its admin address comes through gossip), else this node.
+    const wal = await walArchive(base, report.leader === null ? null : (status.gossip?.members.find((m) => m.id === report.leader)?.facts?.admin ?? null));
     if (args.json) {
       printJson({
         cluster_id: report.clusterId, answered_by: report.answeredBy, leader: report.leader, members: report.members, views: report.views,
-        groups: report.groups, partitioned: report.groups.length > 1, problems: report.problems, healthy: report.healthy,
+        groups: report.groups, partitioned: report.groups.length > 1, wal_archive: wal?.json ?? null, problems: report.problems, healthy: report.healthy,
       });
     } else {
       process.stdout.write(renderGossipReport(report));
+      if (wal !== null) process.stdout.write(`wal archive (${wal.from}): ${walArchiveLine(wal.json)}\n`);
     }
     if (!report.healthy) throw new CliExit(ExitCode.failure, "");
   },
 });
+
+async function walArchive(base: string, leaderAdmin: string | null): Promise<{ from: string; json: WalArchiveJson | null } | null> {
+  for (const url of leaderAdmin === null ? [base] : [`http://${leaderAdmin}`, base]) {
+    try {
+      const info = (await callNode(url, "GET", "/admin/cluster-info", undefined, 2_000)) as { node_id: string; wal_archive?: WalArchiveJson | null };
+      return { from: info.node_id, json: info.wal_archive ?? null };
+    } catch {
+      // The leader's admin port may be unreachable from here; this node's answer will do.
+    }
+  }
+  return null;
+}

@@ -21,7 +21,8 @@ export type DropReason = "malformed" | "too_large" | "other_cluster" | "bad_mac"
 export const dropReasons: readonly DropReason[] = ["malformed", "too_large", "other_cluster", "bad_mac", "unknown_member", "no_cluster_id", "send_failed"];
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM: a leading U+FEFF is part of the text (a cluster id may begin with one), not a byte order mark to drop.
+const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** The bytes a packet spends around its body (header and MAC), for the core's body bound. */
 export function packetOverheadBytes(clusterId: string): number {

@@ -23,6 +23,12 @@ describe("gossip packets", () => {
     expect(decoded).toEqual({ ok: true, message: ping });
   });
 
+  test("a cluster id that begins with U+FEFF is read as sent: a packet of \\ufeffcluster-a is not one of cluster-a", () => {
+    const bom = encodePacket(ping, "\ufeffcluster-a", clusterDerivedKey("\ufeffcluster-a"));
+    expect(decodePacket(bom, "cluster-a", key, 1400)).toEqual({ ok: false, reason: "other_cluster" });
+    expect(decodePacket(bom, "\ufeffcluster-a", clusterDerivedKey("\ufeffcluster-a"), 1400)).toEqual({ ok: true, message: ping });
+  });
+
   test("a packet of another cluster is dropped as other_cluster", () => {
     const other = encodePacket(ping, "cluster-b", clusterDerivedKey("cluster-b"));
     expect(decodePacket(other, "cluster-a", key, 1400)).toEqual({ ok: false, reason: "other_cluster" });

@@ -88,6 +88,8 @@ export class EffectLoop {
       if (walHadEntries) ctx.logger.info("recovery: replay of the WAL", { from: status.snapshotIndex + 1, to: status.lastIndex, commit: status.commit });
     }
     this.disk.check();
+    // The catch-up is timed from here: a node that catches up before its first tick took some time too.
+    ctx.metrics.catchUp.sample(ctx.recovery !== "healthy", ctx.store.meta.appliedIndex, ctx.clock.monotonicMs());
     // A lone voter campaigns even on a full disk: no one else can lead, and if its election
     // cannot be persisted either, the Ready waits for space like any other.
     if (status.membership.voters.length === 1 && status.membership.voters[0] === ctx.config.nodeId) ctx.core.campaign();

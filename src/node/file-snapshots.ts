@@ -2,7 +2,7 @@
 // SnapshotStore), images made by the snapshot worker from the store file, and installs
 // that rename a staged copy into place when the receiver left one (else copy the image).
 
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { InstallMethod, SnapshotRecord, SnapshotStore } from "../io/index.ts";
 import { fsyncPathAsync } from "../io/durable-file.ts";
 import type { Membership } from "../raft/index.ts";
@@ -47,7 +47,7 @@ export class FileSnapshots implements SnapshotStore<Membership, Store> {
 
   install(state: Store, record: SnapshotRecord<Membership>): { state: Store; method: InstallMethod } {
     state.close({ discard: true });
-    const name = record.location.split("/").at(-1) ?? "";
+    const name = basename(record.location);
     const staged = Store.installImage(join(record.location, snapshotStateFile), this.storePath, Store.stagedImagePath(this.storePath, name));
     return { state: Store.open(this.storePath), method: staged ? "staged" : "copied" };
   }

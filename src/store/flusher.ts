@@ -4,9 +4,8 @@
 // the WAL's own fdatasync calls would queue behind that at the disk. Flushing often keeps
 // each writeback small, and keeps the wait off the thread that applies writes.
 //
-// A failed flush is not reported: nothing relies on these flushes for durability (a store
-// left open by a machine that went down is rebuilt anyway), and a failing disk stops the
-// node through the WAL's own fdatasync.
+// A failed flush is not reported: nothing relies on these flushes for durability (checkpoints
+// do: see store.ts), and a failing disk stops the node through the WAL's own fdatasync.
 
 import * as fs from "node:fs";
 

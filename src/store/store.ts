@@ -6,15 +6,16 @@
 // All of a call to apply() is one SQLite transaction; each entry inside it is a
 // savepoint, so a failing statement rolls back its own batch only and is reported.
 //
-// The store never waits for the disk while it is open (synchronous=OFF): the Raft WAL is
-// what makes a write durable, and an fsync on the thread that applies writes (SQLite's
-// checkpoints make one every few megabytes) stalls every client behind it. The files are
-// flushed a few times a second off that thread instead (flusher.ts). A crashed process
-// loses nothing SQLite wrote, since the kernel still holds it; a crashed machine can. So
-// while the store is open, state.db-boot holds the kernel's boot id. Found at open with the
-// id of another boot, the store may lack writes it had acknowledged to the node, and it is
-// rebuilt from the newest snapshot and the WAL like a damaged one. Closing flushes the file
-// to disk and removes the mark.
+// The store never waits for the disk on the thread that applies writes: the Raft WAL is what
+// makes a write durable. It runs SQLite's WAL mode with synchronous=NORMAL and no automatic
+// checkpoints, so a commit only writes; checkpoints run off that thread every
+// snapshot_interval entries (checkpointDurably) and make the store durable up to an applied
+// index, which raft/checkpoint records. NORMAL keeps the file consistent across a power loss.
+// The files are also flushed a few times a second (flusher.ts). While the store is open,
+// state.db-boot holds the kernel's boot id: found with another boot's id, a store that
+// raft/checkpoint vouches for is kept (consistent, and at least at its checkpoint), one
+// without (written before checkpoints existed, with synchronous=OFF) is rebuilt from the
+// newest snapshot and the WAL like a damaged one. Closing flushes the file and removes the mark.
 
 import { Database, type Statement as SqliteStatement } from "bun:sqlite";
 import * as fs from "node:fs";

@@ -1,8 +1,9 @@
-// Reads [tls] and [auth]. An absent table turns the feature off (null); a present one must be
-// complete. Paths must be absolute, like data_dir: a relative one would depend on the directory
-// svc starts in. Certificate and key files must exist; the tokens file may not exist yet (the
-// first `svc admin token create` makes it) but when it does its mode is checked here, so
-// --validate says what `svc serve` would refuse.
+// Reads [tls], [auth] and [gossip]. An absent table turns the feature off (null); a present
+// one must be complete. Paths must be absolute, like data_dir: a relative one would depend on
+// the directory svc starts in. Certificate and key files must exist; the tokens file may not
+// exist yet (the first `svc admin token create` makes it) but when it does its mode is checked
+// here, so --validate says what `svc serve` would refuse. The gossip key file must exist, have
+// mode 0600 and hold one or two well-formed keys.
 
 import { isAbsolute } from "node:path";
 import type { Problems } from "./_problems.ts";
@@ -10,18 +11,53 @@ import { statConfigPath } from "./_stat.ts";
 import { readBool, readString, readTable, type TomlTable } from "./_read.ts";
 import { ROOT_FIELDS, type FieldSpec, type TableSpec } from "./schema.ts";
 import { secretFileModeProblem } from "./secrets.ts";
-import type { AuthSettings, TlsSettings } from "./types.ts";
+import { readGossipKeyFile } from "./gossip-key.ts";
+import type { AuthSettings, GossipSettings, TlsSettings } from "./types.ts";
 
 export interface SecuritySettings {
   readonly tls: TlsSettings | null;
   readonly auth: AuthSettings | null;
+  readonly gossip: GossipSettings | null;
 }
 
 export function readSecurity(root: TomlTable, problems: Problems): SecuritySettings | undefined {
   const tls = root["tls"] === undefined ? null : readTls(root, problems);
   const auth = root["auth"] === undefined ? null : readAuth(root, problems);
-  if (tls === undefined || auth === undefined) return undefined;
-  return { tls, auth };
+  const gossip = root["gossip"] === undefined ? null : readGossip(root, problems);
+  if (tls === undefined || auth === undefined || gossip === undefined) return undefined;
+  return { tls, auth, gossip };
+}
+
+/** [gossip]: without key_file gossip stays authenticated by the cluster id only (null). */
+function readGossip(root: TomlTable, problems: Problems): GossipSettings | null | undefined {
+  const spec = tableSpec("gossip");
+  const table = readTable(root, "gossip", spec, problems);
+  if (table === undefined) return undefined;
+  const keyFile = readString(table, "key_file", stringSpec(spec, "key_file"), ["gossip"], problems);
+  if (keyFile === undefined) return undefined;
+  if (keyFile === "") return null;
+  if (!absolute("gossip", "key_file", keyFile, problems)) return undefined;
+  const looked = statConfigPath(keyFile);
+  if ("problem" in looked) {
+    problems.add(["gossip", "key_file"], looked.problem);
+    return undefined;
+  }
+  const stat = looked.stat;
+  if (stat === undefined || !stat.isFile()) {
+    problems.add(["gossip", "key_file"], `${JSON.stringify(keyFile)} ${stat === undefined ? "does not exist" : "is not a file"}; make one with \`svc admin gossip keygen > ${keyFile}\` and chmod 600 it`);
+    return undefined;
+  }
+  const modeProblem = secretFileModeProblem(keyFile, stat.mode);
+  if (modeProblem !== null) {
+    problems.add(["gossip", "key_file"], modeProblem);
+    return undefined;
+  }
+  const read = readGossipKeyFile(keyFile);
+  if ("problem" in read) {
+    problems.add(["gossip", "key_file"], read.problem);
+    return undefined;
+  }
+  return { keyFile };
 }
 
 function readTls(root: TomlTable, problems: Problems): TlsSettings | undefined {

@@ -152,6 +152,7 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
     // Undefined only after a problem was recorded, when this Config is not returned.
     tls: security?.tls ?? null,
     auth: security?.auth ?? null,
+    gossip: security?.gossip ?? null,
     dataDir,
     maxMemoryBytes: maxMemoryMb * MIB,
     snapshotIntervalEntries: snapshotInterval,

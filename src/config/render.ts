@@ -57,10 +57,10 @@ export function renderConfigToml(draft: ConfigDraft): string {
   return lines.join("\n") + "\n";
 }
 
-/** [tls] and [auth] when the draft has them; nothing (TLS and tokens off) otherwise. */
+/** [tls], [auth] and [gossip] when the draft has them; nothing (TLS, tokens and gossip encryption off) otherwise. */
 function securityLines(draft: ConfigDraft): string[] {
   const out: string[] = [];
-  const { tls, auth } = draft;
+  const { tls, auth, gossip } = draft;
   if (tls != null) {
     out.push("", note("[tls]", "HTTPS on the client and admin ports (TLS 1.2+); reloaded on change and SIGHUP"));
     out.push(`cert_file = ${tomlString(tls.certFile)}`, `key_file = ${tomlString(tls.keyFile)}`);
@@ -73,6 +73,10 @@ function securityLines(draft: ConfigDraft): string[] {
     out.push(note(`tokens_file = ${tomlString(auth.tokensFile)}`, "hashes and roles, mode 0600"));
     if (auth.tokenFile !== "") out.push(note(`token_file = ${tomlString(auth.tokenFile)}`, "the token svc admin sends"));
     out.push(`metrics_open = ${auth.metricsOpen}`);
+  }
+  if (gossip != null) {
+    out.push("", note("[gossip]", "gossip encrypted with a shared key (AES-256-GCM)"));
+    out.push(note(`key_file = ${tomlString(gossip.keyFile)}`, "1 or 2 base64 keys, mode 0600; reloaded on SIGHUP"));
   }
   return out;
 }

@@ -22,7 +22,7 @@ export const MEMBER_FIELDS: TableSpec = {
   admin: { kind: "address" },
 };
 
-/** [tls] and [auth]: absent tables turn TLS and tokens off (README "Security"). */
+/** [tls], [auth] and [gossip]: absent tables turn TLS, tokens and gossip encryption off (README "Security"). */
 export const SECURITY_FIELDS: TableSpec = {
   tls: {
     kind: "table",
@@ -40,6 +40,12 @@ export const SECURITY_FIELDS: TableSpec = {
       tokens_file: { kind: "string", default: "" },
       token_file: { kind: "string", default: "" },
       metrics_open: { kind: "bool", default: false },
+    },
+  },
+  gossip: {
+    kind: "table",
+    fields: {
+      key_file: { kind: "string", default: "" },
     },
   },
 };

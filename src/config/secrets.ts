@@ -8,11 +8,11 @@ import type { Address, Config } from "./types.ts";
 
 /**
  * The files the configuration names that hold secrets: the TLS private key, the tokens file
- * (hashes, but a list of who may do what) and the admin token file. Certificates and CA
- * files are public and are not listed.
+ * (hashes, but a list of who may do what), the admin token file and the gossip key file.
+ * Certificates and CA files are public and are not listed.
  */
 export function secretPaths(config: Config): string[] {
-  const paths = [config.tls?.keyFile ?? "", config.auth?.tokensFile ?? "", config.auth?.tokenFile ?? ""];
+  const paths = [config.tls?.keyFile ?? "", config.auth?.tokensFile ?? "", config.auth?.tokenFile ?? "", config.gossip?.keyFile ?? ""];
   return [...new Set(paths.filter((p) => p !== ""))];
 }
 

@@ -33,6 +33,8 @@ export interface Config {
   readonly tls?: TlsSettings | null;
   /** Tokens with roles on the client and admin ports; null (or absent): no tokens asked for. */
   readonly auth?: AuthSettings | null;
+  /** Gossip encrypted with shared keys; null (or absent): authenticated with a key derived from the cluster id. */
+  readonly gossip?: GossipSettings | null;
   readonly cluster: {
     /** True on one node only, the first time a new cluster starts. */
     readonly bootstrap: boolean;
@@ -131,6 +133,7 @@ export interface ConfigDraft {
   };
   readonly tls?: TlsSettings | null;
   readonly auth?: AuthSettings | null;
+  readonly gossip?: GossipSettings | null;
 }
 
 /** [tls]: absolute paths of PEM files; "" for an optional one not given. */
@@ -160,4 +163,10 @@ export interface AuthSettings {
   readonly tokenFile: string;
   /** /metrics answers without a token (for a scraper) when true. */
   readonly metricsOpen: boolean;
+}
+
+/** [gossip]: the shared keys that encrypt gossip packets. */
+export interface GossipSettings {
+  /** One or two base64 keys of 32 bytes, one per line, mode 0600 (gossip-key.ts); the first encrypts. */
+  readonly keyFile: string;
 }

@@ -1,46 +1,54 @@
 // The gossip packet on the wire (UDP, the peer port):
-//   "SVG" u8 version | u8 cluster-id length | cluster id (UTF-8) | body (JSON) | HMAC-SHA256 (32 bytes)
-// The MAC covers everything before it, under a key the cluster shares (key.ts: derived from
-// the cluster id until a configured key exists). A packet from another cluster, with a bad
-// MAC, too large or malformed is dropped with a reason the driver counts; decoding bounds
-// every length before it reads.
+//   "SVG" u8 version | u8 cluster-id length | cluster id (UTF-8) | sealed body
+// The body is JSON, sealed by the cluster's key (key.ts) with the header bound to it:
+// version 1 is `body | HMAC-SHA256` (the key derived from the cluster id), version 2 is
+// `nonce | AES-256-GCM ciphertext | tag` ([gossip] key_file). A packet from another cluster,
+// sealed the other way, that does not open, too large or malformed is dropped with a reason
+// the driver counts; decoding bounds every length before it reads.
 
 import { memberStates, type FactsRecord, type GossipMessage, type MemberFacts, type StateUpdate } from "./types.ts";
-import type { GossipKey } from "./key.ts";
+import { GOSSIP_WIRE_VERSION_ENCRYPTED, GOSSIP_WIRE_VERSION_MAC, type GossipKey } from "./key.ts";
 
-export const GOSSIP_WIRE_VERSION = 1;
+/** The version of packets authenticated by the key derived from the cluster id. */
+export const GOSSIP_WIRE_VERSION = GOSSIP_WIRE_VERSION_MAC;
 const magic = [0x53, 0x56, 0x47] as const; // "SVG"
-const macBytes = 32;
+/** What a key derived from the cluster id adds (HMAC-SHA256), the most any key adds. */
+const sealBytesDefault = 32;
 const clusterIdBytesMax = 128;
 const idBytesMax = 128;
 const updatesMax = 64;
 const recordsMax = 32;
 
-export type DropReason = "malformed" | "too_large" | "other_cluster" | "bad_mac" | "unknown_member" | "no_cluster_id" | "send_failed";
+/**
+ * bad_mac: the MAC does not match (wrong cluster id); key_mismatch: sealed the other way (in
+ * clear to a node with a shared key, or encrypted to one without); decrypt_failed: encrypted
+ * under a key this node does not hold.
+ */
+export type DropReason = "malformed" | "too_large" | "other_cluster" | "bad_mac" | "key_mismatch" | "decrypt_failed" | "unknown_member" | "no_cluster_id" | "send_failed";
 
-export const dropReasons: readonly DropReason[] = ["malformed", "too_large", "other_cluster", "bad_mac", "unknown_member", "no_cluster_id", "send_failed"];
+export const dropReasons: readonly DropReason[] = ["malformed", "too_large", "other_cluster", "bad_mac", "key_mismatch", "decrypt_failed", "unknown_member", "no_cluster_id", "send_failed"];
 
 const encoder = new TextEncoder();
 // ignoreBOM: a leading U+FEFF is part of the text (a cluster id may begin with one), not a byte order mark to drop.
 const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
-/** The bytes a packet spends around its body (header and MAC), for the core's body bound. */
-export function packetOverheadBytes(clusterId: string): number {
-  return 5 + encoder.encode(clusterId).length + macBytes;
+/** The bytes a packet spends around its body (header and seal), for the core's body bound. */
+export function packetOverheadBytes(clusterId: string, key?: GossipKey): number {
+  return 5 + encoder.encode(clusterId).length + (key?.overheadBytes ?? sealBytesDefault);
 }
 
 export function encodePacket(message: GossipMessage, clusterId: string, key: GossipKey): Uint8Array {
   const cid = encoder.encode(clusterId);
   if (cid.length > clusterIdBytesMax) throw new Error(`cluster id longer than ${clusterIdBytesMax} bytes`);
-  const body = encoder.encode(JSON.stringify(message));
-  const out = new Uint8Array(5 + cid.length + body.length + macBytes);
-  out.set(magic, 0);
-  out[3] = GOSSIP_WIRE_VERSION;
-  out[4] = cid.length;
-  out.set(cid, 5);
-  out.set(body, 5 + cid.length);
-  const signed = out.subarray(0, out.length - macBytes);
-  out.set(key.sign(signed), out.length - macBytes);
+  const header = new Uint8Array(5 + cid.length);
+  header.set(magic, 0);
+  header[3] = key.wireVersion;
+  header[4] = cid.length;
+  header.set(cid, 5);
+  const sealed = key.seal(header, encoder.encode(JSON.stringify(message)));
+  const out = new Uint8Array(header.length + sealed.length);
+  out.set(header, 0);
+  out.set(sealed, header.length);
   return out;
 }
 
@@ -48,11 +56,13 @@ export type Decoded = { ok: true; message: GossipMessage } | { ok: false; reason
 
 export function decodePacket(packet: Uint8Array, clusterId: string, key: GossipKey, packetBytesMax: number): Decoded {
   if (packet.length > packetBytesMax) return { ok: false, reason: "too_large" };
-  if (packet.length < 5 + macBytes + 2) return { ok: false, reason: "malformed" };
-  if (packet[0] !== magic[0] || packet[1] !== magic[1] || packet[2] !== magic[2] || packet[3] !== GOSSIP_WIRE_VERSION) return { ok: false, reason: "malformed" };
+  if (packet.length < 5 + key.overheadBytes + 2) return { ok: false, reason: "malformed" };
+  const version = packet[3];
+  if (packet[0] !== magic[0] || packet[1] !== magic[1] || packet[2] !== magic[2]) return { ok: false, reason: "malformed" };
+  if (version !== GOSSIP_WIRE_VERSION_MAC && version !== GOSSIP_WIRE_VERSION_ENCRYPTED) return { ok: false, reason: "malformed" };
   const cidLength = packet[4] ?? 0;
   const bodyStart = 5 + cidLength;
-  if (bodyStart + macBytes > packet.length) return { ok: false, reason: "malformed" };
+  if (bodyStart + key.overheadBytes > packet.length) return { ok: false, reason: "malformed" };
   let cid: string;
   try {
     cid = decoder.decode(packet.subarray(5, bodyStart));
@@ -60,10 +70,11 @@ export function decodePacket(packet: Uint8Array, clusterId: string, key: GossipK
     return { ok: false, reason: "malformed" };
   }
   if (cid !== clusterId) return { ok: false, reason: "other_cluster" };
-  const macAt = packet.length - macBytes;
-  if (!key.verify(packet.subarray(0, macAt), packet.subarray(macAt))) return { ok: false, reason: "bad_mac" };
+  if (version !== key.wireVersion) return { ok: false, reason: "key_mismatch" };
+  const body = key.open(packet.subarray(0, bodyStart), packet.subarray(bodyStart));
+  if (body === null) return { ok: false, reason: key.wireVersion === GOSSIP_WIRE_VERSION_MAC ? "bad_mac" : "decrypt_failed" };
   try {
-    const message = checkMessage(JSON.parse(decoder.decode(packet.subarray(bodyStart, macAt))));
+    const message = checkMessage(JSON.parse(decoder.decode(body)));
     return message === null ? { ok: false, reason: "malformed" } : { ok: true, message };
   } catch {
     return { ok: false, reason: "malformed" };

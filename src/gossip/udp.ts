@@ -1,7 +1,8 @@
 // The UDP driver around the SWIM core: one socket on the peer port's number (Raft uses the
 // same number over TCP), a 100 ms timer that feeds the core the time, the node's members and
-// its own facts, and packets encoded, authenticated and sent by member id. Sends are capped
-// per tick (UDP drops bursts silently); everything dropped is counted by reason.
+// its own facts, and packets encoded, sealed (authenticated, or encrypted with a shared key)
+// and sent by member id. Sends are capped per tick (UDP drops bursts silently); everything
+// dropped is counted by reason.
 
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
@@ -25,7 +26,10 @@ export interface GossipDriverOptions {
   readonly listen: { readonly host: string; readonly port: number };
   readonly logger: Logger;
   readonly timings?: GossipTimings;
-  /** The cluster's key for a cluster id; default: derived from the id (key.ts). */
+  /**
+   * The cluster's key for a cluster id; default: derived from the id (key.ts). A shared key
+   * ([gossip] key_file) reads its secrets at every packet, so a reload needs no call here.
+   */
   readonly keyFor?: (clusterId: string) => GossipKey;
   /** Members whose packets are dropped on arrival (tests cut gossip with it). */
   readonly blocked?: () => ReadonlySet<string>;
@@ -111,7 +115,7 @@ class UdpGossip implements GossipService {
     this.core = new GossipCore({
       self: this.opts.self,
       timings: this.timings,
-      bodyBytesMax: this.timings.packetBytesMax - packetOverheadBytes(clusterId),
+      bodyBytesMax: this.timings.packetBytesMax - packetOverheadBytes(clusterId, this.key),
       prng: createPrng(now >>> 0, process.pid),
       logger: this.log,
       incarnation: now,

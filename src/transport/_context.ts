@@ -3,12 +3,19 @@
 
 import { AssertionError, errorMessage, type Logger } from "../util/index.ts";
 import type { ResolvedOptions } from "./_options.ts";
-import type { Count } from "./_stats.ts";
+import type { PeerTls } from "./_peer-tls.ts";
+import type { Count, CountTlsRefusal } from "./_stats.ts";
 
 export interface TransportContext {
   readonly options: ResolvedOptions;
   readonly logger: Logger;
   readonly count: Count;
+  readonly countTlsRefusal: CountTlsRefusal;
+  /**
+   * The certificate, key and CA new handshakes use (null: plain TCP). Replaced by
+   * Transport.setTls; null stays null and non-null stays non-null.
+   */
+  tls(): PeerTls | null;
   /** The current cluster id ("" until the node joins one). */
   clusterId(): string;
 }

@@ -10,7 +10,7 @@ import { guard, type TransportContext } from "./_context.ts";
 import { Reassembler } from "./_fragment.ts";
 import { CALLER_TYPE_MIN, describeFrameError, encodeFrame, FrameDecoder, FrameType } from "./_frame.ts";
 import { decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsAcceptor, REJECT_REASON_CHARS_MAX, type Membership } from "./_hello.ts";
-import { listenTls, peerCertificateIds } from "./_peer-tls.ts";
+import { listenTls, peerCertificateIds, tlsErrorReason, type PeerTls, type TlsRefusalReason } from "./_peer-tls.ts";
 import { RefusalLog } from "./_refusal-log.ts";
 import type { TransportCounters } from "./_stats.ts";
 
@@ -74,30 +74,8 @@ export class InboundServer {
   /** Binds the listener; returns the bound port. */
   start(): number {
     const { hostname, port } = this.#ctx.options.listen;
-    const logger = this.#ctx.logger;
-    const withConn = (what: string, socket: PeerSocket, body: (conn: InboundConn) => void) => {
-      const conn = this.#conns.get(socket);
-      if (conn === undefined || conn.closing) return;
-      guard(logger, what, () => body(conn), () => this.#hardClose(socket, conn));
-    };
     try {
-      const tls = this.#ctx.options.tls;
-      this.#listener = Bun.listen({
-        hostname,
-        port,
-        ...(tls === null ? {} : { tls: listenTls(tls) }),
-        socket: {
-          binaryType: "uint8array",
-          open: (socket) => guard(logger, "accept", () => this.#onOpen(socket), () => socket.terminate()),
-          handshake: (socket, success, error) => withConn("TLS handshake", socket, (conn) => this.#onTlsHandshake(socket, conn, success, error)),
-          data: (socket, chunk) => withConn("data", socket, (conn) => this.#onData(socket, conn, chunk)),
-          close: (socket) => guard(logger, "close", () => this.#onClose(socket), () => {}),
-          error: (socket, error) => withConn("socket", socket, (conn) => {
-            logger.warn(`peer transport: connection from ${conn.remote} failed: ${errorMessage(error)}`, { remote: conn.remote });
-            this.#hardClose(socket, conn);
-          }),
-        },
-      });
+      this.#listener = this.#listen(port, this.#ctx.tls());
     } catch (e) {
       throw new SvcError("TRANSPORT_LISTEN_FAILED", `cannot listen for peers on ${hostname}:${port}: ${errorMessage(e)}`, {
         hint: "check that no other process uses the peer port and that the address belongs to this host",
@@ -105,6 +83,50 @@ export class InboundServer {
       });
     }
     return this.#listener.port;
+  }
+
+  /**
+   * New certificates for the connections accepted from now on. A Bun listener keeps the TLS
+   * context it was made with, so the port is bound again with the new one; the connections
+   * already accepted stay up. A dialer that comes in the instant between the two is refused and
+   * redials. Throws (keeping the previous listener) when the new one cannot be made.
+   */
+  replaceTls(tls: PeerTls): void {
+    const previous = this.#listener;
+    if (previous === null) return;
+    const port = previous.port;
+    previous.stop(false);
+    try {
+      this.#listener = this.#listen(port, tls);
+    } catch (e) {
+      this.#listener = this.#listen(port, this.#ctx.tls());
+      throw e;
+    }
+  }
+
+  #listen(port: number, tls: PeerTls | null): TCPSocketListener<undefined> {
+    const logger = this.#ctx.logger;
+    const withConn = (what: string, socket: PeerSocket, body: (conn: InboundConn) => void) => {
+      const conn = this.#conns.get(socket);
+      if (conn === undefined || conn.closing) return;
+      guard(logger, what, () => body(conn), () => this.#hardClose(socket, conn));
+    };
+    return Bun.listen({
+      hostname: this.#ctx.options.listen.hostname,
+      port,
+      ...(tls === null ? {} : { tls: listenTls(tls) }),
+      socket: {
+        binaryType: "uint8array",
+        open: (socket) => guard(logger, "accept", () => this.#onOpen(socket), () => socket.terminate()),
+        handshake: (socket, success, error) => withConn("TLS handshake", socket, (conn) => this.#onTlsHandshake(socket, conn, success, error)),
+        data: (socket, chunk) => withConn("data", socket, (conn) => this.#onData(socket, conn, chunk)),
+        close: (socket) => guard(logger, "close", () => this.#onClose(socket), () => {}),
+        error: (socket, error) => withConn("socket", socket, (conn) => {
+          logger.warn(`peer transport: connection from ${conn.remote} failed: ${errorMessage(error)}`, { remote: conn.remote });
+          this.#hardClose(socket, conn);
+        }),
+      },
+    });
   }
 
   hasPeer(peerId: string): boolean {
@@ -154,6 +176,8 @@ export class InboundServer {
     conn.timer = setTimeout(
       () => guard(logger, "handshake timeout", () => {
         count(null, "handshakeTimeouts");
+        // With mutual TLS, a connection that never finished its TLS handshake is refused there.
+        if (this.#ctx.tls() !== null && conn.certificateIds === null) this.#ctx.countTlsRefusal(null, "handshake_timeout");
         this.#refuse(socket, conn, `no handshake within ${options.handshakeTimeoutMs} ms`, null);
       }, () => this.#hardClose(socket, conn)),
       options.handshakeTimeoutMs,
@@ -169,13 +193,18 @@ export class InboundServer {
     const members = this.#hooks.members();
     const named = members === "unknown" ? ids : ids.filter((id) => members.has(id));
     let reason: string | null = null;
-    if (!success || error !== null) reason = `its certificate was refused (${error === null ? "no certificate" : errorCode(error)})`;
-    else if (named.length === 0) reason = `its certificate names ${ids.length === 0 ? "no node id" : ids.map((id) => JSON.stringify(id)).join(", ")}, no member`;
+    let label: TlsRefusalReason = "not_a_member";
+    if (!success || error !== null) {
+      reason = `its certificate was refused (${error === null ? "no certificate" : errorCode(error)})`;
+      label = tlsErrorReason(error);
+    } else if (named.length === 0) {
+      reason = `its certificate names ${ids.length === 0 ? "no node id" : ids.map((id) => JSON.stringify(id)).join(", ")}, no member`;
+    }
     if (reason === null) {
       conn.certificateIds = named;
       return;
     }
-    this.#ctx.count(null, "tlsRefusals");
+    this.#ctx.countTlsRefusal(null, label);
     this.#refusals.warn(conn.remoteHost, `peer transport: refused peer connection from ${conn.remote} at the TLS handshake: ${reason}`, { remote: conn.remote, reason });
     this.#hardClose(socket, conn);
   }
@@ -249,9 +278,9 @@ export class InboundServer {
       this.#refuse(socket, conn, hello.error, null);
       return false;
     }
-    if (options.tls !== null && !(conn.certificateIds ?? []).includes(hello.senderId)) {
+    if (this.#ctx.tls() !== null && !(conn.certificateIds ?? []).includes(hello.senderId)) {
       // A member's certificate does not let it speak for another member.
-      count(null, "tlsRefusals");
+      this.#ctx.countTlsRefusal(null, "wrong_peer");
       this.#refuse(socket, conn, `the handshake names ${JSON.stringify(hello.senderId)}, but the certificate names ${(conn.certificateIds ?? []).map((id) => JSON.stringify(id)).join(", ") || "nobody"}`, null);
       return false;
     }

@@ -144,7 +144,8 @@ export class OutboundPeer {
       return false;
     };
     const failure = () => this.#fail(attempt, "internal error", false);
-    const tls = this.#ctx.options.tls;
+    // Read at every dial: a reload of the certificates is used from the next connection on.
+    const tls = this.#ctx.tls();
     try {
       Bun.connect({
         hostname: this.#hostname,
@@ -182,13 +183,13 @@ export class OutboundPeer {
 
   /** The served certificate must come from the cluster CA and name the peer dialled. */
   #onTlsHandshake(attempt: Attempt, socket: Socket<undefined>, success: boolean, error: Error | null): void {
-    const reason = !success && error === null ? "the TLS handshake failed" : servedCertificateProblem(socket, error, this.peerId);
-    if (reason === null) {
+    const problem = !success && error === null ? { text: "the TLS handshake failed", reason: "handshake_failed" as const } : servedCertificateProblem(socket, error, this.peerId);
+    if (problem === null) {
       this.#sendHello();
       return;
     }
-    this.#ctx.count(this.counters, "tlsRefusals");
-    this.#fail(attempt, `refusing ${this.#address} at the TLS handshake: ${reason}`, false, "warn");
+    this.#ctx.countTlsRefusal(this.counters, problem.reason);
+    this.#fail(attempt, `refusing ${this.#address} at the TLS handshake: ${problem.text}`, false, "warn");
   }
 
   #sendHello(): void {

@@ -8,6 +8,9 @@
 
 import type { Socket } from "bun";
 
+// The files are read by the node (src/node/peer-tls.ts) and may be replaced while it runs
+// (Transport.setTls): new handshakes use the new ones, established connections stay up.
+
 /** PEM texts: this node's certificate and key, and the CA that signed every member's. */
 export interface PeerTls {
   readonly cert: string;
@@ -56,10 +59,37 @@ export function connectTls(tls: PeerTls) {
  * Why the certificate a peer served is refused, or null: any verification error but a host
  * name mismatch (reported only once the chain is valid), or no name that is the peer's id.
  */
-export function servedCertificateProblem(socket: Socket<undefined>, error: Error | null, peerId: string): string | null {
+export function servedCertificateProblem(socket: Socket<undefined>, error: Error | null, peerId: string): { text: string; reason: TlsRefusalReason } | null {
   const code = error === null ? null : ((error as { code?: unknown }).code ?? error.message);
-  if (code !== null && code !== "ERR_TLS_CERT_ALTNAME_INVALID") return `its certificate was refused (${String(code)})`;
+  if (error !== null && code !== "ERR_TLS_CERT_ALTNAME_INVALID") return { text: `its certificate was refused (${String(code)})`, reason: tlsErrorReason(error) };
   const ids = peerCertificateIds(socket);
   if (ids.includes(peerId)) return null;
-  return `its certificate names ${ids.map((id) => JSON.stringify(id)).join(", ") || "no node id"}, not ${JSON.stringify(peerId)}`;
+  return { text: `its certificate names ${ids.map((id) => JSON.stringify(id)).join(", ") || "no node id"}, not ${JSON.stringify(peerId)}`, reason: "wrong_peer" };
+}
+
+/**
+ * Why a connection was refused at the TLS handshake, the label of
+ * tensor_chain_peer_tls_refusals_total: no certificate; one from a CA this node does not trust;
+ * expired (or not yet valid); one naming no member; a member's certificate used for another
+ * (or, dialling, not naming the peer dialled); any other failure of the handshake; no TLS
+ * handshake within the handshake timeout.
+ */
+export type TlsRefusalReason = "no_certificate" | "unknown_ca" | "expired" | "not_a_member" | "wrong_peer" | "handshake_failed" | "handshake_timeout";
+
+export const tlsRefusalReasons: readonly TlsRefusalReason[] = ["no_certificate", "unknown_ca", "expired", "not_a_member", "wrong_peer", "handshake_failed", "handshake_timeout"];
+
+const unknownCaCodes = new Set([
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "UNABLE_TO_GET_ISSUER_CERT", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY", "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT", "CERT_SIGNATURE_FAILURE", "CERT_UNTRUSTED", "CERT_REJECTED",
+]);
+
+/** The refusal reason of a failed TLS handshake's error (null: the peer sent no certificate). */
+export function tlsErrorReason(error: Error | null): TlsRefusalReason {
+  if (error === null) return "no_certificate";
+  const code = (error as { code?: unknown }).code;
+  const text = typeof code === "string" ? code : error.message;
+  if (unknownCaCodes.has(text)) return "unknown_ca";
+  if (text === "CERT_HAS_EXPIRED" || text === "CERT_NOT_YET_VALID") return "expired";
+  if (/PEER_DID_NOT_RETURN_A_CERTIFICATE|NO_CERTIFICATE/i.test(text)) return "no_certificate";
+  return "handshake_failed";
 }

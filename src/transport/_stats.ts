@@ -2,6 +2,8 @@
 // peer when it can be attributed to a configured peer (a raw connection that sends garbage before
 // naming itself cannot be, and an id it claims is not trusted to create a series).
 
+import { tlsRefusalReasons, type TlsRefusalReason } from "./_peer-tls.ts";
+
 export interface TransportCounters {
   /** Frames decoded from peers (handshakes and fragments included). */
   framesIn: number;
@@ -43,7 +45,16 @@ export interface PeerStats extends Readonly<TransportCounters> {
 export interface TransportStats {
   readonly totals: Readonly<TransportCounters>;
   readonly peers: Readonly<Record<string, PeerStats>>;
+  /** The totals' tlsRefusals by why (sums to totals.tlsRefusals). */
+  readonly tlsRefusals: Readonly<Record<TlsRefusalReason, number>>;
 }
+
+export function zeroTlsRefusals(): Record<TlsRefusalReason, number> {
+  return Object.fromEntries(tlsRefusalReasons.map((r) => [r, 0])) as Record<TlsRefusalReason, number>;
+}
+
+/** Counts a refusal at the TLS handshake, in the totals, the peer's counters and by reason. */
+export type CountTlsRefusal = (peer: TransportCounters | null, reason: TlsRefusalReason) => void;
 
 export function zeroCounters(): TransportCounters {
   return {

@@ -11,7 +11,8 @@ import { CALLER_TYPE_MAX, CALLER_TYPE_MIN } from "./_frame.ts";
 import { InboundServer } from "./_inbound.ts";
 import { checkId, parsePeerAddress, resolveOptions, type MessageHandler, type ResolvedOptions, type TransportOptions } from "./_options.ts";
 import { OutboundPeer } from "./_outbound.ts";
-import { counterSink, zeroCounters, type Count, type PeerStats, type TransportCounters, type TransportStats } from "./_stats.ts";
+import type { PeerTls, TlsRefusalReason } from "./_peer-tls.ts";
+import { counterSink, zeroCounters, zeroTlsRefusals, type Count, type PeerStats, type TransportCounters, type TransportStats } from "./_stats.ts";
 
 export interface SendOptions {
   /**
@@ -43,6 +44,12 @@ export interface Transport {
    * unless it is the id this transport already learned from a member's handshake.
    */
   setClusterId(clusterId: string): void;
+  /**
+   * New certificate, key and CA for the connections made from now on, both ways; established
+   * connections stay up. Only for a transport started with tls. Throws, keeping the previous
+   * ones, when the listener cannot take them.
+   */
+  setTls(tls: PeerTls): void;
   stats(): TransportStats;
   /** Closes the listener and every connection and stops redialling. */
   close(): void;
@@ -54,6 +61,8 @@ class PeerTransport implements Transport {
   readonly #onMessage: MessageHandler;
   readonly #totals: TransportCounters = zeroCounters();
   readonly #count: Count = counterSink(this.#totals);
+  readonly #tlsRefusals = zeroTlsRefusals();
+  #tls: PeerTls | null;
   #clusterId: string;
   /**
    * While #clusterId is "": the id of the first member that connected with one. Dials carry
@@ -74,10 +83,13 @@ class PeerTransport implements Transport {
     this.#logger = options.logger ?? silentLogger;
     this.#onMessage = options.onMessage;
     this.#clusterId = options.clusterId;
+    this.#tls = this.#options.tls;
     const ctx: TransportContext = {
       options: this.#options,
       logger: this.#logger,
       count: this.#count,
+      countTlsRefusal: (peer, reason) => this.#countTlsRefusal(peer, reason),
+      tls: () => this.#tls,
       clusterId: () => (this.#clusterId !== "" ? this.#clusterId : this.#learnedClusterId),
     };
     this.#inbound = new InboundServer(ctx, {
@@ -165,6 +177,13 @@ class PeerTransport implements Transport {
     for (const peer of this.#peers.values()) peer.redial("cluster id changed");
   }
 
+  setTls(tls: PeerTls): void {
+    assert(this.#tls !== null, "TLS replaced on a transport started without it");
+    if (!this.#closed) this.#inbound.replaceTls(tls);
+    this.#tls = tls;
+    this.#logger.info("peer transport: new connections use the reloaded certificates; established ones stay up");
+  }
+
   stats(): TransportStats {
     const peers: Record<string, PeerStats> = {};
     for (const [id, peer] of this.#peers) {
@@ -177,7 +196,7 @@ class PeerTransport implements Transport {
         queuedBytes: peer.queuedBytes,
       };
     }
-    return { totals: { ...this.#totals }, peers };
+    return { totals: { ...this.#totals }, peers, tlsRefusals: { ...this.#tlsRefusals } };
   }
 
   close(): void {
@@ -186,6 +205,11 @@ class PeerTransport implements Transport {
     this.#inbound.close();
     for (const peer of this.#peers.values()) peer.close();
     this.#peers.clear();
+  }
+
+  #countTlsRefusal(peer: TransportCounters | null, reason: TlsRefusalReason): void {
+    this.#count(peer, "tlsRefusals");
+    this.#tlsRefusals[reason] += 1;
   }
 
   #learnClusterId(clusterId: string, fromPeerId: string): void {

@@ -3,12 +3,17 @@
 // messages (snapshot chunks) included; a certificate from another CA, an expired one, one that
 // names no member, none at all, or a member's certificate used to speak for another member is
 // refused at the handshake and counted; a dialer refuses a peer whose certificate does not
-// name the node it dialled.
+// name the node it dialled. Each refusal is counted by reason, and shows in /metrics. Rotated
+// certificates and CA bundles are used by new handshakes both ways while established
+// connections stay up.
 
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import * as tls from "node:tls";
+import { MetricsRegistry } from "../../src/metrics/index.ts";
+import { registerTransportMetrics } from "../../src/node/transport-metrics.ts";
 import { createTransport, type PeerTls, type Transport } from "../../src/transport/index.ts";
 import { silentLogger, type Logger } from "../../src/util/index.ts";
 import { makeCa, makeLeaf, type CertFiles } from "../lib/certs.ts";
@@ -100,12 +105,12 @@ describe("peer transport: mutual TLS", () => {
     expect(a.transport.stats().totals.tlsRefusals).toBe(0);
   });
 
-  for (const [what, files] of [
-    ["a certificate from another CA", certs.foreign],
-    ["an expired certificate", certs.expired],
-    ["a certificate that names no member", certs.stranger],
+  for (const [what, files, reason] of [
+    ["a certificate from another CA", certs.foreign, "unknown_ca"],
+    ["an expired certificate", certs.expired, "expired"],
+    ["a certificate that names no member", certs.stranger, "not_a_member"],
   ] as const) {
-    test(`${what} is refused at the TLS handshake and counted; its messages never arrive`, async () => {
+    test(`${what} is refused at the TLS handshake and counted as ${reason}; its messages never arrive`, async () => {
       const a = start("a", tlsOf(certs.a));
       // The intruder trusts the cluster CA, so only the acceptor's check stands between them.
       const intruder = start("d", tlsOf(files));
@@ -116,6 +121,7 @@ describe("peer transport: mutual TLS", () => {
       await Bun.sleep(100);
       expect(a.received).toEqual([]);
       expect(a.warnings.join("\n")).toContain("at the TLS handshake");
+      expect(a.transport.stats().tlsRefusals[reason]).toBeGreaterThanOrEqual(1);
     });
   }
 
@@ -140,6 +146,7 @@ describe("peer transport: mutual TLS", () => {
     for (let i = 0; i < 10; i++) send(impostor, "a", "i am c");
     await Bun.sleep(100);
     expect(a.received).toEqual([]);
+    expect(a.transport.stats().tlsRefusals.wrong_peer).toBeGreaterThanOrEqual(1);
   });
 
   test("a dialer refuses a peer whose certificate does not name the node it meant to reach", async () => {
@@ -161,5 +168,83 @@ describe("peer transport: mutual TLS", () => {
     send(a, "d", "hello?");
     await waitFor("the refusal counted at the dialer", () => (a.transport.stats().peers["d"]?.tlsRefusals ?? 0) >= 1);
     expect(a.warnings.join("\n")).toContain("at the TLS handshake: its certificate was refused");
+  });
+
+  test("a refusal shows in /metrics as tensor_chain_peer_tls_refusals_total by reason", async () => {
+    const a = start("a", tlsOf(certs.a));
+    const registry = new MetricsRegistry();
+    registerTransportMetrics(registry, a.transport);
+    expect(registry.render()).toContain('tensor_chain_peer_tls_refusals_total{reason="unknown_ca"} 0');
+    const intruder = start("d", tlsOf(certs.foreign));
+    peers([a], { d: intruder.address });
+    intruder.transport.setPeers({ a: a.address });
+    await waitFor("a refusal counted", () => (a.transport.stats().tlsRefusals.unknown_ca ?? 0) >= 1);
+    expect(registry.render()).toMatch(/tensor_chain_peer_tls_refusals_total\{reason="unknown_ca"\} [1-9]/);
+  });
+
+  test("rotated certificates and CA bundle are used by new handshakes without a restart; established connections stay up", async () => {
+    const a = start("a", tlsOf(certs.a));
+    const b = start("b", tlsOf(certs.b));
+    peers([a, b]);
+    await waitFor("a reaches b", () => {
+      send(a, "b", "before");
+      return b.received.includes("a:before");
+    });
+    const newCa = makeCa(dir, "rotated-ca");
+    const bundle = caPem + fs.readFileSync(newCa.cert, "utf8");
+    const rotatedA = makeLeaf(dir, "a-rotated", newCa, { san: "URI:svc://a" });
+    const onlyNew = makeLeaf(dir, "c-new-ca", newCa, { san: "URI:svc://c" });
+    const probe = makeLeaf(dir, "probe", newCa, { san: "URI:svc://b" });
+
+    /**
+     * A TLS client with a certificate only the new CA signed: the CN of the certificate a
+     * serves, and whether a kept the connection (a refuses a client certificate after the
+     * client's side of the handshake is done, by closing).
+     */
+    const probeA = (): Promise<string> => new Promise((resolve, reject) => {
+      const [host, port] = a.address.split(":");
+      const socket = tls.connect({
+        host, port: Number(port), ca: bundle, cert: fs.readFileSync(probe.cert, "utf8"), key: fs.readFileSync(probe.key, "utf8"), checkServerIdentity: () => undefined,
+      }, () => {
+        const cn = String(socket.getPeerCertificate().subject?.CN ?? "");
+        const timer = setTimeout(() => {
+          socket.destroy();
+          resolve(`${cn} kept`);
+        }, 500);
+        socket.once("close", () => {
+          clearTimeout(timer);
+          resolve(`${cn} closed`);
+        });
+      });
+      socket.once("error", () => {});
+      socket.once("close", () => resolve("closed"));
+      setTimeout(() => reject(new Error("probe timed out")), 5_000);
+    });
+    // Before the rotation, a client signed only by the new CA is refused.
+    expect(await probeA()).not.toEndWith("kept");
+    await waitFor("the refusal counted", () => a.transport.stats().tlsRefusals.unknown_ca >= 1);
+
+    b.transport.setTls(tlsOf(certs.b, bundle));
+    a.transport.setTls(tlsOf(rotatedA, bundle));
+    // The established connection carried on.
+    send(a, "b", "during");
+    await waitFor("the established connection still delivers", () => b.received.includes("a:during"));
+    expect(a.transport.stats().peers["b"]?.reconnects).toBe(0);
+
+    // A new handshake is served the new certificate, and a client of the new CA is kept.
+    expect(await probeA()).toBe("a-rotated kept");
+    // A peer whose certificate only the new CA signed is a member now.
+    const c = start("c", tlsOf(onlyNew, bundle));
+    peers([a, b, c]);
+    await waitFor("c reaches a and b", () => {
+      send(c, "a", "from c");
+      send(c, "b", "from c");
+      return a.received.includes("c:from c") && b.received.includes("c:from c");
+    });
+    // a's dials present its new certificate, which c (trusting the new CA only through the bundle) accepts.
+    await waitFor("a reaches c with its new certificate", () => {
+      send(a, "c", "to c");
+      return c.received.includes("a:to c");
+    });
   });
 });

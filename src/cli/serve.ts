@@ -5,7 +5,7 @@
 import { defineCommand } from "citty";
 import { createLogger } from "../log/index.ts";
 import { adminApp, clientApp, listen, type BoundServer } from "../http/index.ts";
-import { SvcNode } from "../node/index.ts";
+import { PeerSecrets, SvcNode } from "../node/index.ts";
 import { sdNotify } from "../io/index.ts";
 import { summarizeConfig } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/index.ts";
@@ -45,8 +45,11 @@ export const serveCommand = defineCommand({
     try {
       servers.push(await listen(security.guard({ fetch: (r) => clientFetch(r) }, "client"), config.listen.client, "client", security.serverTls, security.limiter()));
       servers.push(await listen(security.guard({ fetch: (r) => adminFetch(r) }, "admin"), config.listen.admin, "admin", security.serverTls, security.limiter()));
+      // The peer port's certificates and the gossip keys reload with the client and admin ports'.
+      const peerSecrets = PeerSecrets.load(config, log);
+      security.watch(peerSecrets);
       security.serve(servers);
-      node = await SvcNode.start(config, logger, { version });
+      node = await SvcNode.start(config, logger, { version, peerSecrets });
     } catch (e) {
       for (const s of servers) s.stop();
       throw e instanceof SvcError ? new CliExit(ExitCode.failure, e.describe()) : e;

@@ -103,6 +103,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   TOKENS_FILE_INVALID: 503,
   TLS_INVALID: 503,
   PEER_TLS_INVALID: 503,
+  GOSSIP_KEY_INVALID: 503,
   DATA_DIR_WRONG_OWNER: 503,
   CLEANUP_DIR_UNREADABLE: 503,
   // Backups and object stores (offline tools and `svc admin backup`).

@@ -18,12 +18,21 @@ import { TokenSet } from "./tokens.ts";
 /** How often the certificate, key, CA and tokens files are looked at for a change. */
 export const securityWatchIntervalMs = 2_000;
 
+/** Other secrets read from files and reloaded with these (the peer port's certificates, the gossip keys). */
+export interface ReloadableSecrets {
+  /** The files whose change calls for a reload. */
+  files(): readonly string[];
+  /** Reads them again; a file that cannot be used must leave what was in use, and be logged. */
+  reload(why: string): void;
+}
+
 export class HttpSecurity {
   #tls: TlsMaterial | null;
   #tokens: TokenSet | null;
   #stamp: string;
   #servers: BoundServer[] = [];
   #timer: ReturnType<typeof setInterval> | null = null;
+  readonly #others: ReloadableSecrets[] = [];
 
   private constructor(private readonly config: Config, private readonly log: Logger) {
     this.#tls = config.tls == null ? null : loadTlsMaterial(config.tls);
@@ -63,10 +72,16 @@ export class HttpSecurity {
     });
   }
 
+  /** Secrets reloaded with these, on SIGHUP and when one of their files changes. */
+  watch(others: ReloadableSecrets): void {
+    this.#others.push(others);
+    this.#stamp = this.#filesStamp();
+  }
+
   /** Servers whose certificates a reload replaces; starts watching the files. */
   serve(servers: readonly BoundServer[]): void {
     this.#servers.push(...servers);
-    if (this.#timer !== null || (this.config.tls == null && this.config.auth == null)) return;
+    if (this.#timer !== null || (this.config.tls == null && this.config.auth == null && this.#others.every((o) => o.files().length === 0))) return;
     this.#timer = setInterval(() => {
       const stamp = this.#filesStamp();
       if (stamp !== this.#stamp) this.reload("a file changed");
@@ -98,6 +113,7 @@ export class HttpSecurity {
         this.log.error(`tokens not reloaded (${why}); the previous tokens stay in use: ${errorMessage(e)}`);
       }
     }
+    for (const others of this.#others) others.reload(why);
     this.#logState(`reloaded (${why})`);
   }
 
@@ -110,6 +126,7 @@ export class HttpSecurity {
     const parts: string[] = [];
     if (this.config.tls != null) parts.push(tlsFilesStamp(this.config.tls));
     if (this.config.auth != null) parts.push(filesStamp([this.config.auth.tokensFile]));
+    for (const others of this.#others) parts.push(filesStamp(others.files()));
     return parts.join("|");
   }
 

@@ -12,6 +12,7 @@ import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import type { StoredHardState } from "../storage/index.ts";
+import type { MetricsRegistry } from "../metrics/index.ts";
 import type { NodeMetrics } from "./metrics.ts";
 import type { SnapshotTransfer, SnapshotTransferHooks, TransferMetrics } from "./snapshot-transfer.ts";
 import type { DataPaths } from "../storage/index.ts";
@@ -75,6 +76,8 @@ export interface NodeParts {
   readonly verifyTarget?: { readonly paths: DataPaths };
   /** Gossip membership over UDP (production); absent in the simulator. */
   readonly gossip?: GossipService;
+  /** Adds the io's own series to the node's metrics (production: the peer transport's). */
+  readonly registerMetrics?: (registry: MetricsRegistry) => void;
 }
 
 /** How often, at most, a write's admission asks the file system for its free space. */

@@ -36,5 +36,7 @@ export type NodeErrorCode =
   | "DATA_DIR_WRONG_OWNER"
   /** At start: entries between the newest snapshot and the WAL are missing. */
   | "LOG_GAP"
-  /** At start: a file of the peer port's mutual TLS ([tls] with peer_ca_file) cannot be read. */
-  | "PEER_TLS_INVALID";
+  /** At start: a file of the peer port's mutual TLS ([tls] with peer_ca_file) cannot be used. */
+  | "PEER_TLS_INVALID"
+  /** At start: the gossip key file ([gossip] key_file) cannot be read or holds no valid key. */
+  | "GOSSIP_KEY_INVALID";

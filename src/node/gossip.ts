@@ -5,7 +5,7 @@
 
 import { readFileSync } from "node:fs";
 import type { Config } from "../config/index.ts";
-import { createGossip, dropReasons, memberStates, type GossipService, type GossipSnapshot, type MemberFacts } from "../gossip/index.ts";
+import { createGossip, dropReasons, memberStates, type GossipKey, type GossipService, type GossipSnapshot, type MemberFacts } from "../gossip/index.ts";
 import type { MetricsRegistry } from "../metrics/index.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
@@ -14,17 +14,19 @@ import type { NodeContext } from "./context.ts";
 export type { GossipSnapshot };
 
 /**
- * Bind the gossip socket on the peer address (UDP, the port Raft uses over TCP). Tests may
+ * Bind the gossip socket on the peer address (UDP, the port Raft uses over TCP), sealing
+ * packets with `keyFor`'s key (default: derived from the cluster id). Tests may
  * name a file listing member ids (SVC_TEST_GOSSIP_BLOCK_FILE) whose packets are dropped on
  * arrival: a gossip cut that leaves Raft's TCP alone.
  */
-export async function openGossip(config: Config, logger: Logger): Promise<GossipService | null> {
+export async function openGossip(config: Config, logger: Logger, keyFor?: (clusterId: string) => GossipKey): Promise<GossipService | null> {
   const blockFile = process.env["SVC_TEST_GOSSIP_BLOCK_FILE"];
   const log = logger.child("gossip");
   const gossip = createGossip({
     self: config.nodeId,
     listen: { host: config.listen.peer.host, port: config.listen.peer.port },
     logger: log,
+    ...(keyFor === undefined ? {} : { keyFor }),
     ...(blockFile === undefined || blockFile === "" ? {} : { blocked: blockedFrom(blockFile) }),
   });
   try {
@@ -99,7 +101,7 @@ function registerGossipMetrics(r: MetricsRegistry, gossip: GossipService): void 
     ["packetsReceived", "tensor_chain_gossip_packets_received_total", "Authenticated gossip packets this node received from members"],
   ] as const;
   const series = counters.map(([field, name, help]) => ({ field, counter: r.counter(name, help) }));
-  const dropped = r.counter("tensor_chain_gossip_packets_dropped_total", "Gossip packets dropped, by reason (another cluster, bad MAC, malformed, too large, not a member, no cluster id yet, not sent)", ["reason"]);
+  const dropped = r.counter("tensor_chain_gossip_packets_dropped_total", "Gossip packets dropped, by reason (another cluster, bad MAC, sealed without or with a shared key when the other was expected, not decrypted by any key, malformed, too large, not a member, no cluster id yet, not sent)", ["reason"]);
   for (const reason of dropReasons) dropped.labels(reason);
   for (const state of memberStates) members.labels(state);
   r.onScrape(() => {

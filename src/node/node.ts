@@ -33,6 +33,7 @@ import { NodeSqlProcesses } from "./sql-processes.ts";
 import { WriteGate } from "./write-gate.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 import { openNode } from "./start.ts";
+import type { PeerSecrets } from "./peer-tls.ts";
 import { wireGossip, type GossipSnapshot } from "./gossip.ts";
 import type { NodeParts } from "./context.ts";
 
@@ -69,10 +70,10 @@ export class SvcNode {
    * Open the data directory and start the node. Fails, before touching any data, when the
    * directory is not writable or another process holds its lock.
    */
-  static async start(config: Config, logger: Logger, options: { version?: string } = {}): Promise<SvcNode> {
+  static async start(config: Config, logger: Logger, options: { version?: string; peerSecrets?: PeerSecrets } = {}): Promise<SvcNode> {
     let node: SvcNode | null = null;
     // Messages that arrive before the node exists are dropped; Raft retransmits.
-    const parts = await openNode(config, logger, (from, type, payload) => node?.onPeerMessage(from, type, payload));
+    const parts = await openNode(config, logger, (from, type, payload) => node?.onPeerMessage(from, type, payload), options.peerSecrets);
     node = SvcNode.create(parts, options.version);
     return node;
   }
@@ -127,6 +128,7 @@ export class SvcNode {
     const proposer = new Proposer(ctx, () => loop.schedule());
     const node = new SvcNode(ctx, loop, policy, proposer, new MembershipAdmin(ctx, proposer), transfer, parts);
     if (parts.gossip !== undefined) wireGossip(ctx, parts.gossip, metrics.registry, version);
+    parts.registerMetrics?.(metrics.registry);
     if (ctx.clusterId !== "") parts.io.network.setClusterId(ctx.clusterId);
     ctx.refreshPeers();
     loop.begin();

@@ -1,14 +1,90 @@
-// The peer port's mutual TLS as [tls] configures it: with peer_ca_file set, this node presents
-// cert_file (its SAN names its node id) and accepts only members whose certificates that CA
-// signed (src/transport/_peer-tls.ts). Read once at start; a file that cannot be read stops
-// the node there with the path and what to do.
+// The secrets of the peer port as the configuration names them: mutual TLS ([tls] peer_ca_file:
+// this node presents cert_file, whose SAN names its node id, and accepts only members whose
+// certificates that CA signed; src/transport/_peer-tls.ts) and the gossip keys ([gossip]
+// key_file; src/gossip/key.ts). Read at start, where a file that cannot be used stops the node
+// with the path and what to do; read again by reload() (SIGHUP, or a file changed: the
+// client and admin ports' watch calls it, src/http/security.ts), where a file that cannot be
+// used is logged and what was in use stays. New peer handshakes use reloaded certificates;
+// the next gossip packet uses reloaded keys. Nothing here logs a key.
 
+import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
-import type { Config } from "../config/index.ts";
-import type { PeerTls } from "../transport/index.ts";
+import { createSecureContext } from "node:tls";
+import { readGossipKeyFile, type Config } from "../config/index.ts";
+import { clusterDerivedKey, sharedKey, type GossipKey } from "../gossip/index.ts";
+import type { PeerTls, Transport } from "../transport/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/logger.ts";
 
-export function peerTlsOf(config: Config): PeerTls | undefined {
+export class PeerSecrets {
+  #tls: PeerTls | undefined;
+  #gossipKeys: readonly Uint8Array[] | null;
+  #transport: Transport | null = null;
+
+  private constructor(private readonly config: Config, private readonly log: Logger) {
+    this.#tls = readPeerTls(config);
+    this.#gossipKeys = readGossipKeys(config);
+  }
+
+  /** Reads every file now; throws SvcError (PEER_TLS_INVALID, GOSSIP_KEY_INVALID) when one cannot be used. */
+  static load(config: Config, log: Logger): PeerSecrets {
+    return new PeerSecrets(config, log);
+  }
+
+  /** The peer port's TLS at start; undefined: plain TCP. */
+  get tls(): PeerTls | undefined {
+    return this.#tls;
+  }
+
+  /** How gossip seals packets: the shared keys of the key file, or the key derived from the cluster id. */
+  gossipKeyFor(): (clusterId: string) => GossipKey {
+    if (this.#gossipKeys === null) return clusterDerivedKey;
+    const key = sharedKey(() => this.#gossipKeys ?? []);
+    return () => key;
+  }
+
+  /** The transport whose certificates a reload replaces. */
+  attach(transport: Transport): void {
+    this.#transport = transport;
+  }
+
+  /** The files a reload reads: a change of any of them is worth one. */
+  files(): string[] {
+    const tls = this.config.tls;
+    const peer = tls == null || tls.peerCaFile === "" ? [] : [tls.certFile, tls.keyFile, tls.peerCaFile];
+    return [...peer, ...(this.config.gossip == null ? [] : [this.config.gossip.keyFile])];
+  }
+
+  /** Reads the files again; one that cannot be used leaves what was in use and is logged. */
+  reload(why: string): void {
+    if (this.#tls !== undefined) {
+      try {
+        const tls = readPeerTls(this.config);
+        if (tls !== undefined && !sameTls(tls, this.#tls)) {
+          this.#transport?.setTls(tls);
+          this.#tls = tls;
+          this.log.info(`peer TLS reloaded (${why})`, { cert_file: this.config.tls?.certFile, cert_valid_to: validTo(tls.cert) });
+        }
+      } catch (e) {
+        this.log.error(`peer TLS not reloaded (${why}); the previous certificates stay in use: ${errorMessage(e)}`);
+      }
+    }
+    if (this.#gossipKeys !== null) {
+      try {
+        const keys = readGossipKeys(this.config);
+        if (keys !== null) {
+          this.#gossipKeys = keys;
+          this.log.info(`gossip keys reloaded (${why})`, { key_file: this.config.gossip?.keyFile, keys: keys.length });
+        }
+      } catch (e) {
+        this.log.error(`gossip keys not reloaded (${why}); the previous keys stay in use: ${errorMessage(e)}`);
+      }
+    }
+  }
+}
+
+/** The peer port's certificate, key and CA, checked to work together; undefined without peer_ca_file. */
+function readPeerTls(config: Config): PeerTls | undefined {
   const tls = config.tls;
   if (tls == null || tls.peerCaFile === "") return undefined;
   const read = (path: string, key: string): string => {
@@ -20,5 +96,35 @@ export function peerTlsOf(config: Config): PeerTls | undefined {
       });
     }
   };
-  return { cert: read(tls.certFile, "cert_file"), key: read(tls.keyFile, "key_file"), ca: read(tls.peerCaFile, "peer_ca_file") };
+  const material = { cert: read(tls.certFile, "cert_file"), key: read(tls.keyFile, "key_file"), ca: read(tls.peerCaFile, "peer_ca_file") };
+  try {
+    // Refuses a key that does not match the certificate, or a file that is not PEM.
+    createSecureContext(material);
+    new X509Certificate(material.cert);
+  } catch (e) {
+    throw new SvcError("PEER_TLS_INVALID", `the [tls] files cannot be used together on the peer port: ${errorMessage(e)}`, {
+      hint: "check that key_file is the private key of cert_file and that cert_file and peer_ca_file are PEM",
+    });
+  }
+  return material;
+}
+
+function readGossipKeys(config: Config): Uint8Array[] | null {
+  const gossip = config.gossip;
+  if (gossip == null) return null;
+  const read = readGossipKeyFile(gossip.keyFile);
+  if ("problem" in read) throw new SvcError("GOSSIP_KEY_INVALID", `gossip.key_file: ${read.problem}`, { hint: "fix the key file; `svc admin gossip keygen` prints a new key" });
+  return read.keys;
+}
+
+function sameTls(a: PeerTls, b: PeerTls): boolean {
+  return a.cert === b.cert && a.key === b.key && a.ca === b.ca;
+}
+
+function validTo(cert: string): string {
+  try {
+    return new Date(Date.parse(new X509Certificate(cert).validTo)).toISOString();
+  } catch {
+    return "unknown";
+  }
 }

@@ -20,12 +20,18 @@ import { fileSnapshotTransfer } from "./snapshot-transfer.ts";
 import type { GossipService } from "../gossip/index.ts";
 import { openGossip } from "./gossip.ts";
 import { fileWalArchiveIo } from "./wal-archive-io.ts";
-import { peerTlsOf } from "./peer-tls.ts";
+import { PeerSecrets } from "./peer-tls.ts";
+import { registerTransportMetrics } from "./transport-metrics.ts";
 
-export async function openNode(config: Config, logger: Logger, onMessage: MessageHandler): Promise<NodeParts> {
+/**
+ * `secrets`: the peer port's certificates and gossip keys, already read (serve reloads them on
+ * SIGHUP and file changes); read here when absent.
+ */
+export async function openNode(config: Config, logger: Logger, onMessage: MessageHandler, secrets?: PeerSecrets): Promise<NodeParts> {
   const paths = prepareDataDir(config.dataDir);
   const lock = lockDataDir(config.dataDir, `node ${config.nodeId}`);
-  const peerTls = peerTlsOf(config);
+  const peerSecrets = secrets ?? PeerSecrets.load(config, logger.child("node"));
+  const peerTls = peerSecrets.tls;
   const transport = createTransport({
     nodeId: config.nodeId,
     clusterId: "",
@@ -34,11 +40,12 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
     onMessage,
     ...(peerTls === undefined ? {} : { tls: peerTls }),
   });
+  peerSecrets.attach(transport);
   let gossip: GossipService | null = null;
   try {
     transport.start();
     // Gossip answers on the same port number over UDP: one port for the firewall.
-    gossip = await openGossip(config, logger);
+    gossip = await openGossip(config, logger, peerSecrets.gossipKeyFor());
     const log = logger.child("node");
     log.info("recovery: starting", { nodeId: config.nodeId, dataDir: config.dataDir });
     const ballast = manageBallast(config.dataDir, ballastBytes);
@@ -130,6 +137,7 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
       makeTransfer: (hooks, metrics) => fileSnapshotTransfer(network, state.snapshots, paths.storePath, logger.child("snapshot"), metrics, hooks, systemClock),
       release: () => lock.release(),
       verifyTarget: { paths },
+      registerMetrics: (registry) => registerTransportMetrics(registry, transport),
       ...(gossip === null ? {} : { gossip }),
     };
   } catch (e) {

@@ -1,8 +1,10 @@
 // The gossip packet: authenticated to the cluster (cluster id and HMAC), bounded, and every
-// stray packet dropped with a reason the driver counts.
+// stray packet dropped with a reason the driver counts. With shared keys, the body is
+// encrypted (AES-256-GCM, a fresh nonce each packet) and the header bound to it.
 
 import { describe, expect, test } from "bun:test";
-import { clusterDerivedKey, decodePacket, encodePacket, hmacKey, type GossipMessage } from "../../src/gossip/index.ts";
+import { randomBytes } from "node:crypto";
+import { clusterDerivedKey, decodePacket, encodePacket, hmacKey, sharedKey, type GossipMessage } from "../../src/gossip/index.ts";
 
 const ping: GossipMessage = {
   type: "ping", seq: 7, from: "node1", updates: [{ id: "node2", state: "suspect", incarnation: 3 }],
@@ -56,5 +58,44 @@ describe("gossip packets", () => {
 
   test("a packet over the size bound is dropped as too_large", () => {
     expect(decodePacket(new Uint8Array(1401), "cluster-a", key, 1400)).toEqual({ ok: false, reason: "too_large" });
+  });
+});
+
+describe("gossip packets under a shared key", () => {
+  const k1 = new Uint8Array(randomBytes(32));
+  const k2 = new Uint8Array(randomBytes(32));
+  const shared = sharedKey(() => [k1]);
+
+  test("the body is encrypted: its text does not appear, two packets of one message differ, and it decodes to the message", () => {
+    const p1 = encodePacket(ping, "cluster-a", shared);
+    const p2 = encodePacket(ping, "cluster-a", shared);
+    expect(Buffer.from(p1).toString("latin1")).not.toContain("node2");
+    expect(Buffer.from(p1).equals(Buffer.from(p2))).toBe(false);
+    expect(decodePacket(p1, "cluster-a", shared, 1400)).toEqual({ ok: true, message: ping });
+  });
+
+  test("a packet under another key is dropped as decrypt_failed; one sealed the other way as key_mismatch", () => {
+    const other = encodePacket(ping, "cluster-a", sharedKey(() => [k2]));
+    expect(decodePacket(other, "cluster-a", shared, 1400)).toEqual({ ok: false, reason: "decrypt_failed" });
+    expect(decodePacket(encodePacket(ping, "cluster-a", key), "cluster-a", shared, 1400)).toEqual({ ok: false, reason: "key_mismatch" });
+    expect(decodePacket(encodePacket(ping, "cluster-a", shared), "cluster-a", key, 1400)).toEqual({ ok: false, reason: "key_mismatch" });
+  });
+
+  test("the cluster id is bound: a packet moved to another cluster's id does not decrypt", () => {
+    const packet = encodePacket(ping, "cluster-a", shared);
+    const moved = new Uint8Array(packet);
+    moved[13] = "b".charCodeAt(0);
+    expect(decodePacket(moved, "cluster-b", shared, 1400)).toEqual({ ok: false, reason: "decrypt_failed" });
+    const tampered = new Uint8Array(packet);
+    tampered[40] = (tampered[40] ?? 0) ^ 1;
+    expect(decodePacket(tampered, "cluster-a", shared, 1400)).toEqual({ ok: false, reason: "decrypt_failed" });
+  });
+
+  test("during a rotation both keys open, and the first one seals", () => {
+    const rotating = sharedKey(() => [k2, k1]);
+    expect(decodePacket(encodePacket(ping, "cluster-a", shared), "cluster-a", rotating, 1400).ok).toBe(true);
+    const sent = encodePacket(ping, "cluster-a", rotating);
+    expect(decodePacket(sent, "cluster-a", sharedKey(() => [k2]), 1400).ok).toBe(true);
+    expect(decodePacket(sent, "cluster-a", shared, 1400)).toEqual({ ok: false, reason: "decrypt_failed" });
   });
 });

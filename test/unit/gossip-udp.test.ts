@@ -1,9 +1,12 @@
 // The UDP driver on loopback: three members see each other alive, one that closes its socket
 // is declared dead by the others, and sends to its closed port (answered by ICMP port
-// unreachable) do not disturb the others.
+// unreachable) do not disturb the others. With a shared key ([gossip] key_file) the members
+// converge; one holding another key, or none, is not admitted and its packets are counted as
+// dropped; a key rotated in two steps (accept both, then send with the new) keeps them alive.
 
 import { afterEach, describe, expect, test } from "bun:test";
-import { createGossip, type GossipService, type MemberFacts } from "../../src/gossip/index.ts";
+import { randomBytes } from "node:crypto";
+import { createGossip, sharedKey, type GossipKey, type GossipService, type MemberFacts } from "../../src/gossip/index.ts";
 import { silentLogger } from "../../src/util/index.ts";
 import { freePorts } from "../lib/proc.ts";
 
@@ -54,5 +57,76 @@ describe("gossip over UDP", () => {
     await waitUntil("more probes", () => a.snapshot().counters.probes > probes + 3);
     expect(stateOf(a, "m1")).toBe("alive");
     expect(stateOf(b, "m0")).toBe("alive");
+  }, 30_000);
+});
+
+const newKey = (): Uint8Array => new Uint8Array(randomBytes(32));
+
+/** Members on free ports, each with its own key holder (undefined: the key derived from the cluster id). */
+async function startMembers(keys: readonly ((() => Uint8Array[]) | undefined)[]): Promise<GossipService[]> {
+  const ports = await freePorts(keys.length);
+  const members = ports.map((p, i) => ({ id: `m${i}`, peer: `127.0.0.1:${p}` }));
+  const out: GossipService[] = [];
+  for (const [i, port] of ports.entries()) {
+    const holder = keys[i];
+    const key: GossipKey | undefined = holder === undefined ? undefined : sharedKey(holder);
+    const g = createGossip({
+      self: `m${i}`, listen: { host: "127.0.0.1", port }, logger: silentLogger, timings,
+      ...(key === undefined ? {} : { keyFor: () => key }),
+    });
+    await g.start();
+    g.setClusterId("udp-test");
+    g.setSource({ members: () => members, facts: () => facts(port) });
+    started.push(g);
+    out.push(g);
+  }
+  return out;
+}
+
+const aliveWithRecord = (g: GossipService, id: string): boolean => g.snapshot().members.some((m) => m.id === id && m.state === "alive" && m.record !== null);
+
+describe("gossip encrypted with a shared key", () => {
+  test("members sharing a key converge", async () => {
+    const key = newKey();
+    const gs = await startMembers([() => [key], () => [key], () => [key]]);
+    await waitUntil("everyone alive everywhere", () => gs.every((g) => ["m0", "m1", "m2"].every((id) => aliveWithRecord(g, id))));
+    for (const g of gs) expect(g.snapshot().dropped.decrypt_failed).toBe(0);
+  }, 30_000);
+
+  test("a member with another key, or with none, is not admitted, and its packets are counted as dropped", async () => {
+    const key = newKey();
+    const other = newKey();
+    const [a, b, c, d] = await startMembers([() => [key], () => [key], () => [other], undefined]);
+    if (a === undefined || b === undefined || c === undefined || d === undefined) throw new Error("four members");
+    await waitUntil("m0 and m1 alive to each other", () => aliveWithRecord(a, "m1") && aliveWithRecord(b, "m0"));
+    await waitUntil("packets of the wrong key and of no key dropped at m0", () => a.snapshot().dropped.decrypt_failed > 0 && a.snapshot().dropped.key_mismatch > 0);
+    await waitUntil("m2 and m3 dead at m0", () => stateOf(a, "m2") === "dead" && stateOf(a, "m3") === "dead", 20_000);
+    expect(a.snapshot().members.find((m) => m.id === "m2")?.record ?? null).toBeNull();
+    expect(a.snapshot().members.find((m) => m.id === "m3")?.record ?? null).toBeNull();
+    expect(aliveWithRecord(c, "m0")).toBe(false);
+  }, 30_000);
+
+  test("a key rotated in two steps (every member accepts both, then sends with the new) keeps everyone alive", async () => {
+    const oldKey = newKey();
+    const nextKey = newKey();
+    const held: Uint8Array[][] = [[oldKey], [oldKey], [oldKey]];
+    const gs = await startMembers(held.map((_, i) => () => held[i] ?? []));
+    const [a, b] = gs;
+    if (a === undefined || b === undefined) throw new Error("members");
+    const everyoneAlive = (): boolean => gs.every((g) => ["m0", "m1", "m2"].every((id) => aliveWithRecord(g, id)));
+    await waitUntil("everyone alive with the old key", everyoneAlive);
+    // Step 1: the new key is accepted everywhere, the old one still sends.
+    for (const h of held) h.push(nextKey);
+    // Step 2: m0 sends with the new key; the others still send with the old one.
+    held[0] = [nextKey, oldKey];
+    const received = b.snapshot().counters.packetsReceived;
+    await waitUntil("m1 receives more packets", () => b.snapshot().counters.packetsReceived > received + 10);
+    expect(everyoneAlive()).toBe(true);
+    // Step 3: everyone sends with the new key only; the old one is dropped.
+    for (let i = 0; i < held.length; i++) held[i] = [nextKey];
+    const receivedNew = a.snapshot().counters.packetsReceived;
+    await waitUntil("m0 receives more packets under the new key", () => a.snapshot().counters.packetsReceived > receivedNew + 10);
+    expect(everyoneAlive()).toBe(true);
+    for (const g of gs) expect(g.snapshot().dropped.decrypt_failed).toBe(0);
   }, 30_000);
 });

@@ -1,12 +1,21 @@
 // [tls] and [auth] in the configuration: complete tables with absolute paths to files that
 // exist, a tokens file of mode 0600; listeners on loopback unless both protect them; a warning
-// for each listener other machines reach unprotected; and the files that hold secrets.
+// for each listener other machines reach unprotected; and the files that hold secrets. [gossip]
+// key_file: one or two base64 keys of 32 bytes, mode 0600; anything else is refused, without
+// the key in the message; PeerSecrets reloads it, keeping the keys in use when the file is bad.
 
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { decodePacket, encodePacket, sharedKey } from "../../src/gossip/index.ts";
+import { PeerSecrets } from "../../src/node/index.ts";
+import { silentLogger, type Logger } from "../../src/util/index.ts";
+import type { PeerTls, Transport } from "../../src/transport/index.ts";
+import { makeCa, makeLeaf } from "../lib/certs.ts";
+import { copyFileSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseConfig, renderConfigToml, secretPaths, securityWarnings, type Config } from "../../src/config/index.ts";
+import { newGossipKey, parseConfig, renderConfigToml, secretPaths, securityWarnings, type Config } from "../../src/config/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "svc-secconf-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -78,8 +87,9 @@ describe("config: [tls] and [auth]", () => {
     expect(securityWarnings(ok(`${tlsTable}peer_ca_file = "${ca}"\n${authTable}`))).toEqual([]);
   });
 
-  test("secretPaths names the key, the tokens file and the admin token file, not certificates", () => {
-    expect(secretPaths(ok(tlsTable + authTable)).sort()).toEqual([adminToken, key, tokens].sort());
+  test("secretPaths names the key, the tokens file, the admin token file and the gossip key file, not certificates", () => {
+    const gossipKey = keyFile("secret-paths.key", `${newGossipKey()}\n`);
+    expect(secretPaths(ok(tlsTable + authTable + `[gossip]\nkey_file = "${gossipKey}"\n`)).sort()).toEqual([adminToken, key, tokens, gossipKey].sort());
     expect(secretPaths(ok(""))).toEqual([]);
   });
 
@@ -89,5 +99,106 @@ describe("config: [tls] and [auth]", () => {
     if (!again.ok) throw new Error(JSON.stringify(again.problems));
     expect(again.config.tls).toEqual(c.tls ?? null);
     expect(again.config.auth).toEqual(c.auth ?? null);
+  });
+});
+
+function keyFile(name: string, text: string, mode = 0o600): string {
+  const path = join(dir, name);
+  writeFileSync(path, text, { mode });
+  chmodSync(path, mode);
+  return path;
+}
+
+const gossipTable = (path: string): string => `[gossip]\nkey_file = "${path}"\n`;
+
+describe("config: [gossip] key_file", () => {
+  test("one key, or two during a rotation, is read; without [gossip] there is none", () => {
+    const one = keyFile("one.key", `${newGossipKey()}\n`);
+    expect(ok(gossipTable(one)).gossip).toEqual({ keyFile: one });
+    const two = keyFile("two.key", `# rotating\n${newGossipKey()}\n\n${newGossipKey()}\n`);
+    expect(ok(gossipTable(two)).gossip).toEqual({ keyFile: two });
+    expect(ok("").gossip).toBeNull();
+    const again = parseConfig(renderConfigToml(ok(gossipTable(one))), "again.toml");
+    expect(again.ok && again.config.gossip).toEqual({ keyFile: one });
+  });
+
+  test("a key file that is missing, open to others, not base64, of the wrong length or with three keys is refused; the message holds no key", () => {
+    const short = randomBytes(16).toString("base64");
+    const cases: [string, string][] = [
+      [join(dir, "missing.key"), "does not exist"],
+      [keyFile("open.key", `${newGossipKey()}\n`, 0o644), "has mode 0644"],
+      [keyFile("text.key", "this is not a key!\n"), "line 1 is not a base64 key"],
+      [keyFile("short.key", `${short}\n`), "holds a key of 16 bytes, but a gossip key is 32 bytes"],
+      [keyFile("three.key", `${newGossipKey()}\n${newGossipKey()}\n${newGossipKey()}\n`), "holds 3 keys, but at most 2"],
+      [keyFile("empty.key", "\n"), "holds no key"],
+      [`relative.key`, "must be an absolute path"],
+    ];
+    for (const [path, message] of cases) {
+      const found = problems(gossipTable(path));
+      expect(found.length).toBe(1);
+      expect(found[0]).toStartWith("gossip.key_file: ");
+      expect(found[0]).toContain(message);
+    }
+    expect(problems(gossipTable(join(dir, "short.key")))[0]).not.toContain(short);
+  });
+});
+
+describe("PeerSecrets: the gossip keys reloaded", () => {
+  test("a reload takes a rotated key file; a bad one is logged and the keys in use stay", () => {
+    const k1 = newGossipKey();
+    const k2 = newGossipKey();
+    const path = keyFile("reload.key", `${k1}\n`);
+    const errors: string[] = [];
+    const log: Logger = { ...silentLogger, error: (m) => errors.push(m), child: () => log };
+    const secrets = PeerSecrets.load(ok(gossipTable(path)), log);
+    const key = secrets.gossipKeyFor()("c1");
+    const under = (k: string) => sharedKey(() => [new Uint8Array(Buffer.from(k, "base64"))]);
+    const message = { type: "ping" as const, seq: 1, from: "a", updates: [], facts: [] };
+    const opens = (sealer: ReturnType<typeof under>): boolean => decodePacket(encodePacket(message, "c1", sealer), "c1", key, 1400).ok;
+    expect(opens(under(k1))).toBe(true);
+    expect(opens(under(k2))).toBe(false);
+
+    keyFile("reload.key", `${k2}\n${k1}\n`);
+    secrets.reload("test");
+    expect(opens(under(k1))).toBe(true);
+    expect(opens(under(k2))).toBe(true);
+    expect(decodePacket(encodePacket(message, "c1", key), "c1", under(k2), 1400).ok).toBe(true);
+
+    keyFile("reload.key", "garbage\n");
+    secrets.reload("test");
+    expect(errors.join("\n")).toContain("gossip keys not reloaded (test); the previous keys stay in use");
+    expect(errors.join("\n")).not.toContain(k2);
+    expect(opens(under(k2))).toBe(true);
+  });
+});
+
+describe("PeerSecrets: the peer port's certificates reloaded", () => {
+  test("a reload hands new files to the transport; files that do not go together are logged and not taken", () => {
+    const tlsDir = mkdtempSync(join(dir, "peer-"));
+    const clusterCa = makeCa(tlsDir, "ca");
+    const leaf = makeLeaf(tlsDir, "a", clusterCa);
+    const config = ok(`[tls]\ncert_file = "${leaf.cert}"\nkey_file = "${leaf.key}"\npeer_ca_file = "${clusterCa.cert}"\n`);
+    const logs: string[] = [];
+    const log: Logger = { ...silentLogger, info: (m) => logs.push(m), error: (m) => logs.push(m), child: () => log };
+    const secrets = PeerSecrets.load(config, log);
+    const given: PeerTls[] = [];
+    secrets.attach({ setTls: (t: PeerTls) => given.push(t) } as unknown as Transport);
+    expect(secrets.files()).toEqual([leaf.cert, leaf.key, clusterCa.cert]);
+
+    secrets.reload("unchanged");
+    expect(given).toEqual([]);
+    const next = makeLeaf(tlsDir, "a-next", clusterCa);
+    copyFileSync(next.cert, leaf.cert);
+    copyFileSync(next.key, leaf.key);
+    secrets.reload("SIGHUP");
+    expect(given.length).toBe(1);
+    expect(given[0]?.cert).toBe(readFileSync(next.cert, "utf8"));
+    expect(secrets.tls?.cert).toBe(readFileSync(next.cert, "utf8"));
+
+    copyFileSync(clusterCa.key, leaf.key);
+    secrets.reload("SIGHUP");
+    expect(given.length).toBe(1);
+    expect(logs.join("\n")).toContain("peer TLS not reloaded (SIGHUP); the previous certificates stay in use");
+    expect(secrets.tls?.key).toBe(readFileSync(next.key, "utf8"));
   });
 });

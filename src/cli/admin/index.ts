@@ -8,6 +8,7 @@ const subCommands: Record<string, () => Promise<CommandDef<any>>> = {
   stats: () => import("./stats.ts").then((m) => m.statsCommand),
   query: () => import("./query.ts").then((m) => m.queryCommand),
   token: () => import("./token.ts").then((m) => m.tokenCommand),
+  gossip: () => import("./gossip.ts").then((m) => m.gossipCommand),
   "verify-checksums": () => import("./verify-checksums.ts").then((m) => m.verifyChecksumsCommand),
   "pause-writes": () => import("./writes.ts").then((m) => m.pauseWritesCommand),
   "resume-writes": () => import("./writes.ts").then((m) => m.resumeWritesCommand),

@@ -7,6 +7,7 @@
 import * as fs from "node:fs";
 import * as tls from "node:tls";
 import { join } from "node:path";
+import { randomBytes } from "node:crypto";
 import { describe, expect } from "bun:test";
 import type { ConfigDraft } from "../../src/config/index.ts";
 import { createToken, type Role } from "../../src/http/index.ts";
@@ -26,7 +27,7 @@ interface Secured {
 }
 
 /** A single node's config with [tls] (its own CA) and [auth] (a token of each role). */
-async function securedConfig(env: ProcEnv, options: { mutual?: boolean } = {}): Promise<Secured> {
+async function securedConfig(env: ProcEnv, options: { mutual?: boolean; peer?: boolean } = {}): Promise<Secured> {
   const ca = makeCa(env.dir, "ca");
   const node = makeLeaf(env.dir, "node1", ca);
   const tokensFile = join(env.dir, "tokens");
@@ -38,7 +39,7 @@ async function securedConfig(env: ProcEnv, options: { mutual?: boolean } = {}): 
   const adminTokenFile = join(env.dir, "admin-token");
   fs.writeFileSync(adminTokenFile, `${tokens.admin}\n`, { mode: 0o600 });
   const config = await singleNodeConfig(env.dir, {
-    tls: { certFile: node.cert, keyFile: node.key, clientCaFile: options.mutual === true ? ca.cert : "", caFile: ca.cert, peerCaFile: "" },
+    tls: { certFile: node.cert, keyFile: node.key, clientCaFile: options.mutual === true ? ca.cert : "", caFile: ca.cert, peerCaFile: options.peer === true ? ca.cert : "" },
     auth: { tokensFile, tokenFile: adminTokenFile, metricsOpen: false },
   });
   return { ca, node, tokens, tokensFile, adminTokenFile, config };
@@ -208,6 +209,44 @@ describe("TLS and tokens on the client and admin ports", () => {
   }, 120_000);
 });
 
+describe("mutual TLS on the peer port: certificates rotated without a restart", () => {
+  procTest("a new CA and a certificate it signed are used by new peer handshakes after a file change; refusals show in /metrics; a broken key on SIGHUP is not taken", async (env) => {
+    const s = await securedConfig(env, { peer: true });
+    const node = await startSecured(env, s);
+    const peer = `https://${typeof s.config.listen?.peer === "string" ? s.config.listen.peer : s.config.listen?.peer?.raw}`;
+    // The probe names node1 itself, which is no peer of node1: served a certificate, then refused.
+    const probe = makeLeaf(env.dir, "probe", s.ca, { san: "URI:svc://node1" });
+    expect(await servedCertificate(peer, s.ca.cert, probe)).toBe("node1");
+    await waitFor("the refusal in /metrics", async () => {
+      const text = (await call(url(s.config, "admin"), "/metrics", { ca: s.ca.cert, token: s.tokens.read })).body["text"];
+      return typeof text === "string" && /tensor_chain_peer_tls_refusals_total\{reason="not_a_member"\} [1-9]/.test(text);
+    });
+
+    const pid = node.pid;
+    const newCa = makeCa(env.dir, "new-ca");
+    const rotated = makeLeaf(env.dir, "node1-rotated", newCa, { san: "DNS:localhost,IP:127.0.0.1,URI:svc://node1" });
+    const bundle = fs.readFileSync(s.ca.cert, "utf8") + fs.readFileSync(newCa.cert, "utf8");
+    const bundleFile = join(env.dir, "bundle.crt");
+    fs.writeFileSync(bundleFile, bundle);
+    fs.writeFileSync(`${s.ca.cert}.new`, bundle);
+    fs.copyFileSync(rotated.key, `${s.node.key}.new`);
+    fs.copyFileSync(rotated.cert, `${s.node.cert}.new`);
+    fs.renameSync(`${s.ca.cert}.new`, s.ca.cert);
+    fs.renameSync(`${s.node.key}.new`, s.node.key);
+    fs.renameSync(`${s.node.cert}.new`, s.node.cert);
+    const newProbe = makeLeaf(env.dir, "probe-new", newCa, { san: "URI:svc://node1" });
+    await waitFor("the rotated certificate served on the peer port", async () => (await servedCertificate(peer, bundleFile, newProbe).catch(() => "")) === "node1-rotated");
+    await waitFor("the reload logged", () => node.log().includes("peer TLS reloaded (a file changed)"));
+    expect(node.pid).toBe(pid);
+    expect(node.running).toBe(true);
+
+    fs.copyFileSync(s.ca.key, s.node.key);
+    if (node.pid !== null) process.kill(node.pid, "SIGHUP");
+    await waitFor("the refused reload logged", () => node.log().includes("peer TLS not reloaded (SIGHUP)"));
+    expect(await servedCertificate(peer, bundleFile, newProbe)).toBe("node1-rotated");
+  }, 120_000);
+});
+
 describe("mutual TLS on the client and admin ports", () => {
   procTest("a client certificate from another CA, an expired one or none is refused; the node's CA's is accepted", async (env) => {
     const s = await securedConfig(env, { mutual: true });
@@ -256,7 +295,8 @@ describe("the tokens file", () => {
 
 /**
  * A cluster of `count` nodes with TLS on every port (the peer port's mutual TLS included):
- * each node its own certificate naming it (URI svc://nodeN) and 127.0.0.1; one tokens file.
+ * each node its own certificate naming it (URI svc://nodeN) and 127.0.0.1; one tokens file;
+ * gossip encrypted with one shared key.
  * `certificateOf` may hand a node another certificate (one from another CA, say).
  */
 async function securedCluster(env: ProcEnv, count: number, extraEnv: Record<string, string> = {}, certificateOf?: (nodeId: string, ca: CertFiles) => CertFiles | undefined) {
@@ -269,9 +309,13 @@ async function securedCluster(env: ProcEnv, count: number, extraEnv: Record<stri
   };
   const adminTokenFile = join(env.dir, "admin-token");
   fs.writeFileSync(adminTokenFile, `${tokens.admin}\n`, { mode: 0o600 });
+  const gossipKey = randomBytes(32).toString("base64");
+  const gossipKeyFile = join(env.dir, "gossip.key");
+  fs.writeFileSync(gossipKeyFile, `${gossipKey}\n`, { mode: 0o600 });
   const certs = new Map<string, CertFiles>();
   const odd = new Set<string>();
-  const nodes = (await clusterConfigs(env.dir, count, { auth: { tokensFile, tokenFile: adminTokenFile, metricsOpen: false } })).map((config) => {
+  const overrides = { auth: { tokensFile, tokenFile: adminTokenFile, metricsOpen: false }, gossip: { keyFile: gossipKeyFile } };
+  const nodes = (await clusterConfigs(env.dir, count, overrides)).map((config) => {
     const given = certificateOf?.(config.nodeId, ca);
     if (given !== undefined) odd.add(config.nodeId);
     const cert = given ?? makeLeaf(env.dir, config.nodeId, ca);
@@ -285,7 +329,7 @@ async function securedCluster(env: ProcEnv, count: number, extraEnv: Record<stri
     const [id] = [...leaders];
     return leaders.size === 1 && typeof id === "string" && answers.every((a) => a?.status === 200) ? id : undefined;
   }, { deadlineMs: 60_000 });
-  return { ca, certs, tokens, tokensFile, adminTokenFile, nodes, leader };
+  return { ca, certs, tokens, tokensFile, adminTokenFile, gossipKey, nodes, leader };
 }
 
 describe("a three-node cluster with TLS on every port (mutual TLS between peers) and tokens", () => {
@@ -321,12 +365,19 @@ describe("a three-node cluster with TLS on every port (mutual TLS between peers)
     expect((await runBinary(["admin", "resume-writes", "--config", follower.configPath])).exitCode).toBe(0);
   }, 180_000);
 
-  procTest("planted secrets (tokens, the key, the tokens file) appear in no log at any level, no /metrics, no cluster-info and no support bundle", async (env) => {
+  procTest("planted secrets (tokens, the key, the tokens file, the gossip key) appear in no log at any level, no /metrics, no cluster-info and no support bundle", async (env) => {
     const c = await securedCluster(env, 3, { RUST_LOG: "trace" });
+    // Gossip under the shared key converges: every member alive, nothing failed to decrypt.
+    const node1 = c.nodes[0];
+    if (node1 === undefined) throw new Error("no node");
+    await waitFor("every member alive in gossip at node1", async () => {
+      const text = (await call(url(node1.config, "admin"), "/metrics", { ca: c.ca.cert, token: c.tokens.read })).body["text"];
+      return typeof text === "string" && text.includes('tensor_chain_gossip_members{state="alive"} 3') && text.includes('tensor_chain_gossip_packets_dropped_total{reason="decrypt_failed"} 0');
+    }, { deadlineMs: 30_000 });
     const key = [...c.certs.values()].map((f) => fs.readFileSync(f.key, "utf8")).join("\n");
     const keyBody = key.split("\n").filter((l) => l !== "" && !l.startsWith("-----"));
     const hashes = fs.readFileSync(c.tokensFile, "utf8").split("\n").filter((l) => l.startsWith("sha256:")).map((l) => l.split(" ")[0] ?? "");
-    const planted = [...Object.values(c.tokens), ...keyBody, ...hashes.map((h) => h.slice("sha256:".length))];
+    const planted = [...Object.values(c.tokens), ...keyBody, ...hashes.map((h) => h.slice("sha256:".length)), c.gossipKey];
     // Traffic that carries the tokens: reads, writes through a follower, refusals, admin calls.
     for (const n of c.nodes) {
       await call(url(n.config, "client"), "/v1/execute", { ca: c.ca.cert, token: c.tokens.write, body: { statements: ["CREATE TABLE IF NOT EXISTS t (x)"] } });

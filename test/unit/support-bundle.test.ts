@@ -1,7 +1,8 @@
 // `svc admin support-bundle`: one tar.gz with version, redacted configuration, log lines,
 // cluster-status, stats, /metrics, disk usage and host facts. Secrets planted in the
-// configuration (and repeated in the log) appear in none of the extracted files; a node that
-// does not answer is recorded as such and the bundle is still written.
+// configuration (and repeated in the log), and the contents of the gossip key file, appear in
+// none of the extracted files; a node that does not answer is recorded as such and the bundle
+// is still written.
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import * as fs from "node:fs";
@@ -24,6 +25,9 @@ const SECRETS = [
   "s3cr3t-env-quoted value",
 ];
 
+/** The gossip key ([gossip] key_file): the file's contents are secret, wherever they appear. */
+const GOSSIP_KEY = Buffer.from("0123456789abcdef0123456789ABCDEF").toString("base64");
+
 const archiveCommand = [
   `AWS_ACCESS_KEY_ID=${SECRETS[0]} AWS_SECRET_ACCESS_KEY=${SECRETS[1]}`,
   `aws s3 cp %p s3://backups/wal/%f --sse-kms-key-id ${SECRETS[2]}`,
@@ -37,6 +41,7 @@ let adminPort: number;
 let configPath: string;
 let logPath: string;
 let dataDir: string;
+let gossipKeyPath: string;
 
 function configText(ports: number[], data: string): string {
   return [
@@ -51,6 +56,8 @@ function configText(ports: number[], data: string): string {
     `members = [ { id = "node1", peer = "127.0.0.1:${ports[2]}", client = "127.0.0.1:${ports[0]}", admin = "127.0.0.1:${ports[1]}" } ]`,
     "[wal]",
     `archive_command = "${archiveCommand}"`,
+    "[gossip]",
+    `key_file = "${gossipKeyPath}"`,
     "",
   ].join("\n");
 }
@@ -77,10 +84,13 @@ beforeAll(async () => {
   adminPort = ports[1] ?? 0;
   dataDir = join(dir, "data");
   configPath = join(dir, "config.toml");
+  gossipKeyPath = join(dir, "gossip.key");
+  fs.writeFileSync(gossipKeyPath, `${GOSSIP_KEY}\n`, { mode: 0o600 });
   fs.writeFileSync(configPath, configText(ports, dataDir));
   logPath = join(dir, "svc.log");
   const logLines = Array.from({ length: 50 }, (_, i) => `2026-01-01T00:00:${String(i).padStart(2, "0")} INFO line ${i}`);
   logLines.push(`2026-01-01T00:01:00 WARN archive_command failed: ${archiveCommand}`);
+  logLines.push(`2026-01-01T00:01:01 INFO an operator note quoting the gossip key ${GOSSIP_KEY}`);
   fs.writeFileSync(logPath, `${logLines.join("\n")}\n`);
   node = Bun.spawn([process.execPath, "src/main.ts", "serve", "--config", configPath], { cwd: REPO, stdout: "ignore", stderr: "ignore" });
   const deadline = Date.now() + 30_000;
@@ -133,7 +143,7 @@ describe("svc admin support-bundle", () => {
     expect(r.code).toBe(0);
     const files = await unpack(out);
     for (const [name, text] of files) {
-      for (const secret of SECRETS) expect({ name, leaked: text.includes(secret) ? secret : null }).toEqual({ name, leaked: null });
+      for (const secret of [...SECRETS, GOSSIP_KEY]) expect({ name, leaked: text.includes(secret) ? secret : null }).toEqual({ name, leaked: null });
     }
     expect(files.get("config.toml")).toContain("[REDACTED]");
     expect(files.get("config.toml")).toContain("aws s3 cp %p s3://backups/wal/%f");

@@ -52,11 +52,12 @@ options:
   --listen HOST           the address a generated config binds its client, admin and peer ports to
                           (default: 127.0.0.1, this machine only; other machines need [tls] and [auth]
                           before the ports are opened to them: svc --validate warns until they are)
-  --generate-certs        make (once, never overwritten) a cluster CA, this node's certificate and an
-                          admin token under $TLS_DIR and $CONFIG_DIR (files 0600 $SVC_USER:$SVC_GROUP), and
-                          put [tls] (every port, mutual TLS between peers) and [auth] in a generated
-                          config. For a cluster, copy ca.crt and ca.key from the first node's
-                          $TLS_DIR to the others' before running it there: an existing CA is reused
+  --generate-certs        make (once, never overwritten) a cluster CA, this node's certificate, a gossip
+                          key and an admin token under $TLS_DIR and $CONFIG_DIR (files 0600
+                          $SVC_USER:$SVC_GROUP), and put [tls] (every port, mutual TLS between peers),
+                          [auth] and [gossip] in a generated config. For a cluster, copy ca.crt, ca.key
+                          and gossip.key from the first node's $TLS_DIR to the others' before running
+                          it there: an existing CA and gossip key are reused
   --no-start              enable the units but do not start them
   --uninstall             remove what install.sh installed; keep data, config and the user
   --purge                 with --uninstall: also remove $DATA_DIR, $CONFIG_DIR and the user and group
@@ -340,6 +341,9 @@ peer_ca_file = "$TLS_DIR/ca.crt"   # mutual TLS on the peer port
 [auth]
 tokens_file = "$TOKENS_PATH"       # hashes and roles; add tokens with svc admin token create
 token_file = "$ADMIN_TOKEN_PATH"   # the admin token svc admin sends
+
+[gossip]
+key_file = "$TLS_DIR/gossip.key"   # the cluster's shared key: gossip is encrypted
 EOF
 	fi
 }
@@ -357,8 +361,8 @@ node_san() {
 	printf '%s' "$san"
 }
 
-# A cluster CA (kept if present: the first node's, copied to the others), this node's
-# certificate, the tokens file and an admin token, each made once and never overwritten.
+# A cluster CA and gossip key (kept if present: the first node's, copied to the others), this
+# node's certificate, the tokens file and an admin token, each made once and never overwritten.
 generate_certs() {
 	command -v openssl >/dev/null 2>&1 || die "--generate-certs needs openssl (apt-get install openssl)"
 	ensure_dir "$TLS_DIR" 750 "$SVC_UID" "$SVC_GID"
@@ -389,6 +393,11 @@ EOF
 			die "openssl could not sign the node certificate: $(cat "$WORK/openssl.err")"
 		put_file "$WORK/node.key" "$TLS_DIR/node.key" 600 "$SVC_UID" "$SVC_GID"
 		put_file "$WORK/node.crt" "$TLS_DIR/node.crt" 600 "$SVC_UID" "$SVC_GID"
+	fi
+	if [ ! -e "$tls/gossip.key" ]; then
+		(umask 077 && "$BINARY" admin gossip keygen >"$WORK/gossip.key" 2>"$WORK/gossip.err") ||
+			die "could not make the gossip key: $(cat "$WORK/gossip.err")"
+		put_file "$WORK/gossip.key" "$TLS_DIR/gossip.key" 600 "$SVC_UID" "$SVC_GID"
 	fi
 	if [ ! -e "$(R "$ADMIN_TOKEN_PATH")" ]; then
 		# The binary writes the hash, in the form svc reads; the token itself goes to its own file.

@@ -244,7 +244,7 @@ describe("install.sh --root", () => {
 });
 
 describe("install.sh --generate-certs", () => {
-  test("makes a CA, the node's certificate (naming its node id) and an admin token, 0600 svc:svc, and a config with [tls] and [auth] that validates; a rerun changes nothing", () => {
+  test("makes a CA, the node's certificate (naming its node id), a gossip key and an admin token, 0600 svc:svc, and a config with [tls], [auth] and [gossip] that validates; a rerun changes nothing", () => {
     const root = stagingRoot();
     try {
       const r = install(root, "--generate-certs", "--node-id", "alpha", "--no-start");
@@ -252,7 +252,7 @@ describe("install.sh --generate-certs", () => {
       expect(r.exitCode).toBe(0);
       const svc = accountIds(root, "svc");
       const tls = join(root, "etc/svc/tls");
-      for (const f of ["ca.crt", "ca.key", "node.crt", "node.key"]) expect(attrs(join(tls, f))).toEqual({ mode: "600", ...svc });
+      for (const f of ["ca.crt", "ca.key", "node.crt", "node.key", "gossip.key"]) expect(attrs(join(tls, f))).toEqual({ mode: "600", ...svc });
       for (const f of ["etc/svc/tokens", "etc/svc/admin-token"]) expect(attrs(join(root, f))).toEqual({ mode: "600", ...svc });
       const verify = run(["openssl", "verify", "-CAfile", join(tls, "ca.crt"), join(tls, "node.crt")]);
       expect(verify.exitCode).toBe(0);
@@ -268,6 +268,7 @@ describe("install.sh --generate-certs", () => {
       if (!parsed.ok) throw new Error(JSON.stringify(parsed.problems));
       expect(parsed.config.tls?.peerCaFile).toBe(join(root, "etc/svc/tls/ca.crt"));
       expect(parsed.config.auth?.tokenFile).toBe(join(root, "etc/svc/admin-token"));
+      expect(parsed.config.gossip?.keyFile).toBe(join(root, "etc/svc/tls/gossip.key"));
       const before = treeSnapshot(root);
       const again = install(root, "--generate-certs", "--node-id", "alpha", "--no-start");
       expect(again.exitCode).toBe(0);

@@ -5,7 +5,7 @@
 // run killed -9 leaves a pause whose lease runs out by itself.
 
 import * as fs from "node:fs";
-import { basename, join } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { readSnapshotMeta, snapshotMetaFile, snapshotStateFile } from "../storage/snapshots.ts";
 import { encodeRestoreMarker, restoreMarkerFile } from "../storage/restore-marker.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
@@ -30,6 +30,11 @@ export interface FullBackupOptions {
   dataDir: string;
   /** The configuration directory archived as etc/svc/ (/etc/svc/ on a host). */
   configDir: string;
+  /**
+   * Files under configDir left out of the archive (absolute paths): the keys and tokens the
+   * configuration names, unless the operator asks for them (--include-secrets).
+   */
+  excludedFiles?: readonly string[];
   leaseMs: number;
   retainMs: number | null;
   offsite: string | null;
@@ -139,7 +144,8 @@ export class FullBackup {
       clusterId: meta.clusterId, index: meta.index, term: meta.term, membership: meta.membership,
       archive: fullBackupName(o.nowMs), createdAt: new Date(o.nowMs).toISOString(),
     }));
-    if (fs.existsSync(o.configDir)) fs.cpSync(o.configDir, join(staging, "etc", "svc"), { recursive: true });
+    const excluded = new Set((o.excludedFiles ?? []).map((p) => resolve(p)));
+    if (fs.existsSync(o.configDir)) fs.cpSync(o.configDir, join(staging, "etc", "svc"), { recursive: true, filter: (from) => !excluded.has(resolve(from)) });
     fs.writeFileSync(join(staging, metadataName), `${JSON.stringify(info, null, 2)}\n`);
   }
 

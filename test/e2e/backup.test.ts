@@ -326,4 +326,24 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
       await s3.stop();
     }
   }, 180_000);
+
+  procTest("a full backup leaves the key files the configuration names out of etc/svc/, unless --include-secrets", async (env) => {
+    const etcDir = join(env.dir, "etc-svc");
+    fs.mkdirSync(etcDir, { recursive: true });
+    const keyFile = join(etcDir, "gossip.key");
+    fs.writeFileSync(keyFile, `${Buffer.from("0123456789abcdef0123456789ABCDEF").toString("base64")}\n`, { mode: 0o600 });
+    const [node] = await startCluster(env, 1, { gossip: { keyFile } });
+    if (node === undefined) throw new Error("no node");
+    fs.copyFileSync(node.configPath, join(etcDir, "config.toml"));
+    const listing = async (archive: string): Promise<string[]> => {
+      const listed: string[] = [];
+      await tar.t({ file: archive, onReadEntry: (e) => listed.push(e.path) });
+      return listed;
+    };
+    const plain = await fullBackup(node, join(env.dir, "plain"), etcDir);
+    expect(await listing(plain.archive)).toContain("etc/svc/config.toml");
+    expect(await listing(plain.archive)).not.toContain("etc/svc/gossip.key");
+    const withSecrets = await fullBackup(node, join(env.dir, "with-secrets"), etcDir, ["--include-secrets"]);
+    expect(await listing(withSecrets.archive)).toContain("etc/svc/gossip.key");
+  }, 120_000);
 });

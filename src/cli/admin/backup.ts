@@ -12,7 +12,7 @@ import {
   FullBackup, copyOffsite, newestFullBackup, openDestination, parseDuration, snapshotBackup, verifyArchive,
   isObjectUrl, type BackupNodeApi,
 } from "../../backup/index.ts";
-import type { Config } from "../../config/index.ts";
+import { secretPaths, type Config } from "../../config/index.ts";
 import { callNode, printJson } from "../_client.ts";
 import { defaultConfigPath, loadConfigOrExit } from "../_config.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
@@ -99,6 +99,7 @@ const fullCommand = defineCommand({
     "offsite-retain": { type: "string", description: "Retention of the off-site dated copies (default: [backup] offsite_retain_days)", valueHint: "DURATION" },
     lease: { type: "string", description: "The pause's lease: it ends by itself this long after the last renewal (default 60s)", valueHint: "DURATION" },
     "etc-dir": { type: "string", description: "Configuration directory to archive as etc/svc/ (default: the configuration file's directory)", valueHint: "DIR" },
+    "include-secrets": { type: "boolean", description: "Also archive the key, token and gossip key files the configuration names (left out by default)" },
   },
   async run({ args }) {
     const { config, configPath, api } = setup(args);
@@ -120,6 +121,7 @@ const fullCommand = defineCommand({
     const json = args.json === true;
     const job = new FullBackup(api, {
       to: isObjectUrl(to) ? to : resolve(to), dataDir: config.dataDir, configDir: args["etc-dir"] ?? dirname(configPath),
+      excludedFiles: args["include-secrets"] === true ? [] : secretPaths(config),
       leaseMs, retainMs, offsite: args.offsite ?? null, offsiteRetainMs, nowMs: Date.now(), progress: progressPrinter(json),
     });
     let interrupted = false;

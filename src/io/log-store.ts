@@ -53,6 +53,14 @@ export interface LogStore<E extends LogRecord> {
   resetTo(nextIndex: number): void;
   /** Drop the entries at or below `index` that a snapshot covers; returns the units removed. */
   compact(index: number): Promise<number>;
+  /**
+   * Committed entries from..through (at most bytesMax of entry data, at least one entry), read
+   * without holding the caller's thread for more than a small window of records at a time;
+   * null when the store no longer holds `from` (removed behind a snapshot). `reader` names a
+   * sequential reader (the member being caught up): a read that goes on where the reader's
+   * last one stopped reads only what it returns. Only committed entries may be asked for.
+   */
+  readCommitted(reader: string, from: number, through: number, bytesMax: number): Promise<E[] | null>;
   /** Record, durably, that the store is durable up to `checkpoint.index` (it vouches for the store at start). */
   saveCheckpoint(checkpoint: CheckpointRecord): void;
   /** Record, durably, whether this member lost log entries it held (see the node's vote gate). */

@@ -54,9 +54,11 @@ export interface LogStore<E extends LogRecord> {
   /** Drop the entries at or below `index` that a snapshot covers; returns the units removed. */
   compact(index: number): Promise<number>;
   /**
-   * Committed entries from..through (at most bytesMax of entry data, at least one entry), read
+   * Committed entries from..through, read
    * without holding the caller's thread for more than a small window of records at a time;
-   * null when the store no longer holds `from` (removed behind a snapshot). `reader` names a
+   * null when the store no longer holds `from` (removed behind a snapshot). The first entry is
+   * the prevIndex of the append the rest become: the read stops once the entries after it
+   * reach bytesMax of data, so it returns at least two when through > from. `reader` names a
    * sequential reader (the member being caught up): a read that goes on where the reader's
    * last one stopped reads only what it returns. Only committed entries may be asked for.
    */

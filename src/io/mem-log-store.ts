@@ -152,10 +152,10 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
     if (from <= this.offset || through < from || through > this.lastIndex) return Promise.resolve(null);
     const out: E[] = [];
     let bytes = 0;
-    for (let i = from; i <= through && (out.length === 0 || bytes < bytesMax); i++) {
+    for (let i = from; i <= through && (out.length <= 1 || bytes < bytesMax); i++) {
       const e = this.entries[i - this.offset - 1]!;
       out.push(e);
-      bytes += entryBytes(e) - 32;
+      if (out.length > 1) bytes += entryBytes(e) - 32;
     }
     this.readCount += out.length;
     return Promise.resolve(out);

@@ -39,9 +39,9 @@ export interface RaftOptions {
 }
 
 /**
- * Leader → node: read committed entries from..through back out of the log store (at most
- * bytesMax of entry data, at least one entry) and hand them to fetched(). `from` is the
- * prevIndex of the append they become, so the first entry read gives its prevTerm.
+ * Leader → node: read committed entries from..through back out of the log store and hand
+ * them to fetched(). `from` is the prevIndex of the append they become (the first entry read
+ * gives its prevTerm); the read stops once the entries after it reach bytesMax of data.
  */
 export interface LogFetch {
   /** Names this request: an answer to an older one is stale and ignored. */

@@ -40,7 +40,8 @@ export class WalReader {
   constructor(private readonly wal: Wal, private readonly windowBytes = walReadWindowBytes) {}
 
   /**
-   * Entries from..through (at most bytesMax of entry data, at least one entry), in order; null
+   * Entries from..through, in order, stopping once the entries after the first reach bytesMax
+   * of data (the first is an append's prevIndex: at least two when through > from); null
    * when the WAL no longer holds `from` as a final record (removed, or before a rewrite).
    * Only entries the log can no longer rewrite (committed ones) may be asked for.
    */
@@ -61,7 +62,6 @@ export class WalReader {
     this.at = null;
     this.last = null;
     let bytes = 0;
-    for (const e of out) bytes += e.data.length;
     const wanted = (): number => from + out.length;
     let pos: Position = start;
     for (;;) {
@@ -71,9 +71,9 @@ export class WalReader {
         if (e.index < wanted()) return "skip";
         if (e.index !== wanted()) return "broken";
         out.push(e);
-        bytes += e.data.length;
+        if (out.length > 1) bytes += e.data.length;
         pos = { seq: segment.seq, offset: endOffset };
-        return e.index >= through || bytes >= bytesMax ? "stop" : "more";
+        return e.index >= through || (out.length > 1 && bytes >= bytesMax) ? "stop" : "more";
       });
       if (got === "broken" || got === "gone") return null;
       if (got === "stop") break;

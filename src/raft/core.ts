@@ -38,6 +38,8 @@ import { emptyMembership, encodeMembership } from "./types.ts";
 export const safetyDropReasons: readonly string[] = ["conflict_below_commit", "two_leaders_in_term", "heartbeat_commit_beyond_log"];
 
 const defaultMaxCommittedEntriesPerReady = 4096;
+/** Appends' worth of entries one log-store read asks for (see requestFetch). */
+const fetchAppendsMax = 2;
 
 /** A message without its envelope; distributes over the union so each variant keeps its fields. */
 type Payload<M = Message> = M extends Message ? Omit<M, "from" | "to" | "term"> : never;
@@ -684,13 +686,15 @@ export class RaftCore {
 
   /**
    * The member needs entries compacted from memory: ask the node to read them back from the
-   * log store, as much as the in-flight window has room for (one append's worth in probe).
-   * The answer comes through fetched(); until then nothing else is sent to the member.
+   * log store, as much as the in-flight window has room for, and at most two appends' worth
+   * (one in probe), so that handling an answer encodes little in one turn; the next read is
+   * asked for as soon as this one is sent, while the window has room. The answer comes
+   * through fetched(); until then nothing else is sent to the member.
    */
   private requestFetch(to: NodeId, pr: Progress): boolean {
     const through = this.log.snapshotIndex();
     assert(pr.next <= through, "only compacted entries are read back from the log store");
-    const appendsMax = pr.state === "replicate" ? Math.max(1, pr.inflights.slotsFree()) : 1;
+    const appendsMax = pr.state === "replicate" ? Math.max(1, Math.min(fetchAppendsMax, pr.inflights.slotsFree())) : 1;
     const bytesMax = Math.max(1, Math.min(pr.state === "replicate" ? pr.inflights.bytesFree() : Number.POSITIVE_INFINITY, appendsMax * this.opts.maxBytesPerAppend));
     const fetch: LogFetch = { seq: ++this.fetchSeq, to, from: Math.max(1, pr.next - 1), through, bytesMax };
     if (this.logger.enabled("debug")) this.logger.debug("reading entries back from the log store for a member behind the in-memory log", { to, from: fetch.from, through });

@@ -39,6 +39,8 @@ export async function benchCatchUp(options: { bin: string[]; entries: number }):
     process.stdout.write(`follower down; ${options.entries.toLocaleString()} writes landed in ${((performance.now() - fill) / 1000).toFixed(1)} s\n`);
 
     const termBefore = await metric(admin(leader), "tensor_chain_term");
+    // Which way the follower is caught up: entries read back from the leader's WAL, or an image.
+    const pathBefore = await catchUpPath(admin(leader));
     const target = await metric(admin(leader), "tensor_chain_commit_index");
     const startApplied = 0;
     const restarted = performance.now();
@@ -65,11 +67,16 @@ export async function benchCatchUp(options: { bin: string[]; entries: number }):
     watching = false;
     await watch;
     const elections = (await metric(admin(leader), "tensor_chain_term")) - termBefore;
+    const pathAfter = await catchUpPath(admin(leader));
+    const fromWal = pathAfter.walEntries - pathBefore.walEntries;
+    const imagesMade = pathAfter.images - pathBefore.images;
+    const imagesSent = pathAfter.imagesSent - pathBefore.imagesSent;
     printRow("leader writes, 16 clients (catch-up)", during);
     const seconds = caughtUpMs / 1000;
     process.stdout.write(
       `catch-up of ${(target - startApplied).toLocaleString()} entries: ${seconds.toFixed(2)} s, ${((target - startApplied) / seconds).toFixed(0)} entries/s; ` +
-      `leader p99 ${during.p99Ms.toFixed(1)} ms against ${before.p99Ms.toFixed(1)} ms before; slowest /health ${healthMaxMs.toFixed(0)} ms; elections ${elections}\n`,
+      `leader p99 ${during.p99Ms.toFixed(1)} ms against ${before.p99Ms.toFixed(1)} ms before; slowest /health ${healthMaxMs.toFixed(0)} ms; elections ${elections}; ` +
+      `path: ${fromWal.toLocaleString()} entries read back from the leader's WAL, ${imagesMade} images made, ${imagesSent} snapshots sent\n`,
     );
 
     // Leader kill under 64 writers: how long until writes succeed again.
@@ -124,9 +131,18 @@ async function leaderOf(count: number, admin: (i: number) => string): Promise<nu
   throw new Error("no leader within 30 s");
 }
 
+async function catchUpPath(admin: string): Promise<{ walEntries: number; images: number; imagesSent: number }> {
+  return {
+    walEntries: await metric(admin, "tensor_chain_catch_up_log_entries_total"),
+    images: await metric(admin, "tensor_chain_snapshots_total"),
+    imagesSent: await metric(admin, 'tensor_chain_snapshot_transfers_total{result="sent_ok"}') + await metric(admin, 'tensor_chain_snapshot_transfers_total{result="sent_failed"}') + await metric(admin, 'tensor_chain_snapshot_transfers_total{result="sent_stalled"}'),
+  };
+}
+
 async function metric(admin: string, name: string): Promise<number> {
   const text = await (await fetch(`${admin}/metrics`)).text();
-  return Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+  const escaped = name.replace(/[{}"=]/g, (c) => `\\${c}`);
+  return Number(new RegExp(`^${escaped} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
 }
 
 async function post(base: string, body: unknown): Promise<void> {

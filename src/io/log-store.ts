@@ -53,6 +53,16 @@ export interface LogStore<E extends LogRecord> {
   resetTo(nextIndex: number): void;
   /** Drop the entries at or below `index` that a snapshot covers; returns the units removed. */
   compact(index: number): Promise<number>;
+  /**
+   * Committed entries from..through, read
+   * without holding the caller's thread for more than a small window of records at a time;
+   * null when the store no longer holds `from` (removed behind a snapshot). The first entry is
+   * the prevIndex of the append the rest become: the read stops once the entries after it
+   * reach bytesMax of data, so it returns at least two when through > from. `reader` names a
+   * sequential reader (the member being caught up): a read that goes on where the reader's
+   * last one stopped reads only what it returns. Only committed entries may be asked for.
+   */
+  readCommitted(reader: string, from: number, through: number, bytesMax: number): Promise<E[] | null>;
   /** Record, durably, that the store is durable up to `checkpoint.index` (it vouches for the store at start). */
   saveCheckpoint(checkpoint: CheckpointRecord): void;
   /** Record, durably, whether this member lost log entries it held (see the node's vote gate). */

@@ -26,6 +26,8 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
   /** Changes when entries are replaced (a reset, a truncated suffix): a sync begun before covers none of the new ones. */
   private generation = 0;
   private closed = false;
+  /** Entries handed out by readCommitted (the simulator counts catch-ups from the log store). */
+  readCount = 0;
   /** Called with entries once a sync made them durable (the simulator checks them). */
   onDurable: ((entries: readonly E[]) => void) | null = null;
   /**
@@ -143,6 +145,20 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
     this.durableCount = Math.max(0, this.durableCount - drop);
     this.offset += drop;
     return Promise.resolve(1);
+  }
+
+  readCommitted(_reader: string, from: number, through: number, bytesMax: number): Promise<E[] | null> {
+    this.checkOpen();
+    if (from <= this.offset || through < from || through > this.lastIndex) return Promise.resolve(null);
+    const out: E[] = [];
+    let bytes = 0;
+    for (let i = from; i <= through && (out.length <= 1 || bytes < bytesMax); i++) {
+      const e = this.entries[i - this.offset - 1]!;
+      out.push(e);
+      if (out.length > 1) bytes += entryBytes(e) - 32;
+    }
+    this.readCount += out.length;
+    return Promise.resolve(out);
   }
 
   saveCheckpoint(checkpoint: CheckpointRecord): void {

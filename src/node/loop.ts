@@ -160,6 +160,9 @@ export class EffectLoop {
         this.disk.stall(rd, "persist", e);
         return false;
       }
+      // Entries read back for members behind the in-memory log are committed, so durable:
+      // nothing waits for this Ready's sync.
+      if (rd.fetches.length > 0) this.peers.fetch(rd.fetches);
       if (mustSync) {
         // The log is syncing on another thread; requests that arrive meanwhile are
         // proposed and go into the next batch (group commit, pipelined).

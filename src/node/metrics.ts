@@ -17,6 +17,10 @@ export interface NodeMetrics {
   walEntriesPerSync: Histogram;
   walAppendedBytes: Counter;
   walSegmentsRemoved: Counter;
+  /** Leader: entries read back from the WAL for members behind the in-memory log. */
+  catchUpLogEntries: Counter;
+  /** Leader: reads of the WAL for a member behind the in-memory log, by result. */
+  catchUpLogReads: Counter;
   snapshotsTotal: Counter;
   snapshotFailuresTotal: Counter;
   snapshotDuration: Histogram;
@@ -116,6 +120,8 @@ export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
     walEntriesPerSync: r.histogram("tensor_chain_wal_entries_per_sync", "Entries made durable by one WAL fdatasync (group commit)", exponentialBuckets(1, 2, 12)),
     walAppendedBytes: r.counter("tensor_chain_wal_appended_bytes_total", "Bytes of entries appended to the WAL"),
     walSegmentsRemoved: r.counter("tensor_chain_wal_segments_removed_total", "WAL segments removed after a snapshot covered them"),
+    catchUpLogEntries: r.counter("tensor_chain_catch_up_log_entries_total", "Entries the leader read back from its WAL to send to members behind its in-memory log"),
+    catchUpLogReads: r.counter("tensor_chain_catch_up_log_reads_total", "Reads of the leader's WAL for members behind its in-memory log, by result (not_held: the WAL no longer holds them, the member is sent a snapshot)", ["result"]),
     snapshotsTotal: r.counter("tensor_chain_snapshots_total", "Snapshots completed"),
     snapshotFailuresTotal: r.counter("tensor_chain_snapshot_failures_total", "Snapshots that failed"),
     snapshotDuration: r.histogram("tensor_chain_snapshot_duration_seconds", "Time to take a snapshot", exponentialBuckets(0.01, 2, 14)),

@@ -2,9 +2,11 @@
 // the core cannot make: addressing, and the lost-log vote gate), snapshot chunks and acks to the
 // transfer, and the core's outgoing messages onto the network — a snapshot message becomes an
 // image streamed by the transfer (the newest image at or past what the core names, made for
-// the follower when there is none).
+// the follower when there is none) — and the core's requests to read compacted entries back
+// out of the log store for a member behind the in-memory log (one read at a time per member,
+// answered into the core).
 
-import { decodeMessage, encodeMessage, type Message } from "../raft/index.ts";
+import { decodeMessage, encodeMessage, type Entry, type LogFetch, type Message } from "../raft/index.ts";
 import { MessageType } from "../transport/index.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { NodeContext } from "./context.ts";
@@ -12,6 +14,9 @@ import type { SnapshotPolicy } from "./snapshot-policy.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 
 export class PeerMessages {
+  /** The log-store read in progress for each member: the next one waits for it (the reader is sequential). */
+  private readonly reading = new Map<string, Promise<void>>();
+
   constructor(
     private readonly ctx: NodeContext,
     private readonly snapshots: SnapshotPolicy,
@@ -54,6 +59,37 @@ export class PeerMessages {
       default:
         ctx.metrics.peerMessagesDropped.labels("unknown_type").inc();
     }
+  }
+
+  /** Read what the core asks for out of the log store, off the loop's turn, and hand it back. */
+  fetch(fetches: readonly LogFetch[]): void {
+    for (const f of fetches) {
+      const done = (this.reading.get(f.to) ?? Promise.resolve()).then(() => this.readFor(f));
+      this.reading.set(f.to, done);
+      void done.finally(() => {
+        if (this.reading.get(f.to) === done) this.reading.delete(f.to);
+      });
+    }
+  }
+
+  private async readFor(f: LogFetch): Promise<void> {
+    const { ctx } = this;
+    let entries: Entry[] | null;
+    try {
+      entries = await ctx.io.log.readCommitted(f.to, f.from, f.through, f.bytesMax);
+    } catch (e) {
+      ctx.logger.warn("could not read entries back from the WAL for a member; it is sent a snapshot", { peer: f.to, from: f.from, error: errorMessage(e) });
+      entries = null;
+    }
+    if (ctx.stopped || ctx.fatalError !== null) return;
+    if (entries === null) {
+      ctx.metrics.catchUpLogReads.labels("not_held").inc();
+    } else {
+      ctx.metrics.catchUpLogReads.labels("ok").inc();
+      ctx.metrics.catchUpLogEntries.inc(entries.length);
+    }
+    ctx.core.fetched(f, entries);
+    this.schedule();
   }
 
   send(messages: readonly Message[]): void {

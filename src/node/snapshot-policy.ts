@@ -10,14 +10,15 @@
 //               not a checkpoint came. The entries stay in the WAL on disk.
 //   image       a full copy of the store (a snapshot directory), made rarely: when the WAL
 //               kept since the newest image reaches the store's size (at least 64 MiB), on
-//               POST /admin/snapshot, and for a follower that needs entries the leader no
-//               longer holds in memory. WAL segments go only once an image covers them, so a
+//               POST /admin/snapshot, and for a follower that needs entries the leader's WAL
+//               no longer holds. WAL segments go only once an image covers them, so a
 //               cleared or damaged store can always be rebuilt from the newest image and the
 //               WAL kept after it.
 //
 // So the leader keeps in memory at most the budget's worth of entries a lagging follower
-// may need; a follower further behind is sent an image (made for it when the newest one
-// is older than what the leader holds), then the entries after it.
+// may need; a follower further behind is sent them read back from the WAL (peer-messages.ts),
+// and only one behind the WAL is sent an image (made for it when the newest one is older
+// than what the leader holds), then the entries after it.
 
 import type { Entry, Membership, SnapshotMeta } from "../raft/index.ts";
 import type { SnapshotRecord } from "../io/index.ts";

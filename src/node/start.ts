@@ -90,6 +90,8 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
         // appends of at most 512 KiB: what one turn of the loop encodes stays a few ms.
         maxBytesPerAppend: 512 * 1024,
         maxInflightBytes: 4 * 1024 * 1024,
+        // A member behind the in-memory log is sent entries from the WAL while it holds them.
+        catchUpFromLogStore: true,
         maxPendingProposals: 65_536,
       },
       {

@@ -30,6 +30,28 @@ export interface RaftOptions {
   readonly maxPendingProposals: number;
   /** Bound on Ready.committed; more come in the next Ready. Default 4096. */
   readonly maxCommittedEntriesPerReady?: number;
+  /**
+   * A member that needs entries this core has compacted from memory is first sent them from
+   * the node's log store (Ready.fetches, answered through fetched()); a snapshot only when
+   * the store no longer holds them. Default false: straight to a snapshot.
+   */
+  readonly catchUpFromLogStore?: boolean;
+}
+
+/**
+ * Leader → node: read committed entries from..through back out of the log store and hand
+ * them to fetched(). `from` is the prevIndex of the append they become (the first entry read
+ * gives its prevTerm); the read stops once the entries after it reach bytesMax of data.
+ */
+export interface LogFetch {
+  /** Names this request: an answer to an older one is stale and ignored. */
+  readonly seq: number;
+  /** The member the entries are for. */
+  readonly to: NodeId;
+  readonly from: number;
+  /** The last compacted index: the core holds in memory everything after it. */
+  readonly through: number;
+  readonly bytesMax: number;
 }
 
 /** What the node loaded from disk at start. */
@@ -76,6 +98,8 @@ export interface Ready {
   /** Apply in order, after persisting. */
   readonly committed: readonly Entry[];
   readonly readStates: readonly ReadState[];
+  /** Entries to read back from the log store for members behind the in-memory log; any time after ready(). */
+  readonly fetches: readonly LogFetch[];
   /** Whether entries, term or vote changed, so the writes must be fsynced before sending. */
   readonly mustSync: boolean;
 }

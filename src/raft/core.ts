@@ -8,6 +8,7 @@ import { assert, SvcError } from "../util/index.ts";
 import type { Logger } from "../util/index.ts";
 import { validateMessage } from "./_validate.ts";
 import type {
+  LogFetch,
   MembershipChangeResult,
   PeerProgress,
   ProposeResult,
@@ -19,7 +20,7 @@ import type {
   Ready,
   TransferResult,
 } from "./api.ts";
-import { RaftLog } from "./log.ts";
+import { entrySizeBytes, RaftLog } from "./log.ts";
 import type { AppendMessage, AppendResponseMessage, HeartbeatMessage, Message, SnapshotMessage, VoteMessage, PreVoteMessage } from "./messages.ts";
 import type { MembershipChange } from "./membership.ts";
 import { allMembers, applyChange, isLearner, isVoter, MembershipHistory, membershipEquals } from "./membership.ts";
@@ -37,6 +38,8 @@ import { emptyMembership, encodeMembership } from "./types.ts";
 export const safetyDropReasons: readonly string[] = ["conflict_below_commit", "two_leaders_in_term", "heartbeat_commit_beyond_log"];
 
 const defaultMaxCommittedEntriesPerReady = 4096;
+/** Appends' worth of entries one log-store read asks for (see requestFetch). */
+const fetchAppendsMax = 2;
 
 /** A message without its envelope; distributes over the union so each variant keeps its fields. */
 type Payload<M = Message> = M extends Message ? Omit<M, "from" | "to" | "term"> : never;
@@ -72,6 +75,14 @@ export class RaftCore {
   private waitingReads: { requestId: number; from: NodeId }[] = [];
 
   private msgs: Message[] = [];
+  private fetches: LogFetch[] = [];
+  /** Numbers log-store reads; never reused, so an answer names the request it answers. */
+  private fetchSeq = 0;
+  /**
+   * The log store said it no longer holds this index: neither it nor anything before it
+   * (the store only drops entries from its front), so members that far behind get a snapshot.
+   */
+  private logStoreMissingThrough = 0;
   private readStates: ReadState[] = [];
   /** The hard state as last handed out in a Ready. */
   private prevHardState: HardState;
@@ -657,13 +668,99 @@ export class RaftCore {
     const prevIndex = pr.next - 1;
     const prevTerm = this.log.term(prevIndex);
     const entries = this.log.slice(pr.next, this.log.lastIndex(), this.opts.maxEntriesPerAppend, this.opts.maxBytesPerAppend);
-    if (prevTerm === undefined || entries === undefined) return this.sendSnapshot(to, pr);
+    if (prevTerm === undefined || entries === undefined) {
+      if (this.opts.catchUpFromLogStore === true && prevIndex > this.logStoreMissingThrough) return this.requestFetch(to, pr);
+      return this.sendSnapshot(to, pr);
+    }
     if (entries.length === 0 && !sendIfEmpty) return false;
+    this.sendAppendOf(to, pr, prevIndex, prevTerm, entries);
+    return true;
+  }
+
+  private sendAppendOf(to: NodeId, pr: Progress, prevIndex: number, prevTerm: number, entries: readonly Entry[]): void {
     this.send(to, this.term, { type: "append", prevIndex, prevTerm, entries, commit: this.log.commit });
     let sizeBytes = 0;
     for (const e of entries) sizeBytes += e.data.length;
     pr.sentAppend(entries.length, entries.at(-1)?.index ?? prevIndex, sizeBytes);
+  }
+
+  /**
+   * The member needs entries compacted from memory: ask the node to read them back from the
+   * log store, as much as the in-flight window has room for, and at most two appends' worth
+   * (one in probe), so that handling an answer encodes little in one turn; the next read is
+   * asked for as soon as this one is sent, while the window has room. The answer comes
+   * through fetched(); until then nothing else is sent to the member.
+   */
+  private requestFetch(to: NodeId, pr: Progress): boolean {
+    const through = this.log.snapshotIndex();
+    assert(pr.next <= through, "only compacted entries are read back from the log store");
+    const appendsMax = pr.state === "replicate" ? Math.max(1, Math.min(fetchAppendsMax, pr.inflights.slotsFree())) : 1;
+    const bytesMax = Math.max(1, Math.min(pr.state === "replicate" ? pr.inflights.bytesFree() : Number.POSITIVE_INFINITY, appendsMax * this.opts.maxBytesPerAppend));
+    const fetch: LogFetch = { seq: ++this.fetchSeq, to, from: Math.max(1, pr.next - 1), through, bytesMax };
+    if (this.logger.enabled("debug")) this.logger.debug("reading entries back from the log store for a member behind the in-memory log", { to, from: fetch.from, through });
+    pr.fetching = fetch.seq;
+    this.fetches.push(fetch);
     return true;
+  }
+
+  /**
+   * The node's answer to a LogFetch: the entries read (from fetch.from on), or null when the
+   * log store no longer holds fetch.from. An answer the member's progress no longer waits
+   * for (another request since, a change of state or term) is ignored. The entries become
+   * appends while the member's window allows; a member the store cannot serve gets a snapshot.
+   */
+  fetched(fetch: LogFetch, entries: readonly Entry[] | null): void {
+    if (this.role !== "leader") return;
+    const pr = this.progress.get(fetch.to);
+    if (pr === undefined || pr.fetching !== fetch.seq) return;
+    pr.fetching = 0;
+    if (entries === null) {
+      this.logStoreMissingThrough = Math.max(this.logStoreMissingThrough, fetch.from);
+      this.logger.info("the log store no longer holds what a member needs: it gets a snapshot", { to: fetch.to, from: fetch.from });
+      this.sendAppends(fetch.to, true);
+      return;
+    }
+    const problem = fetchedProblem(fetch, entries, this.log.snapshot(), this.term);
+    if (problem !== null) {
+      this.logger.error("entries read back from the log store are not the log: the member gets a snapshot", { to: fetch.to, from: fetch.from, problem });
+      this.logStoreMissingThrough = Math.max(this.logStoreMissingThrough, fetch.through);
+      this.sendAppends(fetch.to, true);
+      return;
+    }
+    if (pr.next - 1 === fetch.from || (fetch.from === 1 && pr.next === 1)) this.sendFetched(fetch.to, pr, entries);
+    // Whatever the read did not cover comes from memory, or from the next read.
+    this.sendAppends(fetch.to, false);
+  }
+
+  /** Appends from entries read back for the member, while its window has room. */
+  private sendFetched(to: NodeId, pr: Progress, fetched: readonly Entry[]): void {
+    let at = 0;
+    let prevIndex = pr.next - 1;
+    let prevTerm: number;
+    if (fetched[0]?.index === prevIndex) {
+      prevTerm = fetched[0].term;
+      at = 1;
+    } else {
+      assert(prevIndex === 0, "a read starts at the append's prevIndex, or at 1");
+      prevTerm = 0;
+    }
+    while (at < fetched.length && !pr.isPaused()) {
+      const batch: Entry[] = [];
+      let bytes = 0;
+      while (at < fetched.length && batch.length < this.opts.maxEntriesPerAppend) {
+        const e = fetched[at]!;
+        const size = entrySizeBytes(e);
+        if (batch.length > 0 && bytes + size > this.opts.maxBytesPerAppend) break;
+        bytes += size;
+        batch.push(e);
+        at++;
+      }
+      this.sendAppendOf(to, pr, prevIndex, prevTerm, batch);
+      const last = batch.at(-1)!;
+      prevIndex = last.index;
+      prevTerm = last.term;
+      if (pr.state !== "replicate") break; // probe: one append, then wait for its answer
+    }
   }
 
   private sendSnapshot(to: NodeId, pr: Progress): boolean {
@@ -807,6 +904,7 @@ export class RaftCore {
       this.log.hasUnstable() ||
       this.log.pendingSnapshot !== null ||
       this.msgs.length > 0 ||
+      this.fetches.length > 0 ||
       this.readStates.length > 0 ||
       this.hardStateChanged() ||
       this.log.commit > this.applyingIndex
@@ -832,10 +930,12 @@ export class RaftCore {
       messages: this.msgs,
       committed,
       readStates: this.readStates,
+      fetches: this.fetches,
       mustSync: entries.length > 0 || snapshot !== null || termOrVoteChanged,
     };
     this.msgs = [];
     this.readStates = [];
+    this.fetches = [];
     this.outstanding = rd;
     return rd;
   }
@@ -938,6 +1038,26 @@ export class RaftCore {
     this.dropped.set("malformed_config_entry", (this.dropped.get("malformed_config_entry") ?? 0) + 1);
     this.logger.error("config entry with unreadable membership ignored", { index: e.index, term: e.term });
   }
+}
+
+/**
+ * Why entries read back from the log store cannot be sent as the leader's log, or null when
+ * they can: they start at the read's first index, are contiguous, stay within what was
+ * asked, have terms that never decrease nor pass the leader's, and meet the compaction
+ * point with its term.
+ */
+function fetchedProblem(fetch: LogFetch, entries: readonly Entry[], snapshot: SnapshotMeta | null, term: number): string | null {
+  if (entries.length === 0) return "no entries";
+  if (entries[0]!.index !== fetch.from) return `starts at ${entries[0]!.index}, not ${fetch.from}`;
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
+    if (e.index !== fetch.from + i) return `entry ${i} has index ${e.index}`;
+    if (e.index > fetch.through) return `entry ${e.index} is past ${fetch.through}`;
+    if (e.term > term) return `entry ${e.index} has term ${e.term}, past the leader's ${term}`;
+    if (i > 0 && e.term < entries[i - 1]!.term) return `entry ${e.index} has a term below its predecessor's`;
+    if (snapshot !== null && e.index === snapshot.index && e.term !== snapshot.term) return `entry ${e.index} has term ${e.term}, the compaction point ${snapshot.term}`;
+  }
+  return null;
 }
 
 /** Checks what the node loaded before the core builds on it; damage is an operator-facing error. */

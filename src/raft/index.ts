@@ -3,6 +3,7 @@
 export { RaftCore, safetyDropReasons } from "./core.ts";
 export type {
   RaftOptions,
+  LogFetch,
   RaftState,
   Ready,
   ReadState,

@@ -36,6 +36,13 @@ export class Inflights {
   freeFirstOne(): void {
     if (this.indices.length > 0) this.drop(1);
   }
+  /** Bytes that may still go out before the window is full (at least 0). */
+  bytesFree(): number {
+    return Math.max(0, this.bytesMax - this.bytes);
+  }
+  slotsFree(): number {
+    return Math.max(0, this.capacity - this.indices.length);
+  }
   full(): boolean {
     return this.indices.length >= this.capacity || this.bytes >= this.bytesMax;
   }
@@ -62,6 +69,12 @@ export class Progress {
   probeSent = false;
   /** snapshot: the index of the snapshot being sent. */
   pendingSnapshot = 0;
+  /**
+   * The seq of the log-store read out for this member (0: none). While one is out nothing
+   * else is sent: the answer continues from next. Any change of state forgets it, so an
+   * answer that arrives after one is ignored.
+   */
+  fetching = 0;
   /** Heard from since the last check-quorum round. */
   recentActive = false;
   readonly inflights: Inflights;
@@ -72,6 +85,7 @@ export class Progress {
   }
 
   becomeProbe(): void {
+    this.fetching = 0;
     // After a snapshot, continue from the snapshot; otherwise from what is known to match.
     if (this.state === "snapshot") {
       this.next = Math.max(this.match + 1, this.pendingSnapshot + 1);
@@ -85,6 +99,7 @@ export class Progress {
   }
 
   becomeReplicate(): void {
+    this.fetching = 0;
     this.state = "replicate";
     this.next = this.match + 1;
     this.probeSent = false;
@@ -93,6 +108,7 @@ export class Progress {
   }
 
   becomeSnapshot(snapshotIndex: number): void {
+    this.fetching = 0;
     this.state = "snapshot";
     this.pendingSnapshot = snapshotIndex;
     this.probeSent = false;
@@ -142,6 +158,7 @@ export class Progress {
 
   /** Whether the leader must hold back appends to this member for now. */
   isPaused(): boolean {
+    if (this.fetching !== 0) return true;
     switch (this.state) {
       case "probe":
         return this.probeSent;

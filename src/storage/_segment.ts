@@ -26,6 +26,8 @@ export interface SegmentDamage {
 
 export interface SegmentScan {
   entries: Entry[];
+  /** Byte offset of each entry's record in the segment, parallel to entries. */
+  offsets: number[];
   damage: SegmentDamage | null;
   /** Where the records end: the damage, or the zero-filled preallocated space, or the file's end. */
   dataEndBytes: number;
@@ -43,10 +45,12 @@ export function readSegment(path: string): SegmentScan {
 
 export function scanSegment(buf: Uint8Array): SegmentScan {
   const entries: Entry[] = [];
+  const offsets: number[] = [];
   let offset = 0;
   let sawHeader = false;
   const damageAt = (at: number, reason: string): SegmentScan => ({
     entries,
+    offsets,
     dataEndBytes: at,
     sizeBytes: buf.length,
     damage: { offset: at, reason, validRecordAfter: validRecordAfter(buf, at), afterIndex: entries.at(-1)?.index ?? 0 },
@@ -56,7 +60,7 @@ export function scanSegment(buf: Uint8Array): SegmentScan {
       // Segments are preallocated with zeros: an all-zero header is where the records end,
       // provided nothing but zeros follows.
       if (!sawHeader) return damageAt(offset, "segment has no WAL header (its creation was cut short)");
-      if (isZeroFrom(buf, offset)) return { entries, damage: null, dataEndBytes: offset, sizeBytes: buf.length };
+      if (isZeroFrom(buf, offset)) return { entries, offsets, damage: null, dataEndBytes: offset, sizeBytes: buf.length };
       return damageAt(offset, "a zeroed record header with data after it");
     }
     const decoded = decodeRecordAt(buf, offset);
@@ -74,13 +78,14 @@ export function scanSegment(buf: Uint8Array): SegmentScan {
       const entry = decodeEntry(decoded.payload);
       if (entry === null) return damageAt(offset, "malformed entry record");
       entries.push(entry);
+      offsets.push(offset);
     } else {
       return damageAt(offset, `unknown record type ${decoded.type}`);
     }
     offset = decoded.end;
   }
   if (!sawHeader) return damageAt(0, "segment has no WAL header (its creation was cut short)");
-  return { entries, damage: null, dataEndBytes: buf.length, sizeBytes: buf.length };
+  return { entries, offsets, damage: null, dataEndBytes: buf.length, sizeBytes: buf.length };
 }
 
 function isZeroHeader(buf: Uint8Array, offset: number): boolean {

@@ -11,11 +11,17 @@ import { fsyncDir, fsyncPathAsync, writeFileAtomic } from "../io/durable-file.ts
 import { writeHardState } from "./hardstate.ts";
 import type { DataPaths } from "./paths.ts";
 import type { Wal } from "./wal.ts";
+import { WalReader } from "./wal-reader.ts";
 
 const lostLogFile = "LOST_LOG";
 const checkpointFile = "checkpoint";
 
+/** Sequential readers kept at once (one per member being caught up); the oldest goes first. */
+const readersMax = 16;
+
 export class FileLogStore implements LogStore<Entry> {
+  private readonly readers = new Map<string, WalReader>();
+
   constructor(readonly wal: Wal, private readonly paths: DataPaths) {}
 
   get lastIndex(): number {
@@ -46,6 +52,16 @@ export class FileLogStore implements LogStore<Entry> {
     const removed = this.wal.removeSegmentsCoveredBy(index, undefined, { syncDir: false });
     if (removed.length > 0) await fsyncPathAsync(this.paths.walDir);
     return removed.length;
+  }
+
+  readCommitted(reader: string, from: number, through: number, bytesMax: number): Promise<Entry[] | null> {
+    let cursor = this.readers.get(reader);
+    if (cursor === undefined) {
+      if (this.readers.size >= readersMax) this.readers.delete(this.readers.keys().next().value!);
+      cursor = new WalReader(this.wal);
+      this.readers.set(reader, cursor);
+    }
+    return cursor.read(from, through, bytesMax);
   }
 
   saveCheckpoint(checkpoint: CheckpointRecord): void {

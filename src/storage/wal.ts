@@ -37,6 +37,17 @@ export interface SegmentInfo {
   sizeBytes: number;
 }
 
+/**
+ * Where the stretch of the WAL that no later record rewrites begins: every record from here
+ * on is the log's final word for its index, and they run contiguously from `index` to the
+ * last index. offset 0 means the segment's first record after its header.
+ */
+export interface WalFinalFrom {
+  readonly seq: number;
+  readonly offset: number;
+  readonly index: number;
+}
+
 export interface WalOptions {
   segmentSizeBytes: number;
   logger: Logger;
@@ -87,6 +98,12 @@ export class Wal {
   private spareRetryAtMs = 0;
   private closed = false;
   private lastIndexValue: number;
+  /**
+   * See WalFinalFrom. Moves forward at every rewrite of a suffix, start over (resetTo) and
+   * removal of its segment; at open it starts at the first record open read (segments it
+   * skipped are not known to hold no rewrite). Null while the WAL holds no entry record.
+   */
+  private finalFromValue: WalFinalFrom | null;
   /** The thread syncAsync() runs on, started with the first call. */
   private syncer: Syncer | null = null;
 
@@ -95,8 +112,10 @@ export class Wal {
     private readonly options: WalOptions,
     private readonly segmentList: SegmentInfo[],
     lastIndex: number,
+    finalFrom: WalFinalFrom | null,
   ) {
     this.lastIndexValue = lastIndex;
+    this.finalFromValue = finalFrom;
   }
 
   /**
@@ -112,6 +131,8 @@ export class Wal {
     const keepAfter = options.keepEntriesAfter ?? 0;
     const replay = new ReplayLog(keepAfter);
     let truncatedBytes = 0;
+    let finalFrom: WalFinalFrom | null = null;
+    let prevIndex = -1;
     for (let i = 0; i < segments.length; i++) {
       const segment = segments[i];
       assert(segment !== undefined, "segment index in range");
@@ -146,7 +167,18 @@ export class Wal {
         });
       }
       segment.sizeBytes = scan.dataEndBytes;
-      for (const entry of scan.entries) {
+      if (scan.entries.length === 0 && segment.firstIndex !== prevIndex + 1) {
+        // A segment that starts the log over (resetTo) and holds nothing yet.
+        finalFrom = { seq: segment.seq, offset: 0, index: segment.firstIndex };
+        prevIndex = segment.firstIndex - 1;
+      }
+      for (let k = 0; k < scan.entries.length; k++) {
+        const entry = scan.entries[k]!;
+        if (entry.index !== prevIndex + 1) {
+          // The first record read, a rewrite of a suffix, or a start over: what came before may be superseded.
+          finalFrom = { seq: segment.seq, offset: scan.offsets[k]!, index: entry.index };
+        }
+        prevIndex = entry.index;
         replay.add(entry, segment.firstIndex, (what) => new SvcError("WAL_CORRUPT", `WAL segment ${segment.path} ${what}`, {
           hint: walWayOut,
           details: { file: segment.path },
@@ -157,7 +189,7 @@ export class Wal {
     // A WAL that holds no entry yet but a segment (made after a snapshot: a restored backup,
     // init-cluster) continues after it, as resetTo() left it.
     const lastIndex = replay.lastIndex > 0 ? replay.lastIndex : Math.max(0, (segments.at(-1)?.firstIndex ?? 1) - 1);
-    const wal = new Wal(dir, options, segments, lastIndex);
+    const wal = new Wal(dir, options, segments, lastIndex, finalFrom);
     return { wal, entries: replay.kept, truncatedBytes };
   }
 
@@ -167,6 +199,11 @@ export class Wal {
 
   segments(): readonly SegmentInfo[] {
     return this.segmentList;
+  }
+
+  /** Where the records no later record rewrites begin (see WalFinalFrom); null when none. */
+  finalFrom(): WalFinalFrom | null {
+    return this.finalFromValue;
   }
 
   /**
@@ -191,6 +228,7 @@ export class Wal {
     }
     assert(offset === total, "WAL batch fills its buffer exactly");
     const segment = this.currentSegment();
+    const rewrites = this.finalFromValue === null || first.index !== this.lastIndexValue + 1;
     const fd = this.openFd();
     try {
       writeFullyAt(fd, buf, segment.sizeBytes);
@@ -202,6 +240,7 @@ export class Wal {
         segment.path, freeBytes(this.dir), { cause: e },
       );
     }
+    if (rewrites) this.finalFromValue = { seq: segment.seq, offset: segment.sizeBytes, index: first.index };
     segment.sizeBytes += total;
     this.unsyncedBytes += total;
     const last = entries[entries.length - 1];
@@ -302,8 +341,9 @@ export class Wal {
    * `nextIndex`; every older segment becomes removable (see removeSegmentsCoveredBy).
    */
   resetTo(nextIndex: number): void {
-    this.startSegment(nextIndex);
+    const segment = this.startSegment(nextIndex);
     this.lastIndexValue = nextIndex - 1;
+    this.finalFromValue = { seq: segment.seq, offset: 0, index: nextIndex };
   }
 
   /**
@@ -321,6 +361,11 @@ export class Wal {
       fs.rmSync(oldest.path, { force: true });
       this.segmentList.shift();
       removed.push(oldest);
+      const next = this.segmentList[0];
+      if (next !== undefined && this.finalFromValue !== null && this.finalFromValue.seq <= oldest.seq) {
+        // The records after the removed one's are all final: they come after finalFrom.
+        this.finalFromValue = { seq: next.seq, offset: 0, index: next.firstIndex };
+      }
     }
     if (removed.length > 0 && options.syncDir !== false) fsyncDir(this.dir);
     return removed;

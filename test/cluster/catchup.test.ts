@@ -1,8 +1,9 @@
 // A follower that falls behind catches up: after kill -9 while writes go on it replays its WAL
-// and receives the rest of the log; kept down while the others compact their logs into
-// snapshots, it is sent a snapshot and then the entries after it; when a snapshot transfer is
-// cut off by the leader's death, it takes the log from the next leader. Every way it ends
-// healthy with exactly the leader's data.
+// and receives the rest of the log; kept down while the leader compacts its in-memory log, it
+// is sent the entries from the leader's WAL, with no snapshot; kept down until the leader's
+// WAL no longer holds what it missed (an image removed those segments), it is sent a snapshot
+// and then the entries after it; when a snapshot transfer is cut off by the leader's death,
+// it takes the log from the next leader. Every way it ends healthy with exactly the leader's data.
 
 import { beforeAll, describe, expect } from "bun:test";
 import { clusterTest, expectSameData, passedThrough, recoveryPath, type Cluster } from "../lib/cluster.ts";
@@ -82,8 +83,47 @@ describe("a follower that fell behind catches up", () => {
     expect(recoveryPath(follower)).toEqual(["starting", "replaying_wal", "joining", "healthy"]);
   });
 
-  clusterTest("a follower kept down while the others take snapshots is sent a snapshot, then the log after it, and ends with the leader's data", {
+  clusterTest("a follower kept down while the leader compacts its in-memory log is sent the entries from the leader's WAL, with no snapshot, and ends with the leader's data", {
+    // A checkpoint every 100 entries drops the log it covers from the leader's memory; no
+    // image comes (the WAL stays far below the size that makes one), so the WAL keeps it all.
     overrides: { snapshotIntervalEntries: 100 },
+  }, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const follower = await followerOf(cluster);
+    const ledger = new Ledger(32);
+    const load = loadAvoiding(cluster, follower, ledger, "wal");
+    let leader: NodeProcess;
+    try {
+      await load.untilAcked(100);
+      await cluster.kill9(follower);
+      leader = await cluster.waitLeader(cluster.others(follower));
+      const checkpointsBefore = (await fetchMetrics(leader.adminUrl)).get("tensor_chain_checkpoints_total") ?? 0;
+      await waitFor("the leader to take five checkpoints", async () => {
+        await load.untilAcked(load.ackedCount + 100);
+        return ((await fetchMetrics(leader.adminUrl)).get("tensor_chain_checkpoints_total") ?? 0) >= checkpointsBefore + 5;
+      }, { deadlineMs: 30_000, intervalMs: 0 });
+      follower.spawn();
+      await follower.waitHealthy();
+      await load.untilAcked(load.ackedCount + 100);
+    } finally {
+      await load.stop();
+    }
+    leader = await cluster.waitLeader(cluster.others(follower));
+    const lm = await fetchMetrics(leader.adminUrl);
+    // The leader read the entries back from its WAL and made no image for the follower.
+    expect(lm.get("tensor_chain_catch_up_log_entries_total") ?? 0).toBeGreaterThan(100);
+    expect(lm.get('tensor_chain_catch_up_log_reads_total{result="not_held"}') ?? 0).toBe(0);
+    expect(lm.get("tensor_chain_snapshots_total") ?? 0).toBe(0);
+    expect(passedThrough(follower, "installing_snapshot")).toBe(false);
+    const fm = await fetchMetrics(follower.adminUrl);
+    expect(fm.get(receivedOk) ?? 0).toBe(0);
+    await expectSameData(cluster, ledger);
+  });
+
+  clusterTest("a follower kept down until the leader's WAL no longer holds what it missed is sent a snapshot, then the log after it, and ends with the leader's data", {
+    // Small segments, so that an image removes those that hold what the follower missed.
+    overrides: { snapshotIntervalEntries: 100, wal: { segmentSizeBytes: 1024 * 1024 } },
   }, async (cluster) => {
     await cluster.start();
     await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
@@ -101,6 +141,11 @@ describe("a follower that fell behind catches up", () => {
         await load.untilAcked(load.ackedCount + 100);
         return ((await fetchMetrics(leader.adminUrl)).get("tensor_chain_checkpoints_total") ?? 0) >= checkpointsBefore + 3;
       }, { deadlineMs: 30_000, intervalMs: 0 });
+      // A few megabytes of log, then an image: the WAL segments it covers go, with what the follower missed.
+      await execute(leader.clientUrl, ["CREATE TABLE pad (id INTEGER PRIMARY KEY, b TEXT)"]);
+      for (let i = 0; i < 24; i++) await execute(leader.clientUrl, [{ sql: "INSERT INTO pad (id, b) VALUES (?, ?)", params: [i, "p".repeat(200_000)] }]);
+      expect((await postJson(`${leader.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
+      expect((await fetchMetrics(leader.adminUrl)).get("tensor_chain_wal_segments_removed_total") ?? 0).toBeGreaterThan(0);
       follower.spawn();
       await follower.waitHealthy();
       await load.untilAcked(load.ackedCount + 100);
@@ -112,9 +157,10 @@ describe("a follower that fell behind catches up", () => {
     expect(path).toContain("replaying_after_snapshot");
     // The image was copied beside the store while it was received: installing it was a rename.
     expect(follower.lastRunLog()).toContain("recovery: snapshot installed from its staged copy");
-    // The leader made an image for it: checkpoints alone make none.
+    // The leader's WAL no longer held what the follower missed.
     const leaderMetrics = await fetchMetrics((await cluster.waitLeader(cluster.others(follower))).adminUrl);
     expect(leaderMetrics.get("tensor_chain_snapshots_total") ?? 0).toBeGreaterThanOrEqual(1);
+    expect(leaderMetrics.get('tensor_chain_catch_up_log_reads_total{result="not_held"}') ?? 0).toBeGreaterThanOrEqual(1);
     const fm = await fetchMetrics(follower.adminUrl);
     expect(fm.get(receivedOk) ?? 0).toBeGreaterThanOrEqual(1);
     expect(fm.get("tensor_chain_snapshot_transfer_received_bytes_total") ?? 0).toBeGreaterThan(0);
@@ -127,8 +173,9 @@ describe("a follower that fell behind catches up", () => {
   // installing_snapshot, catch up from the log and become healthy.
   clusterTest("a follower whose snapshot transfer is cut off by the leader's death catches up from the next leader's log and becomes healthy", {
     proxied: true,
-    // No automatic snapshots: only the leader compacts, when the test asks it to.
-    overrides: { snapshotIntervalEntries: 1_000_000 },
+    // No automatic snapshots: only the leader compacts, when the test asks it to. Small WAL
+    // segments, so that its image removes those that hold what the follower missed.
+    overrides: { snapshotIntervalEntries: 1_000_000, wal: { segmentSizeBytes: 1024 * 1024 } },
   }, async (cluster) => {
     await cluster.start();
     const leader = await cluster.waitLeader();
@@ -141,6 +188,9 @@ describe("a follower that fell behind catches up", () => {
     // One at a time: more appends than the leader keeps in flight to the dead follower, so
     // what it missed is not all waiting in the leader's send queue when it comes back.
     for (let i = 0; i < 150; i++) await execute(leader.clientUrl, [{ sql: `INSERT INTO ${kvTable} (k, v) VALUES (?, 'x')`, params: [`k${i}`] }]);
+    // Past the first WAL segment, so the image removes it with what the follower missed.
+    await execute(leader.clientUrl, ["CREATE TABLE pad (id INTEGER PRIMARY KEY, b TEXT)"]);
+    for (let i = 0; i < 8; i++) await execute(leader.clientUrl, [{ sql: "INSERT INTO pad (id, b) VALUES (?, ?)", params: [i, "p".repeat(200_000)] }]);
     const snap = await postJson(`${leader.adminUrl}/admin/snapshot?wait=true`, {});
     expect(snap.status).toBe(200);
 

@@ -44,6 +44,10 @@ export interface NodeSimConfig {
   readonly core: { readonly preVote: boolean; readonly checkQuorum: boolean; readonly maxInflightAppends: number; readonly maxEntriesPerAppend: number; readonly maxBytesPerAppend: number; readonly maxInflightBytes: number };
   /** A member's disk is full for a while: appends and hard-state saves fail with ENOSPC (the node stalls, then resumes). */
   readonly diskFullPerMs: number;
+  /** The node's max_memory: a small one makes the in-memory log a few entries long, so catch-ups read the log store. */
+  readonly maxMemoryBytes: number;
+  /** Members behind the in-memory log are sent entries from the log store (else a snapshot at once). */
+  readonly catchUpFromLogStore: boolean;
 }
 
 export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
@@ -82,6 +86,9 @@ export function nodeSimConfigForSeed(seed: number): NodeSimConfig {
       maxInflightBytes: pick([1024, 64 * 1024, 4 * 1024 * 1024, Number.POSITIVE_INFINITY]),
     },
     diskFullPerMs: quiet ? 0 : pick([0, 0.0005, 0.002]),
+    // Drawn last, so every earlier choice of a seed stays what it was.
+    maxMemoryBytes: pick([256 * 1024 * 1024, 64 * 1024, 4 * 1024]),
+    catchUpFromLogStore: p.next() < 0.85,
   };
 }
 
@@ -144,7 +151,7 @@ export class NodeSimulation {
   private readonly entryAt = new Map<string, number>();
   private adminInFlight = false;
   /** What happened in the run, for the test's summary. */
-  readonly counts = { crashes: 0, powerLosses: 0, walLosses: 0, fsyncErrors: 0, diskFulls: 0, membershipChanges: 0, transfers: 0, snapshotsSent: 0, elections: 0 };
+  readonly counts = { crashes: 0, powerLosses: 0, walLosses: 0, fsyncErrors: 0, diskFulls: 0, membershipChanges: 0, transfers: 0, snapshotsSent: 0, elections: 0, logStoreReads: 0, logStoreEntries: 0, logStoreMisses: 0 };
   readonly trace: string[] = [];
   private readonly memberConfig: Member[];
 
@@ -181,7 +188,7 @@ export class NodeSimulation {
     return {
       nodeId: id,
       dataDir: `mem:${id}`,
-      maxMemoryBytes: 256 * 1024 * 1024,
+      maxMemoryBytes: this.config.maxMemoryBytes,
       snapshotIntervalEntries: this.config.snapshotIntervalEntries,
       listen: { client: addr("127.0.0.1:0"), admin: addr("127.0.0.1:0"), peer: addr("127.0.0.1:0") },
       cluster: { bootstrap: false, members: this.memberConfig.slice(0, this.config.voterCount) },
@@ -200,8 +207,17 @@ export class NodeSimulation {
     const snapshotIndex = latest?.index ?? 0;
     let logImage = disk.log;
     const pristine = disk.log.hardState === null && latest === null && disk.log.entries.length === 0;
-    const plan = planStart({ multiMember: this.config.voterCount > 1, walWasEmpty: disk.walCleared, wasPristine: pristine, needsSnapshotAt: null });
-    if (plan === "forget_local_state") {
+    // As the real load does: a store (rebuilt from the newest snapshot) ahead of the log's end
+    // (a snapshot filed on receipt, a crash before its install restarted the log) needs the log
+    // to start over after it.
+    const logLastIndex = disk.log.offset + disk.log.entries.length;
+    const needsSnapshotAt = snapshotIndex > logLastIndex ? snapshotIndex : null;
+    const plan = planStart({ multiMember: this.config.voterCount > 1, walWasEmpty: disk.walCleared, wasPristine: pristine, needsSnapshotAt });
+    if (plan === "rebase_on_store") {
+      const hs = disk.log.hardState ?? { term: 0, vote: null, commit: 0, clusterId: "" };
+      logImage = { entries: [], offset: snapshotIndex, hardState: { ...hs, commit: snapshotIndex }, lostLog: disk.log.lostLog };
+      this.note(`${m.id} starts with its log after the store's snapshot ${snapshotIndex} (the log ended at ${logLastIndex})`);
+    } else if (plan === "forget_local_state") {
       // As the real start does: the log restarts after the newest snapshot, the commit index
       // falls back to it, and the member neither votes nor campaigns until it caught up.
       const hs = disk.log.hardState ?? { term: 0, vote: null, commit: 0, clusterId: "" };
@@ -232,6 +248,7 @@ export class NodeSimulation {
         maxBytesPerAppend: this.config.core.maxBytesPerAppend,
         maxInflightBytes: this.config.core.maxInflightBytes,
         maxPendingProposals: 1024,
+        catchUpFromLogStore: this.config.catchUpFromLogStore,
       },
       {
         hardState: { term: hardState.term, vote: hardState.vote, commit: hardState.commit },
@@ -253,6 +270,17 @@ export class NodeSimulation {
     log.saveHardState = (state) => {
       refuseWhenFull();
       saveHardState(state);
+    };
+    const readCommitted = log.readCommitted.bind(log);
+    log.readCommitted = async (reader, from, through, bytesMax) => {
+      const got = await readCommitted(reader, from, through, bytesMax);
+      if (got === null) this.counts.logStoreMisses++;
+      else {
+        this.counts.logStoreReads++;
+        this.counts.logStoreEntries += got.length;
+        this.note(`${m.id} read ${from}..${got.at(-1)?.index} back from its log store for ${reader}`);
+      }
+      return got;
     };
     log.deferSync = (complete) => clock.after(this.prng.nextInt(this.config.syncDelayMaxMs + 1), complete);
     const network: PeerNetwork = {

@@ -16,6 +16,8 @@ const chunkSize = 10;
 console.log(single !== undefined ? `node simulation: NODE_SEED=${single}` : `node simulation: seeds ${first}..${first + count - 1} (replay one with NODE_SEED=<n>)`);
 
 const totals: Record<string, number> = {};
+/** Seeds in which a leader sent a member entries read back from its log store (the catch-up path past the in-memory log). */
+let seedsCaughtUpFromLogStore = 0;
 
 describe("node simulation", () => {
   for (let i = 0; i < seeds.length; i += chunkSize) {
@@ -25,6 +27,7 @@ describe("node simulation", () => {
         const stats = await runNodeSeed(seed, process.env["SIM_TRACE"] === "1" ? consoleLogger() : undefined);
         if (single !== undefined) console.log(JSON.stringify(stats));
         expect(stats.finalIndex).toBeGreaterThan(0);
+        if (stats.logStoreReads > 0) seedsCaughtUpFromLogStore++;
         for (const [k, v] of Object.entries(stats as NodeSimStats)) if (k !== "seed" && typeof v === "number") totals[k] = (totals[k] ?? 0) + v;
       }
     }, 600_000);
@@ -33,4 +36,5 @@ describe("node simulation", () => {
 
 afterAll(() => {
   console.log(`node simulation totals over ${seeds.length} seeds: ${JSON.stringify(totals)}`);
+  console.log(`seeds in which a member was caught up from a leader's log store: ${seedsCaughtUpFromLogStore} of ${seeds.length}`);
 });

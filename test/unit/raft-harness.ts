@@ -4,7 +4,7 @@
 
 import { createPrng, silentLogger } from "../../src/util/index.ts";
 import { RaftCore } from "../../src/raft/index.ts";
-import type { Entry, HardState, Membership, Message, NodeId, RaftOptions, RaftState, ReadState, SnapshotMeta } from "../../src/raft/index.ts";
+import type { Entry, HardState, LogFetch, Membership, Message, NodeId, RaftOptions, RaftState, ReadState, SnapshotMeta } from "../../src/raft/index.ts";
 import { encodeMembership } from "../../src/raft/index.ts";
 
 export function options(id: NodeId, overrides: Partial<RaftOptions> = {}): RaftOptions {
@@ -50,9 +50,16 @@ export class TestNode {
   appliedIndex = 0;
   readStates: ReadState[] = [];
   outbox: Message[] = [];
+  /** Reads of the log store the core asked for (Ready.fetches), not yet answered. */
+  fetches: LogFetch[] = [];
+  /** The log store (the WAL): every entry persisted, compaction of the core's memory or not. */
+  logStore: Entry[] = [];
+  /** The log store no longer holds entries at or below this (segments removed behind an image). */
+  logStoreRemovedThrough = 0;
 
   constructor(readonly id: NodeId, readonly opts: Partial<RaftOptions>, state: RaftState) {
     this.disk = { hardState: state.hardState, snapshot: state.snapshot, entries: [...state.entries] };
+    this.logStore = [...state.entries];
     this.core = new RaftCore(options(id, opts), state);
   }
 
@@ -69,7 +76,9 @@ export class TestNode {
         const first = rd.entries[0]!.index;
         const base = (this.disk.snapshot?.index ?? 0) + 1;
         this.disk.entries = this.disk.entries.slice(0, first - base).concat(rd.entries);
+        this.logStore = this.logStore.filter((e) => e.index < first).concat(rd.entries);
       }
+      this.fetches.push(...rd.fetches);
       if (rd.hardState !== null) this.disk.hardState = rd.hardState;
       this.outbox.push(...rd.messages);
       for (const e of rd.committed) {
@@ -80,6 +89,27 @@ export class TestNode {
       this.readStates.push(...rd.readStates);
       this.core.advance(rd);
     }
+  }
+
+  /** What a log store holding logStore answers to a read: from..through, bytesMax after the first. */
+  readLogStore(f: LogFetch): Entry[] | null {
+    if (f.from <= this.logStoreRemovedThrough) return null;
+    const out: Entry[] = [];
+    let bytes = 0;
+    for (const e of this.logStore) {
+      if (e.index < f.from || e.index > f.through) continue;
+      if (out.length > 1 && bytes >= f.bytesMax) break;
+      out.push(e);
+      if (out.length > 1) bytes += e.data.length;
+    }
+    return out[0]?.index === f.from ? out : null;
+  }
+
+  /** Answer every pending read from the log store; returns how many were answered. */
+  answerFetches(): number {
+    const pending = this.fetches.splice(0);
+    for (const f of pending) this.core.fetched(f, this.readLogStore(f));
+    return pending.length;
   }
 
   /** Takes a local snapshot at index (<= applied) and compacts the log behind it. */
@@ -97,6 +127,7 @@ export class TestNode {
   /** A crash and restart from what is on disk. */
   restart(): void {
     this.outbox = [];
+    this.fetches = [];
     this.core = new RaftCore(options(this.id, this.opts), {
       hardState: this.disk.hardState,
       snapshot: this.disk.snapshot,
@@ -172,6 +203,17 @@ export class TestCluster {
         }
       }
       if (!moved && [...this.nodes.values()].every((n) => !n.core.hasReady())) return;
+    }
+    throw new Error("cluster did not settle");
+  }
+
+  /** deliverAll, answering every read of a log store as it is asked, until nothing moves. */
+  deliverAllWithLogStore(maxRounds = 1000): void {
+    for (let round = 0; round < maxRounds; round++) {
+      this.deliverAll();
+      let answered = 0;
+      for (const n of this.nodes.values()) answered += n.answerFetches();
+      if (answered === 0) return;
     }
     throw new Error("cluster did not settle");
   }

@@ -10,3 +10,4 @@ export { reinitCluster } from "./reinit.ts";
 export type { NodeErrorCode } from "./errors.ts";
 export { archiveCommandFor, redactEnvSecrets } from "./wal-archive-io.ts";
 export type { WalArchiveIo, WalArchiveStatus } from "./wal-archive-types.ts";
+export { memoryBudget, memoryFloorMb, memoryFloorWarning, type MemoryBudget } from "./memory-budget.ts";

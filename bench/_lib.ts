@@ -34,7 +34,7 @@ export interface Ports {
 
 export function startSvc(
   bin: string[], dir: string, id: string, ports: Ports, members: (Ports & { id: string })[], bootstrap: boolean,
-  extra: Pick<ConfigDraft, "tls" | "auth"> = {},
+  extra: Pick<ConfigDraft, "tls" | "auth" | "maxMemoryBytes"> = {},
 ): Bun.Subprocess {
   const dataDir = join(dir, id);
   mkdirSync(dataDir, { recursive: true });

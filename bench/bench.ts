@@ -20,6 +20,10 @@
 //   --backup SIZE    only the backup part: one node filled to SIZE (e.g. 1GB), then backup full
 //                    (seconds, writes paused, peak RSS), verify, and a restore from the archive
 //                    (bench/backup.ts); off unless given
+//   --memory         only the memory part: one node per max_memory_mb setting (--memory-mb
+//                    SIZES, default 128,512) under three 100 M-row queries and a burst of large
+//                    writes; peak RSS of the node and its SQL processes against max_memory_mb + 64 MB
+//                    (bench/memory.ts); off unless given
 //   --secure         three-node part side by side with a second cluster that has TLS on every port
 //                    (mutual TLS between peers) and tokens, with tls/svc ratios (the cost of both)
 //   --etcd           three-node part side by side with three etcd members (needs etcd on PATH;
@@ -31,6 +35,7 @@ import { parseArgs } from "node:util";
 import { benchCluster } from "./cluster.ts";
 import { benchCatchUp } from "./catchup.ts";
 import { benchGossip } from "./gossip.ts";
+import { benchMemory } from "./memory.ts";
 import { benchBackup } from "./backup.ts";
 import { benchScale } from "./scale.ts";
 import { benchSingle } from "./single.ts";
@@ -52,6 +57,8 @@ const { values } = parseArgs({
     "catchup-entries": { type: "string", default: "100000" },
     backup: { type: "string" },
     gossip: { type: "boolean", default: false },
+    memory: { type: "boolean", default: false },
+    "memory-mb": { type: "string", default: "128,512" },
     "gossip-rest-s": { type: "string", default: "20" },
     "wal-replay": { type: "string" },
     help: { type: "boolean", short: "h", default: false },
@@ -103,6 +110,10 @@ if (values["wal-replay"] !== undefined) {
 }
 if (values.gossip) {
   await benchGossip({ bin, restMs: Number(values["gossip-rest-s"]) * 1000 });
+  process.exit(0);
+}
+if (values.memory) {
+  await benchMemory({ bin, sizesMb: values["memory-mb"].split(",").map(Number) });
   process.exit(0);
 }
 if (values.backup !== undefined) {

@@ -4,8 +4,8 @@
 
 import { defineCommand } from "citty";
 import { createLogger } from "../log/index.ts";
-import { adminApp, clientApp, listen, type BoundServer } from "../http/index.ts";
-import { PeerSecrets, SvcNode } from "../node/index.ts";
+import { InFlightBytes, adminApp, clientApp, listen, type BoundServer } from "../http/index.ts";
+import { PeerSecrets, SvcNode, memoryBudget, memoryFloorWarning } from "../node/index.ts";
 import { sdNotify } from "../io/index.ts";
 import { summarizeConfig } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/index.ts";
@@ -24,6 +24,17 @@ export const serveCommand = defineCommand({
     const logger = createLogger();
     const log = logger.child("node");
     log.info(`${versionLine} starting`, { config: args.config ?? "(embedded default)", summary: summarizeConfig(config) });
+    const memoryWarning = memoryFloorWarning(config.maxMemoryBytes);
+    if (memoryWarning !== null) log.warn(memoryWarning);
+    const budget = memoryBudget(config.maxMemoryBytes);
+    // Client requests' bodies in flight: writes held while they commit, and those relayed to the leader.
+    const inFlight = new InFlightBytes({
+      paths: ["/v1/execute"],
+      bytesMax: budget.inFlightBytesMax,
+      rssBytesMax: budget.nodeBytesMax,
+      maxMemoryMb: config.maxMemoryBytes / 2 ** 20,
+      collectEveryBytes: budget.inFlightBytesMax,
+    });
 
     const security = startSecurity(config, log);
     let node: SvcNode | null = null;
@@ -43,7 +54,7 @@ export const serveCommand = defineCommand({
     process.on("SIGTERM", earlyTerm);
     process.on("SIGINT", earlyInt);
     try {
-      servers.push(await listen(security.guard({ fetch: (r) => clientFetch(r) }, "client"), config.listen.client, "client", security.serverTls, security.limiter()));
+      servers.push(await listen(security.guard({ fetch: (r) => clientFetch(r) }, "client"), config.listen.client, "client", security.serverTls, security.limiter(), inFlight));
       servers.push(await listen(security.guard({ fetch: (r) => adminFetch(r) }, "admin"), config.listen.admin, "admin", security.serverTls, security.limiter()));
       // The peer port's certificates and the gossip keys reload with the client and admin ports'.
       const peerSecrets = PeerSecrets.load(config, log);

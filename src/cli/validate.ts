@@ -1,7 +1,9 @@
 // `svc --config F --validate`: every problem with its line, exit 2; or a one-line summary, exit 0,
-// after a loud warning on stderr for each listener other machines reach without TLS or tokens.
+// after a loud warning on stderr for each listener other machines reach without TLS or tokens,
+// and one when max_memory_mb is below what the node needs (memory-budget.ts).
 
 import { formatProblems, loadConfigFile, securityWarnings, summarizeConfig } from "../config/index.ts";
+import { memoryFloorWarning } from "../node/index.ts";
 import { CliExit, ExitCode, usageError } from "./_exit.ts";
 
 export async function validateCommandRun(path: string | undefined): Promise<void> {
@@ -12,5 +14,7 @@ export async function validateCommandRun(path: string | undefined): Promise<void
     throw new CliExit(ExitCode.usage, `${path}: ${result.problems.length} problem${result.problems.length === 1 ? "" : "s"}`);
   }
   for (const warning of securityWarnings(result.config)) process.stderr.write(`${path}: WARNING: UNPROTECTED LISTENER: ${warning}\n`);
+  const memoryWarning = memoryFloorWarning(result.config.maxMemoryBytes);
+  if (memoryWarning !== null) process.stderr.write(`${path}: WARNING: MEMORY: ${memoryWarning}\n`);
   process.stdout.write(`${path}: ok: ${summarizeConfig(result.config)}\n`);
 }

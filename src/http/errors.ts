@@ -27,6 +27,8 @@ export type HttpErrorCode =
   | "TLS_INVALID"
   /** A client past [limits] client_requests_per_second or client_connections_max. */
   | "TOO_MANY_REQUESTS"
+  /** Request bodies in flight past their share of max_memory_mb (in-flight.ts): nothing applied. */
+  | "MEMORY_BACKPRESSURE"
   /** A follower could not forward to the leader. */
   | "NOT_LEADER"
   /** A follower forwarded a write and lost the connection before the leader's answer. */
@@ -83,6 +85,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   WRITES_PAUSED: 503,
   SHUTTING_DOWN: 503,
   OVERLOADED: 503,
+  MEMORY_BACKPRESSURE: 503,
   PROPOSALS_FULL: 503,
   READS_FULL: 503,
   ENTRY_REPLACED: 503,

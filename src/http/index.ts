@@ -1,6 +1,7 @@
 export { clientApp } from "./client-app.ts";
 export { adminApp } from "./admin-app.ts";
 export { listen, type BoundServer } from "./server.ts";
+export { InFlightBytes } from "./in-flight.ts";
 export { requestBodyBytesMax } from "./body.ts";
 export { HttpSecurity } from "./security.ts";
 export { createToken, isRole, roles, type Role } from "./tokens.ts";

@@ -19,6 +19,7 @@ import type { Address } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { requestBodyBytesMax, tooLarge } from "./body.ts";
 import type { ClientLimiter } from "./client-limits.ts";
+import type { Admission, InFlightBytes } from "./in-flight.ts";
 import { errorResponse } from "./errors.ts";
 import { forwardedHeader } from "./forward.ts";
 
@@ -47,14 +48,14 @@ const keepAliveIdleMs = 120_000;
  * Binds the port and resolves once it listens; rejects with PORT_IN_USE or LISTEN_FAILED
  * (with a hint naming the setting) when it cannot.
  */
-export async function listen(app: FetchApp, address: Address, role: "client" | "admin", tls?: TlsOptions, limiter?: ClientLimiter): Promise<BoundServer> {
+export async function listen(app: FetchApp, address: Address, role: "client" | "admin", tls?: TlsOptions, limiter?: ClientLimiter, inFlight?: InFlightBytes): Promise<BoundServer> {
   // Requests get this node's own address as their origin, never the client's Host header:
   // Elysia finds the path by position in the URL, which a crafted Host would move.
   const scheme = tls === undefined ? "http" : "https";
   let origin = originOf(scheme, address.host, address.port);
   const make = (options: TlsOptions | undefined): Server => {
     const limits = limiter?.active === true ? limiter : null;
-    const handler = (req: IncomingMessage, res: ServerResponse): void => void serveOne(app, origin, req, res, limits);
+    const handler = (req: IncomingMessage, res: ServerResponse): void => void serveOne(app, origin, req, res, limits, inFlight ?? null);
     const server = options === undefined ? createServer(handler) : createHttpsServer(options, handler);
     server.keepAliveTimeout = keepAliveIdleMs;
     return server;
@@ -134,13 +135,17 @@ function listenError(e: unknown, address: Address, role: "client" | "admin"): Sv
   });
 }
 
-async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res: ServerResponse, limiter: ClientLimiter | null): Promise<void> {
+async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res: ServerResponse, limiter: ClientLimiter | null, inFlight: InFlightBytes | null): Promise<void> {
   let response: Response;
   let closeAfter = false;
+  let admission: Admission | null = null;
   try {
     // Refused before its body is read: the connection, with the body unread, closes after.
     const limited = limiter?.admit(req.socket.remoteAddress ?? "", req.socket, req.headers[forwardedHeader] !== undefined) ?? null;
-    const body = limited ?? (await readBody(req));
+    const counted = inFlight !== null && inFlight.counts(req.url ?? "") ? inFlight : null;
+    const admitted = limited ?? counted?.admit(declaredBytes(req)) ?? null;
+    if (admitted !== null && !(admitted instanceof SvcError)) admission = admitted;
+    const body = admitted instanceof SvcError ? admitted : await readBody(req, admission);
     if (body instanceof SvcError) {
       // The rest of the body is unread (or never comes): the connection cannot carry another request.
       response = errorResponse(body);
@@ -157,7 +162,14 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
     // The client went away while the answer was written: nothing is left to tell it.
     res.destroy();
   }
+  admission?.release();
   if (closeAfter) req.socket.destroySoon();
+}
+
+/** The body's Content-Length as announced (0 without one: a chunked body is counted as read). */
+function declaredBytes(req: IncomingMessage): number {
+  const n = Number(req.headers["content-length"] ?? "0");
+  return Number.isSafeInteger(n) && n > 0 ? Math.min(n, requestBodyBytesMax) : 0;
 }
 
 const noBody = new Uint8Array(0);
@@ -212,9 +224,9 @@ const stallSweep = new StallSweep();
  * The whole body, or the error to answer instead: 413 past requestBodyBytesMax (by the
  * declared length before anything is read, or while reading a chunked body), 408 when the
  * client sends nothing for bodyStallMsMax (up to a second more), 400 when it closes before
- * the declared length.
+ * the declared length, 503 when a chunked body passes the share of bytes in flight (in-flight.ts).
  */
-function readBody(req: IncomingMessage): Promise<Uint8Array | SvcError> {
+function readBody(req: IncomingMessage, admission: Admission | null): Promise<Uint8Array | SvcError> {
   const declared = req.headers["content-length"];
   const chunked = req.headers["transfer-encoding"] !== undefined;
   if (declared === undefined && !chunked) return Promise.resolve(noBody);
@@ -244,6 +256,10 @@ function readBody(req: IncomingMessage): Promise<Uint8Array | SvcError> {
     const onData = (chunk: Buffer): void => {
       total += chunk.byteLength;
       if (total > requestBodyBytesMax) return finish(tooLarge(total));
+      if (chunked && declared === undefined) {
+        const refused = admission?.grow(chunk.byteLength) ?? null;
+        if (refused !== null) return finish(refused);
+      }
       chunks.push(chunk);
       read.idleSweeps = 0;
     };

@@ -101,7 +101,7 @@ export function forgetLocalState(state: LoadedState, logger: Logger): void {
   Store.remove(state.paths.storePath);
   const latest = base === null ? null : state.snapshots.list().find((e) => e.index === base.index && e.term === base.term);
   if (latest !== null && latest !== undefined) Store.installImage(join(latest.dir, snapshotStateFile), state.paths.storePath);
-  state.store = Store.open(state.paths.storePath);
+  state.store = Store.open(state.paths.storePath, { cacheKib: state.storeCacheKib });
   state.entries = [];
   state.coreBase = base;
   state.checkpointIndex = 0;

@@ -10,7 +10,7 @@ import { snapshotStateFile, type SnapshotEntry, type SnapshotStore as SnapshotDi
 import { Store, createSnapshotImage } from "../store/index.ts";
 
 export class FileSnapshots implements SnapshotStore<Membership, Store> {
-  constructor(readonly dirs: SnapshotDirs, private readonly storePath: string) {}
+  constructor(readonly dirs: SnapshotDirs, private readonly storePath: string, private readonly storeCacheKib?: number) {}
 
   latest(): SnapshotRecord<Membership> | null {
     const entry = this.dirs.latest();
@@ -49,7 +49,7 @@ export class FileSnapshots implements SnapshotStore<Membership, Store> {
     state.close({ discard: true });
     const name = basename(record.location);
     const staged = Store.installImage(join(record.location, snapshotStateFile), this.storePath, Store.stagedImagePath(this.storePath, name));
-    return { state: Store.open(this.storePath), method: staged ? "staged" : "copied" };
+    return { state: Store.open(this.storePath, this.storeCacheKib === undefined ? {} : { cacheKib: this.storeCacheKib }), method: staged ? "staged" : "copied" };
   }
 
   async prune(keepCount: number): Promise<number> {

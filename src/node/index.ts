@@ -11,3 +11,4 @@ export type { NodeErrorCode } from "./errors.ts";
 export { archiveCommandFor, redactEnvSecrets } from "./wal-archive-io.ts";
 export type { WalArchiveIo, WalArchiveStatus } from "./wal-archive-types.ts";
 export { PeerSecrets } from "./peer-tls.ts";
+export { memoryBudget, memoryFloorMb, memoryFloorWarning, type MemoryBudget } from "./memory-budget.ts";

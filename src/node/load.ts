@@ -16,6 +16,7 @@ import {
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
 import { openWalAroundDamage } from "./wal-damage.ts";
+import { memoryBudget } from "./memory-budget.ts";
 import type { CheckpointRecord } from "../io/index.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
@@ -41,6 +42,8 @@ export interface LoadedState {
   needsSnapshotAt: number | null;
   /** raft/wal/ held no segment at all: on a cluster member, the state to fetch from the leader. */
   walWasEmpty: boolean;
+  /** The store's SQLite page cache (storeCacheKib), for a store opened again. */
+  storeCacheKib: number;
 }
 
 /** Make the directory layout, checking that this process may write there. */
@@ -110,7 +113,8 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     logger.warn("recovery: ignoring a damaged snapshot", { dir: entry.dir, reason }),
   );
 
-  const store = openOrRebuildStore(paths, latest, logger, { hardState: savedHardState, checkpoint });
+  const cacheKib = storeCacheKib(config);
+  const store = openOrRebuildStore(paths, latest, logger, { hardState: savedHardState, checkpoint, cacheKib });
   const applied = store.meta.appliedIndex;
   const walWasEmpty = listSegments(paths.walDir).length === 0;
   logger.info("recovery: replaying the WAL", { dir: paths.walDir, after: applied });
@@ -162,7 +166,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     hardState = { term, vote: null, commit: 0, clusterId: store.meta.clusterId };
   }
   return {
-    paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, coreBase, entries, needsSnapshotAt, walWasEmpty,
+    paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, coreBase, entries, needsSnapshotAt, walWasEmpty, storeCacheKib: cacheKib,
     checkpointIndex: checkpoint !== null && checkpoint.index <= applied ? checkpoint.index : 0,
   };
 }
@@ -171,6 +175,13 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
 interface StoreVouchers {
   hardState: StoredHardState | null;
   checkpoint: CheckpointRecord | null;
+  /** Not a voucher: the page cache the store opens with. */
+  cacheKib: number;
+}
+
+/** The store's SQLite page cache: its share of max_memory_mb. */
+export function storeCacheKib(config: Config): number {
+  return Math.max(1024, Math.floor(memoryBudget(config.maxMemoryBytes).storeCacheBytes / 1024));
 }
 
 function unvouchedReason(meta: { appliedIndex: number; clusterId: string }, v: StoreVouchers): string | null {
@@ -186,7 +197,7 @@ function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logg
   const snapshotIndex = latest?.meta?.index ?? 0;
   if (fs.existsSync(paths.storePath)) {
     try {
-      const store = Store.open(paths.storePath, { consistentAfterMachineCrash: vouchers.checkpoint !== null });
+      const store = Store.open(paths.storePath, { cacheKib: vouchers.cacheKib, consistentAfterMachineCrash: vouchers.checkpoint !== null });
       if (store.openedInEarlierBoot !== null) {
         logger.warn("recovery: the store was open when the machine went down; it is consistent, and the WAL after what it holds is replayed", {
           applied: store.meta.appliedIndex, checkpointIndex: vouchers.checkpoint?.index ?? 0,
@@ -197,7 +208,7 @@ function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logg
         logger.warn("recovery: the store is not vouched for by raft/ state; rebuilding it from the snapshot and the WAL", { reason: unvouched });
         store.close({ discard: true });
         Store.remove(paths.storePath);
-        return installLatest(paths, latest, logger);
+        return installLatest(paths, latest, logger, vouchers.cacheKib);
       }
       if (store.meta.appliedIndex >= snapshotIndex) return store;
       logger.warn("recovery: the store is behind the newest snapshot; installing the snapshot", {
@@ -213,16 +224,16 @@ function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logg
   } else {
     logger.info("recovery: the store is missing; rebuilding it from the snapshot and the WAL");
   }
-  return installLatest(paths, latest, logger);
+  return installLatest(paths, latest, logger, vouchers.cacheKib);
 }
 
 /** A store made from the newest image (empty without one); the WAL replays on top. */
-function installLatest(paths: DataPaths, latest: SnapshotEntry | null, logger: Logger): Store {
+function installLatest(paths: DataPaths, latest: SnapshotEntry | null, logger: Logger, cacheKib: number): Store {
   if (latest !== null) {
     logger.info("recovery: installing snapshot into the store", { dir: latest.dir, index: latest.meta?.index ?? latest.index });
     Store.installImage(join(latest.dir, snapshotStateFile), paths.storePath);
   }
-  return Store.open(paths.storePath);
+  return Store.open(paths.storePath, { cacheKib });
 }
 
 /** Whether this data directory holds no Raft state at all (a node that never joined). */

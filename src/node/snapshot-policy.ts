@@ -24,6 +24,7 @@ import type { Entry, Membership, SnapshotMeta } from "../raft/index.ts";
 import type { SnapshotRecord } from "../io/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { NodeContext } from "./context.ts";
+import { memoryBudget } from "./memory-budget.ts";
 
 export interface SnapshotOutcome {
   index: number;
@@ -202,7 +203,7 @@ export class SnapshotPolicy {
   }
 
   private memoryBudgetBytes(): number {
-    return Math.min(16 * 1024 * 1024, this.ctx.config.maxMemoryBytes / 64);
+    return memoryBudget(this.ctx.config.maxMemoryBytes).logBytesMax;
   }
 
   private storeWalFull(now: number): boolean {

@@ -1,14 +1,17 @@
-// The node's SQL processes (store/sql-pool.ts): a few for reads, one for write checks, so that
-// a slow read never delays a write. Both follow the store file when a snapshot replaces it.
-// Limits are shares of max_memory_mb: a read answers at most a thirty-second of it, and a
-// process that grows past an eighth is stopped with its statement.
+// The node's SQL processes (store/sql-pool.ts): one or two for reads, one for write checks, so
+// that a slow read never delays a write. Both follow the store file when a snapshot replaces it.
+// Count and limits come from max_memory_mb (memory-budget.ts): a read answers at most a
+// thirty-second of it, a process that grows past an eighth (at least 56 MiB) is stopped with its
+// statement, and below 512 MB one process does both jobs, started when asked, stopped when idle.
 // A node on an in-memory store (the simulator) has none: it reads in-process, unbounded.
 
 import * as fs from "node:fs";
 import type { Config } from "../config/index.ts";
+import { memoryBudget } from "./memory-budget.ts";
 import { SqlProcessPool, Store, internalTablePrefix, type QueryResult, type SqlValue, type StoreStats } from "../store/index.ts";
 
-const readProcessesCount = 2;
+/** A process with nothing to do is stopped after this (when its pool is not kept warm). */
+const processIdleMs = 30_000;
 /** SQLite allows 500 terms in a compound SELECT. */
 const countsPerQueryMax = 400;
 
@@ -20,11 +23,17 @@ export class NodeSqlProcesses {
 
   private constructor(store: Store, config: Config) {
     this.openedFor = store;
-    const processMemoryBytesMax = Math.max(64 * 2 ** 20, Math.floor(config.maxMemoryBytes / 8));
-    this.resultBytesMax = Math.max(2 ** 20, Math.floor(config.maxMemoryBytes / 32));
-    this.readers = new SqlProcessPool(store.path, { processesCount: readProcessesCount, processMemoryBytesMax, label: "query" });
-    // Warm: a write check's budget is spent on the write, not on starting a process.
-    this.checker = new SqlProcessPool(store.path, { processesCount: 1, processMemoryBytesMax, queuedMax: 1, label: "write check", warm: true });
+    const budget = memoryBudget(config.maxMemoryBytes);
+    const processMemoryBytesMax = budget.sqlProcessBytesMax;
+    const shared = { processMemoryBytesMax, cacheBytes: budget.readerCacheBytes, maxMemoryMb: config.maxMemoryBytes / 2 ** 20 };
+    this.resultBytesMax = budget.resultBytesMax;
+    this.readers = new SqlProcessPool(store.path, { ...shared, processesCount: budget.readerProcessesCount, label: "query", idleMs: processIdleMs });
+    // Warm: a write check's budget is spent on the write, not on starting a process. Below
+    // 512 MB the reader runs checks too (before waiting reads; a check's time limit runs once a
+    // process has taken it): a second process would cost more than such a node can spare.
+    this.checker = budget.writeCheckOwnProcess
+      ? new SqlProcessPool(store.path, { ...shared, processesCount: 1, queuedMax: 1, label: "write check", warm: true })
+      : this.readers;
   }
 
   /** Null for an in-memory store. */
@@ -64,13 +73,13 @@ export class NodeSqlProcesses {
 
   close(): void {
     this.readers.close();
-    this.checker.close();
+    if (this.checker !== this.readers) this.checker.close();
   }
 
   private follow(store: Store): void {
     if (store === this.openedFor) return;
     this.openedFor = store;
     this.readers.reopen(store.path);
-    this.checker.reopen(store.path);
+    if (this.checker !== this.readers) this.checker.reopen(store.path);
   }
 }

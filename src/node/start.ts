@@ -124,7 +124,7 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
       io: {
         clock: systemClock,
         log: new FileLogStore(state.wal, paths),
-        snapshots: new FileSnapshots(state.snapshots, paths.storePath),
+        snapshots: new FileSnapshots(state.snapshots, paths.storePath, state.storeCacheKib),
         network,
         collectGarbage: (full) => Bun.gc(full),
         diskSpace: { path: config.dataDir, freeBytes: () => freeBytes(config.dataDir) },

@@ -2,7 +2,9 @@
 // A request that passes its time limit, whose caller went away (its AbortSignal), or whose
 // process grows past its memory limit has its process killed (SIGKILL: SQLite cannot be asked)
 // and replaced; the caller gets a typed error. Requests wait in a bounded queue while every
-// process is busy, and their time limit runs from when they were asked, not from when they start.
+// process is busy; a read's time limit runs from when it was asked, a write check's from when a
+// running process takes it (checks go before waiting reads when one pool serves both).
+// A pool with idleMs starts its processes when asked and stops them when idle.
 //
 // The store file may be replaced under the processes (a snapshot installed): reopen() makes
 // every later request run in a process started after that.
@@ -13,16 +15,22 @@ import { join } from "node:path";
 import { assert } from "../util/assert.ts";
 import { SvcError } from "../util/errors.ts";
 import type { SqlValue, Statement } from "./command.ts";
-import { sqlProcessEnvKey, type SqlProcessReply, type SqlProcessRequest } from "./sql-process.ts";
+import { sqlProcessCacheEnvKey, sqlProcessEnvKey, type SqlProcessReply, type SqlProcessRequest } from "./sql-process.ts";
 
 export interface SqlPoolOptions {
   /** Processes kept; each runs one request at a time. */
   readonly processesCount: number;
   /** A process whose resident memory passes this is killed with its request. */
   readonly processMemoryBytesMax: number;
+  /** SQLite's page cache on each process's connections. */
+  readonly cacheBytes?: number;
+  /** The setting the limits are shares of, for messages. */
+  readonly maxMemoryMb?: number;
+  /** A process idle this long is stopped (not in a warm pool); the next request starts one. */
+  readonly idleMs?: number;
   /** Requests waiting for a process beyond this are refused (OVERLOADED). */
   readonly queuedMax?: number;
-  /** What the errors call the work ("query", "write check"). */
+  /** What the errors call a read ("query" unless told); a write check is a "write check". */
   readonly label?: string;
   /**
    * Keep the processes started, not only when asked: a request then never waits for a
@@ -61,6 +69,12 @@ interface Slot {
   generation: number;
   job: Job | null;
   timer: ReturnType<typeof setTimeout> | null;
+  /** Stops the idle process (idleMs). */
+  idleTimer: ReturnType<typeof setTimeout> | null;
+  /** The process said it is ready (its runtime started). */
+  ready: boolean;
+  /** A write check given to a process not ready yet: its time left, counted from when it is. */
+  leftMsAtReady: number | null;
   exited: boolean;
 }
 
@@ -68,6 +82,8 @@ const statmPath = (pid: number): string => `/proc/${pid}/statm`;
 const pageBytes = 4096;
 const memoryWatchIntervalMs = 50;
 const respawnPauseMs = 1000;
+/** A process started for a write check that has not said it is ready by then is given up. */
+const processStartMsMax = 10_000;
 
 export class SqlProcessPool {
   private readonly slots: Slot[] = [];
@@ -76,6 +92,7 @@ export class SqlProcessPool {
   private generation = 0;
   private closed = false;
   private memoryWatch: ReturnType<typeof setInterval> | null = null;
+  /** What errors call a read. */
   private readonly label: string;
 
   constructor(private path: string, private readonly options: SqlPoolOptions) {
@@ -89,7 +106,7 @@ export class SqlProcessPool {
     const reply = await this.run({ kind: "query", sql, params, resultBytesMax: limits.resultBytesMax }, limits.timeoutMs, limits.signal);
     if (reply.kind === "rows") return { columns: reply.columns, rows: reply.rows };
     if (reply.kind === "error" && reply.tooLarge === true) {
-      throw new SvcError("RESULT_TOO_LARGE", `the ${this.label}'s ${reply.message}`, {
+      throw new SvcError("RESULT_TOO_LARGE", `the ${this.label}'s ${reply.message}${this.shareOfSetting()}`, {
         hint: "select fewer rows or columns (LIMIT, a narrower WHERE), or page through the result",
       });
     }
@@ -128,19 +145,32 @@ export class SqlProcessPool {
     return this.slots.filter((s) => !s.exited).map((s) => s.proc.pid);
   }
 
+  private labelOf(payload: Payload): string {
+    return payload.kind === "check" ? "write check" : this.label;
+  }
+
+  /** ", its share of max_memory_mb (N MB)" when the pool knows the setting. */
+  private shareOfSetting(): string {
+    const mb = this.options.maxMemoryMb;
+    return mb === undefined ? "" : `, its share of max_memory_mb (${mb} MB)`;
+  }
+
   private run(payload: Payload, timeoutMs: number, signal: AbortSignal | undefined): Promise<SqlProcessReply> {
     if (this.closed) return Promise.reject(new SvcError("SHUTTING_DOWN", "the node is shutting down", { hint: "retry against another node" }));
-    if (signal?.aborted === true) return Promise.reject(cancelled(this.label));
+    const label = this.labelOf(payload);
+    if (signal?.aborted === true) return Promise.reject(cancelled(label));
     if (this.queue.length >= (this.options.queuedMax ?? 1024)) {
-      return Promise.reject(new SvcError("OVERLOADED", `too many ${this.label}s are waiting`, { hint: "retry after a short wait" }));
+      return Promise.reject(new SvcError("OVERLOADED", `too many ${label}s are waiting`, { hint: "retry after a short wait" }));
     }
     return new Promise<SqlProcessReply>((resolve, reject) => {
       const job: Job = { id: 0, payload, deadlineMs: performance.now() + timeoutMs, timeoutMs, signal, resolve, reject, onAbort: null };
       if (signal !== undefined) {
-        job.onAbort = () => this.abandon(job, cancelled(this.label));
+        job.onAbort = () => this.abandon(job, cancelled(label));
         signal.addEventListener("abort", job.onAbort, { once: true });
       }
-      this.queue.push(job);
+      // A write check holds back every other write: it goes before the reads waiting.
+      if (payload.kind === "check") this.queue.unshift(job);
+      else this.queue.push(job);
       this.pump();
     });
   }
@@ -154,9 +184,11 @@ export class SqlProcessPool {
       }
       const job = this.queue.shift();
       if (job === undefined) return;
-      const leftMs = job.deadlineMs - performance.now();
+      // A write check's limit is for the write's own work: it runs from here (from when the
+      // process is ready, if it is starting), not from when it was asked.
+      const leftMs = job.payload.kind === "check" ? job.timeoutMs : job.deadlineMs - performance.now();
       if (leftMs <= 0) {
-        this.settle(job, () => job.reject(timedOut(job, this.label)));
+        this.settle(job, () => job.reject(timedOut(job, this.labelOf(job.payload))));
         continue;
       }
       this.start(slot, job, leftMs);
@@ -164,10 +196,15 @@ export class SqlProcessPool {
   }
 
   private spawn(): Slot {
-    const slot: Slot = { proc: null as unknown as Subprocess, generation: this.generation, job: null, timer: null, exited: false };
+    const slot: Slot = { proc: null as unknown as Subprocess, generation: this.generation, job: null, timer: null, idleTimer: null, ready: false, leftMsAtReady: null, exited: false };
+    const env: Record<string, string | undefined> = { ...process.env, [sqlProcessEnvKey]: "1" };
+    if (this.options.cacheBytes !== undefined) env[sqlProcessCacheEnvKey] = String(Math.ceil(this.options.cacheBytes / 1024));
+    // The process's garbage collector sizes its heap against what it is told the machine has:
+    // told its own cap, it collects before growing past it (a JavaScriptCore option).
+    env["BUN_JSC_forceRAMSize"] = String(this.options.processMemoryBytesMax);
     slot.proc = Bun.spawn({
       cmd: sqlProcessCommand(),
-      env: { ...process.env, [sqlProcessEnvKey]: "1" },
+      env,
       stdio: ["ignore", "ignore", "inherit"],
       serialization: "advanced",
       ipc: (message: SqlProcessReply) => this.onReply(slot, message),
@@ -178,31 +215,64 @@ export class SqlProcessPool {
   }
 
   private start(slot: Slot, job: Job, leftMs: number): void {
+    if (slot.idleTimer !== null) clearTimeout(slot.idleTimer);
+    slot.idleTimer = null;
     slot.job = job;
     job.id = this.nextId++;
     const request = { id: job.id, path: this.path, ...job.payload } as SqlProcessRequest;
     slot.proc.send(request);
-    slot.timer = setTimeout(() => this.abandon(job, timedOut(job, this.label)), leftMs);
+    if (!slot.ready && job.payload.kind === "check") {
+      // A write check's time limit is for the write: it starts once the process runs.
+      slot.leftMsAtReady = leftMs;
+      slot.timer = setTimeout(() => this.abandon(job, notStarted(this.labelOf(job.payload))), processStartMsMax);
+    } else {
+      slot.timer = setTimeout(() => this.abandon(job, timedOut(job, this.labelOf(job.payload))), leftMs);
+    }
     this.startMemoryWatch();
   }
 
   private onReply(slot: Slot, reply: SqlProcessReply): void {
+    if (reply.kind === "ready") return this.onReady(slot);
     const job = slot.job;
     if (job === null || job.id !== reply.id) return;
     this.finish(slot);
     this.settle(job, () => job.resolve(reply));
     if (slot.generation !== this.generation) this.retire(slot);
     this.pump();
+    this.stopWhenIdle(slot);
+  }
+
+  private onReady(slot: Slot): void {
+    slot.ready = true;
+    const job = slot.job;
+    const leftMs = slot.leftMsAtReady;
+    slot.leftMsAtReady = null;
+    if (job === null || leftMs === null) return;
+    if (slot.timer !== null) clearTimeout(slot.timer);
+    slot.timer = setTimeout(() => this.abandon(job, timedOut(job, this.labelOf(job.payload))), leftMs);
+  }
+
+  /** A process of a pool with idleMs that has no request is stopped after that long. */
+  private stopWhenIdle(slot: Slot): void {
+    const idleMs = this.options.idleMs;
+    if (idleMs === undefined || this.options.warm === true || slot.exited || slot.job !== null || slot.idleTimer !== null) return;
+    slot.idleTimer = setTimeout(() => {
+      slot.idleTimer = null;
+      if (slot.job === null && !slot.exited) this.retire(slot);
+    }, idleMs);
+    slot.idleTimer.unref();
   }
 
   private onExit(slot: Slot): void {
     slot.exited = true;
+    if (slot.idleTimer !== null) clearTimeout(slot.idleTimer);
+    slot.idleTimer = null;
     const i = this.slots.indexOf(slot);
     if (i >= 0) this.slots.splice(i, 1);
     const job = slot.job;
     this.finish(slot);
     if (job !== null) {
-      this.settle(job, () => job.reject(new SvcError("SQL_PROCESS_FAILED", `the process running the ${this.label} exited`, {
+      this.settle(job, () => job.reject(new SvcError("SQL_PROCESS_FAILED", `the process running the ${this.labelOf(job.payload)} exited`, {
         hint: "retry; if it happens again, the node's log says why",
       })));
     }
@@ -236,11 +306,14 @@ export class SqlProcessPool {
   private finish(slot: Slot): void {
     if (slot.timer !== null) clearTimeout(slot.timer);
     slot.timer = null;
+    slot.leftMsAtReady = null;
     slot.job = null;
     if (!this.slots.some((s) => s.job !== null)) this.stopMemoryWatch();
   }
 
   private retire(slot: Slot): void {
+    if (slot.idleTimer !== null) clearTimeout(slot.idleTimer);
+    slot.idleTimer = null;
     const i = this.slots.indexOf(slot);
     if (i >= 0) this.slots.splice(i, 1);
     slot.exited = true;
@@ -263,7 +336,7 @@ export class SqlProcessPool {
         const rss = residentBytes(slot.proc.pid);
         if (rss !== null && rss > this.options.processMemoryBytesMax) {
           this.abandon(job, new SvcError(job.payload.kind === "query" ? "RESULT_TOO_LARGE" : "WRITE_TOO_EXPENSIVE",
-            `the ${this.label} needed more than ${Math.round(this.options.processMemoryBytesMax / 2 ** 20)} MiB of memory and was stopped`, {
+            `the ${this.labelOf(job.payload)} needed more than ${Math.round(this.options.processMemoryBytesMax / 2 ** 20)} MiB of memory${this.shareOfSetting()}, and was stopped`, {
               hint: job.payload.kind === "query" ? "select fewer rows or smaller values" : "split the write into smaller batches",
             }));
         }
@@ -293,6 +366,12 @@ function timedOut(job: Job, label: string): SvcError {
   }
   return new SvcError("QUERY_TIMEOUT", `the ${label} did not finish within ${job.timeoutMs} ms and was stopped`, {
     hint: "make the query cheaper (an index, a narrower WHERE, a LIMIT); [limits] query_timeout_ms sets the limit",
+  });
+}
+
+function notStarted(label: string): SvcError {
+  return new SvcError("SQL_PROCESS_FAILED", `the process for the ${label} did not start within ${processStartMsMax} ms`, {
+    hint: "retry; if it happens again, the node's log says why (a machine short of memory or CPU)",
   });
 }
 

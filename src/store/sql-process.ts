@@ -23,11 +23,21 @@ export type SqlProcessRequest =
 export type SqlProcessReply =
   | { id: number; kind: "rows"; columns: string[]; rows: unknown[][] }
   | { id: number; kind: "checked"; failed: { statementIndex: number; message: string } | null }
+  /** Sent once at start (id 0): the process takes requests from now on. */
+  | { id: number; kind: "ready" }
   /** `tooLarge`: the result passed resultBytesMax. `environmental`: not the statement's fault (busy, I/O). */
   | { id: number; kind: "error"; message: string; tooLarge?: boolean; environmental?: boolean };
 
 /** Set in a SQL process's environment: the compiled binary runs this instead of its commands. */
 export const sqlProcessEnvKey = "SVC_SQL_PROCESS";
+/** SQLite's page cache for the process's connections, in KiB (a share of max_memory_mb). */
+export const sqlProcessCacheEnvKey = "SVC_SQL_CACHE_KIB";
+
+/** The page cache each connection gets: what the node says, else SQLite's default (2 MB). */
+function cacheKib(): number {
+  const kib = Number(process.env[sqlProcessCacheEnvKey] ?? "");
+  return Number.isSafeInteger(kib) && kib > 0 ? kib : 2000;
+}
 
 /** What blobSize() says of a blob past its cap. */
 const blobTooLarge = /blob\(.*\) is larger than the \d+ bytes allowed here/;
@@ -56,12 +66,14 @@ export function runSqlProcess(): void {
     }
     send(reply);
   });
+  send({ id: 0, kind: "ready" });
 }
 
 function openReader(path: string, blobBytesMax: number): Database {
   if (reader === null || readerPath !== path) {
     reader?.close();
     reader = new Database(path, { readonly: true });
+    reader.run(`PRAGMA cache_size = -${cacheKib()}`);
     readerPath = path;
     readerBlobCap = blobBytesMax;
     // A read makes no blob larger than it may answer (the rest is bounded by the node's
@@ -125,6 +137,7 @@ function openWriter(path: string): NonNullable<typeof writer> {
     db.run("PRAGMA cache_spill = OFF");
     db.run("PRAGMA wal_autocheckpoint = 0");
     db.run("PRAGMA busy_timeout = 2000");
+    db.run(`PRAGMA cache_size = -${cacheKib()}`);
     const functions = new DeterministicFunctions();
     functions.install(db);
     writer = { db, functions, guards: new ApplyGuards(db) };

@@ -83,6 +83,7 @@ const cachedSqlLengthMax = 4096;
 /**
  * SQLite's page cache for the applying connection (the reader gets a quarter). Most of the
  * store stays in the OS page cache either way; this bounds what the process itself holds.
+ * A node passes its share of max_memory_mb (memory-budget.ts); this is for the tools.
  */
 const defaultCacheKib = 16 * 1024;
 /** Beside the store file while it is open with unflushed writes: the boot it was opened in. */
@@ -139,7 +140,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.requests = new RequestLog(this.db);
     if (memory === null) {
       this.reader = new Database(path, { readonly: true });
-      this.reader.run(`PRAGMA cache_size = -${Math.max(2048, Math.floor(cacheKib / 4))}`);
+      this.reader.run(`PRAGMA cache_size = -${Math.max(512, Math.floor(cacheKib / 4))}`);
     } else {
       this.reader = memory;
     }

@@ -19,15 +19,16 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function testConfig(): Promise<Config> {
+async function testConfig(maxMemoryMb = 128): Promise<Config> {
   const dir = fs.mkdtempSync(join(tmpdir(), "svc-bounded-"));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
   const peer = `127.0.0.1:${await freePort()}`;
   const text = renderConfigToml({
     nodeId: "n1",
     dataDir: join(dir, "data"),
-    // Result limit: a thirty-second of this (4 MiB); a SQL process may grow to an eighth.
-    maxMemoryBytes: 128 * 1024 * 1024,
+    // Result limit: a thirty-second of this (4 MiB at 128); a SQL process may grow to an eighth
+    // (at least 56 MiB). From 512 MB a node keeps two reader processes, below it one.
+    maxMemoryBytes: maxMemoryMb * 1024 * 1024,
     listen: { client: "127.0.0.1:1", admin: "127.0.0.1:2", peer },
     cluster: { bootstrap: true, members: [{ id: "n1", peer, client: "127.0.0.1:1", admin: "127.0.0.1:2" }] },
     limits: { queryTimeoutMs: 700, adminQueryTimeoutMs: 1500, writeCheckTimeoutMs: 700 },
@@ -61,8 +62,8 @@ async function codeOf(p: Promise<unknown>): Promise<string> {
 }
 
 /** A node with t(a), and big(x) of 3,000 rows. */
-async function nodeWithData(): Promise<{ node: SvcNode; config: Config }> {
-  const config = await testConfig();
+async function nodeWithData(maxMemoryMb?: number): Promise<{ node: SvcNode; config: Config }> {
+  const config = await testConfig(maxMemoryMb);
   const node = await startNode(config);
   await node.execute(sql(
     "CREATE TABLE t (a)",
@@ -74,7 +75,8 @@ async function nodeWithData(): Promise<{ node: SvcNode; config: Config }> {
 
 describe("bounded reads", () => {
   test("a read past query_timeout_ms is stopped with QUERY_TIMEOUT, and other reads and writes are served meanwhile", async () => {
-    const { node } = await nodeWithData();
+    // Two reader processes: the runaway read holds one.
+    const { node } = await nodeWithData(512);
     const runaway = codeOf(node.query(endless, [], "linearizable"));
     const startedMs = performance.now();
     await node.execute(sql("INSERT INTO t VALUES (1)"));

@@ -1,0 +1,135 @@
+// Write admission on the client port (POST /v1/execute): the bytes of request bodies admitted and not yet answered
+// (a write waiting to commit, or one a follower relays to the leader, holds its body, its parsed
+// statements and its log entry meanwhile) stay within their share of max_memory_mb. A request
+// past the share is answered 503 MEMORY_BACKPRESSURE with Retry-After before its body is read.
+// A body is counted by its Content-Length when it arrives, or chunk by chunk when chunked, until
+// its answer is written. A request is always admitted when no other body is in flight, so a
+// body of any allowed size goes through on a quiet node: the share bounds concurrency, not size.
+// The node's own RSS counts too: past its share (nodeBytesMax) only a lone request is admitted
+// until garbage collection brings it back.
+
+import { SvcError } from "../util/errors.ts";
+
+export interface InFlightSettings {
+  /** The paths whose requests are admitted here (the write path); others pass uncounted. */
+  readonly paths: readonly string[];
+  /** Body bytes in flight beyond a lone request. */
+  readonly bytesMax: number;
+  /** The node's RSS past which only a lone request is admitted; 0 turns the check off. */
+  readonly rssBytesMax: number;
+  /** For messages: the setting the shares come from. */
+  readonly maxMemoryMb: number;
+  /**
+   * Bodies answered since the last collection past which the garbage they left is collected
+   * (0: never). The collector sizes its heap against the machine, not max_memory_mb, and counts
+   * little of the buffers a body leaves behind: left alone it let a node at 128 MB grow past
+   * 600 MB under a burst of large writes.
+   */
+  readonly collectEveryBytes: number;
+}
+
+/** Retry-After for a refused request: in-flight writes are answered within about that. */
+const retryAfterS = 1;
+
+/** One request's claim on the bytes in flight; release() when its answer is written. */
+export interface Admission {
+  /** Count `bytes` more (a chunk); the error to answer instead when they pass the share. */
+  grow(bytes: number): SvcError | null;
+  release(): void;
+}
+
+export class InFlightBytes {
+  #bytes = 0;
+  #requests = 0;
+  #answeredSinceCollect = 0;
+
+  constructor(
+    private readonly settings: InFlightSettings,
+    private readonly rssBytes: () => number = () => process.memoryUsage.rss(),
+    private readonly collect: () => void = () => Bun.gc(true),
+  ) {}
+
+  /** Bytes of bodies admitted and not yet answered. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Requests admitted and not yet answered. */
+  get requests(): number {
+    return this.#requests;
+  }
+
+  /** Whether requests to `url` (path and query) are admitted here. */
+  counts(url: string): boolean {
+    const path = url.split("?", 1)[0] ?? "";
+    return this.settings.paths.includes(path);
+  }
+
+  /** Admit a request announcing `bytes` (0 when chunked or bodiless), or the error to answer. */
+  admit(bytes: number): Admission | SvcError {
+    const refused = this.#refusal(bytes, 0);
+    if (refused !== null) {
+      // Its body arrives all the same, and is garbage once the answer is out.
+      this.#spent(bytes);
+      return refused;
+    }
+    this.#bytes += bytes;
+    this.#requests++;
+    let held = bytes;
+    let released = false;
+    return {
+      grow: (more) => {
+        const error = this.#refusal(more, held);
+        if (error !== null) return error;
+        held += more;
+        this.#bytes += more;
+        return null;
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        this.#bytes -= held;
+        this.#requests--;
+        this.#spent(held);
+      },
+    };
+  }
+
+  /** Count bytes of bodies done with; collect the garbage once they pass collectEveryBytes. */
+  #spent(bytes: number): void {
+    const every = this.settings.collectEveryBytes;
+    this.#answeredSinceCollect += bytes;
+    if (every <= 0 || this.#answeredSinceCollect < every) return;
+    this.#answeredSinceCollect = 0;
+    this.collect();
+  }
+
+
+  /** `held`: what the asking request holds already; with nothing held by others it is alone, and passes. */
+  /** `held`: what the asking request holds already; with nothing held by others it is alone, and passes. */
+  #refusal(bytes: number, held: number): SvcError | null {
+    if (bytes === 0 || this.#bytes - held === 0) return null;
+    const { bytesMax, rssBytesMax, maxMemoryMb } = this.settings;
+    if (this.#bytes + bytes > bytesMax) {
+      return backpressure(`the node holds ${this.#bytes} bytes of requests not yet answered; ${bytes} more would pass their share of max_memory_mb (${maxMemoryMb} MB): ${bytesMax} bytes`);
+    }
+    if (rssBytesMax > 0) {
+      const rss = this.rssBytes();
+      if (rss > rssBytesMax) {
+        return backpressure(`the node's memory (${mib(rss)} MB) is past its share of max_memory_mb (${maxMemoryMb} MB): ${mib(rssBytesMax)} MB`);
+      }
+    }
+    return null;
+  }
+}
+
+function mib(bytes: number): number {
+  return Math.round(bytes / 2 ** 20);
+}
+
+function backpressure(message: string): SvcError {
+  return new SvcError("MEMORY_BACKPRESSURE", message, {
+    hint: "nothing was applied; retry after Retry-After, send fewer or smaller writes at once, or raise max_memory_mb",
+    details: { retryAfterS },
+  });
+}

@@ -1,0 +1,112 @@
+// Write admission (http/in-flight.ts): bodies admitted and not yet answered stay within their
+// share of max_memory_mb; a lone request always passes; past the node's RSS share only a lone
+// one does; garbage is collected after each share's worth of bodies.
+
+import { describe, expect, test } from "bun:test";
+import { InFlightBytes } from "../../src/http/in-flight.ts";
+import { SvcError } from "../../src/util/errors.ts";
+import { errorResponse } from "../../src/http/errors.ts";
+
+const settings = { paths: ["/v1/execute"], bytesMax: 1000, rssBytesMax: 0, maxMemoryMb: 128, collectEveryBytes: 0 };
+
+function admitted(r: ReturnType<InFlightBytes["admit"]>) {
+  if (r instanceof SvcError) throw new Error(`refused: ${r.message}`);
+  return r;
+}
+
+describe("in-flight write bytes", () => {
+  test("requests are admitted while their bytes fit the share, and refused past it", () => {
+    const f = new InFlightBytes(settings);
+    admitted(f.admit(600));
+    admitted(f.admit(400));
+    expect(f.bytes).toBe(1000);
+    const refused = f.admit(1);
+    expect(refused).toBeInstanceOf(SvcError);
+    expect((refused as SvcError).code).toBe("MEMORY_BACKPRESSURE");
+    expect((refused as SvcError).message).toContain("max_memory_mb (128 MB)");
+    expect(f.bytes).toBe(1000);
+    expect(f.requests).toBe(2);
+  });
+
+  test("a refusal is a 503 with Retry-After and the code", async () => {
+    const f = new InFlightBytes(settings);
+    admitted(f.admit(1000));
+    const response = errorResponse(f.admit(10));
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBe("1");
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe("MEMORY_BACKPRESSURE");
+  });
+
+  test("answered requests give their bytes back, once", () => {
+    const f = new InFlightBytes(settings);
+    const a = admitted(f.admit(900));
+    expect(f.admit(200)).toBeInstanceOf(SvcError);
+    a.release();
+    a.release();
+    expect(f.bytes).toBe(0);
+    expect(f.requests).toBe(0);
+    admitted(f.admit(200));
+    expect(f.bytes).toBe(200);
+  });
+
+  test("a lone request passes whatever its size", () => {
+    const f = new InFlightBytes(settings);
+    const big = admitted(f.admit(5000));
+    expect(f.admit(1)).toBeInstanceOf(SvcError);
+    big.release();
+    admitted(f.admit(5000));
+  });
+
+  test("bodiless requests always pass and hold nothing", () => {
+    const f = new InFlightBytes(settings);
+    admitted(f.admit(1000));
+    admitted(f.admit(0));
+    expect(f.bytes).toBe(1000);
+  });
+
+  test("a chunked body is counted as it grows and refused once it passes the share", () => {
+    const f = new InFlightBytes(settings);
+    const other = admitted(f.admit(500));
+    const chunked = admitted(f.admit(0));
+    expect(chunked.grow(400)).toBeNull();
+    expect(f.bytes).toBe(900);
+    expect(chunked.grow(200)?.code).toBe("MEMORY_BACKPRESSURE");
+    other.release();
+    // Alone now: it may grow past the share.
+    expect(chunked.grow(5000)).toBeNull();
+    chunked.release();
+    expect(f.bytes).toBe(0);
+  });
+
+  test("past the node's RSS share only a lone request is admitted", () => {
+    let rss = 50;
+    const f = new InFlightBytes({ ...settings, rssBytesMax: 100 }, () => rss);
+    const first = admitted(f.admit(10));
+    rss = 150;
+    const refused = f.admit(10);
+    expect((refused as SvcError).code).toBe("MEMORY_BACKPRESSURE");
+    expect((refused as SvcError).message).toContain("max_memory_mb");
+    first.release();
+    admitted(f.admit(10));
+  });
+
+  test("garbage is collected once a share's worth of bodies was answered or refused", () => {
+    let collected = 0;
+    const f = new InFlightBytes({ ...settings, collectEveryBytes: 1000 }, () => 0, () => collected++);
+    admitted(f.admit(600)).release();
+    expect(collected).toBe(0);
+    const held = admitted(f.admit(900));
+    expect(f.admit(300)).toBeInstanceOf(SvcError);
+    expect(collected).toBe(0);
+    held.release();
+    expect(collected).toBe(1);
+  });
+
+  test("only the write path is counted", () => {
+    const f = new InFlightBytes(settings);
+    expect(f.counts("/v1/execute")).toBe(true);
+    expect(f.counts("/v1/execute?x=1")).toBe(true);
+    expect(f.counts("/v1/query")).toBe(false);
+    expect(f.counts("/health")).toBe(false);
+  });
+});

@@ -102,6 +102,17 @@ describe("in-flight write bytes", () => {
     expect(collected).toBe(1);
   });
 
+  test("with the node's memory under half its share, no collection is forced", () => {
+    let collected = 0;
+    let rss = 40;
+    const f = new InFlightBytes({ ...settings, rssBytesMax: 100, collectEveryBytes: 1000 }, () => rss, () => collected++);
+    admitted(f.admit(1200)).release();
+    expect(collected).toBe(0);
+    rss = 60;
+    admitted(f.admit(1200)).release();
+    expect(collected).toBe(1);
+  });
+
   test("only the write path is counted", () => {
     const f = new InFlightBytes(settings);
     expect(f.counts("/v1/execute")).toBe(true);

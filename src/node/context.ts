@@ -159,11 +159,12 @@ export class NodeContext {
     if (recoveryAccepts(this.recovery, event)) this.transition(event);
   }
 
+  /** Throws, changing nothing, when the hard state cannot be saved (a full disk). */
   adoptClusterId(clusterId: string): void {
-    this.clusterId = clusterId;
-    this.io.network.setClusterId(clusterId);
     const next = { ...this.persistedHardState, clusterId };
     this.io.log.saveHardState(next);
+    this.clusterId = clusterId;
+    this.io.network.setClusterId(clusterId);
     this.persistedHardState = next;
     if (this.store.meta.clusterId === "") this.store.setClusterId(clusterId);
     this.logger.info("joined cluster", { clusterId });

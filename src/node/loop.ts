@@ -339,6 +339,13 @@ export class EffectLoop {
     this.peers.receive(from, type, payload);
   }
 
+  /** The transport found nothing listening at a member's peer address (see RaftCore.peerUnreachable). */
+  onPeerUnreachable(id: string): void {
+    if (this.ctx.stopped || this.ctx.fatalError !== null) return;
+    this.ctx.core.peerUnreachable(id);
+    this.schedule();
+  }
+
   /** Fail every write and read still waiting (the node stops). */
   failPending(error: SvcError): void {
     this.ctx.waiters.failAll(error);

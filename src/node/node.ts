@@ -19,6 +19,7 @@ import {
   type ApplyResult, type MemberAddress, type QueryResult, type SqlValue, type Statement, type Store, type StoreStats,
 } from "../store/index.ts";
 import { writesPausedAt } from "../store/store.ts";
+import { isDiskFullError } from "../io/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
@@ -73,7 +74,10 @@ export class SvcNode {
   static async start(config: Config, logger: Logger, options: { version?: string; peerSecrets?: PeerSecrets } = {}): Promise<SvcNode> {
     let node: SvcNode | null = null;
     // Messages that arrive before the node exists are dropped; Raft retransmits.
-    const parts = await openNode(config, logger, (from, type, payload) => node?.onPeerMessage(from, type, payload), options.peerSecrets);
+    const parts = await openNode(config, logger, {
+      onMessage: (from, type, payload) => node?.onPeerMessage(from, type, payload),
+      onPeerUnreachable: (id) => node?.onPeerUnreachable(id),
+    }, options.peerSecrets);
     node = SvcNode.create(parts, options.version);
     return node;
   }
@@ -117,7 +121,16 @@ export class SvcNode {
         loop.schedule();
       },
       received: (message, clusterId) => {
-        if (c.clusterId === "" && clusterId !== "") c.adoptClusterId(clusterId);
+        if (c.clusterId === "" && clusterId !== "") {
+          try {
+            c.adoptClusterId(clusterId);
+          } catch (e) {
+            if (!isDiskFullError(e)) throw e;
+            // Not taken: the leader sends a snapshot again, to a member that still lacks one.
+            c.logger.warn("a snapshot arrived but the disk is full: the cluster id it carries cannot be recorded, so it is not installed; the leader will send it again", { error: errorMessage(e) });
+            return;
+          }
+        }
         c.core.step(message);
         loop.schedule();
       },
@@ -323,6 +336,11 @@ export class SvcNode {
   /** A message from a peer (the network has checked framing, CRC and cluster id). */
   onPeerMessage(from: string, type: number, payload: Uint8Array): void {
     this.loop.onPeerMessage(from, type, payload);
+  }
+
+  /** Nothing listens at a member's peer address: its process is gone (a leader's: campaign soon). */
+  onPeerUnreachable(id: string): void {
+    this.loop.onPeerUnreachable(id);
   }
 
   async stop(): Promise<void> {

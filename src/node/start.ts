@@ -27,7 +27,12 @@ import { registerTransportMetrics } from "./transport-metrics.ts";
  * `secrets`: the peer port's certificates and gossip keys, already read (serve reloads them on
  * SIGHUP and file changes); read here when absent.
  */
-export async function openNode(config: Config, logger: Logger, onMessage: MessageHandler, secrets?: PeerSecrets): Promise<NodeParts> {
+export async function openNode(
+  config: Config,
+  logger: Logger,
+  handlers: { onMessage: MessageHandler; onPeerUnreachable: (peerId: string) => void },
+  secrets?: PeerSecrets,
+): Promise<NodeParts> {
   const paths = prepareDataDir(config.dataDir);
   const lock = lockDataDir(config.dataDir, `node ${config.nodeId}`);
   const peerSecrets = secrets ?? PeerSecrets.load(config, logger.child("node"));
@@ -37,7 +42,8 @@ export async function openNode(config: Config, logger: Logger, onMessage: Messag
     clusterId: "",
     listen: { hostname: config.listen.peer.host, port: config.listen.peer.port },
     logger: logger.child("transport"),
-    onMessage,
+    onMessage: handlers.onMessage,
+    onPeerUnreachable: handlers.onPeerUnreachable,
     ...(peerTls === undefined ? {} : { tls: peerTls }),
   });
   peerSecrets.attach(transport);

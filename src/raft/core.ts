@@ -144,6 +144,24 @@ export class RaftCore {
     }
   }
 
+  /**
+   * The node learned that nothing listens at a member's peer address (a dial was refused right
+   * after the connection dropped): its process is gone. When that member is this follower's
+   * leader, waiting out the election timeout only prolongs the outage, so the follower lets the
+   * lease it grants lapse now and campaigns within one or two ticks. Safety does not rest on it:
+   * a stale report (the leader restarted, or is back) costs a pre-vote the other members refuse
+   * while their lease runs, and a heartbeat from the leader ends it.
+   */
+  peerUnreachable(id: NodeId): void {
+    if (this.role === "leader" || id !== this.leaderId) return;
+    const timeout = this.opts.electionTimeoutTicks;
+    if (this.electionElapsed >= timeout) return;
+    this.logger.info("leader unreachable (its peer port refused a connection): campaigning without waiting out the election timeout", { leader: id, term: this.term });
+    this.electionElapsed = timeout;
+    // One or two ticks, so that two followers told at once rarely campaign together.
+    this.randomizedElectionTimeoutTicks = timeout + 1 + this.opts.prng.nextInt(2);
+  }
+
   private tickLeader(): void {
     this.heartbeatElapsed++;
     this.electionElapsed++;

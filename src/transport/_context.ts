@@ -18,6 +18,8 @@ export interface TransportContext {
   tls(): PeerTls | null;
   /** The current cluster id ("" until the node joins one). */
   clusterId(): string;
+  /** A dial to the peer failed at once: nothing listens at its address (TransportOptions.onPeerUnreachable). */
+  peerUnreachable(peerId: string): void;
 }
 
 /**

@@ -18,6 +18,11 @@ export interface TransportOptions {
   readonly listen: { readonly hostname: string; readonly port: number };
   /** Called once per message, in the order the peer sent them. Must not throw. */
   readonly onMessage: MessageHandler;
+  /**
+   * Called when a dial to a peer fails at once (refused: nothing listens at its address), as
+   * opposed to timing out. Must not throw.
+   */
+  readonly onPeerUnreachable?: (peerId: string) => void;
   /** Pass the node's logger's child("transport"). */
   readonly logger?: Logger;
   /** Source of reconnect jitter, in [0, 1). */

@@ -158,7 +158,12 @@ export class OutboundPeer {
           data: (socket, chunk) => guard(logger, "data", () => current(socket) && this.#onData(attempt, chunk), failure),
           drain: (socket) => guard(logger, "drain", () => current(socket) && this.#flush(), failure),
           close: (_socket, error) => guard(logger, "close", () => this.#fail(attempt, error === undefined ? "connection closed" : errorMessage(error), true), () => {}),
-          connectError: (_socket, error) => guard(logger, "connectError", () => this.#fail(attempt, `cannot connect: ${errorMessage(error)}`, true), () => {}),
+          connectError: (_socket, error) =>
+            guard(logger, "connectError", () => {
+              const current = this.#attempt === attempt;
+              this.#fail(attempt, `cannot connect: ${errorMessage(error)}`, true);
+              if (current) this.#ctx.peerUnreachable(this.peerId);
+            }, () => {}),
           error: (_socket, error) => guard(logger, "error", () => this.#fail(attempt, errorMessage(error), false), () => {}),
         },
       }).catch(() => {

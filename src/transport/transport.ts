@@ -91,6 +91,7 @@ class PeerTransport implements Transport {
       countTlsRefusal: (peer, reason) => this.#countTlsRefusal(peer, reason),
       tls: () => this.#tls,
       clusterId: () => (this.#clusterId !== "" ? this.#clusterId : this.#learnedClusterId),
+      peerUnreachable: (peerId) => options.onPeerUnreachable?.(peerId),
     };
     this.#inbound = new InboundServer(ctx, {
       countersOf: (peerId) => this.#peers.get(peerId)?.counters ?? null,

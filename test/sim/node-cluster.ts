@@ -118,6 +118,9 @@ interface Packet {
   readonly snapshot?: { readonly message: SnapshotMessage; readonly image: Uint8Array; readonly record: MemSnapshot["record"] };
 }
 
+/** Share of deliveries to a live member after which its sender is told it is unreachable anyway. */
+const staleUnreachableRate = 0.002;
+
 class SimMember {
   node: SvcNode | null = null;
   clock: ManualClock | null = null;
@@ -366,7 +369,14 @@ export class NodeSimulation {
         if (from?.node != null) from.transferHooks?.sent(p.to, ok);
         continue;
       }
-      if (cut || to?.node == null) continue;
+      if (cut) continue;
+      if (to?.node == null) {
+        // The real transport's dial to a member that is down is refused: its sender hears so.
+        if (to !== undefined && !to.retired) from?.node?.onPeerUnreachable(p.to);
+        continue;
+      }
+      // Now and then a report that is stale by the time it arrives (the member came back).
+      if (this.prng.next() < staleUnreachableRate) from?.node?.onPeerUnreachable(p.to);
       to.node.onPeerMessage(p.from, p.type, p.payload);
     }
   }

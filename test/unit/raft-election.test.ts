@@ -240,3 +240,46 @@ describe("check-quorum", () => {
     expect(b.status().droppedMessages["vote_within_leader_lease"]).toBe(1);
   });
 });
+
+describe("leader unreachable", () => {
+  test("followers told their leader's port refuses connections elect a new leader within a few ticks", () => {
+    const c = new TestCluster(["a", "b", "c"], { preVote: true, checkQuorum: true, electionTimeoutTicks: 10 });
+    const a = c.elect("a");
+    c.nodes.delete("a");
+    // Each follower hears it from its own connection, a moment apart.
+    c.node("b").core.peerUnreachable("a");
+    c.tickAll();
+    c.node("c").core.peerUnreachable("a");
+    let ticks = 1;
+    while (c.leaders().length === 0 && ticks < 100) {
+      c.tickAll();
+      ticks++;
+    }
+    expect(c.leaders()).toHaveLength(1);
+    expect(c.leaders()[0]).not.toBe(a);
+    // Without the report the first campaign waits out the election timeout (10 ticks or more).
+    expect(ticks).toBeLessThanOrEqual(3);
+  });
+
+  test("a report about a member that is not the leader changes nothing", () => {
+    const c = new TestCluster(["a", "b", "c"], { preVote: true, checkQuorum: true, electionTimeoutTicks: 10 });
+    const a = c.elect("a");
+    const term = a.core.status().term;
+    c.node("b").core.peerUnreachable("c");
+    c.tickAll(5);
+    expect(c.leaders()).toEqual([a]);
+    expect(c.node("b").core.status().role).toBe("follower");
+    expect(a.core.status().term).toBe(term);
+  });
+
+  test("a stale report about a leader that is up does not depose it", () => {
+    const c = new TestCluster(["a", "b", "c"], { preVote: true, checkQuorum: true, electionTimeoutTicks: 10 });
+    const a = c.elect("a");
+    const term = a.core.status().term;
+    c.node("b").core.peerUnreachable("a");
+    c.tickAll(30);
+    expect(c.leaders()).toEqual([a]);
+    expect(a.core.status().term).toBe(term);
+    expect(c.node("b").core.status().leaderId).toBe("a");
+  });
+});

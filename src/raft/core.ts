@@ -148,7 +148,7 @@ export class RaftCore {
    * The node learned that nothing listens at a member's peer address (a dial was refused right
    * after the connection dropped): its process is gone. When that member is this follower's
    * leader, waiting out the election timeout only prolongs the outage, so the follower lets the
-   * lease it grants lapse now and campaigns within one or two ticks. Safety does not rest on it:
+   * lease it grants lapse now and campaigns within a tick or a few (one per voter ahead of it). Safety does not rest on it:
    * a stale report (the leader restarted, or is back) costs a pre-vote the other members refuse
    * while their lease runs, and a heartbeat from the leader ends it.
    */
@@ -158,8 +158,11 @@ export class RaftCore {
     if (this.electionElapsed >= timeout) return;
     this.logger.info("leader unreachable (its peer port refused a connection): campaigning without waiting out the election timeout", { leader: id, term: this.term });
     this.electionElapsed = timeout;
-    // One or two ticks, so that two followers told at once rarely campaign together.
-    this.randomizedElectionTimeoutTicks = timeout + 1 + this.opts.prng.nextInt(2);
+    // Every follower hears it at about the same moment: were they to campaign together, their
+    // pre-votes would pass and the votes split, and the next try waits a full timeout. So they
+    // take turns, one tick apart, in the order of their ids.
+    const rank = this.membership().voters.filter((v) => v !== id).sort().indexOf(this.id);
+    this.randomizedElectionTimeoutTicks = timeout + 1 + Math.max(0, rank);
   }
 
   private tickLeader(): void {

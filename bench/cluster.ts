@@ -49,7 +49,15 @@ export async function benchCluster(options: { durationMs: number; bin: string[];
   const targets: Target[] = [];
   // Interrupted, the benchmark must not leave nodes running: they outlive their parent.
   const interrupted = (): void => {
-    for (const t of targets) for (const pid of t.pids) process.kill(pid, "SIGKILL");
+    for (const t of targets) {
+      for (const pid of t.pids) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // already gone (the leader-kill row kills one on purpose)
+        }
+      }
+    }
     process.exit(130);
   };
   process.once("SIGINT", interrupted);
@@ -80,16 +88,73 @@ export async function benchCluster(options: { durationMs: number; bin: string[];
         results.get(t.name)?.push(result);
       }
     }
+    // Last, as it ends the cluster: the leader killed under 64 writers, each system in turn.
+    const killRecovery = new Map<string, number>();
+    for (const t of targets) {
+      const ms = await leaderKill(t);
+      killRecovery.set(t.name, ms);
+      process.stdout.write(`${t.name.padEnd(5)} leader killed under 64 writers (${requestTimeoutMs} ms request timeout): writes succeed again after ${Number.isNaN(ms) ? "(none within 30 s)" : `${ms.toFixed(0)} ms`}\n`);
+    }
     const [svc, other] = targets;
     // With --secure the ratios read tls/svc: the cost of TLS and tokens.
     if (svc !== undefined && other !== undefined) {
       if (options.secure === true) printRatios(other.name, svc.name, results);
       else printRatios(svc.name, other.name, results);
+      const [a, b] = options.secure === true ? [other.name, svc.name] : [svc.name, other.name];
+      const x = killRecovery.get(a) ?? Number.NaN;
+      const y = killRecovery.get(b) ?? Number.NaN;
+      if (y > 0 && Number.isFinite(x / y)) process.stdout.write(`${"leader killed: time to writes again".padEnd(34)} ${(x / y).toFixed(2)}× (below 1 means ${a} recovers sooner)\n`);
     }
   } finally {
     for (const t of targets) await t.stop();
     process.off("SIGINT", interrupted);
     process.off("SIGTERM", interrupted);
+  }
+}
+
+/** The leader-kill row's writers abandon a request unanswered after this, and send another. */
+const requestTimeoutMs = 250;
+
+/**
+ * 64 writers on the leader for 2 s, then the leader gets SIGKILL and the writers move to the
+ * survivors (which forward to whichever of them leads next): the time from the kill to the
+ * first write a survivor acknowledges. Each writer abandons a request unanswered after
+ * requestTimeoutMs and sends another. NaN when none succeeds within 30 s.
+ */
+export async function leaderKill(t: Target): Promise<number> {
+  const leader = await t.findLeader();
+  const survivors = t.pids.map((_, i) => i).filter((i) => i !== leader);
+  const http = createHttp1Client(t.http);
+  let killedAt = 0;
+  let firstOkMs = Number.NaN;
+  let stop = false;
+  try {
+    const writers = Array.from({ length: 64 }, async (_, w) => {
+      let turn = w;
+      while (!stop) {
+        const member = killedAt === 0 ? leader : (survivors[turn++ % survivors.length] ?? 0);
+        const load = t.write(member);
+        // A client gives up on an answer that does not come (etcd holds a write that reached a
+        // member during the election until its own timeout) and tries again.
+        const r = await Promise.race([
+          http.post(load.url, load.body()).catch(() => ({ ok: false })),
+          Bun.sleep(requestTimeoutMs).then(() => ({ ok: false })),
+        ]);
+        if (r.ok && killedAt > 0 && member !== leader && Number.isNaN(firstOkMs)) firstOkMs = performance.now() - killedAt;
+        if (!r.ok) await Bun.sleep(5);
+      }
+    });
+    await Bun.sleep(2000);
+    killedAt = performance.now();
+    process.kill(t.pids[leader] ?? 0, "SIGKILL");
+    while (Number.isNaN(firstOkMs) && performance.now() - killedAt < 30_000) await Bun.sleep(10);
+    stop = true;
+    // A writer may sit on a request to the dead leader: closing the connections frees it.
+    http.close();
+    await Promise.all(writers);
+    return firstOkMs;
+  } finally {
+    http.close();
   }
 }
 

@@ -1,7 +1,8 @@
 // Failover of a three-node cluster of compiled svc processes: the cluster forms with one
 // leader, a write through any node is visible to a linearizable read on every node, and when
-// the leader is killed with kill -9 the others elect a new one, writes go on, and the old
-// leader, restarted, catches up to the same data.
+// the leader is killed with kill -9 the others elect a new one (without waiting out the
+// election timeout: its peer port refuses them), writes go on, and the old leader, restarted,
+// catches up to the same data.
 
 import { beforeAll, describe, expect } from "bun:test";
 import { clusterTest } from "../lib/cluster.ts";
@@ -64,6 +65,9 @@ describe("failover of a three-node cluster", () => {
     const newLeader = await cluster.waitLeader(survivors);
     expect(newLeader.nodeId).not.toBe(oldLeader.nodeId);
     expect((await cluster.health(newLeader))?.term ?? 0).toBeGreaterThan(oldTerm);
+    // The dead leader's peer port refused the survivors' redials: they did not wait out the
+    // election timeout, they campaigned at once.
+    expect(survivors.some((n) => n.log().includes("leader unreachable (its peer port refused a connection)"))).toBe(true);
 
     // Writes through both survivors (one forwards) succeed with a node down.
     for (let i = 0; i < 50; i++) {

@@ -27,7 +27,9 @@
 //   --secure         three-node part side by side with a second cluster that has TLS on every port
 //                    (mutual TLS between peers) and tokens, with tls/svc ratios (the cost of both)
 //   --etcd           three-node part side by side with three etcd members (needs etcd on PATH;
-//                    Debian: apt-get install -y etcd-server), with svc/etcd ratios. Off unless given.
+//                    Debian: apt-get install -y etcd-server), with svc/etcd ratios; the single-node
+//                    part's one-client rows (Bun fetch, Python) also against one etcd member.
+//                    Off unless given.
 
 import { existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -124,5 +126,5 @@ if (values.scale !== undefined) {
   await benchScale({ durationMs, bin, sizes: values.scale.split(",") });
   process.exit(0);
 }
-if (!values["cluster-only"]) await benchSingle({ durationMs, bin, rows: Number(values.rows) });
+if (!values["cluster-only"]) await benchSingle({ durationMs, bin, rows: Number(values.rows), etcd: values.etcd });
 if (!values["single-only"]) await benchCluster({ durationMs, bin, etcd: values.etcd, secure: values.secure });

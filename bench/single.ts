@@ -10,8 +10,9 @@ import { describeDisk, probeDisk } from "./_disk.ts";
 import { createHttp1Client } from "./_http1.ts";
 import { pythonPath, runPythonClient } from "./_python-client.ts";
 import { runWrk, wrkPath } from "./_wrk.ts";
+import { etcdBinary, etcdInstallHint, startEtcdTarget } from "./etcd.ts";
 
-export async function benchSingle(options: { durationMs: number; bin: string[]; rows: number }): Promise<void> {
+export async function benchSingle(options: { durationMs: number; bin: string[]; rows: number; etcd?: boolean }): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "svc-bench-"));
   const ports = { client: await freePort(), admin: await freePort(), peer: await freePort() };
   // The disk first, with nothing else running: its own fdatasync stalls bound the node's p99.
@@ -54,6 +55,7 @@ export async function benchSingle(options: { durationMs: number; bin: string[]; 
       const python = pythonPath();
       if (python === null) process.stdout.write("writes, 1 client, python http.client: python3 is not installed\n");
       else printRow("writes, 1 client, python http.client", await runPythonClient(python, `${base}/v1/execute`, wrkBody, options.durationMs));
+      if (options.etcd === true) await oneClientEtcd(options.durationMs, python);
     } finally {
       http.close();
     }
@@ -65,6 +67,23 @@ export async function benchSingle(options: { durationMs: number; bin: string[]; 
     node.kill("SIGTERM");
     await node.exited;
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The one-client rows against a single etcd member (its v3 JSON gateway, a put per request). */
+async function oneClientEtcd(durationMs: number, python: string | null): Promise<void> {
+  const etcdBin = etcdBinary();
+  if (etcdBin === null) {
+    process.stdout.write(`etcd is not on PATH: ${etcdInstallHint}\n`);
+    return;
+  }
+  const etcd = await startEtcdTarget(etcdBin, 1);
+  try {
+    const put = etcd.write(0);
+    printRow("etcd (one member): writes, 1 client, Bun fetch", await runLoad({ url: put.url, clients: 1, durationMs, body: put.body, post: fetchPost }));
+    if (python !== null) printRow("etcd (one member): writes, 1 client, python http.client", await runPythonClient(python, put.url, put.body(), durationMs));
+  } finally {
+    await etcd.stop();
   }
 }
 

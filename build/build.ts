@@ -69,9 +69,10 @@ const build = Bun.spawnSync(
     "--outfile", outFile,
     join(repoDir, "src", "main.ts"),
     // Workers are separate entry points of the same executable: snapshots are taken in one,
-    // and the WAL's fdatasync calls run in another.
+    // the WAL's fdatasync calls run in another, and its next segment's zeros are written in a third.
     join(repoDir, "src", "store", "snapshot-worker.ts"),
     join(repoDir, "src", "storage", "sync-worker.ts"),
+    join(repoDir, "src", "storage", "zero-fill-worker.ts"),
   ],
   { cwd: repoDir, stdout: "inherit", stderr: "inherit" },
 );

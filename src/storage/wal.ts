@@ -24,6 +24,9 @@ import { ensureDir, fsyncDir, writeFully } from "../io/durable-file.ts";
 import { DiskFullError, freeBytes, isDiskFullError } from "../io/disk-space.ts";
 import { nonZeroEndBytes, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
 import { Syncer } from "./syncer.ts";
+import { writeZeroPages } from "./_zero-fill.ts";
+import type { ZeroFillReply, ZeroFillRequest } from "./zero-fill-worker.ts";
+import { workerSpecifier } from "../util/worker.ts";
 import { ReplayLog } from "./_replay.ts";
 
 export interface SegmentInfo {
@@ -279,18 +282,8 @@ export class Wal {
         // Too little room to make a spare and keep space for the log: the roll makes its own.
         throw new Error(`only ${describeFree(this.dir)}, less than two segments`);
       }
-      const handle = await fs.promises.open(path, "w", 0o640);
-      try {
-        for (let at = 0; at < sizeBytes; at += zeroChunk.length) {
-          await handle.write(zeroChunk, 0, Math.min(zeroChunk.length, sizeBytes - at), at);
-          // Flushed as it goes, a megabyte at a time: megabytes of zeros written back at once
-          // would queue the WAL's own fdatasync behind them (see _writeback.ts).
-          await handle.datasync();
-        }
-        await handle.datasync();
-      } finally {
-        await handle.close();
-      }
+      // A page per write, flushed a megabyte at a time, on a thread of its own (zero-fill-worker.ts).
+      await zeroFillOffThread(path, sizeBytes);
       return path;
     })().then(
       (ready) => {
@@ -482,7 +475,6 @@ function corruption(segment: SegmentInfo, scan: SegmentScan): SvcError {
   );
 }
 
-const zeroChunk = new Uint8Array(1024 * 1024);
 const spareRetryDelayMs = 60_000;
 
 function describeFree(dir: string): string {
@@ -505,10 +497,27 @@ function openOrNull(path: string): number | null {
  * every other file's dirty data, the store's included).
  */
 function preallocate(fd: number, fromBytes: number, toBytes: number): void {
-  for (let at = fromBytes; at < toBytes; at += zeroChunk.length) {
-    const length = Math.min(zeroChunk.length, toBytes - at);
-    writeFullyAt(fd, zeroChunk.subarray(0, length), at);
-  }
+  // A page per write: see _zero-fill.ts for what larger writes cost every later append.
+  writeZeroPages(fd, fromBytes, toBytes);
+}
+
+/** Make a file of zeros at `path` on a short-lived worker thread; rejects as the write did. */
+function zeroFillOffThread(path: string, sizeBytes: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(workerSpecifier(import.meta.url, "storage/zero-fill-worker.ts"));
+    worker.unref();
+    const done = (error: Error | null): void => {
+      worker.terminate();
+      if (error === null) resolve();
+      else reject(error);
+    };
+    worker.onmessage = (event: MessageEvent<ZeroFillReply>) => {
+      const e = event.data.error;
+      done(e === null ? null : Object.assign(new Error(e.message), { code: e.code ?? undefined }));
+    };
+    worker.onerror = (event) => done(new Error(`the WAL's zero-fill thread failed: ${event.message}`));
+    worker.postMessage({ path, sizeBytes } satisfies ZeroFillRequest);
+  });
 }
 
 /** Zero a torn tail from `offset` to the last non-zero byte; returns how many bytes were cut. */

@@ -37,7 +37,7 @@ const inner = {
     const path = new URL(r.url).pathname;
     return path === "/health"
       ? Response.json({ status: "ok", node_id: "n1", leader: "n1", commit_index: 7 })
-      : Response.json({ reached: path, authorization: relayTarget().headers["authorization"] ?? null });
+      : Response.json({ reached: path, authorization: relayTarget(r).headers["authorization"] ?? null });
   },
 };
 

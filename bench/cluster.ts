@@ -3,7 +3,9 @@
 // nodes and all on the leader. With etcd, the same rows against three etcd members,
 // alternating row by row so that both see the same background load, then svc/etcd ratios;
 // with --secure, against a second svc cluster with TLS on every port (mutual TLS between
-// peers) and tokens, then tls/svc ratios.
+// peers) and tokens, then tls/svc ratios. The ratios include the nodes' CPU per request (the
+// three nodes together, not the load generator): on a shared two-core machine throughput moves
+// with whatever else runs, and CPU per request says more steadily what a change costs.
 // Prints figures; asserts nothing.
 
 import { cpuMsOf, printRow, runLoad, type LoadResult } from "./_lib.ts";
@@ -78,14 +80,14 @@ export async function benchCluster(options: { durationMs: number; bin: string[];
     );
     // Warm the JIT and the connections, and leave keys for the reads to find.
     for (const t of targets) await measure(t, 16, warmupMs, t.write(await t.findLeader()));
-    const results = new Map<string, LoadResult[]>(targets.map((t) => [t.name, []]));
+    const results = new Map<string, Measured[]>(targets.map((t) => [t.name, []]));
     for (const row of rows) {
       for (const t of targets) {
         const leader = await t.findLeader();
         const { result, cpu } = await measure(t, row.clients, options.durationMs, row.load(t, leader));
         printRow(`${t.name.padEnd(5)} ${row.label}`, result);
         process.stdout.write(`${" ".repeat(6)}${describeCpu(t, leader, cpu, result.ops)}\n`);
-        results.get(t.name)?.push(result);
+        results.get(t.name)?.push({ ...result, nodesCpuMs: cpu.nodesMs.reduce((sum, ms) => sum + ms, 0) });
       }
     }
     // Last, as it ends the cluster: the leader killed under 64 writers, each system in turn.
@@ -182,15 +184,23 @@ function describeCpu(t: Target, leader: number, cpu: { nodesMs: number[]; loadMs
     ` (${t.name} leader: member ${leader + 1})`;
 }
 
-function printRatios(a: string, b: string, results: Map<string, LoadResult[]>): void {
+/** A row's figures and the CPU time its nodes used (all of them, the load generator left out). */
+type Measured = LoadResult & { nodesCpuMs: number };
+
+function printRatios(a: string, b: string, results: Map<string, Measured[]>): void {
   const ratio = (x: number, y: number): string => (y > 0 && Number.isFinite(x / y) ? `${(x / y).toFixed(2)}×` : "-");
-  process.stdout.write(`\n${a}/${b} (ops/s: above 1 means ${a} is faster; p50, p99: below 1 means ${a} answers sooner)\n`);
+  const cpuPerOp = (m: Measured): number => (m.ops === 0 ? Number.NaN : m.nodesCpuMs / m.ops);
+  process.stdout.write(
+    `\n${a}/${b} (ops/s: above 1 means ${a} is faster; p50, p99: below 1 means ${a} answers sooner;` +
+      ` cpu/op: the nodes' CPU per answered request, below 1 means ${a} uses less)\n`,
+  );
   for (const [i, row] of rows.entries()) {
     const x = results.get(a)?.[i];
     const y = results.get(b)?.[i];
     if (x === undefined || y === undefined) continue;
     process.stdout.write(
-      `${row.label.padEnd(34)} ops/s ${ratio(x.opsPerSecond, y.opsPerSecond).padStart(7)}   p50 ${ratio(x.p50Ms, y.p50Ms).padStart(7)}   p99 ${ratio(x.p99Ms, y.p99Ms).padStart(7)}\n`,
+      `${row.label.padEnd(34)} ops/s ${ratio(x.opsPerSecond, y.opsPerSecond).padStart(7)}   p50 ${ratio(x.p50Ms, y.p50Ms).padStart(7)}   p99 ${ratio(x.p99Ms, y.p99Ms).padStart(7)}` +
+        `   cpu/op ${ratio(cpuPerOp(x), cpuPerOp(y)).padStart(7)}\n`,
     );
   }
 }

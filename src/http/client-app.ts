@@ -28,7 +28,7 @@ export function clientApp(node: SvcNode) {
         return errorResponse(e);
       }
       try {
-        return await forwardToLeader(leader, path, text, nodeId);
+        return await forwardToLeader(leader, path, text, nodeId, request);
       } catch (forwardError) {
         return errorResponse(forwardError);
       }

@@ -28,9 +28,10 @@ export function leaderToForwardTo(e: unknown, request: Request): string | null {
   return typeof address === "string" ? address : null;
 }
 
-export async function forwardToLeader(leaderClient: string, path: string, body: string, nodeId: string): Promise<Response> {
+/** `from`: the request relayed, whose caller's token (and this node's TLS) go along. */
+export async function forwardToLeader(leaderClient: string, path: string, body: string, nodeId: string, from?: Request): Promise<Response> {
   // A read changes nothing: whether or not the leader saw it, it can be sent again.
-  return relay({ to: leaderClient, port: "client", path, body, nodeId, changes: path === writePath, timeoutMs: forwardTimeoutMs });
+  return relay({ to: leaderClient, port: "client", path, body, nodeId, changes: path === writePath, timeoutMs: forwardTimeoutMs, from });
 }
 
 /** The leader's admin address when `e` says this node is not the leader and one is known. */
@@ -46,8 +47,8 @@ export function leaderAdminToForwardTo(e: unknown, request: Request): string | n
  * leader's admin port. Every one of them changes something, so the same contract as a write
  * holds: NOT_LEADER only when the request never left this node, OUTCOME_UNKNOWN once it may have.
  */
-export function forwardAdminToLeader(leaderAdmin: string, pathAndQuery: string, body: string, nodeId: string, timeoutMs: number): Promise<Response> {
-  return relay({ to: leaderAdmin, port: "admin", path: pathAndQuery, body, nodeId, changes: true, timeoutMs });
+export function forwardAdminToLeader(leaderAdmin: string, pathAndQuery: string, body: string, nodeId: string, timeoutMs: number, from?: Request): Promise<Response> {
+  return relay({ to: leaderAdmin, port: "admin", path: pathAndQuery, body, nodeId, changes: true, timeoutMs, from });
 }
 
 interface Relay {
@@ -59,12 +60,14 @@ interface Relay {
   /** Whether the request changes state: a failure after it may have been sent is then OUTCOME_UNKNOWN. */
   readonly changes: boolean;
   readonly timeoutMs: number;
+  /** The request relayed: the guard left its caller's token and this node's TLS with it. */
+  readonly from: Request | undefined;
 }
 
 async function relay(r: Relay): Promise<Response> {
   const addressKey = r.port === "client" ? "leaderClient" : "leaderAdmin";
   // The caller's token goes along (the leader checks it again), over TLS when this node serves TLS.
-  const target = relayTarget();
+  const target = relayTarget(r.from);
   try {
     const answer = await fetch(`${target.scheme}://${r.to}${r.path}`, {
       method: "POST",

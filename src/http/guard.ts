@@ -6,7 +6,7 @@
 import { SvcError } from "../util/errors.ts";
 import { accessFor, type Port } from "./access.ts";
 import { errorResponse, json } from "./errors.ts";
-import { relayContext, type OutboundTls } from "./relay-context.ts";
+import { setRelayContext, type OutboundTls } from "./relay-context.ts";
 import { roleGrants, type Role, type TokenSet } from "./tokens.ts";
 
 export interface FetchApp {
@@ -25,21 +25,25 @@ export function guardApp(app: FetchApp, port: Port, settings: GuardSettings): Fe
   return {
     fetch: (request) => {
       const authorization = request.headers.get("authorization");
-      const context = { authorization, tls: settings.outboundTls() };
+      // The app relays with this: the caller's token and TLS to the leader.
+      const withContext = (): Response | Promise<Response> => {
+        setRelayContext(request, { authorization, tls: settings.outboundTls() });
+        return app.fetch(request);
+      };
       const tokens = settings.tokens();
-      if (tokens === null) return relayContext.run(context, () => app.fetch(request));
+      if (tokens === null) return withContext();
       const url = new URL(request.url);
       const access = accessFor(port, request.method, url.pathname);
       const role = authorization === null ? null : tokens.roleOf(bearer(authorization));
       if (access === "health") {
-        if (role !== null) return relayContext.run(context, () => app.fetch(request));
+        if (role !== null) return withContext();
         return statusOnly(app.fetch(request));
       }
       const needed: Role = access === "metrics" ? "read" : access;
       if (access === "metrics" && settings.metricsOpen) return app.fetch(request);
       if (role === null) return refusal(unauthorized(needed, request.method, url.pathname, authorization !== null));
       if (!roleGrants(role, needed)) return refusal(forbidden(needed, role, request.method, url.pathname));
-      return relayContext.run(context, () => app.fetch(request));
+      return withContext();
     },
   };
 }

@@ -4,6 +4,7 @@
 // role needed named in the answer. The tokens file holds hashes only and must be mode 0600.
 
 import { afterAll, describe, expect, test } from "bun:test";
+import { createHash } from "node:crypto";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -36,7 +37,7 @@ const inner = {
     const path = new URL(r.url).pathname;
     return path === "/health"
       ? Response.json({ status: "ok", node_id: "n1", leader: "n1", commit_index: 7 })
-      : Response.json({ reached: path, authorization: relayTarget().headers["authorization"] ?? null });
+      : Response.json({ reached: path, authorization: relayTarget(r).headers["authorization"] ?? null });
   },
 };
 
@@ -156,6 +157,26 @@ describe("tokens", () => {
     }
     expect(message).toContain(`${path}:2`);
     expect(message).not.toContain("svc_secretvalue");
+  });
+
+  test("a line is the SHA-256 of the token as UTF-8: files written before keep working", () => {
+    const path = join(dir, "tokens-by-hand");
+    const token = "svc_é-made-by-hand";
+    writeFileSync(path, `sha256:${createHash("sha256").update(token, "utf8").digest("hex")} write by-hand\n`, { mode: 0o600 });
+    expect(TokenSet.read(path).roleOf(token)).toBe("write");
+    expect(TokenSet.read(path).roleOf(`${token}x`)).toBeNull();
+  });
+
+  test("a token removed from the file is refused once the file is read again", async () => {
+    const path = join(dir, "tokens-reloaded");
+    writeFileSync(path, readFileSync(tokensFile), { mode: 0o600 });
+    let current = TokenSet.read(path);
+    const app = guardApp(inner, "client", { tokens: () => current, metricsOpen: false, outboundTls: () => null });
+    const query = () => Promise.resolve(app.fetch(new Request("http://127.0.0.1/v1/query", { method: "POST", headers: { authorization: `Bearer ${tokens.read}` }, body: "{}" })));
+    expect((await query()).status).toBe(200);
+    writeFileSync(path, readFileSync(path, "utf8").split("\n").filter((l) => !l.endsWith(" reader")).join("\n"));
+    current = TokenSet.read(path);
+    expect((await query()).status).toBe(401);
   });
 
   test("a missing tokens file says how to make one", () => {

@@ -6,7 +6,8 @@
 //
 // Only the stretch of the WAL that no later record rewrites is read (Wal.finalFrom): an older
 // record of an index may have been superseded by a rewrite of the suffix (a follower's
-// conflicting entries replaced by a new leader's). An index before that stretch is "not held".
+// conflicting entries replaced by a new leader's). An index before that stretch is "not held";
+// after a restart, that stretch is first learned for the segments start-up skipped.
 
 import * as fs from "node:fs";
 import type { Entry } from "../util/log-data.ts";
@@ -56,6 +57,11 @@ export class WalReader {
       start = this.at;
     } else {
       start = this.seekStart(from);
+      if (start === null) {
+        // Before the stretch open read: the segments it skipped may hold it (learned once).
+        await this.wal.learnSkippedFinalFrom();
+        start = this.seekStart(from);
+      }
       if (start === null) return null;
       this.stats.seeks++;
     }

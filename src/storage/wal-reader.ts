@@ -148,9 +148,10 @@ export class WalReader {
         let window = await this.readAt(handle, at, this.windowBytes);
         if (window.length < recordHeaderBytes) return "end";
         let pos = 0;
+        const view = new DataView(window.buffer, window.byteOffset, window.byteLength);
         while (pos + recordHeaderBytes <= window.length) {
           if (isZeroHeader(window, pos)) return "end"; // the preallocated zeros after the last record
-          const decoded = decodeRecordAt(window, pos);
+          const decoded = decodeRecordAt(window, pos, view);
           if (decoded.kind === "short") {
             const length = new DataView(window.buffer, window.byteOffset + pos, 4).getUint32(0, true);
             if (pos > 0) break; // read on from this record
@@ -165,7 +166,8 @@ export class WalReader {
             skipHeader = false;
           } else {
             if (decoded.type !== RecordType.entry) return "gone";
-            const entry = decodeEntry(decoded.payload);
+            // Views of the window, not copies: entries read back are encoded into appends and dropped.
+            const entry = decodeEntry(decoded.payload, false, view);
             if (entry === null) return "gone";
             const verdict = take(entry, at + decoded.end);
             if (verdict === "stop" || verdict === "broken") return verdict;
@@ -183,7 +185,10 @@ export class WalReader {
   }
 
   private async readAt(handle: fs.promises.FileHandle, at: number, length: number): Promise<Uint8Array> {
-    const buf = new Uint8Array(length);
+    // Not zeroed first (the read fills what is used), and a plain Uint8Array over its own
+    // memory: entries decoded from the window are views of it.
+    const unfilled = Buffer.allocUnsafeSlow(length);
+    const buf = new Uint8Array(unfilled.buffer, unfilled.byteOffset, length);
     let have = 0;
     while (have < length) {
       const { bytesRead } = await handle.read(buf, have, length - have, at + have);

@@ -62,9 +62,10 @@ async function eachEntryIndex(path: string, windowBytes: number, take: (index: n
     for (;;) {
       let window = await readAt(handle, at, windowBytes);
       let pos = 0;
+      const view = new DataView(window.buffer, window.byteOffset, window.byteLength);
       while (pos + recordHeaderBytes <= window.length) {
         if (isZeroHeader(window, pos)) return "ok"; // the preallocated zeros after the last record
-        const decoded = decodeRecordAt(window, pos);
+        const decoded = decodeRecordAt(window, pos, view);
         if (decoded.kind === "short") {
           if (pos > 0) break; // read on from this record
           const length = new DataView(window.buffer, window.byteOffset, 4).getUint32(0, true);
@@ -79,8 +80,7 @@ async function eachEntryIndex(path: string, windowBytes: number, take: (index: n
           sawHeader = true;
         } else {
           if (decoded.type !== RecordType.entry || decoded.payload.length < 16) return "damaged";
-          const view = new DataView(decoded.payload.buffer, decoded.payload.byteOffset, decoded.payload.byteLength);
-          take(readU64(view, 8), at + pos);
+          take(readU64(view, decoded.payload.byteOffset - window.byteOffset + 8), at + pos);
         }
         pos = decoded.end;
       }

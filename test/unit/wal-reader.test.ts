@@ -192,6 +192,24 @@ describe("wal reader", () => {
     reopened.close();
   });
 
+  test("after a restart, a damaged record in the segments open skipped leaves them not held", async () => {
+    const dir = tempDir();
+    walWith(dir, range(1, 300)).close();
+    // Flip a byte in the first segment's second record (its first entry's payload).
+    const first = listSegments(dir)[0]!;
+    const bytes = fs.readFileSync(first.path);
+    const at = bytes.readUInt32LE(0) + 9 + 9 + 30;
+    bytes[at] = bytes[at]! ^ 0xff;
+    fs.writeFileSync(first.path, bytes);
+    const { wal } = Wal.open(dir, { ...opts, keepEntriesAfter: 250 });
+    const firstRead = wal.finalFrom()!.index;
+    const reader = new WalReader(wal);
+    expect(await reader.read(10, 20, 1 << 20)).toBeNull();
+    expect(wal.finalFrom()!.index).toBe(firstRead);
+    expect(await reader.read(firstRead, 300, 1 << 20)).toEqual(range(firstRead, 300));
+    wal.close();
+  });
+
   test("after a restart, segments removed while the skipped ones are read leave the rest held", async () => {
     const dir = tempDir();
     walWith(dir, range(1, 300)).close();

@@ -91,6 +91,8 @@ export async function runLoad(options: {
   durationMs: number;
   body: () => string;
   post?: Post;
+  /** Go on past durationMs until this says enough. */
+  until?: () => boolean;
 }): Promise<LoadResult> {
   const post = options.post ?? fetchPost;
   const latencies: number[] = [];
@@ -99,7 +101,7 @@ export async function runLoad(options: {
   const started = performance.now();
   const deadline = started + options.durationMs;
   const worker = async (): Promise<void> => {
-    while (performance.now() < deadline) {
+    while (performance.now() < deadline || (options.until !== undefined && !options.until())) {
       const url = typeof options.url === "string" ? options.url : options.url();
       const t0 = performance.now();
       try {

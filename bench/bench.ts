@@ -10,8 +10,9 @@
 //                    then writes, bytes written per byte of data, checkpoints, a new follower,
 //                    restarts (bench/scale.ts); off unless given
 //   --catchup        only the availability part: a follower 100,000 entries behind catches up
-//                    while the leader serves (--catchup-entries N), and a leader killed under
-//                    load (bench/catchup.ts); off unless given
+//                    while the leader serves (--catchup-entries N), then a learner added to the
+//                    same loaded cluster, two followers of five catching up at once, and a
+//                    leader killed under load (bench/catchup.ts); off unless given
 //   --gossip         only the gossip part: convergence after a member dies or comes back, and
 //                    CPU per member at rest, for 3 and 5 nodes (bench/gossip.ts;
 //                    --gossip-rest-s S, default 20); off unless given

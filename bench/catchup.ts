@@ -1,115 +1,296 @@
-// The availability part of `bun run bench -- --catchup`: three nodes on loopback.
-//   - A follower is killed, --catchup-entries writes land (64 writers), and it is restarted
-//     while 16 writers go on: time until it applied what the leader had committed at its
-//     restart, entries/s, the leader's write p99 during the catch-up against before it, the
-//     slowest GET /health on the leader meanwhile, and elections (term changes).
-//   - The leader is killed under 64 writers: the time from the kill until writes succeed again.
+// The availability part of `bun run bench -- --catchup`: nodes on loopback.
+//   - One follower (three nodes): it is killed, --catchup-entries writes land (64 writers), and
+//     it is restarted while 16 writers go on.
+//   - A learner added to the same loaded cluster: a fourth, empty node is started and added
+//     with add-node --learner while 16 writers go on; it must copy the whole log.
+//   - Two followers at once (five nodes, so that the other three still commit): both are
+//     killed, --catchup-entries writes land, and both are restarted together.
+//   For each: time until every catching-up node applied what the leader had committed when it
+//   began, entries/s per node, the leader's write p99 during the catch-up against before it,
+//   the slowest GET /health on the leader meanwhile, the leader's event-loop lag (from
+//   tensor_chain_event_loop_lag_seconds: the buckets of the largest and the 99th-percentile
+//   lag) during against before, elections (term changes),
+//   and which way the entries went (read back from the leader's WAL, images made, sent).
+//   - The leader of a fresh three-node cluster is killed under 64 writers: the time from the
+//     kill until writes succeed again.
 // Prints figures; asserts nothing.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createHttp1Client } from "./_http1.ts";
-import { freePort, printRow, runLoad, startSvc, waitHealthy, type Ports } from "./_lib.ts";
+import { freePort, printRow, runLoad, startSvc, waitHealthy, type LoadResult, type Ports } from "./_lib.ts";
 
 const value = "v".repeat(256);
+type Post = ReturnType<typeof createHttp1Client>["post"];
 
-export async function benchCatchUp(options: { bin: string[]; entries: number }): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), "svc-bench-catchup-"));
-  const members: (Ports & { id: string })[] = [];
-  for (let i = 0; i < 3; i++) members.push({ id: `node${i + 1}`, client: await freePort(), admin: await freePort(), peer: await freePort() });
-  const procs = members.map((m, i) => startSvc(options.bin, dir, m.id, m, members, i === 0));
-  const admin = (i: number): string => `http://127.0.0.1:${members[i]?.admin}`;
-  const client = (i: number): string => `http://127.0.0.1:${members[i]?.client}`;
-  const http = createHttp1Client();
-  let key = 0;
-  const writeBody = (): string => JSON.stringify({ statements: [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: [++key, value] }] });
-  try {
-    await Promise.all(members.map((_, i) => waitHealthy(admin(i), 60_000)));
-    let leader = await leaderOf(members.length, admin);
-    await post(client(leader), { statements: ["CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)"] });
-    const follower = (leader + 1) % members.length;
-    const before = await runLoad({ url: `${client(leader)}/v1/execute`, clients: 16, durationMs: 3000, body: writeBody, post: http.post });
-    printRow("leader writes, 16 clients (before)", before);
+/** Nodes on loopback, started and stopped by index; the first bootstraps the cluster. */
+class BenchCluster {
+  readonly members: (Ports & { id: string })[] = [];
+  readonly procs: (Bun.Subprocess | null)[] = [];
+  readonly dir = mkdtempSync(join(tmpdir(), "svc-bench-catchup-"));
+  private key = 0;
 
-    procs[follower]?.kill("SIGKILL");
-    await procs[follower]?.exited;
-    const fill = performance.now();
-    await writeCount(client(leader), options.entries, 64, writeBody, http.post);
-    process.stdout.write(`follower down; ${options.entries.toLocaleString()} writes landed in ${((performance.now() - fill) / 1000).toFixed(1)} s\n`);
+  constructor(private readonly bin: string[]) {}
 
-    const termBefore = await metric(admin(leader), "tensor_chain_term");
-    // Which way the follower is caught up: entries read back from the leader's WAL, or an image.
-    const pathBefore = await catchUpPath(admin(leader));
-    const target = await metric(admin(leader), "tensor_chain_commit_index");
-    const startApplied = 0;
-    const restarted = performance.now();
-    const m = members[follower];
-    if (m === undefined) throw new Error("no follower");
-    procs[follower] = startSvc(options.bin, dir, m.id, m, members, false);
-    let healthMaxMs = 0;
-    let caughtUpMs = Number.NaN;
-    let watching = true;
-    const watch = (async () => {
-      while (watching) {
-        const t0 = performance.now();
-        await fetch(`${admin(leader)}/health`).catch(() => undefined);
-        healthMaxMs = Math.max(healthMaxMs, performance.now() - t0);
-        if (Number.isNaN(caughtUpMs) && (await metric(admin(follower), "tensor_chain_applied_index").catch(() => 0)) >= target) caughtUpMs = performance.now() - restarted;
-        await Bun.sleep(20);
+  static async start(bin: string[], count: number): Promise<BenchCluster> {
+    const c = new BenchCluster(bin);
+    for (let i = 0; i < count; i++) await c.allocate();
+    for (let i = 0; i < count; i++) c.spawn(i, c.members.slice(0, count));
+    await Promise.all(c.members.map((_, i) => waitHealthy(c.admin(i), 60_000)));
+    return c;
+  }
+
+  async allocate(): Promise<number> {
+    this.members.push({ id: `node${this.members.length + 1}`, client: await freePort(), admin: await freePort(), peer: await freePort() });
+    this.procs.push(null);
+    return this.members.length - 1;
+  }
+
+  spawn(i: number, known = this.members): void {
+    const m = this.members[i]!;
+    this.procs[i] = startSvc(this.bin, this.dir, m.id, m, known, i === 0 && this.procs.every((p) => p === null));
+  }
+
+  async kill(i: number): Promise<void> {
+    this.procs[i]?.kill("SIGKILL");
+    await this.procs[i]?.exited;
+  }
+
+  admin(i: number): string {
+    return `http://127.0.0.1:${this.members[i]?.admin}`;
+  }
+
+  client(i: number): string {
+    return `http://127.0.0.1:${this.members[i]?.client}`;
+  }
+
+  writeBody = (): string => JSON.stringify({ statements: [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: [++this.key, value] }] });
+
+  async leader(): Promise<number> {
+    const deadline = performance.now() + 30_000;
+    while (performance.now() < deadline) {
+      for (let i = 0; i < this.members.length; i++) {
+        if (this.procs[i] !== null && (await metric(this.admin(i), "tensor_chain_is_leader").catch(() => 0)) === 1) return i;
       }
-    })();
-    const during = await runLoad({
-      url: `${client(leader)}/v1/execute`, clients: 16, body: writeBody, post: http.post,
-      durationMs: 2000,
-    });
-    while (Number.isNaN(caughtUpMs) && performance.now() - restarted < 600_000) await Bun.sleep(50);
-    watching = false;
-    await watch;
-    const elections = (await metric(admin(leader), "tensor_chain_term")) - termBefore;
-    const pathAfter = await catchUpPath(admin(leader));
-    const fromWal = pathAfter.walEntries - pathBefore.walEntries;
-    const imagesMade = pathAfter.images - pathBefore.images;
-    const imagesSent = pathAfter.imagesSent - pathBefore.imagesSent;
-    printRow("leader writes, 16 clients (catch-up)", during);
-    const seconds = caughtUpMs / 1000;
-    process.stdout.write(
-      `catch-up of ${(target - startApplied).toLocaleString()} entries: ${seconds.toFixed(2)} s, ${((target - startApplied) / seconds).toFixed(0)} entries/s; ` +
-      `leader p99 ${during.p99Ms.toFixed(1)} ms against ${before.p99Ms.toFixed(1)} ms before; slowest /health ${healthMaxMs.toFixed(0)} ms; elections ${elections}; ` +
-      `path: ${fromWal.toLocaleString()} entries read back from the leader's WAL, ${imagesMade} images made, ${imagesSent} snapshots sent\n`,
-    );
+      await Bun.sleep(50);
+    }
+    throw new Error("no leader within 30 s");
+  }
 
-    // Leader kill under 64 writers: how long until writes succeed again.
-    leader = await leaderOf(members.length, admin);
-    const survivors = members.map((_, i) => i).filter((i) => i !== leader);
-    let killedAt = 0;
-    let firstOkAfterKill = Number.NaN;
-    let stop = false;
-    const writers = Array.from({ length: 64 }, async (_, w) => {
-      let turn = w;
-      while (!stop) {
-        const target = killedAt === 0 ? leader : survivors[turn++ % survivors.length] ?? 0;
-        const r = await http.post(`${client(target)}/v1/execute`, writeBody()).catch(() => ({ ok: false }));
-        if (r.ok && killedAt > 0 && Number.isNaN(firstOkAfterKill) && target !== leader) firstOkAfterKill = performance.now() - killedAt;
-        if (!r.ok) await Bun.sleep(5);
-      }
-    });
-    await Bun.sleep(2000);
-    killedAt = performance.now();
-    procs[leader]?.kill("SIGKILL");
-    while (Number.isNaN(firstOkAfterKill) && performance.now() - killedAt < 30_000) await Bun.sleep(10);
-    stop = true;
-    await Promise.all(writers);
-    process.stdout.write(`leader killed under 64 writers: writes succeed again after ${firstOkAfterKill.toFixed(0)} ms\n`);
-  } finally {
-    http.close();
-    for (const p of procs) p?.kill("SIGKILL");
-    await Promise.all(procs.map((p) => p?.exited));
-    rmSync(dir, { recursive: true, force: true });
+  /** SIGTERM first: a node run with --cpu-prof writes its profile only when it exits by itself. */
+  async close(): Promise<void> {
+    for (const p of this.procs) p?.kill("SIGTERM");
+    const stopped = Promise.all(this.procs.map((p) => p?.exited));
+    if (await Promise.race([stopped.then(() => true), Bun.sleep(15_000).then(() => false)]) === false) {
+      for (const p of this.procs) p?.kill("SIGKILL");
+      await stopped;
+    }
+    rmSync(this.dir, { recursive: true, force: true });
   }
 }
 
-async function writeCount(url: string, count: number, clients: number, body: () => string, postFn: (url: string, body: string) => Promise<{ ok: boolean }>): Promise<void> {
+export async function benchCatchUp(options: { bin: string[]; entries: number }): Promise<void> {
+  const http = createHttp1Client();
+  try {
+    await oneFollowerThenLearner(options, http.post);
+    await twoFollowers(options, http.post);
+    await leaderKillRow(options, http.post);
+  } finally {
+    http.close();
+  }
+}
+
+async function oneFollowerThenLearner(options: { bin: string[]; entries: number }, post: Post): Promise<void> {
+  const c = await BenchCluster.start(options.bin, 3);
+  try {
+    let leader = await c.leader();
+    await execute(c.client(leader), { statements: ["CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)"] });
+    const follower = (leader + 1) % 3;
+    const before = await loadWithLag(c, leader, post, 3000);
+    printRow("leader writes, 16 clients (before)", before.load);
+
+    const appliedAtKill = await metric(c.admin(follower), "tensor_chain_applied_index");
+    await c.kill(follower);
+    await fill(c, leader, options.entries, post);
+    await catchUpRow(c, post, before, `one follower (3 nodes)`, [{ node: follower, appliedFrom: appliedAtKill }], () => c.spawn(follower));
+
+    // A learner added to the loaded cluster: an empty node copies the whole log.
+    leader = await c.leader();
+    const learner = await c.allocate();
+    c.spawn(learner);
+    const m = c.members[learner]!;
+    const addr = (p: number): string => `127.0.0.1:${p}`;
+    await catchUpRow(c, post, before, "a learner added (3 voters)", [{ node: learner, appliedFrom: 0 }], async () => {
+      const r = await fetch(`${c.admin(leader)}/admin/add-node`, {
+        method: "POST",
+        body: JSON.stringify({ id: m.id, peer: addr(m.peer), client: addr(m.client), admin: addr(m.admin), learner: true }),
+      });
+      if (!r.ok) throw new Error(`add-node answered ${r.status}: ${await r.text()}`);
+    });
+  } finally {
+    await c.close();
+  }
+}
+
+/** On a cluster of its own: the leader killed here writes no CPU profile. */
+async function leaderKillRow(options: { bin: string[] }, post: Post): Promise<void> {
+  const c = await BenchCluster.start(options.bin, 3);
+  try {
+    await execute(c.client(await c.leader()), { statements: ["CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)"] });
+    await leaderKill(c, post);
+  } finally {
+    await c.close();
+  }
+}
+
+async function twoFollowers(options: { bin: string[]; entries: number }, post: Post): Promise<void> {
+  // Five nodes: with two of them down the other three still commit the writes they miss.
+  const c = await BenchCluster.start(options.bin, 5);
+  try {
+    const leader = await c.leader();
+    await execute(c.client(leader), { statements: ["CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)"] });
+    const before = await loadWithLag(c, leader, post, 3000);
+    printRow("leader writes, 16 clients (before, 5 nodes)", before.load);
+    const followers = [(leader + 1) % 5, (leader + 2) % 5];
+    const catching: { node: number; appliedFrom: number }[] = [];
+    for (const f of followers) catching.push({ node: f, appliedFrom: await metric(c.admin(f), "tensor_chain_applied_index") });
+    for (const f of followers) await c.kill(f);
+    await fill(c, leader, options.entries, post);
+    await catchUpRow(c, post, before, "two followers at once (5 nodes)", catching, () => {
+      for (const f of followers) c.spawn(f);
+    });
+  } finally {
+    await c.close();
+  }
+}
+
+async function fill(c: BenchCluster, leader: number, entries: number, post: Post): Promise<void> {
+  const t0 = performance.now();
+  await writeCount(c.client(leader), entries, 64, c.writeBody, post);
+  process.stdout.write(`${entries.toLocaleString()} writes landed in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+}
+
+interface WithLag {
+  load: LoadResult;
+  lag: LagSummary;
+}
+
+/** 16 writers on the leader for `durationMs` (and until `until` says so), with its event-loop lag meanwhile. */
+async function loadWithLag(c: BenchCluster, leader: number, post: Post, durationMs: number, until?: () => boolean): Promise<WithLag> {
+  const lagBefore = await lagHistogram(c.admin(leader));
+  const load = await runLoad({ url: `${c.client(leader)}/v1/execute`, clients: 16, durationMs, body: c.writeBody, post, ...(until === undefined ? {} : { until }) });
+  const lag = summarizeLag(lagBefore, await lagHistogram(c.admin(leader)));
+  return { load, lag };
+}
+
+/** Cumulative counts of tensor_chain_event_loop_lag_seconds by bucket bound (seconds; Infinity last). */
+async function lagHistogram(admin: string): Promise<[number, number][]> {
+  const text = await (await fetch(`${admin}/metrics`)).text();
+  const out: [number, number][] = [];
+  for (const m of text.matchAll(/^tensor_chain_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)) {
+    out.push([m[1] === "+Inf" ? Number.POSITIVE_INFINITY : Number(m[1]), Number(m[2])]);
+  }
+  return out;
+}
+
+interface LagSummary {
+  /** Bucket bounds (ms) that hold the largest and the 99th-percentile lag seen between two readings. */
+  maxMs: number;
+  p99Ms: number;
+  /** Probe samples (one per 20 ms) later than 50 ms: turns that would have made /health wait that long. */
+  over50Ms: number;
+}
+
+function summarizeLag(before: [number, number][], after: [number, number][]): LagSummary {
+  const delta = after.map(([le, n], i) => [le, n - (before[i]?.[1] ?? 0)] as const);
+  const total = delta.at(-1)?.[1] ?? 0;
+  const boundMs = (q: number): number => 1000 * (delta.find(([, n]) => n >= q * total)?.[0] ?? Number.NaN);
+  const at50 = delta.find(([le]) => le >= 0.05)?.[1] ?? total;
+  return { maxMs: boundMs(1), p99Ms: boundMs(0.99), over50Ms: total - at50 };
+}
+
+function lagText(l: LagSummary): string {
+  const ms = (v: number): string => (Number.isFinite(v) ? `≤${v}` : ">2048");
+  return `max ${ms(l.maxMs)} ms, p99 ${ms(l.p99Ms)} ms, ${l.over50Ms} samples over 50 ms`;
+}
+
+/**
+ * `begin` starts the catch-up of `catching` (restarts, or adds a node); 16 writers go on at the
+ * leader until every one of them applied what the leader had committed at that moment.
+ */
+async function catchUpRow(
+  c: BenchCluster, post: Post, before: WithLag, label: string,
+  catching: { node: number; appliedFrom: number }[], begin: () => void | Promise<void>,
+): Promise<void> {
+  const leader = await c.leader();
+  const termBefore = await metric(c.admin(leader), "tensor_chain_term");
+  const pathBefore = await catchUpPath(c.admin(leader));
+  const target = await metric(c.admin(leader), "tensor_chain_commit_index");
+  const started = performance.now();
+  await begin();
+  const caughtUpMs = catching.map(() => Number.NaN);
+  let healthMaxMs = 0;
+  let watching = true;
+  const watch = (async () => {
+    while (watching) {
+      const t0 = performance.now();
+      await fetch(`${c.admin(leader)}/health`).catch(() => undefined);
+      healthMaxMs = Math.max(healthMaxMs, performance.now() - t0);
+      for (let k = 0; k < catching.length; k++) {
+        if (!Number.isNaN(caughtUpMs[k]!)) continue;
+        const applied = await metric(c.admin(catching[k]!.node), "tensor_chain_applied_index").catch(() => 0);
+        if (applied >= target) caughtUpMs[k] = performance.now() - started;
+      }
+      await Bun.sleep(20);
+    }
+  })();
+  const allCaughtUp = (): boolean => caughtUpMs.every((ms) => !Number.isNaN(ms)) || performance.now() - started > 600_000;
+  const during = await loadWithLag(c, leader, post, 2000, allCaughtUp);
+  while (!allCaughtUp()) await Bun.sleep(50);
+  watching = false;
+  await watch;
+  const elections = (await metric(c.admin(leader), "tensor_chain_term")) - termBefore;
+  const pathAfter = await catchUpPath(c.admin(leader));
+  printRow(`leader writes, 16 clients (${label})`, during.load);
+  const seconds = Math.max(...caughtUpMs) / 1000;
+  const entries = catching.map((k) => target - k.appliedFrom);
+  const rates = catching.map((_, k) => (entries[k]! / (caughtUpMs[k]! / 1000)).toFixed(0));
+  process.stdout.write(
+    `catch-up, ${label}: ${entries.map((n) => n.toLocaleString()).join(" + ")} entries in ${seconds.toFixed(2)} s, ${rates.join(" / ")} entries/s; ` +
+    `leader p99 ${during.load.p99Ms.toFixed(1)} ms against ${before.load.p99Ms.toFixed(1)} ms before; slowest /health ${healthMaxMs.toFixed(0)} ms; ` +
+    `leader event-loop lag ${lagText(during.lag)} (before: ${lagText(before.lag)}); elections ${elections}; ` +
+    `path: ${(pathAfter.walEntries - pathBefore.walEntries).toLocaleString()} entries read back from the leader's WAL, ` +
+    `${pathAfter.images - pathBefore.images} images made, ${pathAfter.imagesSent - pathBefore.imagesSent} snapshots sent\n`,
+  );
+}
+
+/** Leader kill under 64 writers: how long until writes succeed again. */
+async function leaderKill(c: BenchCluster, post: Post): Promise<void> {
+  const leader = await c.leader();
+  const survivors = c.members.map((_, i) => i).filter((i) => i !== leader && c.procs[i] !== null);
+  let killedAt = 0;
+  let firstOkAfterKill = Number.NaN;
+  let stop = false;
+  const writers = Array.from({ length: 64 }, async (_, w) => {
+    let turn = w;
+    while (!stop) {
+      const target = killedAt === 0 ? leader : survivors[turn++ % survivors.length] ?? 0;
+      const r = await post(`${c.client(target)}/v1/execute`, c.writeBody()).catch(() => ({ ok: false }));
+      if (r.ok && killedAt > 0 && Number.isNaN(firstOkAfterKill) && target !== leader) firstOkAfterKill = performance.now() - killedAt;
+      if (!r.ok) await Bun.sleep(5);
+    }
+  });
+  await Bun.sleep(2000);
+  killedAt = performance.now();
+  c.procs[leader]?.kill("SIGKILL");
+  while (Number.isNaN(firstOkAfterKill) && performance.now() - killedAt < 30_000) await Bun.sleep(10);
+  stop = true;
+  await Promise.all(writers);
+  process.stdout.write(`leader killed under 64 writers: writes succeed again after ${firstOkAfterKill.toFixed(0)} ms\n`);
+}
+
+async function writeCount(url: string, count: number, clients: number, body: () => string, postFn: Post): Promise<void> {
   let left = count;
   await Promise.all(Array.from({ length: clients }, async () => {
     while (left > 0) {
@@ -118,17 +299,6 @@ async function writeCount(url: string, count: number, clients: number, body: () 
       if (!r.ok) left++;
     }
   }));
-}
-
-async function leaderOf(count: number, admin: (i: number) => string): Promise<number> {
-  const deadline = performance.now() + 30_000;
-  while (performance.now() < deadline) {
-    for (let i = 0; i < count; i++) {
-      if ((await metric(admin(i), "tensor_chain_is_leader").catch(() => 0)) === 1) return i;
-    }
-    await Bun.sleep(50);
-  }
-  throw new Error("no leader within 30 s");
 }
 
 async function catchUpPath(admin: string): Promise<{ walEntries: number; images: number; imagesSent: number }> {
@@ -145,7 +315,7 @@ async function metric(admin: string, name: string): Promise<number> {
   return Number(new RegExp(`^${escaped} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
 }
 
-async function post(base: string, body: unknown): Promise<void> {
+async function execute(base: string, body: unknown): Promise<void> {
   const r = await fetch(`${base}/v1/execute`, { method: "POST", body: JSON.stringify(body) });
   if (!r.ok) throw new Error(`write failed: ${r.status} ${await r.text()}`);
 }

@@ -4,7 +4,7 @@
 // image streamed by the transfer (the newest image at or past what the core names, made for
 // the follower when there is none) — and the core's requests to read compacted entries back
 // out of the log store for a member behind the in-memory log (one read at a time per member,
-// answered into the core).
+// answered into the core). Outgoing appends are encoded a bounded number of bytes per turn.
 
 import { decodeMessage, encodeMessage, type Entry, type LogFetch, type Message } from "../raft/index.ts";
 import { MessageType } from "../transport/index.ts";
@@ -13,9 +13,19 @@ import type { NodeContext } from "./context.ts";
 import type { SnapshotPolicy } from "./snapshot-policy.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 
+/**
+ * Entry bytes of appends one turn of the event loop encodes: a Ready with more (a member caught
+ * up from the WAL or from memory is sent up to its in-flight window at once) sends the rest in
+ * the turns that follow, in order, so no turn spends more than a few milliseconds encoding.
+ */
+export const sendEntryBytesPerTurnMax = 512 * 1024;
+
 export class PeerMessages {
   /** The log-store read in progress for each member: the next one waits for it (the reader is sequential). */
   private readonly reading = new Map<string, Promise<void>>();
+  /** Messages waiting for a later turn (see sendEntryBytesPerTurnMax), oldest first; each later message waits behind them. */
+  private deferred: Message[] = [];
+  private deferredAt = 0;
 
   constructor(
     private readonly ctx: NodeContext,
@@ -93,26 +103,62 @@ export class PeerMessages {
   }
 
   send(messages: readonly Message[]): void {
-    const { ctx } = this;
-    for (const m of messages) {
-      if (m.type === "snapshot") {
-        const transfer = this.transfer();
-        if (transfer === null) {
-          ctx.core.reportSnapshot(m.to, false);
-          continue;
-        }
-        // The core names the point its in-memory log starts after; the follower is sent the
-        // newest image at or past it (made now when there is none: see snapshot-policy.ts).
-        this.snapshots.imageAtLeast(m.snapshot.index)
-          .then((snapshot) => transfer.send({ ...m, snapshot }))
-          .catch((e: unknown) => {
-            ctx.logger.error("cannot send snapshot", { peer: m.to, error: errorMessage(e) });
-            ctx.core.reportSnapshot(m.to, false);
-            this.schedule();
-          });
-        continue;
-      }
-      if (!ctx.io.network.send(m.to, MessageType.raft, encodeMessage(m)) && m.type === "append") ctx.core.reportUnreachable(m.to);
+    if (messages.length === 0) return;
+    if (this.deferred.length > this.deferredAt) {
+      for (const m of messages) this.deferred.push(m);
+      return;
     }
+    this.sendSome(messages, 0);
+  }
+
+  /** Send messages[from…] until a turn's worth of entry bytes went out; defer the rest to the next turn. */
+  private sendSome(messages: readonly Message[], from: number): void {
+    let entryBytes = 0;
+    let i = from;
+    for (; i < messages.length; i++) {
+      if (entryBytes >= sendEntryBytesPerTurnMax) break;
+      const m = messages[i]!;
+      if (m.type === "append") for (const e of m.entries) entryBytes += e.data.length;
+      this.sendOne(m);
+    }
+    if (i === messages.length) {
+      this.deferred = [];
+      this.deferredAt = 0;
+      return;
+    }
+    if (messages === this.deferred) {
+      this.deferredAt = i;
+    } else {
+      this.deferred = messages.slice(i);
+      this.deferredAt = 0;
+    }
+    this.ctx.clock.soon(() => {
+      if (this.ctx.stopped || this.ctx.fatalError !== null) return;
+      this.sendSome(this.deferred, this.deferredAt);
+      // A send may have told the core something (a member unreachable, a snapshot refused).
+      this.schedule();
+    });
+  }
+
+  private sendOne(m: Message): void {
+    const { ctx } = this;
+    if (m.type === "snapshot") {
+      const transfer = this.transfer();
+      if (transfer === null) {
+        ctx.core.reportSnapshot(m.to, false);
+        return;
+      }
+      // The core names the point its in-memory log starts after; the follower is sent the
+      // newest image at or past it (made now when there is none: see snapshot-policy.ts).
+      this.snapshots.imageAtLeast(m.snapshot.index)
+        .then((snapshot) => transfer.send({ ...m, snapshot }))
+        .catch((e: unknown) => {
+          ctx.logger.error("cannot send snapshot", { peer: m.to, error: errorMessage(e) });
+          ctx.core.reportSnapshot(m.to, false);
+          this.schedule();
+        });
+      return;
+    }
+    if (!ctx.io.network.send(m.to, MessageType.raft, encodeMessage(m)) && m.type === "append") ctx.core.reportUnreachable(m.to);
   }
 }

@@ -22,6 +22,7 @@ import { openGossip } from "./gossip.ts";
 import { fileWalArchiveIo } from "./wal-archive-io.ts";
 import { PeerSecrets } from "./peer-tls.ts";
 import { registerTransportMetrics } from "./transport-metrics.ts";
+import { LoopLagProbe } from "./loop-lag.ts";
 
 /**
  * `secrets`: the peer port's certificates and gossip keys, already read (serve reloads them on
@@ -37,6 +38,7 @@ export async function openNode(
   const lock = lockDataDir(config.dataDir, `node ${config.nodeId}`);
   const peerSecrets = secrets ?? PeerSecrets.load(config, logger.child("node"));
   const peerTls = peerSecrets.tls;
+  const lag = new LoopLagProbe(systemClock);
   const transport = createTransport({
     nodeId: config.nodeId,
     clusterId: "",
@@ -143,9 +145,16 @@ export async function openNode(
       lostLog,
       checkpointIndex: state.checkpointIndex,
       makeTransfer: (hooks, metrics) => fileSnapshotTransfer(network, state.snapshots, paths.storePath, logger.child("snapshot"), metrics, hooks, systemClock),
-      release: () => lock.release(),
+      release: () => {
+        lag.stop();
+        lock.release();
+      },
       verifyTarget: { paths },
-      registerMetrics: (registry) => registerTransportMetrics(registry, transport),
+      registerMetrics: (registry) => {
+        registerTransportMetrics(registry, transport);
+        lag.register(registry);
+        lag.start();
+      },
       ...(gossip === null ? {} : { gossip }),
     };
   } catch (e) {

@@ -46,10 +46,16 @@ export type DecodeResult = { readonly ok: true; readonly message: Message } | { 
 // ─── encoding ──────────────────────────────────────────────────────────────────────────
 
 class Writer {
-  private buf = new Uint8Array(256);
-  private view = new DataView(this.buf.buffer);
+  private buf: Uint8Array;
+  private view: DataView;
   private pos = 0;
   private static readonly utf8 = new TextEncoder();
+
+  /** `capacityBytes`: what the message is expected to need, so that a large one is not grown (and copied) again and again. */
+  constructor(capacityBytes = 256) {
+    this.buf = new Uint8Array(capacityBytes);
+    this.view = new DataView(this.buf.buffer);
+  }
 
   private reserve(n: number): void {
     if (this.pos + n <= this.buf.length) return;
@@ -97,8 +103,9 @@ class Writer {
     this.buf.set(b, this.pos);
     this.pos += b.length;
   }
+  /** The bytes written: a view, not a copy (the writer is not used again). */
   finish(): Uint8Array {
-    return this.buf.slice(0, this.pos);
+    return this.buf.subarray(0, this.pos);
   }
 }
 
@@ -110,6 +117,16 @@ function writeEntry(w: Writer, e: Entry): void {
   w.bytes(e.data);
 }
 
+/** Bytes an append of `entries` takes at most: header, ids at their longest, and each entry. */
+function appendBytesMax(entries: readonly Entry[]): number {
+  let bytes = 64 + 2 * (2 + nodeIdBytesMax);
+  for (const e of entries) bytes += entryHeaderBytes + e.data.length;
+  return bytes;
+}
+
+/** term, index, kind, timestamp, data length (see writeEntry). */
+const entryHeaderBytes = 8 + 8 + 1 + 8 + 4;
+
 function writeMembership(w: Writer, m: Membership): void {
   w.u16(m.voters.length);
   for (const id of m.voters) w.str(id);
@@ -119,7 +136,7 @@ function writeMembership(w: Writer, m: Membership): void {
 
 /** Encodes a message the core produced. Throws RangeError only for values the core never makes. */
 export function encodeMessage(m: Message): Uint8Array {
-  const w = new Writer();
+  const w = new Writer(m.type === "append" ? appendBytesMax(m.entries) : 256);
   w.u8(codecVersion);
   w.u8(typeCodes[m.type]);
   w.str(m.from);

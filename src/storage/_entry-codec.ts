@@ -38,23 +38,30 @@ export function encodeEntry(entry: Entry): Uint8Array {
   return out;
 }
 
-/** Decode an entry payload; null when it is not a well-formed entry. */
-export function decodeEntry(payload: Uint8Array): Entry | null {
+/**
+ * Decode an entry payload; null when it is not a well-formed entry. `copy: false` leaves the
+ * entry's data a view of `payload` (which then stays alive as long as the entry). `view`: a
+ * DataView over the whole buffer `payload` lies in, when the caller decodes many entries of
+ * one buffer (so that none is made per entry).
+ */
+export function decodeEntry(payload: Uint8Array, copy = true, view?: DataView): Entry | null {
   if (payload.length < entryHeaderBytes) return null;
-  const view = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  const v = view ?? new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  // Offsets into v: 0 when v is the payload's own view, else where the payload starts in v's buffer.
+  const at = view === undefined ? 0 : payload.byteOffset - view.byteOffset;
   const kind = kindsByCode[payload[24] ?? 0];
   if (kind === undefined) return null;
-  if (!fitsU53(view, 0) || !fitsU53(view, 8) || !fitsU53(view, 16)) return null;
-  const term = readU64(view, 0);
-  const index = readU64(view, 8);
+  if (!fitsU53(v, at) || !fitsU53(v, at + 8) || !fitsU53(v, at + 16)) return null;
+  const term = readU64(v, at);
+  const index = readU64(v, at + 8);
   if (index < 1 || term < 1) return null;
   return {
     term,
     index,
-    timestampMs: readU64(view, 16),
+    timestampMs: readU64(v, at + 16),
     kind,
-    // A copy: the segment buffer it came from is not kept.
-    data: payload.slice(entryHeaderBytes),
+    // A copy by default: the segment buffer it came from is not kept.
+    data: copy ? payload.slice(entryHeaderBytes) : payload.subarray(entryHeaderBytes),
   };
 }
 

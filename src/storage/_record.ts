@@ -39,19 +39,21 @@ export type DecodedRecord =
   /** The bytes at this offset are not a valid record. */
   | { kind: "bad"; reason: string };
 
-export function decodeRecordAt(buf: Uint8Array, offset: number): DecodedRecord {
+/**
+ * Decode the record at `offset`. `view`: a DataView over all of `buf`, when the caller decodes
+ * many records of one buffer (so that none is made per record).
+ */
+export function decodeRecordAt(buf: Uint8Array, offset: number, view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength)): DecodedRecord {
   if (buf.length - offset < recordHeaderBytes) return { kind: "short" };
-  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const length = view.getUint32(offset, true);
   if (length > recordPayloadBytesMax) return { kind: "bad", reason: `record length ${length} exceeds the limit` };
   const end = offset + recordHeaderBytes + length;
   if (end > buf.length) return { kind: "short" };
   const type = buf[offset + 8] ?? 0;
-  const lengthAndType = new Uint8Array(5);
-  lengthAndType.set(buf.subarray(offset, offset + 4), 0);
-  lengthAndType[4] = type;
-  const payload = buf.subarray(offset + recordHeaderBytes, end);
   const expected = view.getUint32(offset + 4, true);
-  if (crc32Record(lengthAndType, payload) !== expected) return { kind: "bad", reason: "checksum mismatch" };
-  return { kind: "record", type, payload, end };
+  // The type byte sits just before the payload: the CRC of length ‖ type ‖ payload is that of
+  // the length, then of the bytes from the type on (the same as crc32Record, with no copy).
+  const crc = Bun.hash.crc32(buf.subarray(offset + 8, end), Bun.hash.crc32(buf.subarray(offset, offset + 4))) >>> 0;
+  if (crc !== expected) return { kind: "bad", reason: "checksum mismatch" };
+  return { kind: "record", type, payload: buf.subarray(offset + recordHeaderBytes, end), end };
 }

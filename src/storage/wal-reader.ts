@@ -6,7 +6,8 @@
 //
 // Only the stretch of the WAL that no later record rewrites is read (Wal.finalFrom): an older
 // record of an index may have been superseded by a rewrite of the suffix (a follower's
-// conflicting entries replaced by a new leader's). An index before that stretch is "not held".
+// conflicting entries replaced by a new leader's). An index before that stretch is "not held";
+// after a restart, that stretch is first learned for the segments start-up skipped.
 
 import * as fs from "node:fs";
 import type { Entry } from "../util/log-data.ts";
@@ -56,6 +57,11 @@ export class WalReader {
       start = this.at;
     } else {
       start = this.seekStart(from);
+      if (start === null) {
+        // Before the stretch open read: the segments it skipped may hold it (learned once).
+        await this.wal.learnSkippedFinalFrom();
+        start = this.seekStart(from);
+      }
       if (start === null) return null;
       this.stats.seeks++;
     }
@@ -142,9 +148,10 @@ export class WalReader {
         let window = await this.readAt(handle, at, this.windowBytes);
         if (window.length < recordHeaderBytes) return "end";
         let pos = 0;
+        const view = new DataView(window.buffer, window.byteOffset, window.byteLength);
         while (pos + recordHeaderBytes <= window.length) {
           if (isZeroHeader(window, pos)) return "end"; // the preallocated zeros after the last record
-          const decoded = decodeRecordAt(window, pos);
+          const decoded = decodeRecordAt(window, pos, view);
           if (decoded.kind === "short") {
             const length = new DataView(window.buffer, window.byteOffset + pos, 4).getUint32(0, true);
             if (pos > 0) break; // read on from this record
@@ -159,7 +166,8 @@ export class WalReader {
             skipHeader = false;
           } else {
             if (decoded.type !== RecordType.entry) return "gone";
-            const entry = decodeEntry(decoded.payload);
+            // Views of the window, not copies: entries read back are encoded into appends and dropped.
+            const entry = decodeEntry(decoded.payload, false, view);
             if (entry === null) return "gone";
             const verdict = take(entry, at + decoded.end);
             if (verdict === "stop" || verdict === "broken") return verdict;
@@ -177,7 +185,10 @@ export class WalReader {
   }
 
   private async readAt(handle: fs.promises.FileHandle, at: number, length: number): Promise<Uint8Array> {
-    const buf = new Uint8Array(length);
+    // Not zeroed first (the read fills what is used), and a plain Uint8Array over its own
+    // memory: entries decoded from the window are views of it.
+    const unfilled = Buffer.allocUnsafeSlow(length);
+    const buf = new Uint8Array(unfilled.buffer, unfilled.byteOffset, length);
     let have = 0;
     while (have < length) {
       const { bytesRead } = await handle.read(buf, have, length - have, at + have);

@@ -16,7 +16,7 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Entry } from "../util/log-data.ts";
 import { assert } from "../util/assert.ts";
-import { SvcError } from "../util/errors.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import { encodeRecordInto, recordHeaderBytes } from "./_record.ts";
 import { entryHeaderBytes, writeEntryRecord } from "./_entry-codec.ts";
@@ -28,6 +28,7 @@ import { writeZeroPages } from "./_zero-fill.ts";
 import type { ZeroFillReply, ZeroFillRequest } from "./zero-fill-worker.ts";
 import { workerSpecifier } from "../util/worker.ts";
 import { ReplayLog } from "./_replay.ts";
+import { findFinalFrom } from "./_final-scan.ts";
 
 export interface SegmentInfo {
   readonly seq: number;
@@ -107,6 +108,13 @@ export class Wal {
    * skipped are not known to hold no rewrite). Null while the WAL holds no entry record.
    */
   private finalFromValue: WalFinalFrom | null;
+  /**
+   * Where open began reading, when it skipped segments before it (wholly at or below
+   * keepEntriesAfter) and no rewrite it read moved finalFrom since: the final stretch may
+   * reach back into those segments (learnSkippedFinalFrom). Null when there is nothing to learn.
+   */
+  private skippedBefore: WalFinalFrom | null;
+  private skippedScan: Promise<void> | null = null;
   /** The thread syncAsync() runs on, started with the first call. */
   private syncer: Syncer | null = null;
 
@@ -116,9 +124,11 @@ export class Wal {
     private readonly segmentList: SegmentInfo[],
     lastIndex: number,
     finalFrom: WalFinalFrom | null,
+    skippedBefore: WalFinalFrom | null,
   ) {
     this.lastIndexValue = lastIndex;
     this.finalFromValue = finalFrom;
+    this.skippedBefore = skippedBefore;
   }
 
   /**
@@ -136,6 +146,9 @@ export class Wal {
     let truncatedBytes = 0;
     let finalFrom: WalFinalFrom | null = null;
     let prevIndex = -1;
+    let skippedAny = false;
+    /** The first value finalFrom takes: where reading began. */
+    let firstRead: WalFinalFrom | null = null;
     for (let i = 0; i < segments.length; i++) {
       const segment = segments[i];
       assert(segment !== undefined, "segment index in range");
@@ -149,6 +162,7 @@ export class Wal {
           replay.addRange(segment.firstIndex, next.firstIndex - 1);
         }
         segment.maxIndex = next.firstIndex - 1;
+        skippedAny = true;
         continue;
       }
       const scan = readSegment(segment.path);
@@ -173,6 +187,7 @@ export class Wal {
       if (scan.entries.length === 0 && segment.firstIndex !== prevIndex + 1) {
         // A segment that starts the log over (resetTo) and holds nothing yet.
         finalFrom = { seq: segment.seq, offset: 0, index: segment.firstIndex };
+        firstRead ??= finalFrom;
         prevIndex = segment.firstIndex - 1;
       }
       for (let k = 0; k < scan.entries.length; k++) {
@@ -180,6 +195,7 @@ export class Wal {
         if (entry.index !== prevIndex + 1) {
           // The first record read, a rewrite of a suffix, or a start over: what came before may be superseded.
           finalFrom = { seq: segment.seq, offset: scan.offsets[k]!, index: entry.index };
+          firstRead ??= finalFrom;
         }
         prevIndex = entry.index;
         replay.add(entry, segment.firstIndex, (what) => new SvcError("WAL_CORRUPT", `WAL segment ${segment.path} ${what}`, {
@@ -192,7 +208,8 @@ export class Wal {
     // A WAL that holds no entry yet but a segment (made after a snapshot: a restored backup,
     // init-cluster) continues after it, as resetTo() left it.
     const lastIndex = replay.lastIndex > 0 ? replay.lastIndex : Math.max(0, (segments.at(-1)?.firstIndex ?? 1) - 1);
-    const wal = new Wal(dir, options, segments, lastIndex, finalFrom);
+    const skippedBefore = skippedAny && finalFrom !== null && finalFrom === firstRead ? finalFrom : null;
+    const wal = new Wal(dir, options, segments, lastIndex, finalFrom, skippedBefore);
     return { wal, entries: replay.kept, truncatedBytes };
   }
 
@@ -207,6 +224,33 @@ export class Wal {
   /** Where the records no later record rewrites begin (see WalFinalFrom); null when none. */
   finalFrom(): WalFinalFrom | null {
     return this.finalFromValue;
+  }
+
+  /**
+   * Learn, once, whether the final stretch reaches back into the segments open skipped: their
+   * records are read in the background, a window per turn (see findFinalFrom). Until it is
+   * done, finalFrom stays where open began reading, which is safe (it only says less is held).
+   */
+  learnSkippedFinalFrom(): Promise<void> {
+    const firstRead = this.skippedBefore;
+    if (firstRead === null) return Promise.resolve();
+    this.skippedScan ??= (async () => {
+      const skipped = this.segmentList.filter((s) => s.seq < firstRead.seq);
+      let found: WalFinalFrom | null = null;
+      try {
+        found = await findFinalFrom(skipped, firstRead.index);
+      } catch (e) {
+        this.options.logger.warn("could not read the WAL segments skipped at start-up; entries in them are not sent to members behind", { error: errorMessage(e) });
+      }
+      this.skippedBefore = null;
+      // A rewrite, a start over or a removal since open moved finalFrom: what was learned is moot.
+      if (found === null || this.finalFromValue !== firstRead || this.closed) return;
+      const oldest = this.segmentList[0];
+      assert(oldest !== undefined, "a WAL with a final stretch has a segment");
+      // Segments removed while reading: the records after them are all final (as in removeSegmentsCoveredBy).
+      this.finalFromValue = found.seq >= oldest.seq ? found : { seq: oldest.seq, offset: 0, index: oldest.firstIndex };
+    })();
+    return this.skippedScan;
   }
 
   /**

@@ -121,6 +121,51 @@ describe("a follower that fell behind catches up", () => {
     await expectSameData(cluster, ledger);
   });
 
+  clusterTest("a follower kept down while the other nodes checkpoint and restart is sent the entries from the WAL segments their start-up skipped, with no snapshot", {
+    // Small segments: what the follower missed lies in segments wholly at or below what the
+    // stores hold when the others restart, which start-up does not read. No image comes.
+    overrides: { snapshotIntervalEntries: 100, wal: { segmentSizeBytes: 1024 * 1024 } },
+  }, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const follower = await followerOf(cluster);
+    const others = cluster.others(follower);
+    const ledger = new Ledger(32);
+    const load = loadAvoiding(cluster, follower, ledger, "skipped");
+    try {
+      await load.untilAcked(100);
+      await cluster.kill9(follower);
+      await load.untilAcked(load.ackedCount + 200);
+    } finally {
+      await load.stop();
+    }
+    // A few megabytes of log after what the follower holds: several whole segments.
+    const leader = await cluster.waitLeader(others);
+    await execute(leader.clientUrl, ["CREATE TABLE pad (id INTEGER PRIMARY KEY, b TEXT)"]);
+    for (let i = 0; i < 16; i++) await execute(leader.clientUrl, [{ sql: "INSERT INTO pad (id, b) VALUES (?, ?)", params: [i, "p".repeat(200_000)] }]);
+    for (const n of others) await n.stop();
+    for (const n of others) n.spawn();
+    const restarted = await cluster.waitLeader(others);
+    await cluster.waitHealthy(cluster.others(follower, restarted)[0]!);
+    const again = loadAvoiding(cluster, follower, ledger, "after");
+    try {
+      await again.untilAcked(50);
+      follower.spawn();
+      await follower.waitHealthy();
+      await again.untilAcked(again.ackedCount + 50);
+    } finally {
+      await again.stop();
+    }
+    const lm = await fetchMetrics((await cluster.waitLeader(others)).adminUrl);
+    // Start-up skipped the segments the follower needed; the leader read them back all the same.
+    expect(lm.get("tensor_chain_catch_up_log_entries_total") ?? 0).toBeGreaterThan(200);
+    expect(lm.get('tensor_chain_catch_up_log_reads_total{result="not_held"}') ?? 0).toBe(0);
+    expect(lm.get("tensor_chain_snapshots_total") ?? 0).toBe(0);
+    expect(passedThrough(follower, "installing_snapshot")).toBe(false);
+    expect((await fetchMetrics(follower.adminUrl)).get(receivedOk) ?? 0).toBe(0);
+    await expectSameData(cluster, ledger);
+  });
+
   clusterTest("a follower kept down until the leader's WAL no longer holds what it missed is sent a snapshot, then the log after it, and ends with the leader's data", {
     // Small segments, so that an image removes those that hold what the follower missed.
     overrides: { snapshotIntervalEntries: 100, wal: { segmentSizeBytes: 1024 * 1024 } },

@@ -145,16 +145,84 @@ describe("wal reader", () => {
     wal.close();
   });
 
-  test("opened with the store ahead, the segments open skipped are not read: only from the first one it read", async () => {
+  test("opened with the store ahead, the segments open skipped are read back once asked for, in windows", async () => {
     const dir = tempDir();
     walWith(dir, range(1, 300)).close();
     const { wal } = Wal.open(dir, { ...opts, keepEntriesAfter: 250 });
+    // Open read nothing before its first segment past the store; the reader learns the rest.
     const firstRead = wal.finalFrom()!.index;
     expect(firstRead).toBeGreaterThan(1);
     expect(firstRead).toBeLessThanOrEqual(251);
     const reader = new WalReader(wal);
-    expect(await reader.read(firstRead - 1, 300, 1 << 20)).toBeNull();
+    expect(await reader.read(1, 300, 1 << 20)).toEqual(range(1, 300));
+    expect(wal.finalFrom()!.index).toBe(1);
+    wal.close();
+  });
+
+  test("after a restart, a rewrite inside the segments open skipped is found: only what replaced it is held", async () => {
+    const dir = tempDir();
+    const wal = walWith(dir, range(1, 100));
+    wal.append(range(90, 120, 2));
+    for (let i = 121; i <= 300; i++) wal.append([entry(i, 2)]);
+    wal.sync();
+    wal.close();
+    const { wal: reopened } = Wal.open(dir, { ...opts, keepEntriesAfter: 250 });
+    expect(reopened.finalFrom()!.index).toBeGreaterThan(120);
+    const reader = new WalReader(reopened);
+    expect(await reader.read(50, 60, 1 << 20)).toBeNull();
+    expect(await reader.read(89, 100, 1 << 20)).toBeNull();
+    expect(reopened.finalFrom()!.index).toBe(90);
+    expect(await reader.read(90, 300, 1 << 20)).toEqual(range(90, 300, 2));
+    reopened.close();
+  });
+
+  test("after a restart, a rewrite in the first segment open read leaves the skipped segments not held", async () => {
+    const dir = tempDir();
+    const wal = walWith(dir, range(1, 300));
+    const rewriteAt = wal.segments().at(-1)!.firstIndex + 2;
+    wal.append(range(rewriteAt, 310, 2));
+    wal.sync();
+    wal.close();
+    const { wal: reopened } = Wal.open(dir, { ...opts, keepEntriesAfter: 250 });
+    expect(reopened.finalFrom()!.index).toBe(rewriteAt);
+    const reader = new WalReader(reopened);
+    expect(await reader.read(10, 20, 1 << 20)).toBeNull();
+    expect(reopened.finalFrom()!.index).toBe(rewriteAt);
+    expect(await reader.read(rewriteAt, 310, 1 << 20)).toEqual(range(rewriteAt, 310, 2));
+    reopened.close();
+  });
+
+  test("after a restart, a damaged record in the segments open skipped leaves them not held", async () => {
+    const dir = tempDir();
+    walWith(dir, range(1, 300)).close();
+    // Flip a byte in the first segment's second record (its first entry's payload).
+    const first = listSegments(dir)[0]!;
+    const bytes = fs.readFileSync(first.path);
+    const at = bytes.readUInt32LE(0) + 9 + 9 + 30;
+    bytes[at] = bytes[at]! ^ 0xff;
+    fs.writeFileSync(first.path, bytes);
+    const { wal } = Wal.open(dir, { ...opts, keepEntriesAfter: 250 });
+    const firstRead = wal.finalFrom()!.index;
+    const reader = new WalReader(wal);
+    expect(await reader.read(10, 20, 1 << 20)).toBeNull();
+    expect(wal.finalFrom()!.index).toBe(firstRead);
     expect(await reader.read(firstRead, 300, 1 << 20)).toEqual(range(firstRead, 300));
+    wal.close();
+  });
+
+  test("after a restart, segments removed while the skipped ones are read leave the rest held", async () => {
+    const dir = tempDir();
+    walWith(dir, range(1, 300)).close();
+    const { wal } = Wal.open(dir, { ...opts, keepEntriesAfter: 250 });
+    const learning = wal.learnSkippedFinalFrom();
+    const removed = wal.removeSegmentsCoveredBy(100);
+    expect(removed.length).toBeGreaterThan(0);
+    await learning;
+    const firstHeld = wal.segments()[0]!.firstIndex;
+    expect(wal.finalFrom()!.index).toBeLessThanOrEqual(firstHeld);
+    const reader = new WalReader(wal);
+    expect(await reader.read(firstHeld, 300, 1 << 20)).toEqual(range(firstHeld, 300));
+    expect(await reader.read(firstHeld - 1, 300, 1 << 20)).toBeNull();
     wal.close();
   });
 });

@@ -148,10 +148,16 @@ export class PeerMessages {
         ctx.core.reportSnapshot(m.to, false);
         return;
       }
-      // The core names the point its in-memory log starts after; the follower is sent the
-      // newest image at or past it (made now when there is none: see snapshot-policy.ts).
-      this.snapshots.imageAtLeast(m.snapshot.index)
-        .then((snapshot) => transfer.send({ ...m, snapshot }))
+      // The follower is sent the newest image at or past the core's floor (made now when there
+      // is none: see snapshot-policy.ts). With entries read back from the WAL that is any image
+      // the WAL continues (it keeps everything after the newest), so a learner or a member far
+      // behind gets the image already on disk, not one made for it; the log after it follows.
+      const floor = Math.min(m.snapshot.index, ctx.core.snapshotFloor());
+      this.snapshots.imageAtLeast(floor)
+        .then((snapshot) => {
+          ctx.core.snapshotChosen(m.to, snapshot.index);
+          return transfer.send({ ...m, snapshot });
+        })
         .catch((e: unknown) => {
           ctx.logger.error("cannot send snapshot", { peer: m.to, error: errorMessage(e) });
           ctx.core.reportSnapshot(m.to, false);

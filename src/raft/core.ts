@@ -888,6 +888,26 @@ export class RaftCore {
     this.logger.info("snapshot send finished", { peer, ok });
   }
 
+  /**
+   * The oldest image a member waiting for a snapshot may be sent. Reading entries back from the
+   * log store, any image will do past what the store said it no longer holds: the member is
+   * caught up from the image on by reads. Otherwise the image must reach where the in-memory
+   * log starts.
+   */
+  snapshotFloor(): number {
+    const compacted = this.log.snapshotIndex();
+    if (this.opts.catchUpFromLogStore !== true) return compacted;
+    return Math.min(compacted, this.logStoreMissingThrough + 1);
+  }
+
+  /** The node sends `peer` the image at `index` (at or past snapshotFloor): its progress waits for that. */
+  snapshotChosen(peer: NodeId, index: number): void {
+    if (this.role !== "leader") return;
+    const pr = this.progress.get(peer);
+    if (pr === undefined || pr.state !== "snapshot") return;
+    pr.pendingSnapshot = index;
+  }
+
   reportUnreachable(peer: NodeId): void {
     if (this.role !== "leader") return;
     const pr = this.progress.get(peer);

@@ -166,7 +166,7 @@ describe("a follower that fell behind catches up", () => {
     await expectSameData(cluster, ledger);
   });
 
-  clusterTest("a follower kept down until the leader's WAL no longer holds what it missed is sent a snapshot, then the log after it, and ends with the leader's data", {
+  clusterTest("a follower kept down until the leader's WAL no longer holds what it missed is sent the newest image on disk, then the log after it from the WAL, and ends with the leader's data", {
     // Small segments, so that an image removes those that hold what the follower missed.
     overrides: { snapshotIntervalEntries: 100, wal: { segmentSizeBytes: 1024 * 1024 } },
   }, async (cluster) => {
@@ -175,6 +175,8 @@ describe("a follower that fell behind catches up", () => {
     const follower = await followerOf(cluster);
     const ledger = new Ledger(32);
     const load = loadAvoiding(cluster, follower, ledger, "snap");
+    let imagesMade = 0;
+    let logEntriesSent = 0;
     try {
       await load.untilAcked(100);
       await cluster.kill9(follower);
@@ -190,7 +192,12 @@ describe("a follower that fell behind catches up", () => {
       await execute(leader.clientUrl, ["CREATE TABLE pad (id INTEGER PRIMARY KEY, b TEXT)"]);
       for (let i = 0; i < 24; i++) await execute(leader.clientUrl, [{ sql: "INSERT INTO pad (id, b) VALUES (?, ?)", params: [i, "p".repeat(200_000)] }]);
       expect((await postJson(`${leader.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
-      expect((await fetchMetrics(leader.adminUrl)).get("tensor_chain_wal_segments_removed_total") ?? 0).toBeGreaterThan(0);
+      const afterImage = await fetchMetrics(leader.adminUrl);
+      expect(afterImage.get("tensor_chain_wal_segments_removed_total") ?? 0).toBeGreaterThan(0);
+      imagesMade = afterImage.get("tensor_chain_snapshots_total") ?? 0;
+      logEntriesSent = afterImage.get("tensor_chain_catch_up_log_entries_total") ?? 0;
+      // More log after the image, which the follower must get from the WAL.
+      await load.untilAcked(load.ackedCount + 200);
       follower.spawn();
       await follower.waitHealthy();
       await load.untilAcked(load.ackedCount + 100);
@@ -206,6 +213,10 @@ describe("a follower that fell behind catches up", () => {
     const leaderMetrics = await fetchMetrics((await cluster.waitLeader(cluster.others(follower))).adminUrl);
     expect(leaderMetrics.get("tensor_chain_snapshots_total") ?? 0).toBeGreaterThanOrEqual(1);
     expect(leaderMetrics.get('tensor_chain_catch_up_log_reads_total{result="not_held"}') ?? 0).toBeGreaterThanOrEqual(1);
+    // It was sent the image already on disk, not one made for it, and the log after that image
+    // was read back from the leader's WAL.
+    expect(leaderMetrics.get("tensor_chain_snapshots_total") ?? 0).toBe(imagesMade);
+    expect(leaderMetrics.get("tensor_chain_catch_up_log_entries_total") ?? 0).toBeGreaterThan(logEntriesSent);
     const fm = await fetchMetrics(follower.adminUrl);
     expect(fm.get(receivedOk) ?? 0).toBeGreaterThanOrEqual(1);
     expect(fm.get("tensor_chain_snapshot_transfer_received_bytes_total") ?? 0).toBeGreaterThan(0);

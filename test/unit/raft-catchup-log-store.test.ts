@@ -152,6 +152,21 @@ describe("catch-up from the log store", () => {
     expect(seen.some((m) => m.type === "snapshot")).toBe(false);
   });
 
+  test("the oldest image a member may be sent: past what the log store no longer holds, else where memory starts", () => {
+    const { c, a, snapIndex } = laggingBehindMemory();
+    // Nothing missing from the store yet: any image will do, the log after it is read back.
+    expect(a.core.snapshotFloor()).toBe(1);
+    a.logStoreRemovedThrough = snapIndex - 2;
+    c.tickAll(2);
+    c.deliverAllWithLogStore();
+    // The store said it no longer holds an index: an image must be past it.
+    expect(a.core.snapshotFloor()).toBeGreaterThan(1);
+    expect(a.core.snapshotFloor()).toBeLessThanOrEqual(snapIndex);
+    // Without reading back, an image must reach where the in-memory log starts.
+    const plain = laggingBehindMemory({});
+    expect(plain.a.core.snapshotFloor()).toBe(plain.snapIndex);
+  });
+
   test("without the option the member gets a snapshot at once, as before", () => {
     const { c, a, lag } = laggingBehindMemory({});
     const seen = watch(lag);

@@ -60,7 +60,7 @@ export const serveCommand = defineCommand({
       const peerSecrets = PeerSecrets.load(config, log);
       security.watch(peerSecrets);
       security.serve(servers);
-      node = await SvcNode.start(config, logger, { version, peerSecrets });
+      node = await SvcNode.start(config, logger, { version, peerSecrets, registerMetrics: (registry) => inFlight.registerMetrics(registry) });
     } catch (e) {
       for (const s of servers) s.stop();
       throw e instanceof SvcError ? new CliExit(ExitCode.failure, e.describe()) : e;

@@ -8,6 +8,7 @@
 // The node's own RSS counts too: past its share (nodeBytesMax) only a lone request is admitted
 // until garbage collection brings it back.
 
+import type { Counter, MetricsRegistry } from "../metrics/index.ts";
 import { SvcError } from "../util/errors.ts";
 
 export interface InFlightSettings {
@@ -42,6 +43,8 @@ export class InFlightBytes {
   #bytes = 0;
   #requests = 0;
   #answeredSinceCollect = 0;
+  /** Counted once registerMetrics was called. */
+  #metrics: { refused: Counter; collections: Counter } | null = null;
 
   constructor(
     private readonly settings: InFlightSettings,
@@ -57,6 +60,16 @@ export class InFlightBytes {
   /** Requests admitted and not yet answered. */
   get requests(): number {
     return this.#requests;
+  }
+
+  /** tensor_chain_write_admission_*: what is held now, what was refused and why. */
+  registerMetrics(registry: MetricsRegistry): void {
+    registry.gaugeFn("tensor_chain_write_admission_inflight_bytes", "Bytes of write request bodies admitted and not yet answered", () => this.#bytes);
+    registry.gaugeFn("tensor_chain_write_admission_inflight_bytes_max", "The share of max_memory_mb those bodies may hold (beyond a lone request)", () => this.settings.bytesMax);
+    this.#metrics = {
+      refused: registry.counter("tensor_chain_write_admission_refused_total", "Writes answered 503 MEMORY_BACKPRESSURE, by reason (bytes: the in-flight share; rss: the node's memory share)", ["reason"]),
+      collections: registry.counter("tensor_chain_write_admission_collections_total", "Full garbage collections forced after a share's worth of bodies"),
+    };
   }
 
   /** Whether requests to `url` (path and query) are admitted here. */
@@ -105,6 +118,7 @@ export class InFlightBytes {
     // share (always at small settings, where the base alone is past it; rarely at large ones).
     const { rssBytesMax } = this.settings;
     if (rssBytesMax > 0 && this.rssBytes() <= rssBytesMax / 2) return;
+    this.#metrics?.collections.inc();
     this.collect();
   }
 
@@ -114,11 +128,13 @@ export class InFlightBytes {
     if (bytes === 0 || this.#bytes - held === 0) return null;
     const { bytesMax, rssBytesMax, maxMemoryMb } = this.settings;
     if (this.#bytes + bytes > bytesMax) {
+      this.#metrics?.refused.labels("bytes").inc();
       return backpressure(`the node holds ${this.#bytes} bytes of requests not yet answered; ${bytes} more would pass their share of max_memory_mb (${maxMemoryMb} MB): ${bytesMax} bytes`);
     }
     if (rssBytesMax > 0) {
       const rss = this.rssBytes();
       if (rss > rssBytesMax) {
+        this.#metrics?.refused.labels("rss").inc();
         return backpressure(`the node's memory (${mib(rss)} MB) is past its share of max_memory_mb (${maxMemoryMb} MB): ${mib(rssBytesMax)} MB`);
       }
     }

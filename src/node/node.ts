@@ -37,6 +37,7 @@ import { openNode } from "./start.ts";
 import type { PeerSecrets } from "./peer-tls.ts";
 import { wireGossip, type GossipSnapshot } from "./gossip.ts";
 import type { NodeParts } from "./context.ts";
+import type { MetricsRegistry } from "../metrics/index.ts";
 
 export type Consistency = "linearizable" | "leader" | "stale";
 export type { SnapshotOutcome, NodeParts, GossipSnapshot };
@@ -71,14 +72,26 @@ export class SvcNode {
    * Open the data directory and start the node. Fails, before touching any data, when the
    * directory is not writable or another process holds its lock.
    */
-  static async start(config: Config, logger: Logger, options: { version?: string; peerSecrets?: PeerSecrets } = {}): Promise<SvcNode> {
+  static async start(
+    config: Config,
+    logger: Logger,
+    options: { version?: string; peerSecrets?: PeerSecrets; registerMetrics?: (registry: MetricsRegistry) => void } = {},
+  ): Promise<SvcNode> {
     let node: SvcNode | null = null;
     // Messages that arrive before the node exists are dropped; Raft retransmits.
     const parts = await openNode(config, logger, {
       onMessage: (from, type, payload) => node?.onPeerMessage(from, type, payload),
       onPeerUnreachable: (id) => node?.onPeerUnreachable(id),
     }, options.peerSecrets);
-    node = SvcNode.create(parts, options.version);
+    const own = parts.registerMetrics;
+    const extra = options.registerMetrics;
+    node = SvcNode.create(extra === undefined ? parts : {
+      ...parts,
+      registerMetrics: (registry) => {
+        own?.(registry);
+        extra(registry);
+      },
+    }, options.version);
     return node;
   }
 

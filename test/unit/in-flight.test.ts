@@ -4,6 +4,7 @@
 
 import { describe, expect, test } from "bun:test";
 import { InFlightBytes } from "../../src/http/in-flight.ts";
+import { MetricsRegistry } from "../../src/metrics/index.ts";
 import { SvcError } from "../../src/util/errors.ts";
 import { errorResponse } from "../../src/http/errors.ts";
 
@@ -111,6 +112,22 @@ describe("in-flight write bytes", () => {
     rss = 60;
     admitted(f.admit(1200)).release();
     expect(collected).toBe(1);
+  });
+
+  test("refusals and forced collections are counted in the node's metrics, with what is held now", () => {
+    const f = new InFlightBytes({ ...settings, collectEveryBytes: 1000 }, () => 0, () => undefined);
+    const registry = new MetricsRegistry();
+    f.registerMetrics(registry);
+    const held = admitted(f.admit(900));
+    expect(f.admit(300)).toBeInstanceOf(SvcError);
+    let text = registry.render();
+    expect(text).toContain('tensor_chain_write_admission_refused_total{reason="bytes"} 1');
+    expect(text).toContain("tensor_chain_write_admission_inflight_bytes 900");
+    expect(text).toContain("tensor_chain_write_admission_inflight_bytes_max 1000");
+    held.release();
+    text = registry.render();
+    expect(text).toContain("tensor_chain_write_admission_inflight_bytes 0");
+    expect(text).toContain("tensor_chain_write_admission_collections_total 1");
   });
 
   test("only the write path is counted", () => {

@@ -129,6 +129,8 @@ export class NodeContext {
     this.store = store;
     this.persistedHardState = hardState;
     this.clusterId = clusterId;
+    // A node that belongs to no cluster yet does not campaign (RaftCore.holdCampaigns).
+    core.holdCampaigns(clusterId === "");
     this.snapshotIndex = io.snapshots.latest()?.index ?? 0;
   }
 
@@ -166,6 +168,7 @@ export class NodeContext {
     this.clusterId = clusterId;
     this.io.network.setClusterId(clusterId);
     this.persistedHardState = next;
+    this.core.holdCampaigns(false);
     if (this.store.meta.clusterId === "") this.store.setClusterId(clusterId);
     this.logger.info("joined cluster", { clusterId });
   }

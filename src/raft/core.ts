@@ -58,6 +58,7 @@ export class RaftCore {
 
   /** Ticks since the last election reset (follower/candidate) or check-quorum round (leader). */
   private electionElapsed = 0;
+  private campaignsHeld = false;
   private heartbeatElapsed = 0;
   /** In [T, 2T), drawn anew at every reset so that candidates rarely collide. */
   private randomizedElectionTimeoutTicks: number;
@@ -134,11 +135,20 @@ export class RaftCore {
     else this.tickElection();
   }
 
+  /**
+   * Held by a node that belongs to no cluster yet: it may hold the membership (a first entry
+   * the leader sent) without the entries the cluster committed with it, and elected by members
+   * that hold nothing at all it would write over them. It still votes, and its lease lapses.
+   */
+  holdCampaigns(held: boolean): void {
+    this.campaignsHeld = held;
+  }
+
   private tickElection(): void {
     this.electionElapsed++;
     // Only a node that may campaign restarts the count: for the others it keeps growing, so
     // the leader lease they grant (see step) lapses once the leader falls silent.
-    if (this.promotable() && this.electionElapsed >= this.randomizedElectionTimeoutTicks) {
+    if (this.promotable() && !this.campaignsHeld && this.electionElapsed >= this.randomizedElectionTimeoutTicks) {
       this.electionElapsed = 0;
       this.hup(false);
     }

@@ -10,10 +10,17 @@ import { consoleLogger } from "./trace-logger.ts";
 const single = process.env["NODE_SEED"];
 const count = Number(process.env["NODE_SIM_SEEDS"] ?? 300);
 const first = Number(process.env["NODE_SIM_FIRST_SEED"] ?? 1);
-const seeds = single !== undefined ? [Number(single)] : Array.from({ length: count }, (_, i) => first + i);
+/**
+ * Seeds that once failed, run every time besides the range. 51894: a new member that held the
+ * cluster's first membership entry but not the entry after it campaigned after a crash and was
+ * elected by members that held nothing, writing over an entry the bootstrap node had committed.
+ */
+const regressionSeeds = [51894];
+const range = Array.from({ length: count }, (_, i) => first + i);
+const seeds = single !== undefined ? [Number(single)] : [...range, ...regressionSeeds.filter((s) => !range.includes(s))];
 const chunkSize = 10;
 
-console.log(single !== undefined ? `node simulation: NODE_SEED=${single}` : `node simulation: seeds ${first}..${first + count - 1} (replay one with NODE_SEED=<n>)`);
+console.log(single !== undefined ? `node simulation: NODE_SEED=${single}` : `node simulation: seeds ${first}..${first + count - 1} and ${regressionSeeds.join(", ")} (replay one with NODE_SEED=<n>)`);
 
 const totals: Record<string, number> = {};
 /** Seeds in which a leader sent a member entries read back from its log store (the catch-up path past the in-memory log). */

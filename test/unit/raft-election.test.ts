@@ -282,3 +282,19 @@ describe("leader unreachable", () => {
     expect(c.node("b").core.status().leaderId).toBe("a");
   });
 });
+
+describe("a node that belongs to no cluster yet", () => {
+  test("holds the membership but does not campaign while its campaigns are held, and does once released", () => {
+    const b = follower("b", { preVote: true });
+    b.holdCampaigns(true);
+    for (let i = 0; i < 100; i++) b.tick();
+    expect(b.status().role).toBe("follower");
+    expect(drain(b).filter((m) => m.type === "pre_vote" || m.type === "vote")).toEqual([]);
+    // It still votes for a candidate whose log is as long as its own.
+    b.step({ type: "vote", from: "a", to: "b", term: 3, lastIndex: 1, lastTerm: 1, transfer: false });
+    expect(drain(b)).toEqual([{ type: "vote_response", from: "b", to: "a", term: 3, reject: false }]);
+    b.holdCampaigns(false);
+    for (let i = 0; i < 100 && b.status().role === "follower"; i++) b.tick();
+    expect(b.status().role).not.toBe("follower");
+  });
+});

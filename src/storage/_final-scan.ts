@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import { decodeRecordAt, recordHeaderBytes } from "./_record.ts";
 import { readU64 } from "./_entry-codec.ts";
 import { RecordType } from "./_segment.ts";
-import type { SegmentInfo, WalFinalFrom } from "./wal.ts";
+import type { SegmentInfo, WalFinalFrom } from "./_wal-types.ts";
 
 /** Bytes read from a segment file per read: one turn checks at most this much. */
 export const finalScanWindowBytes = 256 * 1024;

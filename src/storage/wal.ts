@@ -30,27 +30,9 @@ import { workerSpecifier } from "../util/worker.ts";
 import { ReplayLog } from "./_replay.ts";
 import { findFinalFrom } from "./_final-scan.ts";
 
-export interface SegmentInfo {
-  readonly seq: number;
-  readonly firstIndex: number;
-  readonly path: string;
-  readonly name: string;
-  /** Highest entry index written to the segment; 0 when it holds none yet. */
-  maxIndex: number;
-  /** Bytes of records written; the file is preallocated beyond this with zeros. */
-  sizeBytes: number;
-}
+import type { SegmentInfo, WalFinalFrom } from "./_wal-types.ts";
 
-/**
- * Where the stretch of the WAL that no later record rewrites begins: every record from here
- * on is the log's final word for its index, and they run contiguously from `index` to the
- * last index. offset 0 means the segment's first record after its header.
- */
-export interface WalFinalFrom {
-  readonly seq: number;
-  readonly offset: number;
-  readonly index: number;
-}
+export type { SegmentInfo, WalFinalFrom };
 
 export interface WalOptions {
   segmentSizeBytes: number;

@@ -16,6 +16,7 @@ import {
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
 import { openWalAroundDamage } from "./wal-damage.ts";
+import { StartImages } from "./start-images.ts";
 import { memoryBudget } from "./memory-budget.ts";
 import type { CheckpointRecord } from "../io/index.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
@@ -44,6 +45,8 @@ export interface LoadedState {
   walWasEmpty: boolean;
   /** The store's SQLite page cache (storeCacheKib), for a store opened again. */
   storeCacheKib: number;
+  /** The newest image when this start did not need to hash it: to check once the node serves. */
+  imageToCheck: SnapshotEntry | null;
 }
 
 /** Make the directory layout, checking that this process may write there. */
@@ -109,23 +112,25 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   const checkpoint = readCheckpoint(paths.raftDir);
   const snapshots = new SnapshotStore(paths.snapshotsDir);
   snapshots.prune(Number.MAX_SAFE_INTEGER); // only clears temp directories left by a crash
-  const latest = await snapshots.latestValid((entry, reason) =>
-    logger.warn("recovery: ignoring a damaged snapshot", { dir: entry.dir, reason }),
-  );
+  // The newest image is hashed only when this start needs it: to rebuild or install the store,
+  // or to judge damage in the WAL. A node that keeps its store starts without reading the image
+  // (a full read of a store-sized file), and checks it in the background once serving.
+  const images = new StartImages(snapshots, logger);
 
   const cacheKib = storeCacheKib(config);
-  const store = openOrRebuildStore(paths, latest, logger, { hardState: savedHardState, checkpoint, cacheKib });
+  const store = await openOrRebuildStore(paths, images, logger, { hardState: savedHardState, checkpoint, cacheKib });
   const applied = store.meta.appliedIndex;
   const walWasEmpty = listSegments(paths.walDir).length === 0;
   logger.info("recovery: replaying the WAL", { dir: paths.walDir, after: applied });
   // Only the entries after what the store holds are read into memory: the WAL is kept back
   // to the newest image, which may lie far behind the store.
-  const { wal, entries: walEntries, truncatedBytes } = openWalAroundDamage(paths, latest, logger, () => Wal.open(paths.walDir, {
+  const { wal, entries: walEntries, truncatedBytes } = await openWalAroundDamage(paths, images, logger, () => Wal.open(paths.walDir, {
     segmentSizeBytes: config.wal.segmentSizeBytes,
     logger,
     keepEntriesAfter: applied,
   }));
   if (truncatedBytes > 0) logger.warn("recovery: the WAL ended in a torn write, which was cut", { bytes: truncatedBytes });
+  const latest = images.current();
 
   const snapshotMeta: SnapshotMeta | null = latest?.meta === null || latest === null
     ? null
@@ -167,6 +172,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   }
   return {
     paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, coreBase, entries, needsSnapshotAt, walWasEmpty, storeCacheKib: cacheKib,
+    imageToCheck: images.wasVerified ? null : latest,
     checkpointIndex: checkpoint !== null && checkpoint.index <= applied ? checkpoint.index : 0,
   };
 }
@@ -193,8 +199,7 @@ function unvouchedReason(meta: { appliedIndex: number; clusterId: string }, v: S
   return null;
 }
 
-function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logger: Logger, vouchers: StoreVouchers): Store {
-  const snapshotIndex = latest?.meta?.index ?? 0;
+async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger: Logger, vouchers: StoreVouchers): Promise<Store> {
   if (fs.existsSync(paths.storePath)) {
     try {
       const store = Store.open(paths.storePath, { cacheKib: vouchers.cacheKib, consistentAfterMachineCrash: vouchers.checkpoint !== null });
@@ -208,8 +213,12 @@ function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logg
         logger.warn("recovery: the store is not vouched for by raft/ state; rebuilding it from the snapshot and the WAL", { reason: unvouched });
         store.close({ discard: true });
         Store.remove(paths.storePath);
-        return installLatest(paths, latest, logger, vouchers.cacheKib);
+        return installLatest(paths, await images.verified(), logger, vouchers.cacheKib);
       }
+      // Behind the newest image as meta.json says: only then is it hashed (and an older one
+      // taken if it is damaged), to decide.
+      if (store.meta.appliedIndex >= (images.current()?.meta?.index ?? 0)) return store;
+      const snapshotIndex = (await images.verified())?.meta?.index ?? 0;
       if (store.meta.appliedIndex >= snapshotIndex) return store;
       logger.warn("recovery: the store is behind the newest snapshot; installing the snapshot", {
         applied: store.meta.appliedIndex, snapshotIndex,
@@ -224,7 +233,7 @@ function openOrRebuildStore(paths: DataPaths, latest: SnapshotEntry | null, logg
   } else {
     logger.info("recovery: the store is missing; rebuilding it from the snapshot and the WAL");
   }
-  return installLatest(paths, latest, logger, vouchers.cacheKib);
+  return installLatest(paths, await images.verified(), logger, vouchers.cacheKib);
 }
 
 /** A store made from the newest image (empty without one); the WAL replays on top. */

@@ -6,7 +6,7 @@
 import type { Config } from "../config/index.ts";
 import { freeBytes, isDiskFullError, systemClock } from "../io/index.ts";
 import { RaftCore } from "../raft/index.ts";
-import { FileLogStore, ballastBytes, hasLostLog, lockDataDir, manageBallast } from "../storage/index.ts";
+import { FileLogStore, ballastBytes, hasLostLog, lockDataDir, manageBallast, verifySnapshot, type SnapshotEntry } from "../storage/index.ts";
 import { createTransport, type MessageHandler } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { createPrng } from "../util/prng.ts";
@@ -64,6 +64,7 @@ export async function openNode(
     }
     const restored = await adoptRestoredBackup(paths, config, log);
     const state = await loadState(paths, config, logger.child("wal"));
+    if (state.imageToCheck !== null) checkImageLater(state.imageToCheck, log);
     const wasPristine = isPristine(state);
     const clusterId = bootstrapIfNew(state, config, log);
     const multiMember = config.cluster.members.length > 1;
@@ -171,4 +172,19 @@ export async function openNode(
     }
     throw e;
   }
+}
+
+/**
+ * The newest image, not hashed at this start (the store was kept), is checked in the background:
+ * a damaged one is reported with the way out, and is not what a rebuild or a follower relies on
+ * (both hash it again before use).
+ */
+function checkImageLater(entry: SnapshotEntry, log: Logger): void {
+  void verifySnapshot(entry).then(
+    (check) => {
+      if (check.ok) log.debug("the newest snapshot image checks", { dir: entry.dir });
+      else log.error("the newest snapshot image is damaged", { dir: entry.dir, reason: check.reason, hint: "take a new one with `svc admin snapshot` (POST /admin/snapshot); a rebuild meanwhile uses an older image that checks" });
+    },
+    (e: unknown) => log.warn("could not check the newest snapshot image", { dir: entry.dir, error: errorMessage(e) }),
+  );
 }

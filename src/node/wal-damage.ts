@@ -4,17 +4,19 @@
 // an earlier wal-repair are reported at every start until a snapshot covers them. A WAL that
 // ends before the snapshot (cut by an older repair) is continued after the snapshot.
 
-import type { SnapshotEntry, WalOpenResult } from "../storage/index.ts";
+import type { WalOpenResult } from "../storage/index.ts";
+import type { StartImages } from "./start-images.ts";
 import { clearEntriesLost, formatRanges, highestLostIndex, readEntriesLost, repairWal, type DataPaths } from "../storage/index.ts";
 import { isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 
-export function openWalAroundDamage(paths: DataPaths, latest: SnapshotEntry | null, logger: Logger, open: () => WalOpenResult): WalOpenResult {
-  const snapshotIndex = latest?.meta?.index ?? 0;
+export async function openWalAroundDamage(paths: DataPaths, images: StartImages, logger: Logger, open: () => WalOpenResult): Promise<WalOpenResult> {
   let result: WalOpenResult;
   try {
     result = open();
   } catch (e) {
+    // Damage is dropped only where an image that checks covers it.
+    const snapshotIndex = isSvcError(e, "WAL_CORRUPT") ? (await images.verified())?.meta?.index ?? 0 : 0;
     if (!isSvcError(e, "WAL_CORRUPT") || snapshotIndex === 0) throw e;
     const plan = repairWal(paths.walDir, { dryRun: true, snapshotIndex });
     if (plan.lost.length > 0 || plan.setAside !== null) throw e;
@@ -28,6 +30,8 @@ export function openWalAroundDamage(paths: DataPaths, latest: SnapshotEntry | nu
     result = open();
   }
   const walLastIndex = result.wal.lastIndex;
+  // The log continues after an image only when that image checks.
+  const snapshotIndex = walLastIndex > 0 && walLastIndex < (images.current()?.meta?.index ?? 0) ? (await images.verified())?.meta?.index ?? 0 : images.current()?.meta?.index ?? 0;
   if (walLastIndex > 0 && walLastIndex < snapshotIndex) {
     // Nothing after the snapshot is in the log: new entries start right after it.
     logger.warn("recovery: the WAL ends before the newest snapshot; the log continues after the snapshot", { walLastIndex, snapshotIndex });

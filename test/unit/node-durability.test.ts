@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { parseConfig, renderConfigToml, type Config } from "../../src/config/index.ts";
 import { SvcNode } from "../../src/node/index.ts";
 import { Wal } from "../../src/storage/index.ts";
+import { Store } from "../../src/store/index.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { silentLogger } from "../../src/util/index.ts";
 import { freePort } from "../lib/proc-ports.ts";
@@ -167,6 +168,53 @@ describe("node durability", () => {
     const again = await startNode(config);
     const rows = await again.query("SELECT v FROM t ORDER BY rowid", [], "stale");
     expect(rows.rows).toEqual([["kept"]]);
+  });
+});
+
+describe("a restart costs what changed, not the store's size", () => {
+  test("a clean restart neither hashes the newest image nor checks the whole store; a damaged image is reported once serving, and a rebuild takes an older one that checks", async () => {
+    const config = await testConfig();
+    const node = await startNode(config);
+    await node.execute([{ sql: "CREATE TABLE t (v TEXT)", params: [] }]);
+    await node.execute([{ sql: "INSERT INTO t VALUES ('in the first image')", params: [] }]);
+    await node.takeSnapshot();
+    await node.execute([{ sql: "INSERT INTO t VALUES ('in the second image')", params: [] }]);
+    const second = await node.takeSnapshot();
+    await node.execute([{ sql: "INSERT INTO t VALUES ('after both')", params: [] }]);
+    await node.stop();
+    // The newest image goes bad on disk (its size kept, a byte changed).
+    const snapshotsDir = join(config.dataDir, "raft", "snapshots");
+    const newest = fs.readdirSync(snapshotsDir).sort().at(-1) ?? "";
+    expect(newest).toContain(second.index.toString(16));
+    const imagePath = join(snapshotsDir, newest, "state.db");
+    const fd = fs.openSync(imagePath, "r+");
+    fs.writeSync(fd, new Uint8Array([0x5a]), 0, 1, 200);
+    fs.closeSync(fd);
+    const hashed = spyOn(Bun.CryptoHasher.prototype, "update");
+    const integrity = spyOn(Store.prototype, "integrityProblems");
+    const logged: string[] = [];
+    const logger = { ...silentLogger, error: (m: string) => void logged.push(m), child: () => logger };
+    const again = await SvcNode.start(config, logger);
+    cleanups.push(() => again.stop());
+    // Started without reading the image (no hashing before it serves) or quick_check of the store.
+    const hashedAtStart = hashed.mock.calls.length;
+    const checkedAtStart = integrity.mock.calls.length;
+    hashed.mockRestore();
+    integrity.mockRestore();
+    expect(checkedAtStart).toBe(0);
+    expect(hashedAtStart).toBe(0);
+    const rows = await again.query("SELECT count(*) FROM t", [], "linearizable");
+    expect(rows.rows).toEqual([[3]]);
+    // The background check finds the damage.
+    const deadline = Date.now() + 10_000;
+    while (!logged.includes("the newest snapshot image is damaged") && Date.now() < deadline) await Bun.sleep(10);
+    expect(logged).toContain("the newest snapshot image is damaged");
+    await again.stop();
+    // A rebuild hashes the images and takes the older one that checks; the WAL gives the rest.
+    fs.rmSync(join(config.dataDir, "store"), { recursive: true, force: true });
+    const rebuilt = await startNode(config);
+    const all = await rebuilt.query("SELECT v FROM t ORDER BY rowid", [], "linearizable");
+    expect(all.rows).toEqual([["in the first image"], ["in the second image"], ["after both"]]);
   });
 });
 

@@ -1,0 +1,33 @@
+// The snapshot images a node's start may use, hashed only when the start needs one (see
+// loadState): to rebuild or install the store, or to judge damage in the WAL.
+
+import type { SnapshotEntry, SnapshotStore } from "../storage/index.ts";
+import type { Logger } from "../util/logger.ts";
+
+/**
+ * The images a start may use. Before anything hashed them: the newest with a readable meta.json
+ * (its index decides whether the store is behind). verified() hashes from the newest down and
+ * keeps the first that checks; after it, current() is that one.
+ */
+export class StartImages {
+  private checked: SnapshotEntry | null | undefined;
+
+  constructor(private readonly snapshots: SnapshotStore, private readonly logger: Logger) {}
+
+  /** The newest image, verified when verified() ran, else as meta.json describes it. */
+  current(): SnapshotEntry | null {
+    return this.checked !== undefined ? this.checked : this.snapshots.latest();
+  }
+
+  /** Whether the image current() names was hashed (a start that kept its store did not). */
+  get wasVerified(): boolean {
+    return this.checked !== undefined;
+  }
+
+  async verified(): Promise<SnapshotEntry | null> {
+    this.checked ??= await this.snapshots.latestValid((entry, reason) =>
+      this.logger.warn("recovery: ignoring a damaged snapshot", { dir: entry.dir, reason }),
+    );
+    return this.checked;
+  }
+}

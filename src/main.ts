@@ -46,4 +46,8 @@ try {
   }
 } catch (e) {
   process.exitCode = reportError(e);
+  // What a failed command leaves open (a node's peer listener, timers, child processes) must
+  // not keep the process alive: holding the data directory's lock and its ports, a node that
+  // failed to start would look to systemd like one still running. Output in flight drains first.
+  setTimeout(() => process.exit(), 1000).unref();
 }

@@ -85,13 +85,26 @@ export class SvcNode {
     }, options.peerSecrets);
     const own = parts.registerMetrics;
     const extra = options.registerMetrics;
-    node = SvcNode.create(extra === undefined ? parts : {
-      ...parts,
-      registerMetrics: (registry) => {
-        own?.(registry);
-        extra(registry);
-      },
-    }, options.version);
+    try {
+      node = SvcNode.create(extra === undefined ? parts : {
+        ...parts,
+        registerMetrics: (registry) => {
+          own?.(registry);
+          extra(registry);
+        },
+      }, options.version);
+    } catch (e) {
+      // What openNode opened must not outlive a node that could not be built: its peer port
+      // and the data directory's lock would keep the process looking alive.
+      for (const close of [() => parts.io.network.close(), () => parts.gossip?.close(), () => parts.io.log.close(), () => parts.store.close(), () => parts.release()]) {
+        try {
+          close();
+        } catch {
+          // best effort: the error that stopped the start is the one to report
+        }
+      }
+      throw e;
+    }
     return node;
   }
 

@@ -10,7 +10,7 @@
 // every later request run in a process started after that.
 
 import type { Subprocess } from "bun";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { assert } from "../util/assert.ts";
 import { SvcError } from "../util/errors.ts";
@@ -388,8 +388,18 @@ function residentBytes(pid: number): number | null {
   }
 }
 
-/** How to start a SQL process: the compiled binary itself (told by its environment), or bun with the entry file. */
+/**
+ * How to start a SQL process: the compiled binary itself (told by its environment), or bun with
+ * the entry file. On Linux the binary is named by the running process's own inode: a package
+ * upgrade replaces the file at execPath while the node runs, and the SQL process must be the
+ * node's own version (or the file is gone, and a spawn by path fails with ENOENT).
+ */
 function sqlProcessCommand(): string[] {
-  if (import.meta.url.includes("$bunfs")) return [process.execPath];
+  if (import.meta.url.includes("$bunfs")) return [runningExecutable()];
   return [process.execPath, join(import.meta.dir, "sql-process-main.ts")];
+}
+
+function runningExecutable(): string {
+  const self = `/proc/${process.pid}/exe`;
+  return process.platform === "linux" && existsSync(self) ? self : process.execPath;
 }

@@ -22,6 +22,8 @@ export interface StartNodeOptions {
   runAs?: { user: string; group: string };
   /** Bound on the wait for GET /health = 200. */
   healthyDeadlineMs?: number;
+  /** The executable to run (default: the compiled binary, ensureBinary()). */
+  binary?: string;
 }
 
 export class NodeProcess {
@@ -73,7 +75,7 @@ export class NodeProcess {
     fs.appendFileSync(this.logPath, `\n===== test harness: start #${this.starts} of ${this.nodeId} at ${new Date().toISOString()} =====\n`);
     const logFd = fs.openSync(this.logPath, "a");
     try {
-      this.proc = Bun.spawn(withPdeathsig([ensureBinary(), "serve", "--config", this.configPath], this.options.runAs), {
+      this.proc = Bun.spawn(withPdeathsig([this.options.binary ?? ensureBinary(), "serve", "--config", this.configPath], this.options.runAs), {
         cwd: this.options.dir,
         env: { ...process.env, NO_COLOR: "1", ...this.options.env },
         stdin: "ignore",

@@ -148,3 +148,55 @@ export function cpuMsOf(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
+
+/** The peak RSS (VmHWM) of a process, in MB; 0 when it is gone. */
+export function peakRssMb(pid: number): number {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m === null ? 0 : Number(m[1]) / 1024;
+  } catch {
+    return 0;
+  }
+}
+
+/** The leader-kill rows' writers abandon a request unanswered after this, and send another. */
+const leaderKillRequestTimeoutMs = 250;
+
+/**
+ * 64 writers on the leader for 2 s, then kill() (SIGKILL of the leader) and the writers move to
+ * the survivors (which forward to whichever of them leads next): the time from the kill to the
+ * first write a survivor acknowledges. A writer abandons a request unanswered after 250 ms (etcd
+ * holds a write that reached a member during the election until its own timeout) and sends
+ * another. NaN when none succeeds within 30 s.
+ */
+export async function leaderKillMs(o: {
+  leader: number;
+  survivors: readonly number[];
+  write: (member: number) => { url: string; body: () => string };
+  kill: () => void;
+  post: Post;
+}): Promise<number> {
+  let killedAt = 0;
+  let firstOkMs = Number.NaN;
+  let stop = false;
+  const writers = Array.from({ length: 64 }, async (_, w) => {
+    let turn = w;
+    while (!stop) {
+      const member = killedAt === 0 ? o.leader : (o.survivors[turn++ % o.survivors.length] ?? 0);
+      const load = o.write(member);
+      const r = await Promise.race([
+        o.post(load.url, load.body()).catch(() => ({ ok: false })),
+        Bun.sleep(leaderKillRequestTimeoutMs).then(() => ({ ok: false })),
+      ]);
+      if (r.ok && killedAt > 0 && member !== o.leader && Number.isNaN(firstOkMs)) firstOkMs = performance.now() - killedAt;
+      if (!r.ok) await Bun.sleep(5);
+    }
+  });
+  await Bun.sleep(2000);
+  killedAt = performance.now();
+  o.kill();
+  while (Number.isNaN(firstOkMs) && performance.now() - killedAt < 30_000) await Bun.sleep(10);
+  stop = true;
+  await Promise.all(writers);
+  return firstOkMs;
+}

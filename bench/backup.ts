@@ -8,11 +8,11 @@
 //   - write p99 of 16 writers alone, then while `svc admin backup snapshot` runs (online).
 // Prints figures; asserts nothing.
 
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as tar from "tar";
-import { freePort, printRow, runLoad, startSvc, waitHealthy, type Ports } from "./_lib.ts";
+import { freePort, peakRssMb, printRow, runLoad, startSvc, waitHealthy, type Ports } from "./_lib.ts";
 
 const valueBytes = 256;
 const rowsPerStatement = 500;
@@ -23,14 +23,6 @@ function parseSize(text: string): number {
   return Number(m[1]) * (m[2]?.toUpperCase() === "GB" ? 1024 ** 3 : 1024 ** 2);
 }
 
-function peakRssMb(pid: number): number {
-  try {
-    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-    return m === null ? 0 : Number(m[1]) / 1024;
-  } catch {
-    return 0;
-  }
-}
 
 async function post(url: string, body: unknown): Promise<void> {
   const r = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });

@@ -8,7 +8,7 @@
 // with whatever else runs, and CPU per request says more steadily what a change costs.
 // Prints figures; asserts nothing.
 
-import { cpuMsOf, printRow, runLoad, type LoadResult } from "./_lib.ts";
+import { cpuMsOf, leaderKillMs, printRow, runLoad, type LoadResult } from "./_lib.ts";
 import { createHttp1Client } from "./_http1.ts";
 import { startSvcTarget } from "./_svc-target.ts";
 import { etcdBinary, etcdInstallHint, startEtcdTarget } from "./etcd.ts";
@@ -95,7 +95,7 @@ export async function benchCluster(options: { durationMs: number; bin: string[];
     for (const t of targets) {
       const ms = await leaderKill(t);
       killRecovery.set(t.name, ms);
-      process.stdout.write(`${t.name.padEnd(5)} leader killed under 64 writers (${requestTimeoutMs} ms request timeout): writes succeed again after ${Number.isNaN(ms) ? "(none within 30 s)" : `${ms.toFixed(0)} ms`}\n`);
+      process.stdout.write(`${t.name.padEnd(5)} leader killed under 64 writers (250 ms request timeout): writes succeed again after ${Number.isNaN(ms) ? "(none within 30 s)" : `${ms.toFixed(0)} ms`}\n`);
     }
     const [svc, other] = targets;
     // With --secure the ratios read tls/svc: the cost of TLS and tokens.
@@ -114,48 +114,20 @@ export async function benchCluster(options: { durationMs: number; bin: string[];
   }
 }
 
-/** The leader-kill row's writers abandon a request unanswered after this, and send another. */
-const requestTimeoutMs = 250;
-
-/**
- * 64 writers on the leader for 2 s, then the leader gets SIGKILL and the writers move to the
- * survivors (which forward to whichever of them leads next): the time from the kill to the
- * first write a survivor acknowledges. Each writer abandons a request unanswered after
- * requestTimeoutMs and sends another. NaN when none succeeds within 30 s.
- */
-export async function leaderKill(t: Target): Promise<number> {
+/** The leader-kill row on `t` (bench/_lib.ts leaderKillMs), with a client of its own. */
+async function leaderKill(t: Target): Promise<number> {
   const leader = await t.findLeader();
-  const survivors = t.pids.map((_, i) => i).filter((i) => i !== leader);
   const http = createHttp1Client(t.http);
-  let killedAt = 0;
-  let firstOkMs = Number.NaN;
-  let stop = false;
   try {
-    const writers = Array.from({ length: 64 }, async (_, w) => {
-      let turn = w;
-      while (!stop) {
-        const member = killedAt === 0 ? leader : (survivors[turn++ % survivors.length] ?? 0);
-        const load = t.write(member);
-        // A client gives up on an answer that does not come (etcd holds a write that reached a
-        // member during the election until its own timeout) and tries again.
-        const r = await Promise.race([
-          http.post(load.url, load.body()).catch(() => ({ ok: false })),
-          Bun.sleep(requestTimeoutMs).then(() => ({ ok: false })),
-        ]);
-        if (r.ok && killedAt > 0 && member !== leader && Number.isNaN(firstOkMs)) firstOkMs = performance.now() - killedAt;
-        if (!r.ok) await Bun.sleep(5);
-      }
+    return await leaderKillMs({
+      leader,
+      survivors: t.pids.map((_, i) => i).filter((i) => i !== leader),
+      write: (member) => t.write(member),
+      kill: () => process.kill(t.pids[leader] ?? 0, "SIGKILL"),
+      post: http.post,
     });
-    await Bun.sleep(2000);
-    killedAt = performance.now();
-    process.kill(t.pids[leader] ?? 0, "SIGKILL");
-    while (Number.isNaN(firstOkMs) && performance.now() - killedAt < 30_000) await Bun.sleep(10);
-    stop = true;
-    // A writer may sit on a request to the dead leader: closing the connections frees it.
-    http.close();
-    await Promise.all(writers);
-    return firstOkMs;
   } finally {
+    // A writer may have left a request on the dead leader's connection: closing frees it.
     http.close();
   }
 }

@@ -6,22 +6,15 @@
 // Prints figures; asserts nothing.
 
 import { createHash } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { archiveSegmentName, encodeArchiveSegment } from "../src/storage/index.ts";
 import type { Entry } from "../src/util/log-data.ts";
+import { peakRssMb } from "./_lib.ts";
 
 const segmentBytes = (Number(process.env.BENCH_SEGMENT_MB ?? "64")) * 1024 * 1024;
 
-function peakRssMb(pid: number): number {
-  try {
-    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-    return m === null ? 0 : Number(m[1]) / 1024;
-  } catch {
-    return 0;
-  }
-}
 
 export async function benchWalReplay(options: { bin: string[]; entries: number }): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "svc-bench-replay-"));

@@ -11,12 +11,16 @@ import type { Logger } from "../util/logger.ts";
  */
 export class StartImages {
   private checked: SnapshotEntry | null | undefined;
+  /** Listed once: nothing adds an image while the node starts. */
+  private readonly newest: SnapshotEntry | null;
 
-  constructor(private readonly snapshots: SnapshotStore, private readonly logger: Logger) {}
+  constructor(private readonly snapshots: SnapshotStore, private readonly logger: Logger) {
+    this.newest = snapshots.latest();
+  }
 
   /** The newest image, verified when verified() ran, else as meta.json describes it. */
   current(): SnapshotEntry | null {
-    return this.checked !== undefined ? this.checked : this.snapshots.latest();
+    return this.checked !== undefined ? this.checked : this.newest;
   }
 
   /** Whether the image current() names was hashed (a start that kept its store did not). */

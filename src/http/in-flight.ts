@@ -32,6 +32,15 @@ export interface InFlightSettings {
 /** Retry-After for a refused request: in-flight writes are answered within about that. */
 const retryAfterS = 1;
 
+/**
+ * Forced collections are spaced by what the last one took: nine times that (and 50 ms at least),
+ * a tenth of the node's time, while its memory is within its share; once past it, the same
+ * again (and 10 ms), half its time, to come back under. Counting the bodies of refused requests,
+ * unspaced, a burst of clients retrying every few milliseconds made the node collect back to
+ * back and stop answering anything (/health in 3 s, no write applied).
+ */
+const collectGap = { withinShare: { minMs: 50, timesTaken: 9 }, pastShare: { minMs: 10, timesTaken: 1 } };
+
 /** One request's claim on the bytes in flight; release() when its answer is written. */
 export interface Admission {
   /** Count `bytes` more (a chunk); the error to answer instead when they pass the share. */
@@ -43,6 +52,8 @@ export class InFlightBytes {
   #bytes = 0;
   #requests = 0;
   #answeredSinceCollect = 0;
+  /** When the next forced collection may run (collectGap). */
+  #collectNotBeforeMs = -Infinity;
   /** Counted once registerMetrics was called. */
   #metrics: { refused: Counter; collections: Counter } | null = null;
 
@@ -50,6 +61,7 @@ export class InFlightBytes {
     private readonly settings: InFlightSettings,
     private readonly rssBytes: () => number = recentRss,
     private readonly collect: () => void = () => Bun.gc(true),
+    private readonly nowMs: () => number = () => performance.now(),
   ) {}
 
   /** Bytes of bodies admitted and not yet answered. */
@@ -113,13 +125,20 @@ export class InFlightBytes {
     const every = this.settings.collectEveryBytes;
     this.#answeredSinceCollect += bytes;
     if (every <= 0 || this.#answeredSinceCollect < every) return;
+    // Not yet: the bytes keep counting, and the first body done with after the gap collects.
+    const startMs = this.nowMs();
+    if (startMs < this.#collectNotBeforeMs) return;
     this.#answeredSinceCollect = 0;
     // A full collection stops the node for milliseconds: only when its memory is past half its
     // share (always at small settings, where the base alone is past it; rarely at large ones).
     const { rssBytesMax } = this.settings;
-    if (rssBytesMax > 0 && this.rssBytes() <= rssBytesMax / 2) return;
+    const rss = rssBytesMax > 0 ? this.rssBytes() : 0;
+    if (rssBytesMax > 0 && rss <= rssBytesMax / 2) return;
     this.#metrics?.collections.inc();
     this.collect();
+    const endMs = this.nowMs();
+    const gap = rssBytesMax > 0 && rss > rssBytesMax ? collectGap.pastShare : collectGap.withinShare;
+    this.#collectNotBeforeMs = endMs + Math.max(gap.minMs, gap.timesTaken * (endMs - startMs));
   }
 
 

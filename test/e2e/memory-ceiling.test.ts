@@ -2,7 +2,8 @@
 // a query that would answer 100 M rows and a burst of large writes stays under 128 + 64 MB
 // (its RSS plus that of every process it started), refuses the query naming max_memory_mb,
 // turns writes away with 503 and Retry-After once the bytes in flight pass their share, and
-// keeps serving. A node configured below its floor says so in --validate and at start.
+// keeps serving, also while clients that ignore Retry-After retry every 20 ms. A node configured
+// below its floor says so in --validate and at start.
 
 import * as fs from "node:fs";
 import * as net from "node:net";
@@ -10,7 +11,7 @@ import { describe, expect } from "bun:test";
 import type { ErrorBody, QueryBody } from "../lib/proc-http.ts";
 import { join } from "node:path";
 import { renderConfigToml } from "../../src/config/index.ts";
-import { execute, executeRaw, postJson, procTest, query, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup, waitFor } from "../lib/proc.ts";
+import { type NodeProcess, execute, executeRaw, fetchMetrics, postJson, procTest, query, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup, waitFor } from "../lib/proc.ts";
 
 useProcessCleanup();
 useCompiledBinary();
@@ -106,6 +107,11 @@ class HeldWrites {
     }
   }
 
+  /** The held writes answered 200: they were applied. */
+  written(): number {
+    return this.answers.filter((a) => a.startsWith("HTTP/1.1 200")).length;
+  }
+
   refused(): string[] {
     return this.answers.filter((a) => a.startsWith("HTTP/1.1 503"));
   }
@@ -127,61 +133,102 @@ class HeldWrites {
   }
 }
 
+/**
+ * The scenario of both tests: held writes open, three 100 M-row queries, and 32 clients each
+ * writing four 512 KiB rows, retrying a refused write after `retryAfterMs` (null: after the
+ * Retry-After the node sent). Returns the summed RSS peak and the writes refused.
+ */
+async function heavyLoad(node: NodeProcess, retryAfterMs: number | null): Promise<{ sampler: RssSampler; refusedBurst: number }> {
+  await execute(node.clientUrl, ["CREATE TABLE burst (k TEXT, v TEXT)"]);
+  const sampler = new RssSampler(node.pid as number);
+  let refusedBurst = 0;
+  try {
+    // Requests that hold more bytes in flight than any share of 128 MB: past the share they
+    // are turned away before their bodies are read. The one admitted holds its share until its
+    // body is finished, beside the queries and the burst.
+    const port = Number(new URL(node.clientUrl).port);
+    const held = new HeldWrites(port, 12, 4 * 2 ** 20);
+    await held.open();
+    await waitFor("a held write to be refused with 503", () => held.refused().length > 0, { deadlineMs: 20_000 });
+    const refusal = held.refused()[0] as string;
+    expect(refusal).toMatch(/\r\nretry-after: \d+\r\n/i);
+    const refusedBody = JSON.parse(refusal.slice(refusal.indexOf("\r\n\r\n") + 4)) as { error: { code: string; message: string } };
+    expect(refusedBody.error.code).toBe("MEMORY_BACKPRESSURE");
+    expect(refusedBody.error.message).toContain("max_memory_mb");
+
+    const queries = [1, 2, 3].map(() => postJson<QueryBody & ErrorBody>(`${node.clientUrl}/v1/query`, { sql: hundredMillionRows }, 60_000));
+    const client = async (c: number): Promise<void> => {
+      for (let i = 0; i < 4; i++) {
+        for (;;) {
+          const r = await executeRaw(node.clientUrl, [{ sql: "INSERT INTO burst (k, v) VALUES (?, ?)", params: [`c${c}-${i}`, "y".repeat(512 * 1024)] }], 60_000);
+          if (r.status === 200) break;
+          expect(r.status).toBe(503);
+          const retryAfter = r.headers.get("retry-after");
+          expect(retryAfter).not.toBeNull();
+          refusedBurst++;
+          await Bun.sleep(retryAfterMs ?? Number(retryAfter) * 1000);
+        }
+      }
+    };
+    const burst = Promise.all(Array.from({ length: 32 }, (_, c) => client(c)));
+    // The held write keeps its share until the queries are answered (or its body stalls for 5 s).
+    const answers = await Promise.all(queries);
+    await Promise.all([burst, held.finish()]);
+    for (const q of answers) {
+      expect(q.status).toBe(400);
+      expect(q.body?.error?.code).toBe("RESULT_TOO_LARGE");
+      expect(q.body?.error?.message).toContain("max_memory_mb");
+    }
+    expect(await query(node.clientUrl, "SELECT count(*) FROM burst WHERE k LIKE 'c%'")).toEqual([[32 * 4]]);
+    expect(await query(node.clientUrl, "SELECT count(*) FROM burst WHERE k LIKE 'held-%'")).toEqual([[held.written()]]);
+  } finally {
+    sampler.stop();
+  }
+  console.log(`peak RSS of the node and its processes: ${(sampler.peakBytes / 2 ** 20).toFixed(1)} MiB over ${sampler.samples} samples, ${refusedBurst} burst writes refused (${sampler.peakMiB.join(" + ")})`);
+  // Still serving.
+  await execute(node.clientUrl, [{ sql: "INSERT INTO burst (k, v) VALUES (?, ?)", params: ["after", "z"] }]);
+  expect(await query(node.clientUrl, "SELECT v FROM burst WHERE k = 'after'")).toEqual([["z"]]);
+  return { sampler, refusedBurst };
+}
+
 describe("max_memory_mb is a ceiling", () => {
   procTest("at 128 MB a 100 M-row query and a write burst keep node and SQL processes under 192 MB, and the node serves on", async (env) => {
     const node = await env.startSingleNode({ maxMemoryBytes: maxMemoryMb * 2 ** 20 });
-    await execute(node.clientUrl, ["CREATE TABLE burst (k TEXT, v TEXT)"]);
-    const sampler = new RssSampler(node.pid as number);
-    const refusedBurst: number[] = [];
-    try {
-      // Requests that hold more bytes in flight than any share of 128 MB: past the share they
-      // are turned away before their bodies are read.
-      const port = Number(new URL(node.clientUrl).port);
-      const held = new HeldWrites(port, 12, 4 * 2 ** 20);
-      await held.open();
-      await waitFor("a held write to be refused with 503", () => held.refused().length > 0, { deadlineMs: 20_000 });
-      const refusal = held.refused()[0] as string;
-      expect(refusal).toMatch(/\r\nretry-after: \d+\r\n/i);
-      const refusedBody = JSON.parse(refusal.slice(refusal.indexOf("\r\n\r\n") + 4)) as { error: { code: string; message: string } };
-      expect(refusedBody.error.code).toBe("MEMORY_BACKPRESSURE");
-      expect(refusedBody.error.message).toContain("max_memory_mb");
-      // The held writes are finished before the burst. Left open beside it, they sometimes
-      // coincided with the 100 M-row queries going unanswered for a minute: an unexplained stall,
-      // kept open in the issue, which this test does not cover.
-      await held.finish();
-
-      // The heavy queries and a burst of concurrent large writes at once.
-      const queries = [1, 2, 3].map(() => postJson<QueryBody & ErrorBody>(`${node.clientUrl}/v1/query`, { sql: hundredMillionRows }, 60_000));
-      // Each client retries a refused write (503 with Retry-After) until it is written; the
-      // pause is shorter than Retry-After so that the burst keeps pressing.
-      const client = async (c: number): Promise<void> => {
-        for (let i = 0; i < 4; i++) {
-          for (;;) {
-            const r = await executeRaw(node.clientUrl, [{ sql: "INSERT INTO burst (k, v) VALUES (?, ?)", params: [`c${c}-${i}`, "y".repeat(512 * 1024)] }], 60_000);
-            if (r.status === 200) break;
-            expect(r.status).toBe(503);
-            expect(r.headers.get("retry-after")).not.toBeNull();
-            refusedBurst.push(c);
-            await Bun.sleep(20);
-          }
-        }
-      };
-      const [answers] = await Promise.all([Promise.all(queries), Promise.all(Array.from({ length: 32 }, (_, c) => client(c)))]);
-      for (const q of answers) {
-        expect(q.status).toBe(400);
-        expect(q.body?.error?.code).toBe("RESULT_TOO_LARGE");
-        expect(q.body?.error?.message).toContain("max_memory_mb");
-      }
-      expect(await query(node.clientUrl, "SELECT count(*) FROM burst WHERE k LIKE 'c%'")).toEqual([[32 * 4]]);
-    } finally {
-      sampler.stop();
-    }
-    console.log(`peak RSS of the node and its processes: ${(sampler.peakBytes / 2 ** 20).toFixed(1)} MiB over ${sampler.samples} samples, ${refusedBurst.length} burst writes refused (${sampler.peakMiB.join(" + ")})`);
+    // The burst's clients retry as they are told (Retry-After).
+    const { sampler } = await heavyLoad(node, null);
     expect(sampler.peakBytes).toBeLessThan(ceilingBytes);
+  }, 180_000);
 
-    // Still serving.
-    await execute(node.clientUrl, [{ sql: "INSERT INTO burst (k, v) VALUES (?, ?)", params: ["after", "z"] }]);
-    expect(await query(node.clientUrl, "SELECT v FROM burst WHERE k = 'after'")).toEqual([["z"]]);
+  procTest("clients retrying refused writes every 20 ms, beside a held write and the heavy queries, do not stop the node", async (env) => {
+    // Each refused body counts towards the next forced collection: unpaced, collections ran
+    // back to back, /health took 3 s, no write was applied and the queries went unanswered.
+    const node = await env.startSingleNode({ maxMemoryBytes: maxMemoryMb * 2 ** 20 });
+    // A health probe with the usual one-second timeout, every 100 ms while the load runs.
+    const probes: string[] = [];
+    let probing = true;
+    const prober = (async () => {
+      while (probing) {
+        try {
+          const r = await fetch(`${node.clientUrl}/health`, { signal: AbortSignal.timeout(1_000) });
+          await r.arrayBuffer();
+          if (r.status !== 200) probes.push(`status ${r.status}`);
+        } catch (e) {
+          probes.push(e instanceof Error ? e.name : String(e));
+        }
+        await Bun.sleep(100);
+      }
+    })();
+    let refusedBurst: number;
+    try {
+      ({ refusedBurst } = await heavyLoad(node, 20));
+    } finally {
+      probing = false;
+      await prober;
+    }
+    expect(refusedBurst).toBeGreaterThan(0);
+    expect(probes).toEqual([]);
+    const collections = (await fetchMetrics(node.adminUrl)).get("tensor_chain_write_admission_collections_total") ?? 0;
+    expect(collections).toBeGreaterThan(0);
   }, 180_000);
 
   procTest("a node below its floor says so in --validate and at start, and still serves", async (env) => {

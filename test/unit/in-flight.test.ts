@@ -103,6 +103,30 @@ describe("in-flight write bytes", () => {
     expect(collected).toBe(1);
   });
 
+  test("forced collections are spaced, however fast bodies are refused: at most a tenth of the node's time", () => {
+    let nowMs = 0;
+    let collected = 0;
+    // Each collection takes 20 ms of the fake clock.
+    const f = new InFlightBytes({ ...settings, collectEveryBytes: 1000 }, () => 0, () => {
+      collected++;
+      nowMs += 20;
+    }, () => nowMs);
+    const held = admitted(f.admit(900));
+    // A refused 600-byte body every millisecond for a second: 600 KB of bodies done with.
+    for (let i = 0; i < 1000; i++) {
+      expect(f.admit(600)).toBeInstanceOf(SvcError);
+      nowMs += 1;
+    }
+    // One per 9 × 20 ms after each (the 20 ms each took counted in the clock too).
+    expect(collected).toBeGreaterThanOrEqual(5);
+    expect(collected).toBeLessThanOrEqual(1 + Math.ceil(1000 / (9 * 20 + 20)));
+    // The bytes held back by the gap are not forgotten: the next body after it collects.
+    const before = collected;
+    nowMs += 1000;
+    held.release();
+    expect(collected).toBe(before + 1);
+  });
+
   test("with the node's memory under half its share, no collection is forced", () => {
     let collected = 0;
     let rss = 40;

@@ -98,19 +98,16 @@ function isZeroFrom(buf: Uint8Array, offset: number): boolean {
   return nonZeroEndBytes(buf) <= offset;
 }
 
+/** Compared against a segment's tail a chunk at a time (memcmp). */
+const zeroChunk = Buffer.alloc(64 * 1024);
+
 /** The length of `buf` without its trailing zeros: one past the last non-zero byte, 0 when all are zero. */
 export function nonZeroEndBytes(buf: Uint8Array): number {
-  // Compare eight bytes at a time where aligned; the preallocated tail is megabytes of zeros.
+  // The preallocated tail is megabytes of zeros: whole chunks are compared natively, which
+  // reading it word by word in JavaScript took a fifth of a restarted follower's CPU.
   let end = buf.length;
-  while (end > 0 && end % 8 !== 0) {
-    if (buf[end - 1] !== 0) return end;
-    end--;
-  }
-  if (buf.byteOffset % 8 === 0) {
-    const words = new BigUint64Array(buf.buffer, buf.byteOffset, end / 8);
-    let w = words.length;
-    while (w > 0 && words[w - 1] === 0n) w--;
-    end = w * 8;
+  while (end >= zeroChunk.length && Buffer.from(buf.buffer, buf.byteOffset + end - zeroChunk.length, zeroChunk.length).equals(zeroChunk)) {
+    end -= zeroChunk.length;
   }
   while (end > 0) {
     if (buf[end - 1] !== 0) return end;

@@ -44,6 +44,23 @@ export function writeFileAtomic(path: string, data: Uint8Array | string): void {
   fsyncDir(dirname(path));
 }
 
+/** writeFileAtomic with every write and sync on the I/O thread pool, for the node's thread. */
+export async function writeFileAtomicAsync(path: string, data: Uint8Array | string): Promise<void> {
+  const tmp = `${path}.tmp-${process.pid}`;
+  const handle = await fs.promises.open(tmp, "w", 0o640);
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } catch (e) {
+    await handle.close();
+    await fs.promises.rm(tmp, { force: true });
+    throw e;
+  }
+  await handle.close();
+  await fs.promises.rename(tmp, path);
+  await fsyncPathAsync(dirname(path));
+}
+
 export function ensureDir(dir: string, mode = 0o750): void {
   fs.mkdirSync(dir, { recursive: true, mode });
 }

@@ -63,8 +63,11 @@ export interface LogStore<E extends LogRecord> {
    * last one stopped reads only what it returns. Only committed entries may be asked for.
    */
   readCommitted(reader: string, from: number, through: number, bytesMax: number): Promise<E[] | null>;
-  /** Record, durably, that the store is durable up to `checkpoint.index` (it vouches for the store at start). */
-  saveCheckpoint(checkpoint: CheckpointRecord): void;
+  /**
+   * Record, durably, that the store is durable up to `checkpoint.index` (it vouches for the
+   * store at start); resolved once it is. The waits for the disk happen off the node's thread.
+   */
+  saveCheckpoint(checkpoint: CheckpointRecord): Promise<void>;
   /** Record, durably, whether this member lost log entries it held (see the node's vote gate). */
   setLostLog(lost: boolean): void;
   stats(): LogStoreStats;

@@ -161,9 +161,10 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
     return Promise.resolve(out);
   }
 
-  saveCheckpoint(checkpoint: CheckpointRecord): void {
+  saveCheckpoint(checkpoint: CheckpointRecord): Promise<void> {
     this.checkOpen();
     this.checkpoint = checkpoint;
+    return Promise.resolve();
   }
 
   setLostLog(lost: boolean): void {

@@ -251,7 +251,8 @@ export class SnapshotPolicy {
       // A snapshot installed meanwhile replaced the store this checkpoint read.
       if (this.installs !== installsAtStart || ctx.stopped) return;
       if (done.appliedIndex > this.checkpointIndexValue) {
-        ctx.io.log.saveCheckpoint({ index: done.appliedIndex, term: done.appliedTerm, clusterId: ctx.clusterId });
+        await ctx.io.log.saveCheckpoint({ index: done.appliedIndex, term: done.appliedTerm, clusterId: ctx.clusterId });
+        if (this.installs !== installsAtStart || ctx.stopped) return;
         this.checkpointIndexValue = done.appliedIndex;
       }
       this.compactCoreTo({ index: done.appliedIndex, term: done.appliedTerm, membership: done.membership as Membership });

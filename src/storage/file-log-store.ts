@@ -7,7 +7,7 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Entry } from "../util/log-data.ts";
 import type { CheckpointRecord, HardStateRecord, LogStore, LogStoreStats } from "../io/log-store.ts";
-import { fsyncDir, fsyncPathAsync, writeFileAtomic } from "../io/durable-file.ts";
+import { fsyncDir, fsyncPathAsync, writeFileAtomic, writeFileAtomicAsync } from "../io/durable-file.ts";
 import { writeHardState } from "./hardstate.ts";
 import type { DataPaths } from "./paths.ts";
 import type { Wal } from "./wal.ts";
@@ -64,8 +64,8 @@ export class FileLogStore implements LogStore<Entry> {
     return cursor.read(from, through, bytesMax);
   }
 
-  saveCheckpoint(checkpoint: CheckpointRecord): void {
-    writeCheckpoint(this.paths.raftDir, checkpoint);
+  saveCheckpoint(checkpoint: CheckpointRecord): Promise<void> {
+    return writeFileAtomicAsync(join(this.paths.raftDir, checkpointFile), checkpointText(checkpoint));
   }
 
   setLostLog(lost: boolean): void {
@@ -109,7 +109,11 @@ export function hasLostLog(raftDir: string): boolean {
  * no checkpoint and no hard state beside it is not this log's (SPEC §4.5 clears raft/).
  */
 export function writeCheckpoint(raftDir: string, checkpoint: CheckpointRecord): void {
-  writeFileAtomic(join(raftDir, checkpointFile), `${JSON.stringify({ index: checkpoint.index, term: checkpoint.term, clusterId: checkpoint.clusterId })}\n`);
+  writeFileAtomic(join(raftDir, checkpointFile), checkpointText(checkpoint));
+}
+
+function checkpointText(checkpoint: CheckpointRecord): string {
+  return `${JSON.stringify({ index: checkpoint.index, term: checkpoint.term, clusterId: checkpoint.clusterId })}\n`;
 }
 
 /** The recorded checkpoint, or null when there is none or it cannot be read (then nothing vouches for the store). */

@@ -39,8 +39,17 @@ export function segmentHeaderPayload(seq: number, firstIndex: number): Uint8Arra
 }
 
 export function readSegment(path: string): SegmentScan {
-  const buf = new Uint8Array(fs.readFileSync(path));
-  return scanSegment(buf);
+  return scanSegment(readWholeFile(path));
+}
+
+/**
+ * A file's bytes as a plain Uint8Array over the buffer read, not a copy of it (a segment is
+ * tens of megabytes), and not a Buffer: its slice() would share the segment's memory with
+ * every entry sliced from it.
+ */
+export function readWholeFile(path: string): Uint8Array {
+  const read = fs.readFileSync(path);
+  return new Uint8Array(read.buffer, read.byteOffset, read.byteLength);
 }
 
 export function scanSegment(buf: Uint8Array): SegmentScan {

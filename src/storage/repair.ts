@@ -17,7 +17,7 @@ import { dirname, join } from "node:path";
 import type { Entry } from "../util/log-data.ts";
 import { fsyncDir, writeFileAtomic } from "../io/durable-file.ts";
 import { silentLogger } from "../util/logger.ts";
-import { scanSegmentSkippingDamage } from "./_segment.ts";
+import { readWholeFile, scanSegmentSkippingDamage } from "./_segment.ts";
 import { markLostLog } from "./file-log-store.ts";
 import { listSegments, Wal } from "./wal.ts";
 
@@ -166,7 +166,7 @@ function planRepair(walDir: string, snapshotIndex: number): RepairPlan {
   let segmentSizeBytes = 1024 * 1024;
   let maxTerm = 0;
   for (const segment of segments) {
-    const buf = new Uint8Array(fs.readFileSync(segment.path));
+    const buf = readWholeFile(segment.path);
     segmentSizeBytes = Math.max(segmentSizeBytes, buf.length);
     const scan = scanSegmentSkippingDamage(buf);
     for (const d of scan.damages) damages.push({ file: segment.path, offset: d.offset, reason: d.reason, lastGoodIndex: d.afterIndex });

@@ -22,7 +22,7 @@ import { encodeRecordInto, recordHeaderBytes } from "./_record.ts";
 import { entryHeaderBytes, writeEntryRecord } from "./_entry-codec.ts";
 import { ensureDir, fsyncDir, writeFully } from "../io/durable-file.ts";
 import { DiskFullError, freeBytes, isDiskFullError } from "../io/disk-space.ts";
-import { nonZeroEndBytes, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
+import { nonZeroEndBytes, readSegment, readWholeFile, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
 import { Syncer } from "./syncer.ts";
 import { writeZeroPages } from "./_zero-fill.ts";
 import type { ZeroFillReply, ZeroFillRequest } from "./zero-fill-worker.ts";
@@ -548,8 +548,7 @@ function zeroFillOffThread(path: string, sizeBytes: number): Promise<void> {
 
 /** Zero a torn tail from `offset` to the last non-zero byte; returns how many bytes were cut. */
 function cutTornTail(path: string, offset: number): number {
-  const buf = new Uint8Array(fs.readFileSync(path));
-  const end = nonZeroEndBytes(buf);
+  const end = nonZeroEndBytes(readWholeFile(path));
   const fd = fs.openSync(path, "r+");
   try {
     preallocate(fd, offset, Math.max(offset, end));

@@ -79,10 +79,24 @@ async function benchOneSize(options: { durationMs: number; bin: string[] }, labe
       body: JSON.stringify({ id: "node2", peer: `127.0.0.1:${fPorts.peer}`, client: `127.0.0.1:${fPorts.client}`, admin: `127.0.0.1:${fPorts.admin}`, learner: true }),
     });
     if (!added.ok) throw new Error(`add-node failed: ${added.status} ${await added.text()}`);
-    await waitHealthy(`http://127.0.0.1:${fPorts.admin}`, 3_600_000);
+    // The RSS of both while the image streams: neither should grow with the store.
+    const peak = { leader: 0, follower: 0 };
+    const joining = follower;
+    const sampler = setInterval(() => {
+      peak.leader = Math.max(peak.leader, rssOrZero(node.pid));
+      peak.follower = Math.max(peak.follower, rssOrZero(joining.pid));
+    }, 50);
+    try {
+      await waitHealthy(`http://127.0.0.1:${fPorts.admin}`, 3_600_000);
+    } finally {
+      clearInterval(sampler);
+    }
     const joinS = (performance.now() - joinStarted) / 1000;
     const received = await metric(`http://127.0.0.1:${fPorts.admin}`, "tensor_chain_snapshot_transfer_received_bytes_total");
-    process.stdout.write(`${label}   new follower healthy in ${joinS.toFixed(1)} s (image ${(received / 1048576).toFixed(0)} MB, ${(received / 1048576 / joinS).toFixed(0)} MB/s)\n`);
+    process.stdout.write(
+      `${label}   new follower healthy in ${joinS.toFixed(1)} s (image ${(received / 1048576).toFixed(0)} MB, ${(received / 1048576 / joinS).toFixed(0)} MB/s); ` +
+      `peak rss meanwhile: leader ${(peak.leader / 1048576).toFixed(0)} MB, follower ${(peak.follower / 1048576).toFixed(0)} MB\n`,
+    );
     follower.kill("SIGTERM");
     await follower.exited;
     follower = null;
@@ -171,4 +185,13 @@ async function storeSizeBytes(admin: string): Promise<number> {
 async function post(base: string, body: unknown): Promise<void> {
   const r = await fetch(`${base}/v1/execute`, { method: "POST", body: JSON.stringify(body) });
   if (!r.ok) throw new Error(`write failed: ${r.status} ${await r.text()}`);
+}
+
+/** The process's RSS, or 0 once it has exited. */
+function rssOrZero(pid: number): number {
+  try {
+    return rssBytesOf(pid);
+  } catch {
+    return 0;
+  }
 }

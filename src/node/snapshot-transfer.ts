@@ -12,7 +12,7 @@ import type { SnapshotStore } from "../storage/index.ts";
 import type { Logger } from "../util/logger.ts";
 import type { SnapshotMessage, TransferMetrics } from "./_snapshot-wire.ts";
 import { SnapshotReceiver } from "./snapshot-receiver.ts";
-import { SnapshotSender } from "./snapshot-sender.ts";
+import { SnapshotSender, type SenderGarbage } from "./snapshot-sender.ts";
 
 export type { SnapshotMessage, TransferMetrics } from "./_snapshot-wire.ts";
 
@@ -46,8 +46,9 @@ export interface SnapshotTransferHooks {
 /** The production transfer: snapshot directories streamed over the peer transport's bulk lane. */
 export function fileSnapshotTransfer(
   network: PeerNetwork, dirs: SnapshotStore, storePath: string, logger: Logger, metrics: TransferMetrics, hooks: SnapshotTransferHooks, clock: Clock,
+  garbage: SenderGarbage | null = null,
 ): SnapshotTransfer {
-  const sender = new SnapshotSender(network, dirs, logger, metrics, hooks.sent, () => clock.nowMs());
+  const sender = new SnapshotSender(network, dirs, logger, metrics, hooks.sent, () => clock.nowMs(), garbage);
   const receiver = new SnapshotReceiver(network, dirs, storePath, logger, metrics, hooks.received, hooks.started, hooks.appliedIndex, clock);
   return {
     send: (m) => sender.start(m),

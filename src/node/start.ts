@@ -23,6 +23,7 @@ import { fileWalArchiveIo } from "./wal-archive-io.ts";
 import { PeerSecrets } from "./peer-tls.ts";
 import { registerTransportMetrics } from "./transport-metrics.ts";
 import { LoopLagProbe } from "./loop-lag.ts";
+import { memoryBudget } from "./memory-budget.ts";
 
 /**
  * `secrets`: the peer port's certificates and gossip keys, already read (serve reloads them on
@@ -145,7 +146,10 @@ export async function openNode(
       clusterId,
       lostLog,
       checkpointIndex: state.checkpointIndex,
-      makeTransfer: (hooks, metrics) => fileSnapshotTransfer(network, state.snapshots, paths.storePath, logger.child("snapshot"), metrics, hooks, systemClock),
+      makeTransfer: (hooks, metrics) => fileSnapshotTransfer(network, state.snapshots, paths.storePath, logger.child("snapshot"), metrics, hooks, systemClock, {
+        everyBytes: memoryBudget(config.maxMemoryBytes).garbageBytes,
+        collect: () => Bun.gc(true),
+      }),
       release: () => {
         lag.stop();
         lock.release();

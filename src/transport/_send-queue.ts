@@ -21,9 +21,13 @@ interface BulkMessage {
   sentBytes: number;
 }
 
-/** A FIFO with O(1) shift that compacts its backing array now and then. */
+/**
+ * A FIFO with O(1) shift that compacts its backing array now and then. A shifted slot is
+ * cleared at once: compaction waits for 1,024 shifted items, and until then the array held
+ * every message sent (snapshot chunks of 1 MiB: a leader sending a 410 MB image held all of it).
+ */
 class Fifo<T> {
-  #items: T[] = [];
+  #items: (T | undefined)[] = [];
   #head = 0;
   get length(): number {
     return this.#items.length - this.#head;
@@ -37,6 +41,7 @@ class Fifo<T> {
   shift(): T | undefined {
     const item = this.#items[this.#head];
     if (item === undefined) return undefined;
+    this.#items[this.#head] = undefined;
     this.#head++;
     if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
       this.#items = this.#items.slice(this.#head);

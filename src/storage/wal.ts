@@ -80,6 +80,8 @@ export class Wal {
   /** A zero-filled file ready to become the next segment (see prepareSpare). */
   private spareReady: string | null = null;
   private sparePending = false;
+  /** The spare being written, and how to stop its thread (close() does: nothing writes here after it). */
+  private spareInProgress: { path: string; cancel: () => void } | null = null;
   /** After a spare could not be made (a full disk), none is tried before this time: one warning, not one per append. */
   private spareRetryAtMs = 0;
   private closed = false;
@@ -309,19 +311,24 @@ export class Wal {
         throw new Error(`only ${describeFree(this.dir)}, less than two segments`);
       }
       // A page per write, flushed a megabyte at a time, on a thread of its own (zero-fill-worker.ts).
-      await zeroFillOffThread(path, sizeBytes);
+      const fill = zeroFillOffThread(path, sizeBytes);
+      this.spareInProgress = { path, cancel: fill.cancel };
+      await fill.done;
       return path;
     })().then(
       (ready) => {
         this.sparePending = false;
+        this.spareInProgress = null;
         if (this.closed) fs.rmSync(ready, { force: true });
         else this.spareReady = ready;
       },
       (e: unknown) => {
         // No spare: the next roll writes its zeros itself, as without one.
         this.sparePending = false;
+        this.spareInProgress = null;
         this.spareRetryAtMs = Date.now() + spareRetryDelayMs;
         fs.rmSync(path, { force: true });
+        if (this.closed) return;
         this.options.logger.warn("could not prepare the next WAL segment ahead of time", { error: e instanceof Error ? e.message : String(e) });
       },
     );
@@ -395,6 +402,13 @@ export class Wal {
     if (this.spareReady !== null) {
       fs.rmSync(this.spareReady, { force: true });
       this.spareReady = null;
+    }
+    // A spare still being written is stopped and removed now: left to finish, its thread went on
+    // writing into the directory after close (into a repair's quarantine, for one).
+    if (this.spareInProgress !== null) {
+      this.spareInProgress.cancel();
+      fs.rmSync(this.spareInProgress.path, { force: true });
+      this.spareInProgress = null;
     }
     this.syncer?.close();
     this.syncer = null;
@@ -527,23 +541,32 @@ function preallocate(fd: number, fromBytes: number, toBytes: number): void {
   writeZeroPages(fd, fromBytes, toBytes);
 }
 
-/** Make a file of zeros at `path` on a short-lived worker thread; rejects as the write did. */
-function zeroFillOffThread(path: string, sizeBytes: number): Promise<void> {
-  return new Promise((resolve, reject) => {
+/**
+ * Make a file of zeros at `path` on a short-lived worker thread: `done` rejects as the write
+ * did; `cancel` stops the thread and rejects it.
+ */
+function zeroFillOffThread(path: string, sizeBytes: number): { done: Promise<void>; cancel: () => void } {
+  let cancel = (): void => undefined;
+  const done = new Promise<void>((resolve, reject) => {
     const worker = new Worker(workerSpecifier(import.meta.url, "storage/zero-fill-worker.ts"));
     worker.unref();
-    const done = (error: Error | null): void => {
+    let settled = false;
+    const finish = (error: Error | null): void => {
+      if (settled) return;
+      settled = true;
       worker.terminate();
       if (error === null) resolve();
       else reject(error);
     };
     worker.onmessage = (event: MessageEvent<ZeroFillReply>) => {
       const e = event.data.error;
-      done(e === null ? null : Object.assign(new Error(e.message), { code: e.code ?? undefined }));
+      finish(e === null ? null : Object.assign(new Error(e.message), { code: e.code ?? undefined }));
     };
-    worker.onerror = (event) => done(new Error(`the WAL's zero-fill thread failed: ${event.message}`));
+    worker.onerror = (event) => finish(new Error(`the WAL's zero-fill thread failed: ${event.message}`));
+    cancel = () => finish(new Error("the WAL was closed"));
     worker.postMessage({ path, sizeBytes } satisfies ZeroFillRequest);
   });
+  return { done, cancel };
 }
 
 /** Zero a torn tail from `offset` to the last non-zero byte; returns how many bytes were cut. */

@@ -175,6 +175,22 @@ test("a log started over is replayed from its new start even if old segments rem
   expect(Wal.open(dir, opts).entries.map((e) => e.index)).toEqual([101, 102]);
 });
 
+test("closing the WAL while its next segment is being prepared stops that: nothing is written into the directory afterwards", async () => {
+  const dir = tempDir();
+  const walDir = join(dir, "wal");
+  // Segments of 64 MiB: the spare's zeros take long enough to be under way at close.
+  const { wal } = Wal.open(walDir, { ...opts, segmentSizeBytes: 64 * 1024 * 1024 });
+  for (let i = 1; i <= 33; i++) wal.append([entry(i, 1, 1024 * 1024)]);
+  wal.sync();
+  expect(fs.readdirSync(walDir).some((n) => n.endsWith(".creating"))).toBe(true);
+  wal.close();
+  // What a repair does next: the whole directory is moved aside.
+  const aside = join(dir, "aside");
+  fs.renameSync(walDir, aside);
+  await Bun.sleep(1500);
+  expect(fs.readdirSync(aside).filter((n) => n.endsWith(".creating"))).toEqual([]);
+});
+
 test("wal-repair without a snapshot cuts the log at the first lost index, sets the intact rest aside, and says which indexes", () => {
   const dir = tempDir();
   const walDir = join(dir, "wal");

@@ -182,7 +182,12 @@ test("closing the WAL while its next segment is being prepared stops that: nothi
   const { wal } = Wal.open(walDir, { ...opts, segmentSizeBytes: 64 * 1024 * 1024 });
   for (let i = 1; i <= 33; i++) wal.append([entry(i, 1, 1024 * 1024)]);
   wal.sync();
-  expect(fs.readdirSync(walDir).some((n) => n.endsWith(".creating"))).toBe(true);
+  // The spare's thread creates its file once it starts: close as soon as it is there.
+  const deadline = performance.now() + 10_000;
+  while (!fs.readdirSync(walDir).some((n) => n.endsWith(".creating"))) {
+    if (performance.now() > deadline) throw new Error("no spare segment was started");
+    await Bun.sleep(1);
+  }
   wal.close();
   // What a repair does next: the whole directory is moved aside.
   const aside = join(dir, "aside");

@@ -128,6 +128,7 @@ export async function openNode(
         return out;
       },
     };
+    const collectGarbage = (full: boolean): void => Bun.gc(full);
     return {
       config,
       logger: log,
@@ -136,7 +137,7 @@ export async function openNode(
         log: new FileLogStore(state.wal, paths),
         snapshots: new FileSnapshots(state.snapshots, paths.storePath, state.storeCacheKib),
         network,
-        collectGarbage: (full) => Bun.gc(full),
+        collectGarbage,
         diskSpace: { path: config.dataDir, freeBytes: () => freeBytes(config.dataDir) },
         ...(config.wal.archiveCommand === "" ? {} : { walArchive: fileWalArchiveIo(config.wal.archiveCommand, paths, state.wal) }),
       },
@@ -148,7 +149,7 @@ export async function openNode(
       checkpointIndex: state.checkpointIndex,
       makeTransfer: (hooks, metrics) => fileSnapshotTransfer(network, state.snapshots, paths.storePath, logger.child("snapshot"), metrics, hooks, systemClock, {
         everyBytes: memoryBudget(config.maxMemoryBytes).garbageBytes,
-        collect: () => Bun.gc(true),
+        collect: () => collectGarbage(true),
       }),
       release: () => {
         lag.stop();

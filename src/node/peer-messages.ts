@@ -40,7 +40,8 @@ export class PeerMessages {
     if (ctx.stopped || ctx.fatalError !== null) return;
     switch (type) {
       case MessageType.raft: {
-        const decoded = decodeMessage(payload);
+        // The transport allocates every message's payload and never touches it again.
+        const decoded = decodeMessage(payload, { owned: true });
         if (!decoded.ok) {
           ctx.metrics.peerMessagesDropped.labels("malformed").inc();
           ctx.logger.debug("dropped a malformed raft message", { from, error: decoded.error.code });

@@ -206,7 +206,8 @@ class Reader {
   // ignoreBOM: a leading U+FEFF is part of the id, not a mark to drop ("\ufeffn1" is not "n1").
   private static readonly utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
-  constructor(private readonly buf: Uint8Array) {
+  /** owned: the caller hands buf over (never writes to it again), so bytes() may view into it. */
+  constructor(private readonly buf: Uint8Array, private readonly owned = false) {
     this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   }
   remaining(): number {
@@ -255,8 +256,8 @@ class Reader {
   bytes(what: string): Uint8Array {
     const n = this.u32(`${what} length`);
     this.need(n, what);
-    // A copy: the transport may reuse its receive buffer.
-    const out = this.buf.slice(this.pos, this.pos + n);
+    // A copy unless the buffer was handed over: a caller may reuse its receive buffer.
+    const out = this.owned ? this.buf.subarray(this.pos, this.pos + n) : this.buf.slice(this.pos, this.pos + n);
     this.pos += n;
     return out;
   }
@@ -342,8 +343,13 @@ function readBody(r: Reader, type: MessageType, env: { from: string; to: string;
   }
 }
 
-export function decodeMessage(buf: Uint8Array): DecodeResult {
-  const r: Reader = new Reader(buf);
+/**
+ * `options.owned`: the caller hands `buf` over and never writes to it again (the transport
+ * allocates each message's buffer), so entry data are views into it rather than copies: one
+ * copy fewer per entry received.
+ */
+export function decodeMessage(buf: Uint8Array, options: { owned?: boolean } = {}): DecodeResult {
+  const r: Reader = new Reader(buf, options.owned === true);
   try {
     const version = r.u8("version");
     if (version !== codecVersion) r.fail("BAD_VERSION", `version ${version}, expected ${codecVersion}`);

@@ -16,7 +16,10 @@ export interface TransportOptions {
   readonly clusterId: string;
   /** Where the peer listener binds, e.g. { hostname: "0.0.0.0", port: 7879 }; port 0 picks one. */
   readonly listen: { readonly hostname: string; readonly port: number };
-  /** Called once per message, in the order the peer sent them. Must not throw. */
+  /**
+   * Called once per message, in the order the peer sent them. Must not throw. The payload is
+   * the handler's: the transport allocates one per message and never touches it again.
+   */
   readonly onMessage: MessageHandler;
   /**
    * Called when a dial to a peer fails at once (refused: nothing listens at its address), as

@@ -37,6 +37,17 @@ describe("raft message codec", () => {
     }
   });
 
+  test("entry data are copies, unless the buffer is handed over (owned): then views into it", () => {
+    const m = samples[5]!;
+    const copied = decodeMessage(encodeMessage(m));
+    const ownedBuf = encodeMessage(m);
+    const owned = decodeMessage(ownedBuf, { owned: true });
+    expect(owned.ok && owned.message).toEqual(m);
+    if (!copied.ok || !owned.ok || copied.message.type !== "append" || owned.message.type !== "append") throw new Error("append expected");
+    expect(copied.message.entries[0]!.data.buffer).not.toBe(ownedBuf.buffer);
+    expect(owned.message.entries[0]!.data.buffer).toBe(ownedBuf.buffer);
+  });
+
   test("decoding a buffer that is a view into a larger one reads only the view", () => {
     const enc = encodeMessage(samples[5]!);
     const big = new Uint8Array(enc.length + 20);

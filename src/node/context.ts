@@ -17,6 +17,7 @@ import type { NodeMetrics } from "./metrics.ts";
 import type { SnapshotTransfer, SnapshotTransferHooks, TransferMetrics } from "./snapshot-transfer.ts";
 import type { DataPaths } from "../storage/index.ts";
 import { nextRecoveryState, recoveryAccepts, type RecoveryEvent, type RecoveryState } from "./recovery.ts";
+import type { ThreadPriority } from "./catch-up-priority.ts";
 import { ApplyWaiters } from "./waiters.ts";
 import type { WalArchiveIo, WalArchivePart } from "./wal-archive-types.ts";
 
@@ -34,6 +35,11 @@ export interface NodeIo {
    * from a write that fails for want of space.
    */
   readonly diskSpace?: { readonly path: string; readonly freeBytes: () => number | null };
+  /**
+   * The main thread's CPU priority, lowered while this node catches up far behind its leader
+   * (catch-up-priority.ts); absent in the simulator, whose nodes share one process.
+   */
+  readonly threadPriority?: ThreadPriority;
   /** Where archive_command runs (production, when wal.archive_command is set); absent: no archiving. */
   readonly walArchive?: WalArchiveIo;
 }

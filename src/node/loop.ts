@@ -15,6 +15,7 @@ import { isDiskFullError, type Timer } from "../io/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { NodeContext } from "./context.ts";
+import { CatchUpPriority } from "./catch-up-priority.ts";
 import { DiskGuard, type Stage } from "./disk-guard.ts";
 import { PeerMessages } from "./peer-messages.ts";
 import { ReadBarriers } from "./reads.ts";
@@ -41,6 +42,8 @@ export class EffectLoop {
   /** The Ready whose snapshot was installed (a retried Ready does not install it twice). */
   private snapshotInstalledFor: Ready | null = null;
   transfer: SnapshotTransfer | null = null;
+  /** Lowers the main thread's CPU priority while far behind (production only: the io sets it). */
+  private readonly priority: CatchUpPriority | null;
 
   constructor(private readonly ctx: NodeContext, private readonly snapshots: SnapshotPolicy) {
     this.reads = new ReadBarriers(ctx.core, {
@@ -57,6 +60,11 @@ export class EffectLoop {
       schedule: () => this.schedule(),
     });
     this.peers = new PeerMessages(ctx, snapshots, () => this.transfer, () => this.schedule());
+    this.priority = ctx.io.threadPriority === undefined ? null : new CatchUpPriority(ctx.io.threadPriority, ctx.logger);
+    const priority = this.priority;
+    if (priority !== null) {
+      ctx.metrics.registry.gaugeFn("tensor_chain_cpu_nice", "Nice value of the node's main thread: 10 while it catches up far behind the leader, else its usual one", () => priority.nice);
+    }
     if (ctx.io.walArchive !== undefined) {
       ctx.walArchiver = new WalArchiver(ctx, ctx.io.walArchive, (data) => {
         // The archive mark is fire-and-forget: lost with a leader change, the next leader
@@ -99,6 +107,7 @@ export class EffectLoop {
 
   private tick(): void {
     const { ctx } = this;
+    this.updatePriority();
     // A node that lost entries it held does not campaign (it drops vote requests too):
     // elected, it could lose writes it had acknowledged. Without ticks its election timer
     // never fires; appends from the leader are answered all the same.
@@ -118,6 +127,7 @@ export class EffectLoop {
   }
 
   stop(): void {
+    this.priority?.close();
     this.ctx.walArchiver?.stop();
     this.tickTimer?.cancel();
     this.tickTimer = null;
@@ -287,7 +297,14 @@ export class EffectLoop {
     }
   }
 
+  /** A follower far behind catches up at a lower CPU priority (catch-up-priority.ts). */
+  private updatePriority(): void {
+    const { ctx } = this;
+    this.priority?.update(ctx.core.status().role === "follower", ctx.leaderCommitSeen - ctx.store.meta.appliedIndex);
+  }
+
   private afterApply(): void {
+    this.updatePriority();
     const applied = this.ctx.store.meta.appliedIndex;
     this.reads.applied(applied);
     if (this.ctx.recovery !== "healthy") this.advanceRecovery(applied);

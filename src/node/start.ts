@@ -24,6 +24,7 @@ import { PeerSecrets } from "./peer-tls.ts";
 import { registerTransportMetrics } from "./transport-metrics.ts";
 import { LoopLagProbe } from "./loop-lag.ts";
 import { memoryBudget } from "./memory-budget.ts";
+import { osThreadPriority } from "./catch-up-priority.ts";
 
 /**
  * `secrets`: the peer port's certificates and gossip keys, already read (serve reloads them on
@@ -138,6 +139,7 @@ export async function openNode(
         snapshots: new FileSnapshots(state.snapshots, paths.storePath, state.storeCacheKib),
         network,
         collectGarbage,
+        threadPriority: osThreadPriority(),
         diskSpace: { path: config.dataDir, freeBytes: () => freeBytes(config.dataDir) },
         ...(config.wal.archiveCommand === "" ? {} : { walArchive: fileWalArchiveIo(config.wal.archiveCommand, paths, state.wal) }),
       },

@@ -146,6 +146,8 @@ describe("install.sh --root", () => {
     expect(unit.get("[Service]Group")).toEqual(["svc"]);
     expect(unit.get("[Service]Restart")).toEqual(["on-failure"]);
     expect(Number(unit.get("[Service]LimitNOFILE")?.[0])).toBeGreaterThanOrEqual(65536);
+    // A follower catching up at nice 10 may go back to nice 0 (catch-up-priority.ts).
+    expect(unit.get("[Service]LimitNICE")).toEqual(["20"]);
     expect(unit.get("[Install]WantedBy")).toEqual(["multi-user.target"]);
     // Type=notify only with a node that sends READY=1 whenever it runs; this node sends it
     // once healthy, which a node waiting for its cluster never is.

@@ -13,7 +13,8 @@
 //                    while the leader serves (--catchup-entries N), then a learner added to the
 //                    same loaded cluster, two followers of five catching up at once, a
 //                    leader killed under load, and followers killed one at a time for
-//                    --crash-seconds S (default 60) (bench/catchup.ts); off unless given
+//                    --crash-seconds S (default 60) (bench/catchup.ts); off unless given.
+//                    --catchup-rows one,two,kill,crash runs only those rows (default: all)
 //   --gossip         only the gossip part: convergence after a member dies or comes back, and
 //                    CPU per member at rest, for 3 and 5 nodes (bench/gossip.ts;
 //                    --gossip-rest-s S, default 20); off unless given
@@ -60,6 +61,7 @@ const { values } = parseArgs({
     catchup: { type: "boolean", default: false },
     "catchup-entries": { type: "string", default: "100000" },
     "crash-seconds": { type: "string", default: "60" },
+    "catchup-rows": { type: "string", default: "one,two,kill,crash" },
     backup: { type: "string" },
     gossip: { type: "boolean", default: false },
     memory: { type: "boolean", default: false },
@@ -106,7 +108,7 @@ if (values.source) {
 const durationMs = Number(values.duration) * 1000;
 process.stdout.write(`svc benchmark: ${bin.join(" ")}; ${navigator.hardwareConcurrency} cores\n`);
 if (values.catchup) {
-  await benchCatchUp({ bin, entries: Number(values["catchup-entries"]), crashSeconds: Number(values["crash-seconds"]) });
+  await benchCatchUp({ bin, entries: Number(values["catchup-entries"]), crashSeconds: Number(values["crash-seconds"]), rows: values["catchup-rows"].split(",") });
   process.exit(0);
 }
 if (values["wal-replay"] !== undefined) {

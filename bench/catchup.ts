@@ -23,7 +23,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createHttp1Client } from "./_http1.ts";
-import { freePort, leaderKillMs, printRow, runLoad, startSvc, waitHealthy, type LoadResult, type Ports } from "./_lib.ts";
+import { cpuMsOf, freePort, leaderKillMs, printRow, runLoad, startSvc, waitHealthy, type LoadResult, type Ports } from "./_lib.ts";
 
 const value = "v".repeat(256);
 type Post = ReturnType<typeof createHttp1Client>["post"];
@@ -94,13 +94,14 @@ class BenchCluster {
   }
 }
 
-export async function benchCatchUp(options: { bin: string[]; entries: number; crashSeconds?: number }): Promise<void> {
+export async function benchCatchUp(options: { bin: string[]; entries: number; crashSeconds?: number; rows?: string[] }): Promise<void> {
   const http = createHttp1Client();
+  const rows = new Set(options.rows ?? ["one", "two", "kill", "crash"]);
   try {
-    await oneFollowerThenLearner(options, http.post);
-    await twoFollowers(options, http.post);
-    await leaderKillRow(options, http.post);
-    await followerCrashesRow({ bin: options.bin, seconds: options.crashSeconds ?? 60 }, http.post);
+    if (rows.has("one")) await oneFollowerThenLearner(options, http.post);
+    if (rows.has("two")) await twoFollowers(options, http.post);
+    if (rows.has("kill")) await leaderKillRow(options, http.post);
+    if (rows.has("crash")) await followerCrashesRow({ bin: options.bin, seconds: options.crashSeconds ?? 60 }, http.post);
   } finally {
     http.close();
   }
@@ -296,8 +297,13 @@ async function catchUpRow(
   const pathBefore = await catchUpPath(c.admin(leader));
   const target = await metric(c.admin(leader), "tensor_chain_commit_index");
   const started = performance.now();
+  const cpuBefore = cpuByNode(c);
+  const benchCpuBefore = process.cpuUsage();
   await begin();
   const caughtUpMs = catching.map(() => Number.NaN);
+  // When each node was first seen to apply past where it stood: its process start-up (and for
+  // a learner, the add-node round) comes before, and is not catching up.
+  const firstAppliedMs = catching.map(() => Number.NaN);
   let healthMaxMs = 0;
   let watching = true;
   const watch = (async () => {
@@ -308,7 +314,9 @@ async function catchUpRow(
       for (let k = 0; k < catching.length; k++) {
         if (!Number.isNaN(caughtUpMs[k]!)) continue;
         const applied = await metric(c.admin(catching[k]!.node), "tensor_chain_applied_index").catch(() => 0);
-        if (applied >= target) caughtUpMs[k] = performance.now() - started;
+        const atMs = performance.now() - started;
+        if (Number.isNaN(firstAppliedMs[k]!) && applied > catching[k]!.appliedFrom) firstAppliedMs[k] = atMs;
+        if (applied >= target) caughtUpMs[k] = atMs;
       }
       await Bun.sleep(20);
     }
@@ -316,6 +324,8 @@ async function catchUpRow(
   const allCaughtUp = (): boolean => caughtUpMs.every((ms) => !Number.isNaN(ms)) || performance.now() - started > 600_000;
   const during = await loadWithLag(c, leader, post, 2000, allCaughtUp);
   while (!allCaughtUp()) await Bun.sleep(50);
+  const cpu = cpuByNode(c).map((ms, i) => ms - (catching.some((k) => k.node === i) ? 0 : cpuBefore[i]!));
+  const benchCpu = process.cpuUsage(benchCpuBefore);
   watching = false;
   await watch;
   const elections = (await metric(c.admin(leader), "tensor_chain_term")) - termBefore;
@@ -324,13 +334,37 @@ async function catchUpRow(
   const seconds = Math.max(...caughtUpMs) / 1000;
   const entries = catching.map((k) => target - k.appliedFrom);
   const rates = catching.map((_, k) => (entries[k]! / (caughtUpMs[k]! / 1000)).toFixed(0));
+  // A node seen only once it had applied everything (an image installed at once) has no rate of its own.
+  const applyRates = catching.map((_, k) => (caughtUpMs[k]! > firstAppliedMs[k]! ? (entries[k]! / ((caughtUpMs[k]! - firstAppliedMs[k]!) / 1000)).toFixed(0) : "—"));
+  const startUps = catching.map((_, k) => (firstAppliedMs[k]! / 1000).toFixed(2));
   process.stdout.write(
-    `catch-up, ${label}: ${entries.map((n) => n.toLocaleString()).join(" + ")} entries in ${seconds.toFixed(2)} s, ${rates.join(" / ")} entries/s; ` +
+    `catch-up, ${label}: ${entries.map((n) => n.toLocaleString()).join(" + ")} entries in ${seconds.toFixed(2)} s, ${rates.join(" / ")} entries/s ` +
+    `(first entry applied after ${startUps.join(" / ")} s; ${applyRates.join(" / ")} entries/s from there); ` +
     `leader p99 ${during.load.p99Ms.toFixed(1)} ms against ${before.load.p99Ms.toFixed(1)} ms before; slowest /health ${healthMaxMs.toFixed(0)} ms; ` +
     `leader event-loop lag ${lagText(during.lag)} (before: ${lagText(before.lag)}); elections ${elections}; ` +
     `path: ${(pathAfter.walEntries - pathBefore.walEntries).toLocaleString()} entries read back from the leader's WAL, ` +
     `${pathAfter.images - pathBefore.images} images made, ${pathAfter.imagesSent - pathBefore.imagesSent} snapshots sent\n`,
   );
+  // Where the machine's CPU went meanwhile: on 2 cores the catching-up nodes compete with the leader.
+  const role = (i: number): string => (i === leader ? "leader" : catching.some((k) => k.node === i) ? "catching up" : "follower");
+  const wallS = Math.max(...caughtUpMs) / 1000;
+  process.stdout.write(
+    `  CPU seconds over those ${wallS.toFixed(2)} s (${navigator.hardwareConcurrency} cores): ` +
+    cpu.map((ms, i) => `${c.members[i]!.id} ${role(i)} ${(ms / 1000).toFixed(2)}`).join(", ") +
+    `, load generator ${((benchCpu.user + benchCpu.system) / 1e6).toFixed(2)}\n`,
+  );
+}
+
+/** CPU ms used so far by each running node (0 for one that is not running; a restarted node counts from its start). */
+function cpuByNode(c: BenchCluster): number[] {
+  return c.procs.map((p) => {
+    if (p === null || p.exitCode !== null || p.signalCode !== null) return 0;
+    try {
+      return cpuMsOf(p.pid);
+    } catch {
+      return 0;
+    }
+  });
 }
 
 /** Leader kill under 64 writers (bench/_lib.ts leaderKillMs): how long until writes succeed again. */

@@ -363,6 +363,13 @@ export class EffectLoop {
     this.schedule();
   }
 
+  /** The transport connected to a member (again): a leader probes it now. */
+  onPeerReachable(id: string): void {
+    if (this.ctx.stopped || this.ctx.fatalError !== null) return;
+    this.ctx.core.peerReachable(id);
+    this.schedule();
+  }
+
   /** Fail every write and read still waiting (the node stops). */
   failPending(error: SvcError): void {
     this.ctx.waiters.failAll(error);

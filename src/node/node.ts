@@ -82,6 +82,7 @@ export class SvcNode {
     const parts = await openNode(config, logger, {
       onMessage: (from, type, payload) => node?.onPeerMessage(from, type, payload),
       onPeerUnreachable: (id) => node?.onPeerUnreachable(id),
+      onPeerReachable: (id) => node?.onPeerReachable(id),
     }, options.peerSecrets);
     const own = parts.registerMetrics;
     const extra = options.registerMetrics;
@@ -367,6 +368,11 @@ export class SvcNode {
   /** Nothing listens at a member's peer address: its process is gone (a leader's: campaign soon). */
   onPeerUnreachable(id: string): void {
     this.loop.onPeerUnreachable(id);
+  }
+
+  /** A connection to a member came up: a leader probes it now (RaftCore.peerReachable). */
+  onPeerReachable(id: string): void {
+    this.loop.onPeerReachable(id);
   }
 
   async stop(): Promise<void> {

@@ -175,6 +175,19 @@ export class RaftCore {
     this.randomizedElectionTimeoutTicks = timeout + 1 + Math.max(0, rank);
   }
 
+  /**
+   * A connection to `id` came up (it was down, or restarted): a leader probing it sends the
+   * probe now instead of at the next heartbeat, so a member that comes back starts catching up
+   * at once. A probe is always safe to send; nothing changes for a member not in probe.
+   */
+  peerReachable(id: NodeId): void {
+    if (this.role !== "leader" || id === this.id) return;
+    const pr = this.progress.get(id);
+    if (pr === undefined || pr.state !== "probe" || pr.fetching !== 0) return;
+    pr.probeSent = false;
+    this.sendAppends(id, true);
+  }
+
   private tickLeader(): void {
     this.heartbeatElapsed++;
     this.electionElapsed++;

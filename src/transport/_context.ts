@@ -20,6 +20,8 @@ export interface TransportContext {
   clusterId(): string;
   /** A dial to the peer failed at once: nothing listens at its address (TransportOptions.onPeerUnreachable). */
   peerUnreachable(peerId: string): void;
+  /** A connection to the peer is ready (TransportOptions.onPeerReachable). */
+  peerReachable(peerId: string): void;
 }
 
 /**

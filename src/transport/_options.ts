@@ -26,6 +26,8 @@ export interface TransportOptions {
    * opposed to timing out. Must not throw.
    */
   readonly onPeerUnreachable?: (peerId: string) => void;
+  /** Called when a connection to a peer is ready after none was (first connect or reconnect). Must not throw. */
+  readonly onPeerReachable?: (peerId: string) => void;
   /** Pass the node's logger's child("transport"). */
   readonly logger?: Logger;
   /** Source of reconnect jitter, in [0, 1). */

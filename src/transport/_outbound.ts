@@ -244,6 +244,7 @@ export class OutboundPeer {
     logger[level](`peer transport: connected to peer ${this.peerId} at ${this.#address}`, { peer: this.peerId, remote: this.#address });
     this.#failuresInRow = 0;
     this.#flush();
+    this.#ctx.peerReachable(this.peerId);
     return true;
   }
 

@@ -92,6 +92,7 @@ class PeerTransport implements Transport {
       tls: () => this.#tls,
       clusterId: () => (this.#clusterId !== "" ? this.#clusterId : this.#learnedClusterId),
       peerUnreachable: (peerId) => options.onPeerUnreachable?.(peerId),
+      peerReachable: (peerId) => options.onPeerReachable?.(peerId),
     };
     this.#inbound = new InboundServer(ctx, {
       countersOf: (peerId) => this.#peers.get(peerId)?.counters ?? null,

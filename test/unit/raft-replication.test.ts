@@ -220,6 +220,34 @@ describe("leader replication", () => {
     expect(c.node("b").appliedTexts()).toEqual(["x", "y"]);
   });
 
+  test("a member in probe whose connection comes back is probed at once, not at the next heartbeat", () => {
+    const c = new TestCluster(["a", "b", "c"]);
+    const a = c.elect("a");
+    c.isolate("b");
+    a.core.propose(bytes("x"), 0);
+    c.deliverAll();
+    a.core.reportUnreachable("b");
+    a.core.propose(bytes("y"), 0);
+    c.deliverAll(); // the probe to b is lost: b's progress waits for an answer
+    expect(a.core.status().progress["b"]?.state).toBe("probe");
+    c.heal();
+    a.process();
+    expect(a.outbox.filter((m) => m.to === "b")).toEqual([]); // nothing until a heartbeat…
+    a.core.peerReachable("b"); // …unless the connection to b comes up
+    a.process();
+    expect(a.outbox.filter((m) => m.to === "b" && m.type === "append")).toHaveLength(1);
+    c.deliverAll();
+    expect(c.node("b").appliedTexts()).toEqual(["x", "y"]);
+    // Not a leader, or a member not in probe: nothing is sent.
+    a.core.peerReachable("b");
+    a.process();
+    expect(a.outbox).toEqual([]);
+    const b = c.node("b");
+    b.core.peerReachable("a");
+    b.process();
+    expect(b.outbox).toEqual([]);
+  });
+
   test("a follower whose appends were all lost is reached again after a heartbeat response", () => {
     const c = new TestCluster(["a", "b", "c"], { maxInflightAppends: 1, maxEntriesPerAppend: 1 });
     const a = c.elect("a");

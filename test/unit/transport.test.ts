@@ -335,7 +335,8 @@ describe("peer transport", () => {
   });
 
   test("a peer that goes down and comes back is reconnected", async () => {
-    const a = startNode("a");
+    const reachable: string[] = [];
+    const a = startNode("a", "c1", { onPeerReachable: (id) => reachable.push(id) });
     let b = startNode("b");
     const port = b.transport.port;
     connect(a, b);
@@ -354,6 +355,9 @@ describe("peer transport", () => {
     });
     expect(text(b.received[0])).toBe("after");
     expect(a.transport.stats().peers.b?.reconnects).toBeGreaterThanOrEqual(1);
+    // Told once per connection that came up: the first, and each reconnect.
+    expect(reachable.length).toBe(1 + (a.transport.stats().peers.b?.reconnects ?? 0));
+    expect(new Set(reachable)).toEqual(new Set(["b"]));
     b.transport.send("a", MessageType.raft, te.encode("back"));
     await waitFor("the restarted peer's message arrived", () => a.received.length === 1);
   });

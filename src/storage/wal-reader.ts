@@ -98,7 +98,11 @@ export class WalReader {
     return out;
   }
 
-  /** Where to start looking for `from`: the last start point at or before it within the final stretch. */
+  /**
+   * Where to start looking for `from`: the last start point at or before it within the final
+   * stretch, or the WAL's mark nearest before `from` when that lies between the two (records
+   * run on in index order there, so `from` is at or after it).
+   */
   private seekStart(from: number): Position | null {
     const final = this.wal.finalFrom();
     if (final === null || from < final.index) return null;
@@ -108,6 +112,10 @@ export class WalReader {
       const firstIndex = s.seq === final.seq ? final.index : s.firstIndex;
       if (firstIndex > from) break;
       start = { seq: s.seq, offset: s.seq === final.seq ? final.offset : 0 };
+    }
+    const mark = this.wal.markAtOrBefore(from);
+    if (start !== null && mark !== null && mark.seq === start.seq && mark.offset >= start.offset && mark.offset > 0) {
+      return { seq: mark.seq, offset: mark.offset };
     }
     return start;
   }

@@ -51,6 +51,9 @@ export interface WalOpenResult {
 
 const hex16 = (n: number): string => n.toString(16).padStart(16, "0");
 
+/** At most one WAL mark (see Wal.marks) per this many entries: 10 M entries keep 10,000 marks. */
+export const walMarkEveryEntries = 1024;
+
 export function segmentName(seq: number, firstIndex: number): string {
   return `${hex16(seq)}-${hex16(firstIndex)}.wal`;
 }
@@ -99,6 +102,12 @@ export class Wal {
    */
   private skippedBefore: WalFinalFrom | null;
   private skippedScan: Promise<void> | null = null;
+  /**
+   * Where some records begin (the first of a batch appended since open, one per
+   * walMarkEveryEntries entries at most), in index order: a reader seeks from the nearest one
+   * instead of scanning a segment from its start. A rewrite drops the marks at or past it.
+   */
+  private readonly marks: WalFinalFrom[] = [];
   /** The thread syncAsync() runs on, started with the first call. */
   private syncer: Syncer | null = null;
 
@@ -272,6 +281,7 @@ export class Wal {
       );
     }
     if (rewrites) this.finalFromValue = { seq: segment.seq, offset: segment.sizeBytes, index: first.index };
+    this.mark(first.index, segment.seq, segment.sizeBytes);
     segment.sizeBytes += total;
     this.unsyncedBytes += total;
     const last = entries[entries.length - 1];
@@ -279,6 +289,35 @@ export class Wal {
     this.lastIndexValue = last.index;
     segment.maxIndex = Math.max(segment.maxIndex, last.index);
     if (segment.sizeBytes * 2 > this.options.segmentSizeBytes) this.prepareSpare();
+  }
+
+  /** Note where the record of `index` begins, unless a mark within walMarkEveryEntries before it exists. */
+  private mark(index: number, seq: number, offset: number): void {
+    while (this.marks.length > 0 && this.marks[this.marks.length - 1]!.index >= index) this.marks.pop();
+    const last = this.marks.at(-1);
+    if (last === undefined || index - last.index >= walMarkEveryEntries) this.marks.push({ seq, offset, index });
+  }
+
+  /**
+   * The mark nearest before `index` (at or below it): a record boundary of an entry at or
+   * below `index`, from which the records run on in index order unless a later rewrite moved
+   * finalFrom past it (the reader checks). Null when there is none.
+   */
+  markAtOrBefore(index: number): WalFinalFrom | null {
+    let lo = 0;
+    let hi = this.marks.length - 1;
+    let found: WalFinalFrom | null = null;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const m = this.marks[mid]!;
+      if (m.index <= index) {
+        found = m;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return found;
   }
 
   /**
@@ -368,6 +407,7 @@ export class Wal {
    */
   resetTo(nextIndex: number): void {
     const segment = this.startSegment(nextIndex);
+    this.marks.length = 0;
     this.lastIndexValue = nextIndex - 1;
     this.finalFromValue = { seq: segment.seq, offset: 0, index: nextIndex };
   }
@@ -387,6 +427,7 @@ export class Wal {
       fs.rmSync(oldest.path, { force: true });
       this.segmentList.shift();
       removed.push(oldest);
+      while (this.marks.length > 0 && this.marks[0]!.seq <= oldest.seq) this.marks.shift();
       const next = this.segmentList[0];
       if (next !== undefined && this.finalFromValue !== null && this.finalFromValue.seq <= oldest.seq) {
         // The records after the removed one's are all final: they come after finalFrom.

@@ -7,6 +7,8 @@ import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Wal, WalReader, listSegments } from "../../src/storage/index.ts";
+import { walMarkEveryEntries } from "../../src/storage/wal.ts";
+import { walReadWindowBytes } from "../../src/storage/wal-reader.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { silentLogger } from "../../src/util/index.ts";
 
@@ -85,6 +87,36 @@ describe("wal reader", () => {
     expect((await reader.read(250, 260, 1 << 20))).toEqual(range(250, 260));
     expect((await reader.read(7, 9, 1 << 20))).toEqual(range(7, 9));
     expect(reader.stats.seeks).toBe(2);
+    wal.close();
+  });
+
+  test("a seek into a large segment starts at the WAL's nearest mark, not at the segment's start", async () => {
+    const { wal } = Wal.open(tempDir(), { segmentSizeBytes: 64 * 1024 * 1024, logger: silentLogger });
+    for (let i = 1; i <= 20_000; i += 100) wal.append(range(i, i + 99));
+    wal.sync();
+    expect(wal.segments().length).toBe(1);
+    const reader = new WalReader(wal);
+    expect(await reader.read(15_050, 15_060, 1 << 20)).toEqual(range(15_050, 15_060));
+    // Scanning from the start would read 15,000 records of about 140 bytes (2 MB).
+    expect(reader.stats.bytesRead).toBeLessThan(walMarkEveryEntries * 140 + 2 * walReadWindowBytes);
+    // Every index reads back right, marks or not, backwards and forwards.
+    for (const from of [1, 2, 1023, 1024, 1025, 1124, 5000, 19_999]) {
+      expect(await reader.read(from, from + 1, 1 << 20)).toEqual(range(from, from + 1));
+    }
+    wal.close();
+  });
+
+  test("after a rewrite, a mark past the rewrite is gone and one before it is not used for the rewritten stretch", async () => {
+    const { wal } = Wal.open(tempDir(), { segmentSizeBytes: 64 * 1024 * 1024, logger: silentLogger });
+    for (let i = 1; i <= 5_000; i += 100) wal.append(range(i, i + 99));
+    // A new leader replaced 3,000… with entries of its term, in batches of its own.
+    for (let i = 3_000; i <= 6_000; i += 7) wal.append(range(i, Math.min(i + 6, 6_000), 2));
+    wal.sync();
+    expect(wal.markAtOrBefore(4_500)!.index).toBeGreaterThanOrEqual(3_000);
+    const reader = new WalReader(wal);
+    expect(await reader.read(4_500, 4_510, 1 << 20)).toEqual(range(4_500, 4_510, 2));
+    expect(await reader.read(3_000, 3_002, 1 << 20)).toEqual(range(3_000, 3_002, 2));
+    expect(await reader.read(2_999, 3_000, 1 << 20)).toBeNull(); // before the rewrite: not held
     wal.close();
   });
 

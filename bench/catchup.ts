@@ -243,21 +243,25 @@ async function fill(c: BenchCluster, leader: number, entries: number, post: Post
 interface WithLag {
   load: LoadResult;
   lag: LagSummary;
+  /** The leader's WAL fdatasync latency over the same time (its over50Ms: syncs over 50 ms). */
+  sync: LagSummary;
 }
 
 /** 16 writers on the leader for `durationMs` (and until `until` says so), with its event-loop lag meanwhile. */
 async function loadWithLag(c: BenchCluster, leader: number, post: Post, durationMs: number, until?: () => boolean): Promise<WithLag> {
   const lagBefore = await lagHistogram(c.admin(leader));
+  const syncBefore = await lagHistogram(c.admin(leader), "tensor_chain_wal_sync_latency_seconds");
   const load = await runLoad({ url: `${c.client(leader)}/v1/execute`, clients: 16, durationMs, body: c.writeBody, post, ...(until === undefined ? {} : { until }) });
   const lag = summarizeLag(lagBefore, await lagHistogram(c.admin(leader)));
-  return { load, lag };
+  const sync = summarizeLag(syncBefore, await lagHistogram(c.admin(leader), "tensor_chain_wal_sync_latency_seconds"));
+  return { load, lag, sync };
 }
 
-/** Cumulative counts of tensor_chain_event_loop_lag_seconds by bucket bound (seconds; Infinity last). */
-async function lagHistogram(admin: string): Promise<[number, number][]> {
+/** Cumulative counts of a histogram (default tensor_chain_event_loop_lag_seconds) by bucket bound (seconds; Infinity last). */
+async function lagHistogram(admin: string, name = "tensor_chain_event_loop_lag_seconds"): Promise<[number, number][]> {
   const text = await (await fetch(`${admin}/metrics`)).text();
   const out: [number, number][] = [];
-  for (const m of text.matchAll(/^tensor_chain_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)) {
+  for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"\\} (\\S+)$`, "gm"))) {
     out.push([m[1] === "+Inf" ? Number.POSITIVE_INFINITY : Number(m[1]), Number(m[2])]);
   }
   return out;
@@ -341,7 +345,8 @@ async function catchUpRow(
     `catch-up, ${label}: ${entries.map((n) => n.toLocaleString()).join(" + ")} entries in ${seconds.toFixed(2)} s, ${rates.join(" / ")} entries/s ` +
     `(first entry applied after ${startUps.join(" / ")} s; ${applyRates.join(" / ")} entries/s from there); ` +
     `leader p99 ${during.load.p99Ms.toFixed(1)} ms against ${before.load.p99Ms.toFixed(1)} ms before; slowest /health ${healthMaxMs.toFixed(0)} ms; ` +
-    `leader event-loop lag ${lagText(during.lag)} (before: ${lagText(before.lag)}); elections ${elections}; ` +
+    `leader event-loop lag ${lagText(during.lag)} (before: ${lagText(before.lag)}); ` +
+    `leader fdatasync max ${lagText(during.sync).split(",")[0]!.slice(4)}, p99 ${lagText(during.sync).split(",")[1]!.trim().slice(4)} (before: ${lagText(before.sync).split(",")[0]!.slice(4)}, ${lagText(before.sync).split(",")[1]!.trim().slice(4)}); elections ${elections}; ` +
     `path: ${(pathAfter.walEntries - pathBefore.walEntries).toLocaleString()} entries read back from the leader's WAL, ` +
     `${pathAfter.images - pathBefore.images} images made, ${pathAfter.imagesSent - pathBefore.imagesSent} snapshots sent\n`,
   );

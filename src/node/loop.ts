@@ -300,6 +300,7 @@ export class EffectLoop {
   /** A follower far behind catches up at a lower CPU priority (catch-up-priority.ts). */
   private updatePriority(): void {
     const { ctx } = this;
+    if (ctx.stopped) return;
     this.priority?.update(ctx.core.status().role === "follower", ctx.leaderCommitSeen - ctx.store.meta.appliedIndex);
   }
 

@@ -2,23 +2,29 @@
 // caught up, or as soon as it stops following; one that could not undo it never lowers it.
 
 import { describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import * as os from "node:os";
 import { CatchUpPriority, catchUpNice, lowerBehindEntries, osThreadPriority, restoreWithinEntries, type ThreadPriority } from "../../src/node/catch-up-priority.ts";
 import { silentLogger, type Logger } from "../../src/util/index.ts";
 
-function fakeThread(cannotRestore: string | null = null): ThreadPriority & { calls: number[]; failNext: boolean } {
+function fakeThread(cannotRestore: string | null = null): ThreadPriority & { calls: number[]; inherited: number[]; failNext: number } {
   const t = {
     usual: 0,
     cannotRestore,
     calls: [] as number[],
-    failNext: false,
+    inherited: [] as number[],
+    /** How many of the next set() calls fail. */
+    failNext: 0,
     set(nice: number) {
-      if (t.failNext) {
-        t.failNext = false;
+      if (t.failNext > 0) {
+        t.failNext--;
         throw new Error("EACCES: permission denied");
       }
       t.calls.push(nice);
+    },
+    restoreInherited(lowered: number) {
+      t.inherited.push(lowered);
+      return 0;
     },
   };
   return t;
@@ -57,12 +63,24 @@ describe("catch-up priority", () => {
     expect(thread.calls).toEqual([catchUpNice, 0]);
   });
 
-  test("close restores a lowered priority", () => {
+  test("close restores a lowered priority, and nothing lowers it again after", () => {
     const thread = fakeThread();
     const p = new CatchUpPriority(thread, silentLogger);
     p.update(true, 50_000);
     p.close();
     expect(thread.calls).toEqual([catchUpNice, 0]);
+    // A sync that completes while the node stops still applies: the node stays at its usual priority.
+    p.update(true, 50_000);
+    expect(thread.calls).toEqual([catchUpNice, 0]);
+  });
+
+  test("going back also puts back the threads and processes started while lowered", () => {
+    const thread = fakeThread();
+    const p = new CatchUpPriority(thread, silentLogger);
+    p.update(true, 50_000);
+    expect(thread.inherited).toEqual([]);
+    p.update(true, 0);
+    expect(thread.inherited).toEqual([catchUpNice]);
   });
 
   test("without the right to raise it back, the priority is never lowered, and the log says why once", () => {
@@ -75,18 +93,28 @@ describe("catch-up priority", () => {
     expect(logger.lines.filter((l) => l.includes("usual CPU priority"))).toHaveLength(1);
   });
 
-  test("a restore that fails is logged as an error and tried again on the next update", () => {
+  test("a restore that fails is logged as an error once and tried again on each update", () => {
     const thread = fakeThread();
     const logger = recordingLogger();
     const p = new CatchUpPriority(thread, logger);
     p.update(true, 50_000);
-    thread.failNext = true;
-    p.update(true, 0);
+    thread.failNext = 3;
+    for (let i = 0; i < 3; i++) p.update(true, 0);
     expect(p.nice).toBe(catchUpNice);
-    expect(logger.lines.some((l) => l.startsWith("error ") && l.includes("usual CPU priority back"))).toBe(true);
+    expect(logger.lines.filter((l) => l.startsWith("error ") && l.includes("usual CPU priority back"))).toHaveLength(1);
     p.update(true, 0);
     expect(thread.calls).toEqual([catchUpNice, 0]);
     expect(p.nice).toBe(0);
+  });
+
+  test("a priority that cannot be lowered is logged once; the node catches up at its usual one", () => {
+    const thread = fakeThread();
+    const logger = recordingLogger();
+    const p = new CatchUpPriority(thread, logger);
+    thread.failNext = 3;
+    for (let i = 0; i < 3; i++) p.update(true, 50_000);
+    expect(p.nice).toBe(0);
+    expect(logger.lines.filter((l) => l.startsWith("warn ") && l.includes("could not lower"))).toHaveLength(1);
   });
 
   test("the OS layer changes the calling thread's nice value and can take it back", () => {
@@ -109,5 +137,48 @@ describe("catch-up priority", () => {
       p.close();
     }
     expect(niceOfMainThread()).toBe(thread.usual);
+  });
+
+  test("threads and child processes started while lowered go back with the main thread", async () => {
+    const thread = osThreadPriority();
+    if (thread.cannotRestore !== null || thread.usual >= catchUpNice) return; // not privileged here: nothing is ever lowered
+    const niceOf = (tid: number): number => {
+      const stat = readFileSync(`/proc/${tid}/stat`, "utf8");
+      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
+    };
+    const tasks = (): number[] => readdirSync("/proc/self/task").map(Number);
+    const before = new Set(tasks());
+    const p = new CatchUpPriority(thread, silentLogger);
+    const worker = new Worker(URL.createObjectURL(new Blob(["setInterval(() => {}, 1000)"], { type: "application/javascript" })));
+    const child = Bun.spawn(["sleep", "30"]);
+    try {
+      p.update(true, 50_000);
+      // Started while the main thread is lowered: they take its nice value.
+      const worker2 = new Worker(URL.createObjectURL(new Blob(["setInterval(() => {}, 1000)"], { type: "application/javascript" })));
+      const child2 = Bun.spawn(["sleep", "30"]);
+      try {
+        const deadline = Date.now() + 10_000;
+        let started: number[] = [];
+        while (Date.now() < deadline) {
+          started = tasks().filter((t) => !before.has(t) && niceOf(t) === catchUpNice);
+          if (started.length > 0) break;
+          await Bun.sleep(20);
+        }
+        expect(started.length).toBeGreaterThan(0);
+        expect(niceOf(child2.pid)).toBe(catchUpNice);
+        expect(niceOf(child.pid)).toBe(thread.usual);
+        p.update(true, 0);
+        for (const t of started) expect(niceOf(t)).toBe(thread.usual);
+        expect(niceOf(child2.pid)).toBe(thread.usual);
+        expect(niceOf(process.pid)).toBe(thread.usual);
+      } finally {
+        worker2.terminate();
+        child2.kill();
+      }
+    } finally {
+      p.close();
+      worker.terminate();
+      child.kill();
+    }
   });
 });

@@ -30,6 +30,12 @@ function fakeThread(cannotRestore: string | null = null): ThreadPriority & { cal
   return t;
 }
 
+/** A thread's nice value: field 19 of /proc/<tid>/stat. */
+function niceOf(tid: number): number {
+  const stat = readFileSync(`/proc/${tid}/stat`, "utf8");
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
+}
+
 function recordingLogger(): Logger & { lines: string[] } {
   const lines: string[] = [];
   const at = (level: string) => (message: string) => lines.push(`${level} ${message}`);
@@ -119,10 +125,7 @@ describe("catch-up priority", () => {
 
   test("the OS layer changes the calling thread's nice value and can take it back", () => {
     const thread = osThreadPriority();
-    const niceOfMainThread = (): number => {
-      const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, "utf8");
-      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
-    };
+    const niceOfMainThread = (): number => niceOf(process.pid);
     expect(thread.usual).toBe(os.getPriority());
     if (thread.cannotRestore !== null) {
       // Not privileged here: the node would catch up at its usual priority (the case above).
@@ -142,10 +145,6 @@ describe("catch-up priority", () => {
   test("threads and child processes started while lowered go back with the main thread", async () => {
     const thread = osThreadPriority();
     if (thread.cannotRestore !== null || thread.usual >= catchUpNice) return; // not privileged here: nothing is ever lowered
-    const niceOf = (tid: number): number => {
-      const stat = readFileSync(`/proc/${tid}/stat`, "utf8");
-      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
-    };
     const tasks = (): number[] => readdirSync("/proc/self/task").map(Number);
     const before = new Set(tasks());
     const p = new CatchUpPriority(thread, silentLogger);

@@ -51,14 +51,17 @@ export class CatchUpPriority {
 
   /** The nice value the main thread runs at now. */
   get nice(): number {
-    return this.lowered ? Math.max(this.thread.usual, catchUpNice) : this.thread.usual;
+    return this.lowered ? catchUpNice : this.thread.usual;
   }
 
-  /** After entries were applied, or the role changed: `behind` is leader commit − applied. */
-  update(following: boolean, behind: number): void {
+  /**
+   * After entries were applied, and at every tick: `behind` is leader commit − applied;
+   * `following` is asked only when the answer matters (not on every apply of a leader).
+   */
+  update(following: () => boolean, behind: number): void {
     if (this.closed) return;
-    if (!this.lowered && following && behind > lowerBehindEntries) this.lower(behind);
-    else if (this.lowered && (!following || behind < restoreWithinEntries)) this.restore();
+    if (!this.lowered && behind > lowerBehindEntries && following()) this.lower(behind);
+    else if (this.lowered && (behind < restoreWithinEntries || !following())) this.restore();
   }
 
   /** The node stops: its thread goes back to its usual priority (an embedding process keeps running). */

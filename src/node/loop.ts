@@ -60,8 +60,8 @@ export class EffectLoop {
       schedule: () => this.schedule(),
     });
     this.peers = new PeerMessages(ctx, snapshots, () => this.transfer, () => this.schedule());
-    this.priority = ctx.io.threadPriority === undefined ? null : new CatchUpPriority(ctx.io.threadPriority, ctx.logger);
-    const priority = this.priority;
+    const priority = ctx.io.threadPriority === undefined ? null : new CatchUpPriority(ctx.io.threadPriority, ctx.logger);
+    this.priority = priority;
     if (priority !== null) {
       ctx.metrics.registry.gaugeFn("tensor_chain_cpu_nice", "Nice value of the node's main thread: 10 while it catches up far behind the leader, else its usual one", () => priority.nice);
     }
@@ -301,7 +301,7 @@ export class EffectLoop {
   private updatePriority(): void {
     const { ctx } = this;
     if (ctx.stopped) return;
-    this.priority?.update(ctx.core.status().role === "follower", ctx.leaderCommitSeen - ctx.store.meta.appliedIndex);
+    this.priority?.update(() => ctx.core.status().role === "follower", ctx.leaderCommitSeen - ctx.store.meta.appliedIndex);
   }
 
   private afterApply(): void {

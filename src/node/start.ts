@@ -33,7 +33,7 @@ import { osThreadPriority } from "./catch-up-priority.ts";
 export async function openNode(
   config: Config,
   logger: Logger,
-  handlers: { onMessage: MessageHandler; onPeerUnreachable: (peerId: string) => void; onPeerReachable?: (peerId: string) => void },
+  handlers: { onMessage: MessageHandler; onPeerUnreachable: (peerId: string) => void; onPeerReachable: (peerId: string) => void },
   secrets?: PeerSecrets,
 ): Promise<NodeParts> {
   const paths = prepareDataDir(config.dataDir);
@@ -48,7 +48,7 @@ export async function openNode(
     logger: logger.child("transport"),
     onMessage: handlers.onMessage,
     onPeerUnreachable: handlers.onPeerUnreachable,
-    ...(handlers.onPeerReachable === undefined ? {} : { onPeerReachable: handlers.onPeerReachable }),
+    onPeerReachable: handlers.onPeerReachable,
     ...(peerTls === undefined ? {} : { tls: peerTls }),
   });
   peerSecrets.attach(transport);

@@ -46,15 +46,15 @@ describe("catch-up priority", () => {
   test("lowers past the threshold, keeps it in between, restores within the restore distance", () => {
     const thread = fakeThread();
     const p = new CatchUpPriority(thread, silentLogger);
-    p.update(true, lowerBehindEntries);
+    p.update(() => true, lowerBehindEntries);
     expect(thread.calls).toEqual([]);
-    p.update(true, lowerBehindEntries + 1);
+    p.update(() => true, lowerBehindEntries + 1);
     expect(thread.calls).toEqual([catchUpNice]);
     expect(p.nice).toBe(catchUpNice);
-    p.update(true, restoreWithinEntries + 1); // still catching up: no change either way
-    p.update(true, lowerBehindEntries + 5_000);
+    p.update(() => true, restoreWithinEntries + 1); // still catching up: no change either way
+    p.update(() => true, lowerBehindEntries + 5_000);
     expect(thread.calls).toEqual([catchUpNice]);
-    p.update(true, restoreWithinEntries - 1);
+    p.update(() => true, restoreWithinEntries - 1);
     expect(thread.calls).toEqual([catchUpNice, 0]);
     expect(p.nice).toBe(0);
   });
@@ -62,30 +62,30 @@ describe("catch-up priority", () => {
   test("a node that stops following (candidate, leader) takes its usual priority back at once", () => {
     const thread = fakeThread();
     const p = new CatchUpPriority(thread, silentLogger);
-    p.update(true, 50_000);
-    p.update(false, 50_000);
+    p.update(() => true, 50_000);
+    p.update(() => false, 50_000);
     expect(thread.calls).toEqual([catchUpNice, 0]);
-    p.update(false, 50_000); // not following: never lowered
+    p.update(() => false, 50_000); // not following: never lowered
     expect(thread.calls).toEqual([catchUpNice, 0]);
   });
 
   test("close restores a lowered priority, and nothing lowers it again after", () => {
     const thread = fakeThread();
     const p = new CatchUpPriority(thread, silentLogger);
-    p.update(true, 50_000);
+    p.update(() => true, 50_000);
     p.close();
     expect(thread.calls).toEqual([catchUpNice, 0]);
     // A sync that completes while the node stops still applies: the node stays at its usual priority.
-    p.update(true, 50_000);
+    p.update(() => true, 50_000);
     expect(thread.calls).toEqual([catchUpNice, 0]);
   });
 
   test("going back also puts back the threads and processes started while lowered", () => {
     const thread = fakeThread();
     const p = new CatchUpPriority(thread, silentLogger);
-    p.update(true, 50_000);
+    p.update(() => true, 50_000);
     expect(thread.inherited).toEqual([]);
-    p.update(true, 0);
+    p.update(() => true, 0);
     expect(thread.inherited).toEqual([catchUpNice]);
   });
 
@@ -93,8 +93,8 @@ describe("catch-up priority", () => {
     const thread = fakeThread("no CAP_SYS_NICE and RLIMIT_NICE is 0");
     const logger = recordingLogger();
     const p = new CatchUpPriority(thread, logger);
-    p.update(true, 50_000);
-    p.update(true, 60_000);
+    p.update(() => true, 50_000);
+    p.update(() => true, 60_000);
     expect(thread.calls).toEqual([]);
     expect(logger.lines.filter((l) => l.includes("usual CPU priority"))).toHaveLength(1);
   });
@@ -103,12 +103,12 @@ describe("catch-up priority", () => {
     const thread = fakeThread();
     const logger = recordingLogger();
     const p = new CatchUpPriority(thread, logger);
-    p.update(true, 50_000);
+    p.update(() => true, 50_000);
     thread.failNext = 3;
-    for (let i = 0; i < 3; i++) p.update(true, 0);
+    for (let i = 0; i < 3; i++) p.update(() => true, 0);
     expect(p.nice).toBe(catchUpNice);
     expect(logger.lines.filter((l) => l.startsWith("error ") && l.includes("usual CPU priority back"))).toHaveLength(1);
-    p.update(true, 0);
+    p.update(() => true, 0);
     expect(thread.calls).toEqual([catchUpNice, 0]);
     expect(p.nice).toBe(0);
   });
@@ -118,7 +118,7 @@ describe("catch-up priority", () => {
     const logger = recordingLogger();
     const p = new CatchUpPriority(thread, logger);
     thread.failNext = 3;
-    for (let i = 0; i < 3; i++) p.update(true, 50_000);
+    for (let i = 0; i < 3; i++) p.update(() => true, 50_000);
     expect(p.nice).toBe(0);
     expect(logger.lines.filter((l) => l.startsWith("warn ") && l.includes("could not lower"))).toHaveLength(1);
   });
@@ -134,7 +134,7 @@ describe("catch-up priority", () => {
     }
     const p = new CatchUpPriority(thread, silentLogger);
     try {
-      p.update(true, 50_000);
+      p.update(() => true, 50_000);
       expect(niceOfMainThread()).toBe(Math.max(thread.usual, catchUpNice));
     } finally {
       p.close();
@@ -151,7 +151,7 @@ describe("catch-up priority", () => {
     const worker = new Worker(URL.createObjectURL(new Blob(["setInterval(() => {}, 1000)"], { type: "application/javascript" })));
     const child = Bun.spawn(["sleep", "30"]);
     try {
-      p.update(true, 50_000);
+      p.update(() => true, 50_000);
       // Started while the main thread is lowered: they take its nice value.
       const worker2 = new Worker(URL.createObjectURL(new Blob(["setInterval(() => {}, 1000)"], { type: "application/javascript" })));
       const child2 = Bun.spawn(["sleep", "30"]);
@@ -166,7 +166,7 @@ describe("catch-up priority", () => {
         expect(started.length).toBeGreaterThan(0);
         expect(niceOf(child2.pid)).toBe(catchUpNice);
         expect(niceOf(child.pid)).toBe(thread.usual);
-        p.update(true, 0);
+        p.update(() => true, 0);
         for (const t of started) expect(niceOf(t)).toBe(thread.usual);
         expect(niceOf(child2.pid)).toBe(thread.usual);
         expect(niceOf(process.pid)).toBe(thread.usual);

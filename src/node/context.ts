@@ -113,6 +113,11 @@ export class NodeContext {
    * and clears this by itself once space is freed (loop.ts checks every second).
    */
   diskFull: DiskFullState | null = null;
+  /**
+   * Set while another process tries a write on the store (write-gate.ts): the store then
+   * commits every batch, so that its open transaction never holds the write lock the check needs.
+   */
+  storeCommitsEager = false;
   stopped = false;
   readonly waiters = new ApplyWaiters();
   /** Called once when the node hits an unrecoverable error (serve.ts exits the process). */

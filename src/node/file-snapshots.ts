@@ -3,7 +3,7 @@
 // that rename a staged copy into place when the receiver left one (else copy the image).
 
 import { basename, join } from "node:path";
-import type { InstallMethod, SnapshotRecord, SnapshotStore } from "../io/index.ts";
+import { isDiskFullError, type InstallMethod, type SnapshotRecord, type SnapshotStore } from "../io/index.ts";
 import { fsyncPathAsync } from "../io/durable-file.ts";
 import type { Membership } from "../raft/index.ts";
 import { snapshotStateFile, type SnapshotEntry, type SnapshotStore as SnapshotDirs } from "../storage/index.ts";
@@ -30,6 +30,12 @@ export class FileSnapshots implements SnapshotStore<Membership, Store> {
     const tempDir = this.dirs.beginTemp();
     try {
       // The worker copies the store file from its own connection: `state` goes on applying.
+      // It copies what is committed: everything applied, unless the disk is full.
+      try {
+        state.commitApplied();
+      } catch (e) {
+        if (!isDiskFullError(e)) throw e;
+      }
       const image = await createSnapshotImage(state.path, join(tempDir, snapshotStateFile));
       if (image.appliedIndex <= afterIndex) {
         this.dirs.discard(tempDir);

@@ -11,6 +11,7 @@
 // advance — happens until it succeeds. Messages to and from peers: peer-messages.ts.
 
 import type { Entry, Ready, SnapshotMeta } from "../raft/index.ts";
+import type { CommitPolicy } from "../store/index.ts";
 import { isDiskFullError, type Timer } from "../io/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
@@ -28,6 +29,8 @@ const writeTimeoutMs = 30_000;
 export class EffectLoop {
   readonly reads: ReadBarriers;
   private tickTimer: Timer | null = null;
+  /** The store's commit failed for want of space: what it applied waits to be committed (store.ts). */
+  private storeCommitRefused = false;
   private readyScheduled = false;
   /** A Ready's log sync is running; the next Ready waits for it. */
   private syncInFlight = false;
@@ -114,6 +117,7 @@ export class EffectLoop {
     // A node whose disk is full does not campaign either when others could lead: elected, it
     // could not take writes. A stalled loop ticks nothing (messages would pile up unsent).
     this.disk.check();
+    this.commitStoreIfDue();
     if (!ctx.lostLog && this.disk.stalled === null && !this.disk.holdsElection()) ctx.core.tick();
     const now = ctx.clock.nowMs();
     ctx.metrics.catchUp.sample(ctx.recovery !== "healthy", ctx.store.meta.appliedIndex, ctx.clock.monotonicMs());
@@ -283,7 +287,7 @@ export class EffectLoop {
 
   private apply(entries: readonly Entry[]): void {
     const { ctx } = this;
-    const results = ctx.store.apply(entries);
+    const results = ctx.store.apply(entries, this.commitPolicy());
     this.snapshots.applied(entries);
     ctx.walArchiver?.applied(entries);
     for (let i = 0; i < entries.length; i++) {
@@ -294,6 +298,33 @@ export class EffectLoop {
       if (result.kind === "set_member") ctx.refreshPeers();
       const answered = ctx.waiters.applied(entry.index, entry.term, result);
       if (answered && result.kind === "execute" && result.ok) ctx.metrics.writesTotal.inc();
+    }
+  }
+
+  /** When the store commits what it applies (store.ts): every batch while the disk is full or a write is checked. */
+  private commitPolicy(): CommitPolicy {
+    const { ctx } = this;
+    return { nowMs: ctx.clock.monotonicMs(), eager: ctx.diskFull !== null || ctx.storeCommitsEager };
+  }
+
+  /** A quiet node commits its last applies too. A commit the full disk refused is tried again once it has room. */
+  private commitStoreIfDue(): void {
+    const { ctx } = this;
+    if (this.storeCommitRefused && ctx.store.uncommittedCount === 0) {
+      // Here or by a read's commit, or an apply's.
+      this.storeCommitRefused = false;
+      ctx.logger.info("disk full: the store committed what it had applied when the disk filled");
+    }
+    if (ctx.store.uncommittedCount === 0 || this.disk.stalled !== null || ctx.diskFull !== null) return;
+    try {
+      ctx.store.commitIfDue(this.commitPolicy());
+    } catch (e) {
+      if (!isDiskFullError(e)) {
+        ctx.fail(e);
+        return;
+      }
+      this.storeCommitRefused = true;
+      ctx.enterDiskFull({ path: ctx.config.dataDir, bytesFree: ctx.io.diskSpace?.freeBytes() ?? null, cause: "write_failed" }, e);
     }
   }
 

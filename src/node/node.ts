@@ -284,8 +284,26 @@ export class SvcNode {
     else if (consistency === "leader") ctx.requireLeader();
     if (this.sql === null) return ctx.store.query(sql, params);
     checkReadStatement(sql);
+    this.commitForRead(consistency);
     const timeoutMs = options.admin === true ? ctx.config.limits.adminQueryTimeoutMs : ctx.config.limits.queryTimeoutMs;
     return this.sql.query(ctx.store, sql, params, options.signal === undefined ? { timeoutMs } : { timeoutMs, signal: options.signal });
+  }
+
+  /**
+   * A SQL process reads what the store committed: commit what it applied first. On a full
+   * disk a linearizable read cannot be served (it might miss a write it must see); the other
+   * consistencies may lag, and are served what is committed.
+   */
+  private commitForRead(consistency: Consistency): void {
+    try {
+      this.ctx.store.commitApplied();
+    } catch (e) {
+      if (!isDiskFullError(e)) throw e;
+      if (consistency !== "linearizable") return;
+      throw new SvcError("DISK_FULL", `the disk is full: writes this node applied cannot be made visible to its reads (${errorMessage(e)})`, {
+        hint: "read from another node, or with consistency \"stale\", or free space on this node's data directory",
+      });
+    }
   }
 
   /** A read of this node's own state as it is now (what "stale" consistency answers), at once. */
@@ -312,6 +330,7 @@ export class SvcNode {
    */
   async statsBounded(): Promise<ReturnType<SvcNode["stats"]>> {
     if (this.sql === null) return this.stats();
+    this.commitForRead("stale");
     return this.stats(await this.sql.stats(this.ctx.store, this.ctx.config.limits.adminQueryTimeoutMs));
   }
 

@@ -11,8 +11,9 @@
 // node, if it lands anywhere else. So every replica applies a checked entry to the same state
 // the leader tried it on, doing the same work — see the README's "Bounded statements".
 
-import { SvcError } from "../util/errors.ts";
-import { encodeCommand, isPlainWrite, type ApplyResult, type Command, type SqlProcessPool, type Statement } from "../store/index.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+import { isDiskFullError } from "../io/index.ts";
+import { encodeCommand, isPlainWrite, type ApplyResult, type CheckVerdict, type Command, type SqlProcessPool, type Statement } from "../store/index.ts";
 import type { NodeContext } from "./context.ts";
 import type { Proposer } from "./proposer.ts";
 
@@ -88,7 +89,7 @@ export class WriteGate {
       if (known !== null) return known;
       const before = ctx.core.status();
       const entry = { term: before.term, index: before.lastIndex + 1, timestampMs: ctx.clock.nowMs() };
-      const verdict = await checker.check(statements, entry, ctx.config.limits.writeCheckTimeoutMs);
+      const verdict = await this.checkCommitted(checker, statements, entry);
       const after = ctx.core.status();
       const moved = after.term !== entry.term || after.lastIndex + 1 !== entry.index || ctx.store.appliedIndex !== entry.index - 1;
       if (moved) {
@@ -107,6 +108,28 @@ export class WriteGate {
       // it may still commit, and a trigger it creates would fire on writes logged after it.
       this.uncheckedUpTo = Math.max(this.uncheckedUpTo, entry.index);
       return this.proposer.propose(data, entry.timestampMs);
+    }
+  }
+
+  /**
+   * Try the batch in the write-check process, on the store as applied: it is committed first
+   * (the process sees only what is), and every apply commits at once until the check is done
+   * (an open transaction would hold the write lock the check takes).
+   */
+  private async checkCommitted(checker: SqlProcessPool, statements: Statement[], entry: { term: number; index: number; timestampMs: number }): Promise<CheckVerdict> {
+    const { ctx } = this;
+    ctx.storeCommitsEager = true;
+    try {
+      try {
+        ctx.store.commitApplied();
+      } catch (e) {
+        if (!isDiskFullError(e)) throw e;
+        ctx.checkWritable();
+        throw new SvcError("DISK_FULL", `the disk is full: the write could not be tried (${errorMessage(e)})`, { hint: "free space on the data directory's disk; writes resume by themselves" });
+      }
+      return await checker.check(statements, entry, ctx.config.limits.writeCheckTimeoutMs);
+    } finally {
+      ctx.storeCommitsEager = false;
     }
   }
 

@@ -3,8 +3,16 @@
 // entries it applied (so a restart replays exactly what the store has not seen), and
 // answers reads on a separate read-only connection.
 //
-// All of a call to apply() is one SQLite transaction; each entry inside it is a
-// savepoint, so a failing statement rolls back its own batch only and is reported.
+// Each entry is applied inside a savepoint, so a failing statement rolls back its own batch
+// only and is reported. A node's applies share one SQLite transaction that it commits when due
+// (CommitPolicy): a commit writes the pages a batch touched plus the b-tree's interior pages and
+// the database header, so committing every few hundred entries instead of every batch writes a
+// fraction of the bytes. Nothing is less durable for it: the Raft WAL is what makes a write
+// durable, and a restart applies again what the store had not committed. What is applied but
+// not committed is seen by this connection only: anything that reads the store elsewhere (SQL
+// processes, snapshot images, checkpoints, the write check) commits first (commitApplied).
+// A commit that fails for want of space loses the transaction; its entries are kept and
+// applied again before anything else (they were answered already, and apply alike again).
 //
 // The store never waits for the disk on the thread that applies writes: the Raft WAL is what
 // makes a write durable. It runs SQLite's WAL mode with synchronous=NORMAL and no automatic
@@ -48,6 +56,22 @@ export type ApplyResult =
   | { kind: "pause_writes" | "resume_writes" | "config" | "noop" | "init_cluster" | "set_member" | "archived_through" }
   /** An entry this version cannot read; skipped identically on every node of this version. */
   | { kind: "unreadable" };
+
+/**
+ * When a node's apply commits (see the top of this file). `eager`: commit every batch (the
+ * disk is full or nearly, or a write is being checked in another process).
+ */
+export interface CommitPolicy {
+  nowMs: number;
+  eager: boolean;
+}
+
+/** An open transaction is committed once it holds this many entries, */
+export const commitEntriesMax = 4096;
+/** or this many bytes of entries, */
+const commitBytesMax = 8 * 1024 * 1024;
+/** or has been open this long. */
+export const commitDelayMs = 50;
 
 export interface QueryResult {
   columns: string[];
@@ -108,6 +132,14 @@ export class Store implements StateMachine<Entry, ApplyResult> {
   private guardsValue: ApplyGuards | null = null;
   private readonly requests: RequestLog;
   private checkpointer: StoreCheckpointer | null = null;
+  private closed = false;
+  /** Entries applied in the open transaction: what losing it takes back. */
+  private uncommitted: Entry[] = [];
+  private uncommittedBytes = 0;
+  /** When the open transaction was first left open (CommitPolicy.nowMs); null when none is. */
+  private openedAtMs: number | null = null;
+  /** Applied, but their transaction was lost (a full disk): applied again before anything else. */
+  private toReapply: Entry[] = [];
   /** The boot the store was open in when the machine went down, if it was (see open). */
   openedInEarlierBoot: string | null = null;
 
@@ -165,6 +197,8 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       const m = this.metaValue;
       return Promise.resolve({ appliedIndex: m.appliedIndex, appliedTerm: m.appliedTerm, membership: m.membership });
     }
+    // What the checkpoint covers is what is committed: commit first, unless the disk is full.
+    this.commitForReader();
     this.checkpointer ??= new StoreCheckpointer(this.path);
     return this.checkpointer.checkpoint();
   }
@@ -187,6 +221,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
 
   /** The whole database as one image (an in-memory store's snapshot). */
   serialize(): Uint8Array {
+    this.commitApplied();
     return this.db.serialize();
   }
 
@@ -321,13 +356,18 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.bootMarkPending = null;
   }
 
-  /** Apply committed entries, in order, as one transaction. */
-  apply(entries: readonly Entry[]): ApplyResult[] {
+  /**
+   * Apply committed entries, in order. Without `policy` they are committed before this
+   * returns; with one, when the policy says so (see the top of this file). Throws when a
+   * statement or the commit failed for want of space: nothing of `entries` is applied then.
+   */
+  apply(entries: readonly Entry[], policy?: CommitPolicy): ApplyResult[] {
     const results: ApplyResult[] = [];
     if (entries.length === 0) return results;
     this.ensureBootMark();
+    this.reapply();
     const meta = { ...this.metaValue };
-    this.guards.beginImmediate();
+    this.beginBatch();
     try {
       for (const entry of entries) {
         assert(entry.index === meta.appliedIndex + 1, `entries apply in order (applied ${meta.appliedIndex}, got ${entry.index})`);
@@ -337,18 +377,136 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       }
       this.setMetaStmt.run("applied_index", meta.appliedIndex);
       this.setMetaStmt.run("applied_term", meta.appliedTerm);
-      this.db.run("COMMIT");
+      this.db.run("RELEASE batch");
     } catch (e) {
-      if (this.db.inTransaction) this.db.run("ROLLBACK");
+      this.undoBatch();
       throw e;
+    }
+    let bytes = 0;
+    for (const entry of entries) bytes += entry.data.length;
+    if (policy === undefined || this.commitDue(policy, entries.length, bytes)) {
+      // A commit that fails takes this batch back with the rest (loseTransaction).
+      this.commitOpen();
+    } else {
+      for (const entry of entries) this.uncommitted.push(entry);
+      this.uncommittedBytes += bytes;
+      this.openedAtMs ??= policy.nowMs;
     }
     this.metaValue = meta;
     return results;
   }
 
+  /**
+   * Commit the open transaction when `policy` says it is due (a node asks on every tick, so
+   * that a quiet node commits its last writes too). Throws as commitApplied does.
+   */
+  commitIfDue(policy: CommitPolicy): void {
+    if (this.toReapply.length > 0 || (this.uncommitted.length > 0 && this.commitDue(policy, 0, 0))) this.commitApplied();
+  }
+
+  /**
+   * Commit everything applied, for other connections to see it: SQL processes, snapshot
+   * images, checkpoints. Throws when the disk is full: what was applied stays applied (it is
+   * applied again first, and committed with the next commit that succeeds).
+   */
+  commitApplied(): void {
+    this.reapply();
+    if (this.db.inTransaction) this.commitOpen();
+  }
+
+  /** Entries applied but not yet committed (other connections do not see them yet). */
+  get uncommittedCount(): number {
+    return this.uncommitted.length + this.toReapply.length;
+  }
+
+  private commitDue(policy: CommitPolicy, moreEntries: number, moreBytes: number): boolean {
+    if (policy.eager) return true;
+    if (this.uncommitted.length + moreEntries >= commitEntriesMax) return true;
+    if (this.uncommittedBytes + moreBytes >= commitBytesMax) return true;
+    return this.openedAtMs !== null && policy.nowMs - this.openedAtMs >= commitDelayMs;
+  }
+
+  private commitOpen(): void {
+    try {
+      this.db.run("COMMIT");
+    } catch (e) {
+      this.loseTransaction();
+      throw e;
+    }
+    this.uncommitted = [];
+    this.uncommittedBytes = 0;
+    this.openedAtMs = null;
+  }
+
+  /** A batch runs in a savepoint of the open transaction (begun here when none is open). */
+  private beginBatch(): void {
+    if (!this.db.inTransaction) this.guards.beginImmediate();
+    this.db.run("SAVEPOINT batch");
+  }
+
+  /** Undo the batch in progress; if SQLite already undid more (a full disk can), the rest is lost too. */
+  private undoBatch(): void {
+    if (this.db.inTransaction) {
+      try {
+        this.db.run("ROLLBACK TO batch");
+        this.db.run("RELEASE batch");
+        return;
+      } catch {
+        // The transaction itself is in doubt: it goes.
+      }
+    }
+    this.loseTransaction();
+  }
+
+  /** Roll the open transaction back; what it had applied is applied again first (reapply). */
+  private loseTransaction(): void {
+    if (this.db.inTransaction) {
+      try {
+        this.db.run("ROLLBACK");
+      } catch {
+        // SQLite rolled it back already.
+      }
+    }
+    this.toReapply = this.toReapply.concat(this.uncommitted);
+    this.uncommitted = [];
+    this.uncommittedBytes = 0;
+    this.openedAtMs = null;
+  }
+
+  /**
+   * Apply again, from the committed state, the entries a lost transaction took back. Their
+   * results were answered already: they apply alike (the store is deterministic), and are
+   * dropped. Throws as apply does, keeping them to apply again.
+   */
+  private reapply(): void {
+    const entries = this.toReapply;
+    if (entries.length === 0) return;
+    const meta = this.readMeta();
+    this.beginBatch();
+    try {
+      for (const entry of entries) {
+        assert(entry.index === meta.appliedIndex + 1, `entries apply again in order (committed ${meta.appliedIndex}, got ${entry.index})`);
+        this.applyOne(entry, meta);
+        meta.appliedIndex = entry.index;
+        meta.appliedTerm = entry.term;
+      }
+      this.setMetaStmt.run("applied_index", meta.appliedIndex);
+      this.setMetaStmt.run("applied_term", meta.appliedTerm);
+      this.db.run("RELEASE batch");
+    } catch (e) {
+      this.undoBatch();
+      throw e;
+    }
+    assert(meta.appliedIndex === this.metaValue.appliedIndex, `applied again up to ${meta.appliedIndex}, as before (${this.metaValue.appliedIndex})`);
+    this.toReapply = [];
+    this.uncommitted = entries;
+    for (const entry of entries) this.uncommittedBytes += entry.data.length;
+  }
+
   /** Set the membership recorded with the data (init-cluster --bootstrap makes a new cluster of it). */
   setMembership(membership: Membership): void {
     this.ensureBootMark();
+    this.commitApplied();
     this.setMetaStmt.run("membership", JSON.stringify(membership));
     this.metaValue = { ...this.metaValue, membership };
   }
@@ -362,6 +520,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
   /** Record the cluster this store's data belongs to (bootstrap, init-cluster). */
   setClusterId(clusterId: string): void {
     this.ensureBootMark();
+    this.commitApplied();
     this.setMetaStmt.run("cluster_id", clusterId);
     this.metaValue = { ...this.metaValue, clusterId };
   }
@@ -384,7 +543,8 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     // Asked on every write: known until an entry may have changed the schema.
     const epoch = this.guards.schemaEpoch;
     if (this.triggersKnown?.epoch !== epoch) {
-      const found = this.reader.query("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' LIMIT 1").get() !== null;
+      // On the applying connection: a trigger applied but not yet committed counts.
+      const found = this.db.query("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' LIMIT 1").get() !== null;
       this.triggersKnown = { epoch, found };
     }
     return this.triggersKnown.found;
@@ -397,8 +557,10 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     return row.map(toJsonValue);
   }
 
+  /** A read in this process, of everything applied (unless the disk is full: of what is committed). */
   query(sql: string, params: readonly SqlValue[]): QueryResult {
     checkReadStatement(sql);
+    this.commitForReader();
     try {
       return withStatement(this.readStatements, this.reader, sql, true, (stmt) => {
         const rows = stmt.values(...(params as never[])) as unknown[][];
@@ -410,6 +572,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
   }
 
   stats(): StoreStats {
+    this.commitForReader();
     const tables = this.userTables().map((name) => {
       const row = this.reader.query(`SELECT count(*) AS n FROM "${name.replaceAll('"', '""')}"`).get() as { n: number };
       return { name, rows: row.n };
@@ -434,6 +597,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
 
   /** Make the store's file self-contained (for copying) by checkpointing its SQLite WAL. */
   checkpoint(): void {
+    this.commitApplied();
     this.db.run("PRAGMA wal_checkpoint(TRUNCATE)");
   }
 
@@ -442,6 +606,17 @@ export class Store implements StateMachine<Entry, ApplyResult> {
    * replaces or removes the file next, and the mark stays until that is done.
    */
   close(options: { discard?: boolean } = {}): void {
+    if (this.closed) return;
+    this.closed = true;
+    // Uncommitted entries are applied again from the log on the next start if this fails.
+    let commitError: unknown = null;
+    if (options.discard !== true) {
+      try {
+        this.commitApplied();
+      } catch (e) {
+        commitError = e;
+      }
+    }
     this.flusher?.stop();
     void this.checkpointer?.close();
     for (const cache of [this.statements, this.readStatements]) {
@@ -454,11 +629,22 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     if (!this.inMemory) this.reader.close();
     // Closing the last connection checkpoints the SQLite WAL into the file and removes it.
     this.db.close();
+    if (commitError !== null) throw commitError;
     if (!this.unsynced || options.discard === true) return;
     fsyncPath(this.path);
     if (fs.existsSync(`${this.path}-wal`)) fsyncPath(`${this.path}-wal`);
     fs.rmSync(this.path + bootMarkSuffix, { force: true });
     fsyncPath(dirname(this.path));
+  }
+
+  /** The reader connection sees what is committed: commit what was applied, unless the disk is full. */
+  private commitForReader(): void {
+    if (this.inMemory) return;
+    try {
+      this.commitApplied();
+    } catch (e) {
+      if (!isUnwritable(e)) throw e;
+    }
   }
 
   private userTables(): string[] {

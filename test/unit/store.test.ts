@@ -3,6 +3,8 @@ import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
+import { isDiskFullError } from "../../src/io/index.ts";
+import { commitDelayMs, commitEntriesMax } from "../../src/store/store.ts";
 import { Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, sealReceivedImage, stageStoreImage, type Command } from "../../src/store/index.ts";
 import { encodeMembership, type Entry } from "../../src/raft/types.ts";
 import { isSvcError } from "../../src/util/index.ts";
@@ -326,4 +328,129 @@ test("a lone statement that fails part way leaves no trace, whatever its conflic
   expect(results[1]).toMatchObject({ ok: false, statementIndex: 0 });
   expect(results[2]).toMatchObject({ ok: true });
   expect(s.query("SELECT v FROM t ORDER BY v", []).rows).toEqual([[5], [8]]);
+});
+
+describe("commits that a node's applies share", () => {
+  const deferred = (nowMs: number) => ({ nowMs, eager: false });
+  /** Rows of t as another connection (a SQL process, an image) sees the file. */
+  function seenElsewhere(path: string): number {
+    const other = new Database(path, { readonly: true });
+    try {
+      return Number((other.query("SELECT count(*) AS n FROM t").get() as { n: number }).n);
+    } finally {
+      other.close();
+    }
+  }
+
+  test("are made when due: others see applied entries once committed, and a crash before takes back only what the log holds", () => {
+    const path = join(tempDir(), "state.db");
+    const s = openStore(path);
+    s.apply([exec(1, "CREATE TABLE t (v)")]);
+    s.apply([exec(2, "INSERT INTO t VALUES (1)"), exec(3, "INSERT INTO t VALUES (2)")], deferred(0));
+    expect(s.meta.appliedIndex).toBe(3);
+    expect(s.uncommittedCount).toBe(2);
+    expect(seenElsewhere(path)).toBe(0);
+    // Not yet due; then due by age.
+    s.commitIfDue(deferred(commitDelayMs - 1));
+    expect(seenElsewhere(path)).toBe(0);
+    s.commitIfDue(deferred(commitDelayMs));
+    expect(s.uncommittedCount).toBe(0);
+    expect(seenElsewhere(path)).toBe(2);
+    // Due by count.
+    s.apply(Array.from({ length: commitEntriesMax - 1 }, (_, i) => exec(4 + i, "INSERT INTO t VALUES (3)")), deferred(100));
+    expect(seenElsewhere(path)).toBe(2);
+    s.apply([exec(3 + commitEntriesMax, "INSERT INTO t VALUES (4)")], deferred(100));
+    expect(seenElsewhere(path)).toBe(2 + commitEntriesMax);
+    // Eager: every batch.
+    s.apply([exec(4 + commitEntriesMax, "INSERT INTO t VALUES (5)")], { nowMs: 100, eager: true });
+    expect(seenElsewhere(path)).toBe(3 + commitEntriesMax);
+    // A batch left open, then the process dies (discard drops the open transaction, as a
+    // kill -9 would): the store reopens at what it committed, and the log applies the rest.
+    s.apply([exec(5 + commitEntriesMax, "INSERT INTO t VALUES (6)")], deferred(200));
+    s.close({ discard: true });
+    const reopened = openStore(path);
+    expect(reopened.meta.appliedIndex).toBe(4 + commitEntriesMax);
+    reopened.apply([exec(5 + commitEntriesMax, "INSERT INTO t VALUES (6)")], deferred(0));
+    // A reader of this process, a snapshot and a clean close all commit first.
+    expect(reopened.query("SELECT count(*) FROM t", []).rows).toEqual([[4 + commitEntriesMax]]);
+    expect(seenElsewhere(path)).toBe(4 + commitEntriesMax);
+    reopened.apply([exec(6 + commitEntriesMax, "INSERT INTO t VALUES (7)")], deferred(0));
+    reopened.close();
+    expect(openStore(path).meta.appliedIndex).toBe(6 + commitEntriesMax);
+  });
+
+  test("a trigger applied but not yet committed is known to the write path", () => {
+    const s = openStore();
+    s.apply([exec(1, "CREATE TABLE t (v)")]);
+    expect(s.hasTriggers()).toBe(false);
+    s.apply([exec(2, "CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT 1; END")], deferred(0));
+    expect(s.uncommittedCount).toBe(1);
+    expect(s.hasTriggers()).toBe(true);
+  });
+
+  test("a failing statement in a deferred batch takes back its own batch only", () => {
+    const path = join(tempDir(), "state.db");
+    const s = openStore(path);
+    s.apply([exec(1, "CREATE TABLE t (v UNIQUE)")]);
+    s.apply([exec(2, "INSERT INTO t VALUES (1)")], deferred(0));
+    const [r] = s.apply([exec(3, "INSERT INTO t VALUES (2)", "INSERT INTO t VALUES (1)")], deferred(0));
+    expect(r).toMatchObject({ kind: "execute", ok: false, statementIndex: 1 });
+    s.commitApplied();
+    expect(s.query("SELECT v FROM t ORDER BY v", []).rows).toEqual([[1]]);
+    expect(seenElsewhere(path)).toBe(1);
+    expect(s.meta.appliedIndex).toBe(3);
+  });
+
+  describe.skipIf(process.getuid?.() !== 0)("on a file system that fills up (a tmpfs mounted here)", () => {
+    test("a commit the full disk refuses keeps what was applied: it is applied again and committed once there is room", () => {
+      const mountDir = join(tempDir(), "disk");
+      fs.mkdirSync(mountDir);
+      const mounted = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mountDir]);
+      if (mounted.exitCode !== 0) throw new Error(`mount failed: ${mounted.stderr.toString()}`);
+      try {
+        const path = join(mountDir, "state.db");
+        const s = Store.open(path);
+        try {
+          s.apply([exec(1, "CREATE TABLE t (v)")]);
+          const value = "x".repeat(2000);
+          const rows = (from: number, n: number) => Array.from({ length: n }, (_, i) => exec(from + i, ["INSERT INTO t VALUES (?)", [value]]));
+          s.apply(rows(2, 50), deferred(0));
+          expect(s.uncommittedCount).toBe(50);
+          // Fill the disk: the commit cannot write its pages.
+          const filler = join(mountDir, "filler");
+          const fd = fs.openSync(filler, "w");
+          try {
+            for (;;) fs.writeSync(fd, new Uint8Array(64 * 1024));
+          } catch {
+            // ENOSPC: full
+          } finally {
+            fs.closeSync(fd);
+          }
+          let failed: unknown = null;
+          try {
+            s.commitApplied();
+          } catch (e) {
+            failed = e;
+          }
+          expect(isDiskFullError(failed)).toBe(true);
+          // Still applied, to this store's reader of record, and nothing else sees a torn state.
+          expect(s.meta.appliedIndex).toBe(51);
+          expect(s.uncommittedCount).toBe(50);
+          expect(seenElsewhere(path)).toBe(0);
+          // A batch applied meanwhile fails whole (for the node to retry it), the rest kept.
+          expect(() => s.apply(rows(52, 10), { nowMs: 0, eager: true })).toThrow();
+          expect(s.meta.appliedIndex).toBe(51);
+          fs.rmSync(filler);
+          s.apply(rows(52, 10), { nowMs: 0, eager: true });
+          expect(s.uncommittedCount).toBe(0);
+          expect(s.meta.appliedIndex).toBe(61);
+          expect(seenElsewhere(path)).toBe(60);
+        } finally {
+          s.close();
+        }
+      } finally {
+        Bun.spawnSync(["umount", "-l", mountDir]);
+      }
+    });
+  });
 });

@@ -65,7 +65,7 @@ async function benchOneSize(options: { durationMs: number; bin: string[] }, labe
     process.stdout.write(
       `${label}   disk written ${(written / 1048576).toFixed(0)} MB for ${(userBytes / 1048576).toFixed(1)} MB of rows: ${(written / Math.max(1, userBytes)).toFixed(1)}x; ` +
       `${(written / 1048576 / (options.durationMs / 1000)).toFixed(1)} MB/s\n` +
-      `${label}   of which WAL records ${(walBytes / 1048576).toFixed(0)} MB; ${(load.ops / Math.max(1, syncs)).toFixed(1)} writes per WAL sync (the store commits once per batch)\n` +
+      `${label}   of which WAL records ${(walBytes / 1048576).toFixed(0)} MB; ${(load.ops / Math.max(1, syncs)).toFixed(1)} writes per WAL sync\n` +
       `${label}   checkpoints ${checkpoints} (snapshot_interval asks ${Math.floor(load.ops / snapshotIntervalEntries)}), images ${images}; rss ${(rssBytesOf(node.pid) / 1048576).toFixed(0)} MB\n`,
     );
 

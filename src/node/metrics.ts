@@ -56,6 +56,7 @@ export interface NodeGaugeSource {
   pendingWrites(): number;
   writesPaused(): boolean;
   diskFull(): boolean;
+  storeUncommitted(): number;
 }
 
 const latencyBucketsSeconds = exponentialBuckets(0.0001, 2, 16); // 0.1 ms … 3.3 s
@@ -79,6 +80,9 @@ export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
   r.gaugeFn("tensor_chain_pending_writes", "Writes proposed and not yet applied", () => source.pendingWrites());
   r.gaugeFn("tensor_chain_writes_paused", "1 while writes are paused (pause-writes)", () => (source.writesPaused() ? 1 : 0));
   r.gaugeFn("tensor_chain_disk_full", "1 while the data directory's disk is full: writes are refused (DISK_FULL), reads served", () => (source.diskFull() ? 1 : 0));
+  r.gaugeFn("tensor_chain_store_uncommitted_entries",
+    "Entries applied to the store but not yet committed to its file (reads in SQL processes commit first; above 0 for long only while a full disk refuses the commit)",
+    () => source.storeUncommitted());
   r.gaugeFn("tensor_chain_memory_rss_bytes", "Resident set size of the process", () => process.memoryUsage.rss());
   r.gaugeFn("tensor_chain_memory_heap_used_bytes", "JavaScript heap in use", () => process.memoryUsage().heapUsed);
 

@@ -136,6 +136,7 @@ export class SvcNode {
       pendingWrites: () => live().waiters.size,
       writesPaused: () => writesPausedAt(live().store.meta, live().clock.nowMs()),
       diskFull: () => live().diskFull !== null,
+      storeUncommitted: () => live().store.uncommittedCount,
     });
     ctx = new NodeContext(parts.config, parts.logger, parts.io, parts.core, metrics, parts.store, parts.hardState, parts.clusterId);
     ctx.lostLog = parts.lostLog;

@@ -126,6 +126,13 @@ describe.skipIf(!canMount)("a full disk (data directory on a small tmpfs)", () =
       await waitFor("the node to report the full disk", async () => (await getJson<{ disk: string }>(`${node.clientUrl}/health`)).disk === "full");
       expect(node.running).toBe(true);
       expect(await count(node.clientUrl, "stale")).toBe(0);
+      if ((await metric(node.adminUrl, "tensor_chain_store_uncommitted_entries")) > 0) {
+        // Answered, and refused by the store's commit: a linearizable read cannot see it yet,
+        // and says so rather than answer without it.
+        const read = await queryRaw(node.clientUrl, "SELECT count(*) FROM t", [], "linearizable");
+        expect(read.status).toBe(507);
+        expect(read.body?.error?.code).toBe("DISK_FULL");
+      }
       fs.rmSync(join(disk, "filler"));
       const answer = await pending;
       expect(answer.status).toBe(200);

@@ -2,7 +2,6 @@
 // with latency percentiles, and reading a process's RSS.
 
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { renderConfigToml, type ConfigDraft } from "../src/config/index.ts";
 
@@ -14,17 +13,12 @@ export interface LoadResult {
   p99Ms: number;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+/**
+ * A free loopback port, never one handed out before in this process: ports got by binding port 0
+ * came back twice now and then, and a cluster whose config named one port twice never started.
+ * The test harness's choice (below the kernel's ephemeral range, TCP and UDP both free).
+ */
+export { freePort } from "../test/lib/proc-ports.ts";
 
 export interface Ports {
   client: number;

@@ -19,7 +19,7 @@
 //     writes, and elections (the leader is never touched, so there should be none).
 // Prints figures; asserts nothing.
 
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createHttp1Client } from "./_http1.ts";
@@ -41,7 +41,20 @@ class BenchCluster {
     const c = new BenchCluster(bin);
     for (let i = 0; i < count; i++) await c.allocate();
     for (let i = 0; i < count; i++) c.spawn(i, c.members.slice(0, count));
-    await Promise.all(c.members.map((_, i) => waitHealthy(c.admin(i), 60_000)));
+    try {
+      await Promise.all(c.members.map((_, i) => waitHealthy(c.admin(i), 60_000)));
+    } catch (e) {
+      // Say which node and why before the directory goes: its process, and its log's end.
+      for (let i = 0; i < count; i++) {
+        const healthy = await fetch(`${c.admin(i)}/health`).then((r) => r.ok, () => false);
+        if (healthy) continue;
+        const proc = c.procs[i];
+        const log = readFileSync(join(c.dir, `${c.members[i]!.id}.log`), "utf8").trimEnd().split("\n").slice(-30).join("\n");
+        process.stderr.write(`${c.members[i]!.id} (${proc?.exitCode === null ? "running" : `exited ${proc?.exitCode}`}) is not healthy; its log ends:\n${log}\n`);
+      }
+      await c.close();
+      throw e;
+    }
     return c;
   }
 

@@ -315,7 +315,8 @@ export class EffectLoop {
       this.storeCommitRefused = false;
       ctx.logger.info("disk full: the store committed what it had applied when the disk filled");
     }
-    if (ctx.store.uncommittedCount === 0 || this.disk.stalled !== null || ctx.diskFull !== null) return;
+    // A refused commit waits for room (disk.check leaves the disk-full state once there is).
+    if (ctx.store.uncommittedCount === 0 || this.disk.stalled !== null || (this.storeCommitRefused && ctx.diskFull !== null)) return;
     try {
       ctx.store.commitIfDue(this.commitPolicy());
     } catch (e) {

@@ -83,6 +83,13 @@ export async function openNode(
         lostLog = true;
         break;
       case "rebase_on_store":
+        if (walWasEmpty && state.store.leftOpen) {
+          // Its last applies were committed to the store only in part: the WAL held the rest.
+          log.warn("the WAL was emptied after this node stopped without closing its store: writes it acknowledged last may be lost", {
+            storeAppliedIndex: state.store.meta.appliedIndex,
+            hint: "a lone node's WAL is removed only after a clean stop (restart it once after a crash, then stop it); with a backup of the WAL, stop the node and put it back",
+          });
+        }
         await rebaseOnStore(state, clusterId, log);
         break;
     }

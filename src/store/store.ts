@@ -142,6 +142,8 @@ export class Store implements StateMachine<Entry, ApplyResult> {
   private toReapply: Entry[] = [];
   /** The boot the store was open in when the machine went down, if it was (see open). */
   openedInEarlierBoot: string | null = null;
+  /** The store was open when its process or machine last stopped (not closed cleanly). */
+  leftOpen = false;
 
   /**
    * `unsynced`: the store runs without fsyncs, under a boot mark (see the top of this file).
@@ -259,6 +261,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       store = new Store(path, options.cacheKib ?? defaultCacheKib, bootId !== null);
       if (markPending) store.bootMarkPending = bootId;
       if (openedIn !== null && openedIn !== bootId) store.openedInEarlierBoot = openedIn;
+      store.leftOpen = openedIn !== null;
       // quick_check reads every page: it runs only on a store that was open when its machine
       // went down. A process that stopped, even by kill -9, left SQLite's files whole in the
       // page cache (SQLite's own guarantee), and a 10 GB store would take minutes to read.

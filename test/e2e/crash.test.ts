@@ -296,6 +296,17 @@ describe("crash safety of one node (compiled binary)", () => {
     const verify = await runBinary(["admin", "verify-checksums", "--node", node.adminUrl]);
     expect(verify.stdout + verify.stderr).toContain("all checks passed");
     expect(verify.exitCode).toBe(0);
+    expect(node.log()).not.toContain("the WAL was emptied after this node stopped without closing its store");
+  }, 60_000);
+
+  procTest("a lone node whose WAL was emptied after a crash says that writes it acknowledged last may be lost", async (env) => {
+    const ledger = new Ledger(64);
+    const node = await nodeWithRows(env, { ledger, keyPrefix: "before", clients: writersCount, acked: 200 });
+    await node.kill9();
+    const walDir = join(node.dataDir, "raft", "wal");
+    for (const name of fs.readdirSync(walDir)) fs.rmSync(join(walDir, name), { recursive: true, force: true });
+    await node.start();
+    expect(node.log()).toContain("the WAL was emptied after this node stopped without closing its store: writes it acknowledged last may be lost");
   }, 60_000);
 });
 

@@ -3,7 +3,8 @@
 // that rename a staged copy into place when the receiver left one (else copy the image).
 
 import { basename, join } from "node:path";
-import { isDiskFullError, type InstallMethod, type SnapshotRecord, type SnapshotStore } from "../io/index.ts";
+import type { InstallMethod, SnapshotRecord, SnapshotStore } from "../io/index.ts";
+import { SvcError } from "../util/errors.ts";
 import { fsyncPathAsync } from "../io/durable-file.ts";
 import type { Membership } from "../raft/index.ts";
 import { snapshotStateFile, type SnapshotEntry, type SnapshotStore as SnapshotDirs } from "../storage/index.ts";
@@ -30,11 +31,11 @@ export class FileSnapshots implements SnapshotStore<Membership, Store> {
     const tempDir = this.dirs.beginTemp();
     try {
       // The worker copies the store file from its own connection: `state` goes on applying.
-      // It copies what is committed: everything applied, unless the disk is full.
-      try {
-        state.commitApplied();
-      } catch (e) {
-        if (!isDiskFullError(e)) throw e;
+      // It copies what is committed, so everything applied is committed first.
+      if (!state.commitForReaders()) {
+        throw new SvcError("SNAPSHOT_FAILED", "the disk is full: the store could not commit what it applied, and an image would miss it", {
+          hint: "free space on the data directory's disk, then take the snapshot again",
+        });
       }
       const image = await createSnapshotImage(state.path, join(tempDir, snapshotStateFile));
       if (image.appliedIndex <= afterIndex) {

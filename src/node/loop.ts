@@ -11,7 +11,7 @@
 // advance — happens until it succeeds. Messages to and from peers: peer-messages.ts.
 
 import type { Entry, Ready, SnapshotMeta } from "../raft/index.ts";
-import type { CommitPolicy } from "../store/index.ts";
+import { commitDelayMs, type CommitPolicy, type Store } from "../store/index.ts";
 import { isDiskFullError, type Timer } from "../io/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
@@ -29,8 +29,10 @@ const writeTimeoutMs = 30_000;
 export class EffectLoop {
   readonly reads: ReadBarriers;
   private tickTimer: Timer | null = null;
-  /** The store's commit failed for want of space: what it applied waits to be committed (store.ts). */
-  private storeCommitRefused = false;
+  /** The store whose commit failed for want of space: what it applied waits to be committed (store.ts). */
+  private storeCommitRefused: Store | null = null;
+  /** Commits what the store left open once it is due, quiet node or not (commitStoreIfDue). */
+  private commitTimer: Timer | null = null;
   private readyScheduled = false;
   /** A Ready's log sync is running; the next Ready waits for it. */
   private syncInFlight = false;
@@ -131,6 +133,8 @@ export class EffectLoop {
   }
 
   stop(): void {
+    this.commitTimer?.cancel();
+    this.commitTimer = null;
     this.priority?.close();
     this.ctx.walArchiver?.stop();
     this.tickTimer?.cancel();
@@ -288,6 +292,7 @@ export class EffectLoop {
   private apply(entries: readonly Entry[]): void {
     const { ctx } = this;
     const results = ctx.store.apply(entries, this.commitPolicy());
+    this.scheduleCommit();
     this.snapshots.applied(entries);
     ctx.walArchiver?.applied(entries);
     for (let i = 0; i < entries.length; i++) {
@@ -307,16 +312,30 @@ export class EffectLoop {
     return { nowMs: ctx.clock.monotonicMs(), eager: ctx.diskFull !== null || ctx.storeCommitsEager };
   }
 
+  /** Commit the store's open transaction when it is due, even if nothing is applied meanwhile. */
+  private scheduleCommit(): void {
+    const { ctx } = this;
+    if (this.commitTimer !== null || ctx.stopped || ctx.store.uncommittedCount === 0) return;
+    this.commitTimer = ctx.clock.after(commitDelayMs, () => {
+      this.commitTimer = null;
+      this.commitStoreIfDue();
+      this.scheduleCommit();
+    });
+  }
+
   /** A quiet node commits its last applies too. A commit the full disk refused is tried again once it has room. */
   private commitStoreIfDue(): void {
     const { ctx } = this;
-    if (this.storeCommitRefused && ctx.store.uncommittedCount === 0) {
-      // Here or by a read's commit, or an apply's.
-      this.storeCommitRefused = false;
+    if (ctx.stopped) return;
+    if (this.storeCommitRefused !== null && this.storeCommitRefused !== ctx.store) {
+      this.storeCommitRefused = null; // a snapshot installed meanwhile replaced the store
+    } else if (this.storeCommitRefused !== null && !ctx.store.commitRefused && ctx.store.uncommittedCount === 0) {
+      // Committed here, by an apply or by a read.
+      this.storeCommitRefused = null;
       ctx.logger.info("disk full: the store committed what it had applied when the disk filled");
     }
     // A refused commit waits for room (disk.check leaves the disk-full state once there is).
-    if (ctx.store.uncommittedCount === 0 || this.disk.stalled !== null || (this.storeCommitRefused && ctx.diskFull !== null)) return;
+    if (ctx.store.uncommittedCount === 0 || this.disk.stalled !== null || (this.storeCommitRefused !== null && ctx.diskFull !== null)) return;
     try {
       ctx.store.commitIfDue(this.commitPolicy());
     } catch (e) {
@@ -324,7 +343,7 @@ export class EffectLoop {
         ctx.fail(e);
         return;
       }
-      this.storeCommitRefused = true;
+      this.storeCommitRefused = ctx.store;
       ctx.enterDiskFull({ path: ctx.config.dataDir, bytesFree: ctx.io.diskSpace?.freeBytes() ?? null, cause: "write_failed" }, e);
     }
   }

@@ -42,6 +42,10 @@ import type { MetricsRegistry } from "../metrics/index.ts";
 export type Consistency = "linearizable" | "leader" | "stale";
 export type { SnapshotOutcome, NodeParts, GossipSnapshot };
 
+/** A linearizable read that a refused store commit keeps from a write waits this long for room before 507. */
+const readCommitWaitMs = 1_000;
+const readCommitPollMs = 50;
+
 export interface ExecuteOutcome {
   results: { rowsAffected: number; lastInsertId: number | bigint }[];
   index: number;
@@ -285,7 +289,7 @@ export class SvcNode {
     else if (consistency === "leader") ctx.requireLeader();
     if (this.sql === null) return ctx.store.query(sql, params);
     checkReadStatement(sql);
-    this.commitForRead(consistency);
+    await this.commitForRead(consistency);
     const timeoutMs = options.admin === true ? ctx.config.limits.adminQueryTimeoutMs : ctx.config.limits.queryTimeoutMs;
     return this.sql.query(ctx.store, sql, params, options.signal === undefined ? { timeoutMs } : { timeoutMs, signal: options.signal });
   }
@@ -295,16 +299,18 @@ export class SvcNode {
    * disk a linearizable read cannot be served (it might miss a write it must see); the other
    * consistencies may lag, and are served what is committed.
    */
-  private commitForRead(consistency: Consistency): void {
-    try {
-      this.ctx.store.commitApplied();
-    } catch (e) {
-      if (!isDiskFullError(e)) throw e;
-      if (consistency !== "linearizable") return;
-      throw new SvcError("DISK_FULL", `the disk is full: writes this node applied cannot be made visible to its reads (${errorMessage(e)})`, {
-        hint: "read from another node, or with consistency \"stale\", or free space on this node's data directory",
-      });
+  private async commitForRead(consistency: Consistency): Promise<void> {
+    const { ctx } = this;
+    if (ctx.store.commitForReaders() || consistency !== "linearizable") return;
+    // Space may come back in a moment (the loop checks every 200 ms): wait a little first.
+    const deadline = ctx.clock.monotonicMs() + readCommitWaitMs;
+    while (ctx.clock.monotonicMs() < deadline) {
+      await ctx.clock.sleep(readCommitPollMs);
+      if (ctx.store.commitForReaders()) return;
     }
+    throw new SvcError("DISK_FULL", "the disk is full: writes this node applied cannot be made visible to its reads (the store's commit was refused)", {
+      hint: "read from another node, or with consistency \"stale\", or free space on this node's data directory",
+    });
   }
 
   /** A read of this node's own state as it is now (what "stale" consistency answers), at once. */
@@ -331,7 +337,7 @@ export class SvcNode {
    */
   async statsBounded(): Promise<ReturnType<SvcNode["stats"]>> {
     if (this.sql === null) return this.stats();
-    this.commitForRead("stale");
+    await this.commitForRead("stale");
     return this.stats(await this.sql.stats(this.ctx.store, this.ctx.config.limits.adminQueryTimeoutMs));
   }
 

@@ -11,8 +11,7 @@
 // node, if it lands anywhere else. So every replica applies a checked entry to the same state
 // the leader tried it on, doing the same work — see the README's "Bounded statements".
 
-import { SvcError, errorMessage } from "../util/errors.ts";
-import { isDiskFullError } from "../io/index.ts";
+import { SvcError } from "../util/errors.ts";
 import { encodeCommand, isPlainWrite, type ApplyResult, type CheckVerdict, type Command, type SqlProcessPool, type Statement } from "../store/index.ts";
 import type { NodeContext } from "./context.ts";
 import type { Proposer } from "./proposer.ts";
@@ -120,12 +119,9 @@ export class WriteGate {
     const { ctx } = this;
     ctx.storeCommitsEager = true;
     try {
-      try {
-        ctx.store.commitApplied();
-      } catch (e) {
-        if (!isDiskFullError(e)) throw e;
+      if (!ctx.store.commitForReaders()) {
         ctx.checkWritable();
-        throw new SvcError("DISK_FULL", `the disk is full: the write could not be tried (${errorMessage(e)})`, { hint: "free space on the data directory's disk; writes resume by themselves" });
+        throw new SvcError("DISK_FULL", "the disk is full: the write could not be tried (the store's commit was refused)", { hint: "free space on the data directory's disk; writes resume by themselves" });
       }
       return await checker.check(statements, entry, ctx.config.limits.writeCheckTimeoutMs);
     } finally {

@@ -43,6 +43,12 @@ export class ApplyGuards {
     if (named || this.schemaNames()) this.resetConnectionState();
   }
 
+  /** Statements were rolled back (a batch, or the transaction): the schema learnt since may be undone. */
+  forget(): void {
+    this.schemaNamesConnState = null;
+    this.schemaEpoch++;
+  }
+
   /** A statement that may create a TEMP object must run in a savepoint (see afterStatement). */
   static mayCreate(sql: string): boolean {
     return creates.test(sql);

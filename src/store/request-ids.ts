@@ -124,6 +124,15 @@ export class RequestLog {
     return this.statements;
   }
 
+  /**
+   * A transaction was rolled back: the table may be gone with it (made by the entry that first
+   * carried an id), so what was learnt of it is looked up again.
+   */
+  forget(): void {
+    this.tableKnown = false;
+    this.close();
+  }
+
   close(): void {
     if (this.statements === null) return;
     for (const s of Object.values(this.statements)) s.finalize();

@@ -72,6 +72,8 @@ export const commitEntriesMax = 4096;
 const commitBytesMax = 8 * 1024 * 1024;
 /** or has been open this long. */
 export const commitDelayMs = 50;
+/** After a refused commit, readers try it again at most this often (each try applies the refused entries again). */
+const readerRetryMs = 200;
 
 export interface QueryResult {
   columns: string[];
@@ -404,6 +406,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
    * that a quiet node commits its last writes too). Throws as commitApplied does.
    */
   commitIfDue(policy: CommitPolicy): void {
+    if (this.uncommitted.length > 0) this.openedAtMs ??= policy.nowMs;
     if (this.toReapply.length > 0 || (this.uncommitted.length > 0 && this.commitDue(policy, 0, 0))) this.commitApplied();
   }
 
@@ -416,6 +419,31 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.reapply();
     if (this.db.inTransaction) this.commitOpen();
   }
+
+  /**
+   * A commit (or a batch) failed for want of space and took applied entries back: they wait to
+   * be applied again (the node's loop tries once the disk has room; readers, see commitForReaders).
+   */
+  get commitRefused(): boolean {
+    return this.toReapply.length > 0;
+  }
+
+  /**
+   * commitApplied for those about to read the store through another connection: false when the
+   * disk refused the commit (they see only what is committed). After a refusal it is tried again
+   * at most every 200 ms (each try applies the refused entries again).
+   */
+  commitForReaders(): boolean {
+    if (this.commitRefused && performance.now() - this.refusedAtMs < readerRetryMs) return false;
+    try {
+      this.commitApplied();
+      return true;
+    } catch (e) {
+      if (!isUnwritable(e)) throw e;
+      return false;
+    }
+  }
+  private refusedAtMs = Number.NEGATIVE_INFINITY;
 
   /** Entries applied but not yet committed (other connections do not see them yet). */
   get uncommittedCount(): number {
@@ -449,10 +477,13 @@ export class Store implements StateMachine<Entry, ApplyResult> {
 
   /** Undo the batch in progress; if SQLite already undid more (a full disk can), the rest is lost too. */
   private undoBatch(): void {
+    this.forgetDerived();
     if (this.db.inTransaction) {
       try {
         this.db.run("ROLLBACK TO batch");
         this.db.run("RELEASE batch");
+        // Nothing else applied in it: not left open (it would hold the write lock for nothing).
+        if (this.uncommitted.length === 0) this.db.run("ROLLBACK");
         return;
       } catch {
         // The transaction itself is in doubt: it goes.
@@ -461,8 +492,20 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.loseTransaction();
   }
 
+  /**
+   * What was learnt from the database since the last commit may have been rolled back: the
+   * request-id table made by the first entry with an id, a trigger's schema.
+   */
+  private forgetDerived(): void {
+    this.requests.forget();
+    this.guards.forget();
+    this.triggersKnown = null;
+  }
+
   /** Roll the open transaction back; what it had applied is applied again first (reapply). */
   private loseTransaction(): void {
+    this.refusedAtMs = performance.now();
+    this.forgetDerived();
     if (this.db.inTransaction) {
       try {
         this.db.run("ROLLBACK");
@@ -642,12 +685,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
 
   /** The reader connection sees what is committed: commit what was applied, unless the disk is full. */
   private commitForReader(): void {
-    if (this.inMemory) return;
-    try {
-      this.commitApplied();
-    } catch (e) {
-      if (!isUnwritable(e)) throw e;
-    }
+    if (!this.inMemory) this.commitForReaders();
   }
 
   private userTables(): string[] {

@@ -438,13 +438,88 @@ describe("commits that a node's applies share", () => {
           expect(s.uncommittedCount).toBe(50);
           expect(seenElsewhere(path)).toBe(0);
           // A batch applied meanwhile fails whole (for the node to retry it), the rest kept.
-          expect(() => s.apply(rows(52, 10), { nowMs: 0, eager: true })).toThrow();
+          let batchFailure: unknown = null;
+          try {
+            s.apply(rows(52, 10), { nowMs: 0, eager: true });
+          } catch (e) {
+            batchFailure = e;
+          }
+          expect(isDiskFullError(batchFailure)).toBe(true);
           expect(s.meta.appliedIndex).toBe(51);
           fs.rmSync(filler);
           s.apply(rows(52, 10), { nowMs: 0, eager: true });
           expect(s.uncommittedCount).toBe(0);
           expect(s.meta.appliedIndex).toBe(61);
           expect(seenElsewhere(path)).toBe(60);
+        } finally {
+          s.close();
+        }
+      } finally {
+        Bun.spawnSync(["umount", "-l", mountDir]);
+      }
+    });
+
+    test("entries applied again after a refused commit end as on a store that never failed: request ids, triggers, schema", () => {
+      const mountDir = join(tempDir(), "disk");
+      fs.mkdirSync(mountDir);
+      const mounted = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mountDir]);
+      if (mounted.exitCode !== 0) throw new Error(`mount failed: ${mounted.stderr.toString()}`);
+      const withId = (index: number, id: string, sql: string): Entry => ({
+        term: 1, index, kind: "normal", timestampMs: 1_700_000_000_000 + index * 1000,
+        data: encodeCommand({ op: "execute", statements: [{ sql, params: [] }], requestId: id }),
+      });
+      const first = [exec(1, "CREATE TABLE t (v)", "CREATE TABLE log (n, r)", "CREATE TRIGGER tr AFTER INSERT ON t BEGIN INSERT INTO log VALUES (changes(), last_insert_rowid()); END")];
+      const deferredEntries = [
+        // First: what its trigger logs depends on the connection's state unless the guard resets it.
+        exec(2, "INSERT INTO t VALUES (1)"),
+        withId(3, "r1", "INSERT INTO t VALUES (2), (3)"),
+        exec(4, "UPDATE t SET v = v + 10 WHERE v > 1"),
+        exec(5, "DROP TRIGGER tr"),
+        exec(6, "CREATE TABLE other (x)"),
+        withId(7, "r2", "INSERT INTO t VALUES (4)"),
+      ];
+      const contents = (store: Store) => [
+        store.query("SELECT * FROM t ORDER BY rowid", []).rows,
+        store.query("SELECT * FROM log ORDER BY rowid", []).rows,
+        store.rememberedRequest("r1", 1_700_000_010_000),
+        store.rememberedRequest("r2", 1_700_000_010_000),
+      ];
+      const twin = openStore();
+      twin.apply(first);
+      twin.apply(deferredEntries, deferred(0));
+      twin.commitApplied();
+      try {
+        const s = Store.open(join(mountDir, "state.db"));
+        try {
+          s.apply(first);
+          s.apply(deferredEntries.slice(0, 3), deferred(0));
+          s.apply(deferredEntries.slice(3), deferred(1));
+          const filler = join(mountDir, "filler");
+          const fd = fs.openSync(filler, "w");
+          try {
+            for (;;) fs.writeSync(fd, new Uint8Array(64 * 1024));
+          } catch {
+            // ENOSPC: full
+          } finally {
+            fs.closeSync(fd);
+          }
+          // Fill the page cache's share too: the commit must write what the batches changed.
+          let refused: unknown = null;
+          try {
+            s.commitApplied();
+          } catch (e) {
+            refused = e;
+          }
+          expect(isDiskFullError(refused)).toBe(true);
+          expect(s.commitRefused).toBe(true);
+          expect(s.commitForReaders()).toBe(false);
+          fs.rmSync(filler);
+          s.commitApplied();
+          expect(s.commitRefused).toBe(false);
+          expect(contents(s)).toEqual(contents(twin));
+          // And it goes on applying entries with ids.
+          s.apply([withId(8, "r3", "INSERT INTO t VALUES (5)")], deferred(2));
+          expect(s.rememberedRequest("r3", 1_700_000_010_000)?.firstIndex).toBe(8);
         } finally {
           s.close();
         }

@@ -372,21 +372,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.ensureBootMark();
     this.reapply();
     const meta = { ...this.metaValue };
-    this.beginBatch();
-    try {
-      for (const entry of entries) {
-        assert(entry.index === meta.appliedIndex + 1, `entries apply in order (applied ${meta.appliedIndex}, got ${entry.index})`);
-        results.push(this.applyOne(entry, meta));
-        meta.appliedIndex = entry.index;
-        meta.appliedTerm = entry.term;
-      }
-      this.setMetaStmt.run("applied_index", meta.appliedIndex);
-      this.setMetaStmt.run("applied_term", meta.appliedTerm);
-      this.db.run("RELEASE batch");
-    } catch (e) {
-      this.undoBatch();
-      throw e;
-    }
+    this.applyBatch(entries, meta, results);
     let bytes = 0;
     for (const entry of entries) bytes += entry.data.length;
     if (policy === undefined || this.commitDue(policy, entries.length, bytes)) {
@@ -469,6 +455,29 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.openedAtMs = null;
   }
 
+  /**
+   * Apply `entries` after `meta` (advanced as they apply) in a savepoint of the open transaction,
+   * their results into `results` (null: dropped). On a throw nothing of them is applied.
+   */
+  private applyBatch(entries: readonly Entry[], meta: StoreMeta, results: ApplyResult[] | null): void {
+    this.beginBatch();
+    try {
+      for (const entry of entries) {
+        assert(entry.index === meta.appliedIndex + 1, `entries apply in order (applied ${meta.appliedIndex}, got ${entry.index})`);
+        const result = this.applyOne(entry, meta);
+        results?.push(result);
+        meta.appliedIndex = entry.index;
+        meta.appliedTerm = entry.term;
+      }
+      this.setMetaStmt.run("applied_index", meta.appliedIndex);
+      this.setMetaStmt.run("applied_term", meta.appliedTerm);
+      this.db.run("RELEASE batch");
+    } catch (e) {
+      this.undoBatch();
+      throw e;
+    }
+  }
+
   /** A batch runs in a savepoint of the open transaction (begun here when none is open). */
   private beginBatch(): void {
     if (!this.db.inTransaction) this.guards.beginImmediate();
@@ -528,21 +537,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     const entries = this.toReapply;
     if (entries.length === 0) return;
     const meta = this.readMeta();
-    this.beginBatch();
-    try {
-      for (const entry of entries) {
-        assert(entry.index === meta.appliedIndex + 1, `entries apply again in order (committed ${meta.appliedIndex}, got ${entry.index})`);
-        this.applyOne(entry, meta);
-        meta.appliedIndex = entry.index;
-        meta.appliedTerm = entry.term;
-      }
-      this.setMetaStmt.run("applied_index", meta.appliedIndex);
-      this.setMetaStmt.run("applied_term", meta.appliedTerm);
-      this.db.run("RELEASE batch");
-    } catch (e) {
-      this.undoBatch();
-      throw e;
-    }
+    this.applyBatch(entries, meta, null);
     assert(meta.appliedIndex === this.metaValue.appliedIndex, `applied again up to ${meta.appliedIndex}, as before (${this.metaValue.appliedIndex})`);
     this.toReapply = [];
     this.uncommitted = entries;

@@ -467,9 +467,14 @@ export class NodeSimulation {
       for (const m of up) this.crash(m, 5 + this.prng.nextInt(300));
     }
     // One member at a time: a majority that lost its logs cannot elect anyone (by design, SPEC §4.6).
-    // And only with three voters or more: the others must still make a majority without it.
+    // And only with three voters or more: the others must still make a majority without it. In
+    // every member's view, not the leader's alone: its newest configuration may be one it has
+    // not yet made durable anywhere (seed 92746: a promotion proposed on a full disk, then the
+    // leader's WAL emptied, left two voters of which one had lost its log).
     const voters = this.leader()?.node?.status().membership.voters.length ?? 0;
-    if (up.length > 2 && voters >= 3 && this.prng.next() < c.walLossPerMs && this.members.every((m) => m.retired || m.node?.recoveryState === "healthy")) {
+    // (Members that know no configuration yet, spares not added, have no say.)
+    const fewestVoters = Math.min(...up.map((m) => m.node?.status().membership.voters.length ?? 0).filter((n) => n > 0));
+    if (up.length > 2 && voters >= 3 && this.prng.next() < c.walLossPerMs && fewestVoters >= 3 && this.members.every((m) => m.retired || m.node?.recoveryState === "healthy")) {
       const m = up[this.prng.nextInt(up.length)];
       if (m !== undefined) {
         this.crash(m, 20 + this.prng.nextInt(200));

@@ -14,8 +14,10 @@ const first = Number(process.env["NODE_SIM_FIRST_SEED"] ?? 1);
  * Seeds that once failed, run every time besides the range. 51894: a new member that held the
  * cluster's first membership entry but not the entry after it campaigned after a crash and was
  * elected by members that held nothing, writing over an entry the bootstrap node had committed.
+ * 92746: the simulator emptied the WAL of one of two voters (it read the leader's newest
+ * configuration, not yet durable, which had three), a loss no Raft cluster recovers from alone.
  */
-const regressionSeeds = [51894];
+const regressionSeeds = [51894, 92746];
 const range = Array.from({ length: count }, (_, i) => first + i);
 const seeds = single !== undefined ? [Number(single)] : [...range, ...regressionSeeds.filter((s) => !range.includes(s))];
 const chunkSize = 10;

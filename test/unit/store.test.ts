@@ -402,12 +402,42 @@ describe("commits that a node's applies share", () => {
   });
 
   describe.skipIf(process.getuid?.() !== 0)("on a file system that fills up (a tmpfs mounted here)", () => {
-    test("a commit the full disk refuses keeps what was applied: it is applied again and committed once there is room", () => {
-      const mountDir = join(tempDir(), "disk");
-      fs.mkdirSync(mountDir);
-      const mounted = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mountDir]);
+    /** A 2 MiB tmpfs, unmounted when `fn` ends. */
+    function withSmallDisk(fn: (dir: string) => void): void {
+      const dir = join(tempDir(), "disk");
+      fs.mkdirSync(dir);
+      const mounted = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir]);
       if (mounted.exitCode !== 0) throw new Error(`mount failed: ${mounted.stderr.toString()}`);
       try {
+        fn(dir);
+      } finally {
+        Bun.spawnSync(["umount", "-l", dir]);
+      }
+    }
+    /** Fill the file system of `dir` to its last byte with `dir`/filler; returns its path. */
+    function fillDisk(dir: string): string {
+      const filler = join(dir, "filler");
+      const fd = fs.openSync(filler, "w");
+      try {
+        for (;;) fs.writeSync(fd, new Uint8Array(64 * 1024));
+      } catch {
+        // ENOSPC: full
+      } finally {
+        fs.closeSync(fd);
+      }
+      return filler;
+    }
+    function thrown(fn: () => void): unknown {
+      try {
+        fn();
+      } catch (e) {
+        return e;
+      }
+      return null;
+    }
+
+    test("a commit the full disk refuses keeps what was applied: it is applied again and committed once there is room", () => {
+      withSmallDisk((mountDir) => {
         const path = join(mountDir, "state.db");
         const s = Store.open(path);
         try {
@@ -417,34 +447,14 @@ describe("commits that a node's applies share", () => {
           s.apply(rows(2, 50), deferred(0));
           expect(s.uncommittedCount).toBe(50);
           // Fill the disk: the commit cannot write its pages.
-          const filler = join(mountDir, "filler");
-          const fd = fs.openSync(filler, "w");
-          try {
-            for (;;) fs.writeSync(fd, new Uint8Array(64 * 1024));
-          } catch {
-            // ENOSPC: full
-          } finally {
-            fs.closeSync(fd);
-          }
-          let failed: unknown = null;
-          try {
-            s.commitApplied();
-          } catch (e) {
-            failed = e;
-          }
-          expect(isDiskFullError(failed)).toBe(true);
+          const filler = fillDisk(mountDir);
+          expect(isDiskFullError(thrown(() => s.commitApplied()))).toBe(true);
           // Still applied, to this store's reader of record, and nothing else sees a torn state.
           expect(s.meta.appliedIndex).toBe(51);
           expect(s.uncommittedCount).toBe(50);
           expect(seenElsewhere(path)).toBe(0);
           // A batch applied meanwhile fails whole (for the node to retry it), the rest kept.
-          let batchFailure: unknown = null;
-          try {
-            s.apply(rows(52, 10), { nowMs: 0, eager: true });
-          } catch (e) {
-            batchFailure = e;
-          }
-          expect(isDiskFullError(batchFailure)).toBe(true);
+          expect(isDiskFullError(thrown(() => s.apply(rows(52, 10), { nowMs: 0, eager: true })))).toBe(true);
           expect(s.meta.appliedIndex).toBe(51);
           fs.rmSync(filler);
           s.apply(rows(52, 10), { nowMs: 0, eager: true });
@@ -454,16 +464,10 @@ describe("commits that a node's applies share", () => {
         } finally {
           s.close();
         }
-      } finally {
-        Bun.spawnSync(["umount", "-l", mountDir]);
-      }
+      });
     });
 
     test("entries applied again after a refused commit end as on a store that never failed: request ids, triggers, schema", () => {
-      const mountDir = join(tempDir(), "disk");
-      fs.mkdirSync(mountDir);
-      const mounted = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mountDir]);
-      if (mounted.exitCode !== 0) throw new Error(`mount failed: ${mounted.stderr.toString()}`);
       const withId = (index: number, id: string, sql: string): Entry => ({
         term: 1, index, kind: "normal", timestampMs: 1_700_000_000_000 + index * 1000,
         data: encodeCommand({ op: "execute", statements: [{ sql, params: [] }], requestId: id }),
@@ -488,29 +492,14 @@ describe("commits that a node's applies share", () => {
       twin.apply(first);
       twin.apply(deferredEntries, deferred(0));
       twin.commitApplied();
-      try {
+      withSmallDisk((mountDir) => {
         const s = Store.open(join(mountDir, "state.db"));
         try {
           s.apply(first);
           s.apply(deferredEntries.slice(0, 3), deferred(0));
           s.apply(deferredEntries.slice(3), deferred(1));
-          const filler = join(mountDir, "filler");
-          const fd = fs.openSync(filler, "w");
-          try {
-            for (;;) fs.writeSync(fd, new Uint8Array(64 * 1024));
-          } catch {
-            // ENOSPC: full
-          } finally {
-            fs.closeSync(fd);
-          }
-          // Fill the page cache's share too: the commit must write what the batches changed.
-          let refused: unknown = null;
-          try {
-            s.commitApplied();
-          } catch (e) {
-            refused = e;
-          }
-          expect(isDiskFullError(refused)).toBe(true);
+          const filler = fillDisk(mountDir);
+          expect(isDiskFullError(thrown(() => s.commitApplied()))).toBe(true);
           expect(s.commitRefused).toBe(true);
           expect(s.commitForReaders()).toBe(false);
           fs.rmSync(filler);
@@ -523,9 +512,7 @@ describe("commits that a node's applies share", () => {
         } finally {
           s.close();
         }
-      } finally {
-        Bun.spawnSync(["umount", "-l", mountDir]);
-      }
+      });
     });
   });
 });

@@ -117,12 +117,16 @@ describe("gossip encrypted with a shared key", () => {
     await waitUntil("everyone alive with the old key", everyoneAlive);
     // Step 1: the new key is accepted everywhere, the old one still sends.
     for (const h of held) h.push(nextKey);
-    // Step 2: m0 sends with the new key; the others still send with the old one.
+    // Step 2: m0 sends with the new key first; the others still send with the old one.
     held[0] = [nextKey, oldKey];
     const received = b.snapshot().counters.packetsReceived;
     await waitUntil("m1 receives more packets", () => b.snapshot().counters.packetsReceived > received + 10);
     expect(everyoneAlive()).toBe(true);
-    // Step 3: everyone sends with the new key only; the old one is dropped.
+    // ...then every member does, and packets sealed with the old key drain.
+    for (let i = 0; i < held.length; i++) held[i] = [nextKey, oldKey];
+    const receivedBoth = gs.map((g) => g.snapshot().counters.packetsReceived);
+    await waitUntil("every member receives more packets, all under the new key", () => gs.every((g, i) => g.snapshot().counters.packetsReceived > (receivedBoth[i] ?? 0) + 10));
+    // Step 3: the old key is dropped everywhere.
     for (let i = 0; i < held.length; i++) held[i] = [nextKey];
     const receivedNew = a.snapshot().counters.packetsReceived;
     await waitUntil("m0 receives more packets under the new key", () => a.snapshot().counters.packetsReceived > receivedNew + 10);

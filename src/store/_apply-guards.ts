@@ -3,7 +3,9 @@
 //   - changes() and last_insert_rowid() read the connection's memory of the statement before:
 //     after a restart that is 0, on a node that applied the previous entry it is that
 //     entry's. When an entry (or a trigger or view it may fire) names them, both are reset to
-//     0 as the entry starts, so they give the entry's own values on every node.
+//     0 as the entry starts, so they give the entry's own values on every node. So are they
+//     before an entry with a request id: its answer (a statement's last_insert_id, which an
+//     UPDATE leaves at the connection's earlier insert) is kept in the replicated state.
 //   - TEMP objects live in one connection and are never replicated: a statement that leaves
 //     one behind fails, identically everywhere.
 //   - A batch that was checked before it entered the log (WriteChecker) was checked as the
@@ -30,8 +32,11 @@ export class ApplyGuards {
 
   constructor(private readonly db: Database) {}
 
-  /** Before an execute entry's statements run. */
-  beforeEntry(statements: readonly { sql: string }[]): void {
+  /**
+   * Before an execute entry's statements run. `remembered`: the entry's answer is kept in the
+   * replicated state (a request id): its last_insert_id must not depend on the connection either.
+   */
+  beforeEntry(statements: readonly { sql: string }[], remembered = false): void {
     let named = false;
     for (const s of statements) {
       if (connStateNames.test(s.sql)) named = true;
@@ -40,7 +45,7 @@ export class ApplyGuards {
         this.schemaEpoch++;
       }
     }
-    if (named || this.schemaNames()) this.resetConnectionState();
+    if (named || remembered || this.schemaNames()) this.resetConnectionState();
   }
 
   /** Statements were rolled back (a batch, or the transaction): the schema learnt since may be undone. */

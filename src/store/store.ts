@@ -738,7 +738,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         if (command.checkedIndex !== undefined && command.checkedIndex !== entry.index) {
           return { kind: "execute", ok: false, statementIndex: 0, message: checkedElsewhereMessage(command.checkedIndex, entry.index) };
         }
-        this.guards.beforeEntry(command.statements);
+        this.guards.beforeEntry(command.statements, requestId !== undefined);
         const result = this.functions.withEntry(entry.term, entry.index, entry.timestampMs, () => this.executeBatch(command.statements));
         if (requestId !== undefined && result.kind === "execute") this.requests.remember(requestId, entry, result);
         return result;

@@ -45,6 +45,19 @@ function insert(index: number, timestampMs: number, n: number, requestId?: strin
 }
 
 describe("request ids", () => {
+  test("the answer remembered for a request id is the same on a node that restarted before it: an UPDATE's last_insert_id does not come from the connection", () => {
+    // One node applied an insert and then the update; another restarted between the two
+    // (its connection never saw the insert). Both keep, and a retry on either answers, the same.
+    const ran = storeWithTable();
+    ran.apply([insert(2, t0 + 1000, 1)]);
+    const restarted = memoryStore(ran.serialize());
+    const update = entry(3, t0 + 2000, "UPDATE t SET s = 'changed' WHERE n = ?", [1], "req-u");
+    const [answered] = ran.apply([update]);
+    restarted.apply([update]);
+    expect(answered).toEqual({ kind: "execute", ok: true, results: [{ rowsAffected: 1, lastInsertId: 0 }] });
+    expect(restarted.rememberedRequest("req-u", t0 + 3000)).toEqual(ran.rememberedRequest("req-u", t0 + 3000));
+  });
+
   test("a retried request id applies nothing and answers the first entry's result and index", () => {
     const store = storeWithTable();
     const [first] = store.apply([insert(2, t0 + 1000, 1, "req-a")]);

@@ -29,7 +29,7 @@ const writeTimeoutMs = 30_000;
 export class EffectLoop {
   readonly reads: ReadBarriers;
   private tickTimer: Timer | null = null;
-  /** The store whose commit failed for want of space: what it applied waits to be committed (store.ts). */
+  /** The store whose commit a full disk refused, until it commits what it applied (logged then). */
   private storeCommitRefused: Store | null = null;
   /** Commits what the store left open once it is due, quiet node or not (commitStoreIfDue). */
   private commitTimer: Timer | null = null;
@@ -327,6 +327,8 @@ export class EffectLoop {
   private commitStoreIfDue(): void {
     const { ctx } = this;
     if (ctx.stopped) return;
+    // Refused here, by an apply or by a read: said once, when it goes through.
+    if (ctx.store.commitRefused) this.storeCommitRefused ??= ctx.store;
     if (this.storeCommitRefused !== null && this.storeCommitRefused !== ctx.store) {
       this.storeCommitRefused = null; // a snapshot installed meanwhile replaced the store
     } else if (this.storeCommitRefused !== null && !ctx.store.commitRefused && ctx.store.uncommittedCount === 0) {
@@ -335,7 +337,7 @@ export class EffectLoop {
       ctx.logger.info("disk full: the store committed what it had applied when the disk filled");
     }
     // A refused commit waits for room (disk.check leaves the disk-full state once there is).
-    if (ctx.store.uncommittedCount === 0 || this.disk.stalled !== null || (this.storeCommitRefused !== null && ctx.diskFull !== null)) return;
+    if (ctx.store.uncommittedCount === 0 || this.disk.stalled !== null || (ctx.store.commitRefused && ctx.diskFull !== null)) return;
     try {
       ctx.store.commitIfDue(this.commitPolicy());
     } catch (e) {

@@ -425,7 +425,8 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       this.commitApplied();
       return true;
     } catch (e) {
-      if (!isUnwritable(e)) throw e;
+      // An I/O error is not "full": it reaches the caller (and the node's loop fails on it).
+      if (!isDiskFullError(e)) throw e;
       return false;
     }
   }

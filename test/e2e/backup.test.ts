@@ -319,9 +319,17 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
       expect(snap.exitCode).toBe(0);
       const latest = (await ObjectStore.at(`s3://${s3.bucket}/snaps`, s3.env).list({ under: "latest/" })).map((o) => o.name.replace(/[0-9a-f]{16}-[0-9a-f]{16}/, "T-I"));
       expect(latest.sort()).toEqual(["latest/T-I/meta.json", "latest/T-I/state.db", "latest/metadata.json"]);
-      const noCreds = await svc(["admin", "backup", "verify", `s3://${s3.bucket}/offsite/latest.tar.gz`], { AWS_ACCESS_KEY_ID: "", AWS_SECRET_ACCESS_KEY: "" });
+      // A download that fails leaves no temporary directory behind (in TMPDIR, where it goes, nor in /tmp).
+      const scratch = join(env.dir, "scratch");
+      fs.mkdirSync(scratch);
+      const tmpBefore = new Set(fs.readdirSync("/tmp").filter((n) => n.startsWith("svc-verify-")));
+      const noCreds = await svc(["admin", "backup", "verify", `s3://${s3.bucket}/offsite/latest.tar.gz`], { AWS_ACCESS_KEY_ID: "", AWS_SECRET_ACCESS_KEY: "", TMPDIR: scratch });
       expect(noCreds.exitCode).toBe(1);
       expect(noCreds.stderr).toContain("AWS_ACCESS_KEY_ID");
+      const missing = await svc(["admin", "backup", "verify", `s3://${s3.bucket}/offsite/no-such.tar.gz`], { ...s3.env, TMPDIR: scratch });
+      expect(missing.exitCode).toBe(1);
+      expect(fs.readdirSync(scratch)).toEqual([]);
+      expect(fs.readdirSync("/tmp").filter((n) => n.startsWith("svc-verify-") && !tmpBefore.has(n))).toEqual([]);
     } finally {
       await s3.stop();
     }

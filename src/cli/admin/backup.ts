@@ -6,7 +6,8 @@
 // resumed first.
 
 import * as fs from "node:fs";
-import { dirname, resolve } from "node:path";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
 import { defineCommand } from "citty";
 import {
   FullBackup, copyOffsite, newestFullBackup, openDestination, parseDuration, snapshotBackup, verifyArchive,
@@ -188,15 +189,14 @@ const verifyCommand = defineCommand({
     const json = args.json === true;
     let path = args.file;
     let temp: string | null = null;
-    if (isObjectUrl(path)) {
-      const slash = path.lastIndexOf("/");
-      temp = `${fs.mkdtempSync("/tmp/svc-verify-")}/${path.slice(slash + 1)}`;
-      await openDestination(path.slice(0, slash)).get(path.slice(slash + 1), temp);
-      path = temp;
-    } else if (!fs.existsSync(path)) {
-      throw new CliExit(ExitCode.failure, `${path} does not exist`);
-    }
+    if (!isObjectUrl(path) && !fs.existsSync(path)) throw new CliExit(ExitCode.failure, `${path} does not exist`);
     try {
+      if (isObjectUrl(path)) {
+        const slash = path.lastIndexOf("/");
+        temp = `${fs.mkdtempSync(join(tmpdir(), "svc-verify-"))}/${path.slice(slash + 1)}`;
+        await openDestination(path.slice(0, slash)).get(path.slice(slash + 1), temp);
+        path = temp;
+      }
       const progress = progressPrinter(json);
       const check = await verifyArchive(path, (f) => progress(`verifying ${f}`));
       clearProgress(json);

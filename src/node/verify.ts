@@ -4,10 +4,10 @@
 
 import * as fs from "node:fs";
 import {
-  formatRanges, listSegments, readEntriesLost, readSegment, repairWal, SnapshotStore, verifySnapshot, type DataPaths,
+  formatRanges, listSegments, readEntriesLost, readHardState, readSegment, repairWal, SnapshotStore, verifySnapshot, type DataPaths,
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
-import { errorMessage } from "../util/errors.ts";
+import { errorMessage, SvcError } from "../util/errors.ts";
 
 export interface VerifyFinding {
   target: string;
@@ -18,6 +18,7 @@ export interface VerifyFinding {
 export async function verifyDataDir(paths: DataPaths, options: { store?: Store; skipWal?: boolean } = {}): Promise<VerifyFinding[]> {
   const findings: VerifyFinding[] = [];
   if (options.skipWal !== true) findings.push(...verifyWal(paths.walDir));
+  findings.push(verifyHardState(paths.hardStatePath));
   const snapshots = new SnapshotStore(paths.snapshotsDir).list();
   if (snapshots.length === 0) findings.push({ target: paths.snapshotsDir, ok: true, detail: "no snapshots" });
   let newestValidIndex = 0;
@@ -29,6 +30,17 @@ export async function verifyDataDir(paths: DataPaths, options: { store?: Store; 
   if (options.skipWal !== true) findings.push(...verifyLogContinuity(paths, newestValidIndex));
   findings.push(verifyStore(paths.storePath, options.store));
   return findings;
+}
+
+function verifyHardState(path: string): VerifyFinding {
+  try {
+    const state = readHardState(path);
+    if (state === null) return { target: path, ok: true, detail: "absent (this node has not joined a cluster yet)" };
+    return { target: path, ok: true, detail: `crc ok: term ${state.term}, commit ${state.commit}` };
+  } catch (e) {
+    const hint = e instanceof SvcError && e.hint !== undefined ? `; ${e.hint}` : "";
+    return { target: path, ok: false, detail: `${errorMessage(e)}${hint}` };
+  }
 }
 
 export function verifyWal(walDir: string): VerifyFinding[] {

@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { verifyDataDir } from "../../src/node/index.ts";
-import { Wal, dataPaths, listSegments, repairWal } from "../../src/storage/index.ts";
+import { Wal, dataPaths, listSegments, repairWal, writeHardState } from "../../src/storage/index.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { silentLogger } from "../../src/util/index.ts";
 
@@ -56,4 +56,18 @@ test("entries a repair lost are reported as known, and an intact log as continui
   expect(findings.filter((f) => !f.ok && f.target !== paths.storePath)).toEqual([]);
   expect(findings.some((f) => f.detail.includes("the log continues"))).toBe(true);
   expect(findings.some((f) => f.detail.includes("wal-repair lost entries 3"))).toBe(true);
+});
+
+test("a damaged hard state is reported, with what to run; a sound one is checked too", async () => {
+  const paths = dataDirWithLog(10);
+  writeHardState(paths.hardStatePath, { term: 3, vote: "n1", commit: 10, clusterId: "c1" });
+  const sound = await verifyDataDir(paths);
+  expect(sound.find((f) => f.target === paths.hardStatePath)).toEqual({ target: paths.hardStatePath, ok: true, detail: "crc ok: term 3, commit 10" });
+  const bytes = fs.readFileSync(paths.hardStatePath);
+  bytes[bytes.length - 3] = (bytes[bytes.length - 3] ?? 0) ^ 0x01;
+  fs.writeFileSync(paths.hardStatePath, bytes);
+  const damaged = (await verifyDataDir(paths)).find((f) => f.target === paths.hardStatePath);
+  expect(damaged?.ok).toBe(false);
+  expect(damaged?.detail).toContain("checksum mismatch");
+  expect(damaged?.detail).toContain("wal-repair --skip-corrupted");
 });

@@ -20,6 +20,8 @@ export interface TransferMetrics {
 }
 
 export const chunkBytes = 1024 * 1024;
+/** The reason a follower gives when a whole image it received does not match its SHA-256. */
+export const checksumMismatch = "checksum mismatch";
 export const windowChunks = 4;
 /** A stream with no acknowledged progress for this long is abandoned (the core retries). */
 export const stallTimeoutMs = 15_000;

@@ -7,11 +7,17 @@ import type { InstallMethod, SnapshotRecord, SnapshotStore } from "../io/index.t
 import { SvcError } from "../util/errors.ts";
 import { fsyncPathAsync } from "../io/durable-file.ts";
 import type { Membership } from "../raft/index.ts";
-import { snapshotStateFile, type SnapshotEntry, type SnapshotStore as SnapshotDirs } from "../storage/index.ts";
+import { snapshotStateFile, verifySnapshot, type SnapshotEntry, type SnapshotStore as SnapshotDirs } from "../storage/index.ts";
 import { Store, createSnapshotImage } from "../store/index.ts";
 
 export class FileSnapshots implements SnapshotStore<Membership, Store> {
-  constructor(readonly dirs: SnapshotDirs, private readonly storePath: string, private readonly storeCacheKib?: number) {}
+  constructor(
+    readonly dirs: SnapshotDirs,
+    private readonly storePath: string,
+    private readonly storeCacheKib?: number,
+    /** A damaged image was found where a new one of the same index went, and replaced. */
+    private readonly onDamaged: (dir: string, reason: string) => void = () => {},
+  ) {}
 
   latest(): SnapshotRecord<Membership> | null {
     const entry = this.dirs.latest();
@@ -38,18 +44,26 @@ export class FileSnapshots implements SnapshotStore<Membership, Store> {
         });
       }
       const image = await createSnapshotImage(state.path, join(tempDir, snapshotStateFile));
-      if (image.appliedIndex <= afterIndex) {
+      if (image.appliedIndex < afterIndex || (image.appliedIndex === afterIndex && await this.holdsSound(image.appliedTerm, image.appliedIndex))) {
+        // Nothing applied since the newest image, and that image is whole.
         this.dirs.discard(tempDir);
         return null;
       }
+      // A new image; or the newest one again, because the one held is damaged or gone.
       const entry = await this.dirs.commit(tempDir, {
         clusterId, index: image.appliedIndex, term: image.appliedTerm, membership: image.membership, stateSha256: image.stateSha256,
       });
+      if (entry.replacedDamaged !== undefined) this.onDamaged(entry.dir, entry.replacedDamaged);
       return toRecord(entry);
     } catch (e) {
       this.dirs.discard(tempDir);
       throw e;
     }
+  }
+
+  private async holdsSound(term: number, index: number): Promise<boolean> {
+    const entry = this.dirs.list().find((e) => e.index === index && e.term === term);
+    return entry !== undefined && (await verifySnapshot(entry)).ok;
   }
 
   install(state: Store, record: SnapshotRecord<Membership>): { state: Store; method: InstallMethod } {

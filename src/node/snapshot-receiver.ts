@@ -13,7 +13,7 @@ import { MessageType } from "../transport/index.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import {
-  decodeChunk, encoder, finishKeepAliveMs,
+  checksumMismatch, decodeChunk, encoder, finishKeepAliveMs,
   type Ack, type ChunkHeader, type SnapshotMessage, type TransferMetrics,
 } from "./_snapshot-wire.ts";
 
@@ -156,7 +156,7 @@ export class SnapshotReceiver {
         fs.rmSync(stream.dir, { recursive: true, force: true });
         this.current = null;
         this.metrics.transfers.labels("received_bad").inc();
-        ack("failed", 0, "checksum mismatch");
+        ack("failed", 0, checksumMismatch);
         return;
       }
       const tempDir = this.snapshots.beginTemp();
@@ -166,6 +166,7 @@ export class SnapshotReceiver {
         clusterId: header.clusterId, index: header.meta.index, term: header.meta.term, membership: header.meta.membership, createdAt: header.createdAt,
         stateSha256: sha,
       });
+      if (entry.replacedDamaged !== undefined) this.logger.warn("the snapshot this node held at that index was damaged; replaced by the one received", { dir: entry.dir, reason: entry.replacedDamaged });
       await this.stage(entry.dir, entry.name);
       this.current = null;
       this.metrics.transfers.labels("received_ok").inc();

@@ -3,13 +3,14 @@
 // repaired stream), abandoned when it stops making progress (the core then retries).
 
 import * as fs from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { PeerNetwork } from "../io/index.ts";
-import { SnapshotStore, snapshotDirName, snapshotStateFile } from "../storage/index.ts";
+import { SnapshotStore, snapshotDirName, snapshotStateFile, verifySnapshot } from "../storage/index.ts";
+import { errorMessage } from "../util/errors.ts";
 import { MessageType } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
 import {
-  chunkBytes, decodeAck, encodeChunk, stallTimeoutMs, windowChunks,
+  checksumMismatch, chunkBytes, decodeAck, encodeChunk, stallTimeoutMs, windowChunks,
   type ChunkHeader, type SnapshotMessage, type TransferMetrics,
 } from "./_snapshot-wire.ts";
 
@@ -43,6 +44,8 @@ export class SnapshotSender {
   private sentSinceCollect = 0;
   /** What a chunk is read into before it is copied into its message: one buffer for every chunk. */
   private readonly readBuffer = new Uint8Array(chunkBytes);
+  /** Checks of this node's own images in progress, by directory (see checkImage). */
+  private readonly checks = new Map<string, Promise<void>>();
 
   constructor(
     private readonly transport: PeerNetwork,
@@ -102,7 +105,13 @@ export class SnapshotSender {
       this.logger.warn("follower rejected the snapshot", { peer: from, reason: ack.reason });
       this.metrics.transfers.labels("sent_failed").inc();
       this.close(from, stream);
-      this.finished(from, false);
+      if (ack.reason === checksumMismatch) {
+        // The chunks arrived as read (each has its CRC): the image on this node's disk may be
+        // what is damaged. Sending it again would fail again, forever.
+        void this.checkImage(stream.path).finally(() => this.finished(from, false));
+      } else {
+        this.finished(from, false);
+      }
       return;
     }
     // The follower says what it holds: continue from there (a resumed or repaired stream).
@@ -148,6 +157,34 @@ export class SnapshotSender {
         this.garbage.collect();
       }
       if (stream.totalBytes === 0) break;
+    }
+  }
+
+  /**
+   * Hash the image at `statePath` against its meta.json; a damaged one is removed, so that the
+   * next attempt sends a new image (made then, when no other covers what the follower needs).
+   * Followers that reject the same image at once share one check.
+   */
+  private checkImage(statePath: string): Promise<void> {
+    const dir = dirname(statePath);
+    let check = this.checks.get(dir);
+    if (check === undefined) {
+      check = this.checkImageNow(dir).finally(() => this.checks.delete(dir));
+      this.checks.set(dir, check);
+    }
+    return check;
+  }
+
+  private async checkImageNow(dir: string): Promise<void> {
+    const entry = this.snapshots.list().find((e) => e.dir === dir);
+    if (entry === undefined) return;
+    try {
+      const verdict = await verifySnapshot(entry);
+      if (verdict.ok) return;
+      this.logger.error("this node's snapshot image is damaged: removed; a new image is made for the follower", { dir, reason: verdict.reason });
+      fs.rmSync(dir, { recursive: true, force: true });
+    } catch (e) {
+      this.logger.error("could not check this node's snapshot image", { dir, error: errorMessage(e) });
     }
   }
 

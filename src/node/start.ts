@@ -144,7 +144,9 @@ export async function openNode(
       io: {
         clock: systemClock,
         log: new FileLogStore(state.wal, paths),
-        snapshots: new FileSnapshots(state.snapshots, paths.storePath, state.storeCacheKib),
+        snapshots: new FileSnapshots(state.snapshots, paths.storePath, state.storeCacheKib, (dir, reason) => {
+          log.error("this node's newest snapshot image was damaged; replaced by a new image of the same index", { dir, reason });
+        }),
         network,
         collectGarbage,
         threadPriority: osThreadPriority(),

@@ -171,12 +171,14 @@ export class SnapshotStore {
    * Finish a snapshot whose state.db is already in `tempDir`: fsync it, write
    * meta.json last, rename into place and fsync the parent. The fsyncs run on the I/O pool.
    * `stateSha256` is the image's checksum, which the caller has already (the snapshot worker
-   * hashes what it writes; a received image is hashed to verify it): nothing reads the image here.
+   * hashes what it writes; a received image is hashed to verify it): nothing reads the image here,
+   * unless a snapshot of the same term and index is held already; that one is hashed, and
+   * replaced when it is damaged (`replacedDamaged` says why).
    */
   async commit(
     tempDir: string,
     meta: Omit<SnapshotFileMeta, "formatVersion" | "stateSizeBytes" | "createdAt"> & { createdAt?: string },
-  ): Promise<SnapshotEntry> {
+  ): Promise<SnapshotEntry & { replacedDamaged?: string }> {
     const statePath = join(tempDir, snapshotStateFile);
     await fsyncPathAsync(statePath);
     const full: SnapshotFileMeta = {
@@ -195,14 +197,28 @@ export class SnapshotStore {
     await fsyncPathAsync(tempDir);
     const name = snapshotDirName(meta.term, meta.index);
     const finalDir = join(this.dir, name);
+    let replacedDamaged: string | undefined;
     if (fs.existsSync(finalDir)) {
-      // The same snapshot again (e.g. an install of one already held): keep the existing one.
-      this.discard(tempDir);
+      // The same snapshot again (an install of one already held, an image made with nothing
+      // applied since): the one held stays if it is whole; a damaged one is replaced.
+      const held = await verifySnapshot({ name, dir: finalDir, term: meta.term, index: meta.index, meta: readSnapshotMeta(finalDir) });
+      if (held.ok) {
+        this.discard(tempDir);
+      } else {
+        replacedDamaged = held.reason;
+        const aside = join(this.dir, `.tmp-damaged-${process.pid}-${Date.now()}`);
+        fs.renameSync(finalDir, aside);
+        fs.renameSync(tempDir, finalDir);
+        await fsyncPathAsync(this.dir);
+        fs.rmSync(aside, { recursive: true, force: true });
+      }
     } else {
       fs.renameSync(tempDir, finalDir);
       await fsyncPathAsync(this.dir);
     }
-    return { name, dir: finalDir, term: meta.term, index: meta.index, meta: readSnapshotMeta(finalDir) };
+    const entry: SnapshotEntry & { replacedDamaged?: string } = { name, dir: finalDir, term: meta.term, index: meta.index, meta: readSnapshotMeta(finalDir) };
+    if (replacedDamaged !== undefined) entry.replacedDamaged = replacedDamaged;
+    return entry;
   }
 
   /**

@@ -182,3 +182,66 @@ describe("node recovery procedures (SPEC §4.6)", () => {
     await expectSameData(cluster, ledger);
   });
 });
+
+/** The newest snapshot directory under `node`'s raft/snapshots/ (by index). */
+function newestImage(node: NodeProcess): string {
+  const dir = join(node.dataDir, "raft", "snapshots");
+  const names = fs.readdirSync(dir).filter((n) => /^[0-9a-f]{16}-[0-9a-f]{16}$/.test(n)).sort((a, b) => parseInt(a.slice(17), 16) - parseInt(b.slice(17), 16));
+  const newest = names.at(-1);
+  if (newest === undefined) throw new Error(`no snapshot under ${dir}`);
+  return join(dir, newest);
+}
+
+/** Flip bytes in the middle of an image's state.db (a disk that returned other bytes). */
+function damageImage(dir: string): void {
+  const path = join(dir, "state.db");
+  const bytes = fs.readFileSync(path);
+  const at = Math.floor(bytes.length / 2);
+  for (let i = 0; i < 16; i++) bytes[at + i] = (bytes[at + i] ?? 0) ^ 0xff;
+  fs.writeFileSync(path, bytes);
+}
+
+async function imagesSound(node: NodeProcess): Promise<string[]> {
+  const { SnapshotStore, verifySnapshot } = await import("../../src/storage/index.ts");
+  const bad: string[] = [];
+  for (const entry of new SnapshotStore(join(node.dataDir, "raft", "snapshots")).list()) {
+    const check = await verifySnapshot(entry);
+    if (!check.ok) bad.push(`${entry.name}: ${check.reason}`);
+  }
+  return bad;
+}
+
+describe("damaged snapshot images", () => {
+  beforeAll(() => {
+    ensureBinary();
+  });
+
+  clusterTest("a leader whose image is damaged finds it when a follower rejects it, makes a new one and rebuilds the follower; an image asked for with nothing applied since replaces a damaged newest one", {
+    overrides: { snapshotIntervalEntries: 100 },
+  }, async (cluster) => {
+    const { leader, follower, ledger } = await startWithRows(cluster, 300);
+    expect(await follower.stop()).toBe(0);
+    fs.rmSync(join(follower.dataDir, "raft"), { recursive: true, force: true });
+    fs.rmSync(join(follower.dataDir, "store"), { recursive: true, force: true });
+    await writeThrough(cluster.others(follower), ledger, "b", 150);
+    expect((await postJson(`${leader.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
+    damageImage(newestImage(leader));
+
+    follower.spawn();
+    await follower.waitHealthy();
+    expect(leader.log()).toContain("snapshot image is damaged");
+    expect(recoveryPath(follower)).toContain("installing_snapshot");
+    await expectSameData(cluster, ledger);
+    expect(await imagesSound(leader)).toEqual([]);
+    expect(await imagesSound(follower)).toEqual([]);
+
+    // Nothing applied since the newest image: asking for one does not keep a damaged one.
+    await cluster.waitConverged();
+    const newest = newestImage(leader);
+    damageImage(newest);
+    expect((await postJson(`${leader.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
+    expect(newestImage(leader)).toBe(newest);
+    expect(await imagesSound(leader)).toEqual([]);
+    expect(leader.log()).toContain("newest snapshot image was damaged");
+  });
+});

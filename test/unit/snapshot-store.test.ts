@@ -1,0 +1,59 @@
+// Filing a snapshot of a term and index already held (an install of an image the node has, an
+// image made with nothing applied since): the one held stays when it is whole, and is replaced
+// when it is damaged — a damaged copy kept under the name would be trusted by every later use.
+
+import { afterEach, expect, test } from "bun:test";
+import * as fs from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SnapshotStore, snapshotStateFile, verifySnapshot } from "../../src/storage/index.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+const membership = { voters: ["n1"], learners: [] };
+
+async function file(store: SnapshotStore, contents: string): Promise<ReturnType<SnapshotStore["commit"]>> {
+  const temp = store.beginTemp();
+  fs.writeFileSync(join(temp, snapshotStateFile), contents);
+  const sha = new Bun.CryptoHasher("sha256").update(contents).digest("hex");
+  return store.commit(temp, { clusterId: "c1", index: 40, term: 2, membership, stateSha256: sha });
+}
+
+function storeDir(): SnapshotStore {
+  const dir = fs.mkdtempSync(join(tmpdir(), "svc-snapshots-"));
+  dirs.push(dir);
+  return new SnapshotStore(dir);
+}
+
+test("the same snapshot again keeps the whole one held", async () => {
+  const store = storeDir();
+  const first = await file(store, "image at 40");
+  const again = await file(store, "image at 40");
+  expect(again.dir).toBe(first.dir);
+  expect(again.replacedDamaged).toBeUndefined();
+  expect(fs.readdirSync(store.dir)).toEqual([first.name]);
+});
+
+test("a damaged snapshot held under the same name is replaced by the new one", async () => {
+  const store = storeDir();
+  const first = await file(store, "image at 40");
+  fs.writeFileSync(join(first.dir, snapshotStateFile), "image at 41");
+  expect((await verifySnapshot(first)).ok).toBe(false);
+  const again = await file(store, "image at 40");
+  expect(again.replacedDamaged).toContain("checksum mismatch");
+  expect(fs.readFileSync(join(again.dir, snapshotStateFile), "utf8")).toBe("image at 40");
+  expect((await verifySnapshot(again)).ok).toBe(true);
+  expect(fs.readdirSync(store.dir)).toEqual([first.name]);
+});
+
+test("a held snapshot with no readable meta.json is replaced too", async () => {
+  const store = storeDir();
+  const first = await file(store, "image at 40");
+  fs.rmSync(join(first.dir, "meta.json"));
+  const again = await file(store, "image at 40");
+  expect(again.replacedDamaged).toContain("meta.json");
+  expect((await verifySnapshot(again)).ok).toBe(true);
+});

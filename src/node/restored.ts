@@ -13,7 +13,7 @@ import { sha256File } from "../io/file-hash.ts";
 import { readHardState, writeHardState } from "../storage/hardstate.ts";
 import type { DataPaths } from "../storage/paths.ts";
 import { readRestoreMarker, removeRestoreMarker, type RestoreMarker } from "../storage/restore-marker.ts";
-import { readSnapshotMeta, snapshotDirName } from "../storage/snapshots.ts";
+import { SnapshotStore, readSnapshotMeta, snapshotDirName, verifySnapshot } from "../storage/snapshots.ts";
 import { Wal, listSegments } from "../storage/wal.ts";
 import { SvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
@@ -41,7 +41,13 @@ export async function adoptRestoredBackup(paths: DataPaths, config: Config, logg
     });
   }
   if (!adopted) {
-    setAsidePriorState(paths, logger);
+    const check = await verifySnapshot({ name: snapshotDirName(marker.term, marker.index), dir: snapshotDir, term: marker.term, index: marker.index, meta });
+    if (!check.ok) {
+      throw new SvcError("RESTORE_REFUSED", `the backup's snapshot ${snapshotDir} is damaged: ${check.reason}; nothing was changed`, {
+        hint: "check the archive with `svc admin backup verify <archive>`, then extract raft/ and store/ again from a sound one",
+      });
+    }
+    setAsidePriorState(paths, marker, logger);
     await keepOnlyTheBackupsStore(paths, join(snapshotDir, "state.db"), meta.stateSha256, logger);
     const { wal } = Wal.open(paths.walDir, { segmentSizeBytes: config.wal.segmentSizeBytes, logger });
     wal.resetTo(marker.index + 1);
@@ -63,18 +69,29 @@ export async function adoptRestoredBackup(paths: DataPaths, config: Config, logg
  * being replaced are moved to raft/pre-restore-<time>/ (kept, never replayed), so that the
  * restored snapshot is the whole log.
  */
-function setAsidePriorState(paths: DataPaths, logger: Logger): void {
+function setAsidePriorState(paths: DataPaths, marker: RestoreMarker, logger: Logger): void {
   const names = ["wal", "hardstate", "checkpoint", "LOST_LOG", "ENTRIES_LOST"].filter((n) => {
     const p = join(paths.raftDir, n);
     return n === "wal" ? listSegments(p).length > 0 : fs.existsSync(p);
   });
-  if (names.length === 0) return;
+  // Snapshots the node made after the backup's (copied over, they stay beside it) are of the
+  // history being replaced: loaded as the newest, they would undo the restore.
+  const later = new SnapshotStore(paths.snapshotsDir).list()
+    .filter((e) => e.index > marker.index || (e.index === marker.index && e.term !== marker.term));
+  if (names.length === 0 && later.length === 0) return;
   const aside = join(paths.raftDir, `pre-restore-${new Date().toISOString().replace(/[:.]/g, "")}`);
   fs.mkdirSync(aside, { recursive: true });
   for (const n of names) fs.renameSync(join(paths.raftDir, n), join(aside, n));
+  if (later.length > 0) {
+    fs.mkdirSync(join(aside, "snapshots"));
+    for (const e of later) fs.renameSync(e.dir, join(aside, "snapshots", e.name));
+    fsyncDir(paths.snapshotsDir);
+  }
   fs.mkdirSync(paths.walDir, { recursive: true });
   fsyncDir(paths.raftDir);
-  logger.warn("recovery: restoring a backup over this node's own Raft state; that state is kept aside, not used", { dir: aside, moved: names });
+  logger.warn("recovery: restoring a backup over this node's own Raft state; that state is kept aside, not used", {
+    dir: aside, moved: [...names, ...later.map((e) => `snapshots/${e.name}`)],
+  });
 }
 
 /**

@@ -83,8 +83,11 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     await fullBackup(follower, backups, etcDir, ["--retain", "30d", "--lease", "3s"]);
     expect(fs.existsSync(join(backups, "svc-backup-20000101.tar.gz"))).toBe(false);
     expect(fs.existsSync(join(backups, "notes.txt"))).toBe(true);
-    // Writes were resumed; rows written after the backup are not in it.
+    // Writes were resumed; rows written after the backup are not in it, nor the images every
+    // node makes of them (copied over, such newer images stay beside the backup's).
     await writeRows(leader, rowsBefore + 1, rowsBefore + 20);
+    await waitFor("every node applied the later rows", async () => (await Promise.all(nodes.map(totalEntries))).every((t) => t === rowsBefore + 20), { deadlineMs: 30_000 });
+    for (const n of nodes) expect((await postJson(`${n.adminUrl}/admin/snapshot?local=true&wait=true`, {})).status).toBe(200);
 
     const verified = await svc(["admin", "backup", "verify", made.archive]);
     expect(verified.exitCode).toBe(0);
@@ -115,6 +118,19 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
       fs.cpSync(join(extracted, "raft"), join(n.dataDir, "raft"), { recursive: true, force: true });
       fs.cpSync(join(extracted, "store"), join(n.dataDir, "store"), { recursive: true, force: true });
     }
+    // A backup whose snapshot is damaged is refused, naming it, and nothing is changed.
+    const first = nodes[0] as NodeProcess;
+    const [imageName] = fs.readdirSync(join(extracted, "raft", "snapshots"));
+    const image = join(first.dataDir, "raft", "snapshots", imageName ?? "", "state.db");
+    const sound = fs.readFileSync(image);
+    const flipped = Buffer.from(sound);
+    flipped[Math.floor(flipped.length / 2)] = (flipped[Math.floor(flipped.length / 2)] ?? 0) ^ 0xff;
+    fs.writeFileSync(image, flipped);
+    first.spawn();
+    expect(await first.waitExit()).not.toBe(0);
+    expect(first.lastRunLog()).toContain("is damaged");
+    expect(fs.existsSync(join(first.dataDir, "raft", "RESTORED"))).toBe(true);
+    fs.writeFileSync(image, sound);
     // The third extracted straight over its data directory, as an operator may do it.
     const third = nodes[2] as NodeProcess;
     await tar.x({ file: made.archive, cwd: third.dataDir, filter: (p) => p.startsWith("raft/") || p.startsWith("store/") });

@@ -56,6 +56,33 @@ export interface FullBackupResult {
 
 const appliedWaitMs = 60_000;
 
+/**
+ * What the archive is made of and where it goes, checked before writes are paused: the
+ * configuration directory is archived whole, so it must exist and hold neither the data
+ * directory nor the destination (they would be archived inside it, or copied into themselves).
+ */
+function checkPlaces(o: FullBackupOptions): void {
+  const etc = resolve(o.configDir);
+  const hint = "pass --etc-dir with the directory that holds only svc's configuration (/etc/svc)";
+  if (fs.statSync(etc, { throwIfNoEntry: false })?.isDirectory() !== true) {
+    throw new SvcError("BACKUP_FAILED", `the configuration directory ${etc} does not exist or is not a directory`, { hint });
+  }
+  if (within(resolve(o.dataDir), etc)) {
+    throw new SvcError("BACKUP_FAILED", `the configuration directory ${etc} holds the data directory ${resolve(o.dataDir)}`, { hint });
+  }
+  if (isObjectUrl(o.to)) return;
+  const to = resolve(o.to);
+  const found = fs.statSync(to, { throwIfNoEntry: false });
+  if (found !== undefined && !found.isDirectory()) {
+    throw new SvcError("BACKUP_FAILED", `${to} is not a directory`, { hint: "--to names a directory (made when missing) or s3://bucket/prefix" });
+  }
+  if (within(to, etc)) throw new SvcError("BACKUP_FAILED", `the configuration directory ${etc} holds the destination ${to}`, { hint });
+}
+
+function within(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
+}
+
 export class FullBackup {
   private paused = false;
   private renewTimer: ReturnType<typeof setInterval> | null = null;
@@ -68,6 +95,7 @@ export class FullBackup {
 
   async run(): Promise<FullBackupResult> {
     const { api, o } = this;
+    checkPlaces(o);
     removeStaleStaging(o.dataDir);
     try {
       const info = await api.clusterInfo();
@@ -145,7 +173,7 @@ export class FullBackup {
       archive: fullBackupName(o.nowMs), createdAt: new Date(o.nowMs).toISOString(),
     }));
     const excluded = new Set((o.excludedFiles ?? []).map((p) => resolve(p)));
-    if (fs.existsSync(o.configDir)) fs.cpSync(o.configDir, join(staging, "etc", "svc"), { recursive: true, filter: (from) => !excluded.has(resolve(from)) });
+    fs.cpSync(o.configDir, join(staging, "etc", "svc"), { recursive: true, filter: (from) => !excluded.has(resolve(from)) });
     fs.writeFileSync(join(staging, metadataName), `${JSON.stringify(info, null, 2)}\n`);
   }
 

@@ -25,6 +25,8 @@ import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 import { WalArchiver } from "./wal-archiver.ts";
 
 const writeTimeoutMs = 30_000;
+/** How often a node that lost its log and sees no leader says it still waits (see tellLostLogWaits). */
+const lostLogReminderMs = 30_000;
 
 export class EffectLoop {
   readonly reads: ReadBarriers;
@@ -40,6 +42,8 @@ export class EffectLoop {
   private catchUpTarget = 0;
   /** A ReadIndex round is out to learn whether this joining node has caught up. */
   private catchUpProbe = false;
+  /** When a node that lost its log last said it still waits for a leader (monotonic ms). */
+  private lostLogToldAtMs: number | null = null;
   /** A full disk: a Ready it stalled, retried every second (disk-guard.ts). */
   private readonly disk: DiskGuard;
   /** Messages to and from the other members (peer-messages.ts). */
@@ -110,6 +114,28 @@ export class EffectLoop {
     this.schedule();
   }
 
+  /**
+   * A node that lost its log waits for a leader and does not vote. Should no leader come, say so
+   * every half minute, with the case in which none ever can: every member restored from the same
+   * copy of a snapshot without the marker a full backup carries (each then lost its log).
+   */
+  private tellLostLogWaits(): void {
+    const { ctx } = this;
+    const nowMs = ctx.clock.monotonicMs();
+    if (ctx.core.status().leaderId !== null) {
+      this.lostLogToldAtMs = null;
+      return;
+    }
+    this.lostLogToldAtMs ??= nowMs;
+    if (nowMs - this.lostLogToldAtMs < lostLogReminderMs) return;
+    this.lostLogToldAtMs = nowMs;
+    ctx.logger.warn("recovery: still no leader to give back the entries this node lost; it does not vote until one does", {
+      hint: "start the other members and check that they reach this one (`svc admin cluster-status`). If every member was restored from a " +
+        "copy of the same snapshot made by hand (an archive without raft/RESTORED), none of them can vote: stop them all and run " +
+        "`svc admin init-cluster --bootstrap` on each, then start them",
+    });
+  }
+
   private tick(): void {
     const { ctx } = this;
     this.updatePriority();
@@ -121,6 +147,7 @@ export class EffectLoop {
     this.disk.check();
     this.commitStoreIfDue();
     if (!ctx.lostLog && this.disk.stalled === null && !this.disk.holdsElection()) ctx.core.tick();
+    if (ctx.lostLog) this.tellLostLogWaits();
     const now = ctx.clock.nowMs();
     ctx.metrics.catchUp.sample(ctx.recovery !== "healthy", ctx.store.meta.appliedIndex, ctx.clock.monotonicMs());
     ctx.waiters.expire(now, writeTimeoutMs);

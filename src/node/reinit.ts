@@ -12,8 +12,8 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
-import { snapshotStateFile, writeHardState } from "../storage/index.ts";
-import { readRestoreMarker, removeRestoreMarker } from "../storage/restore-marker.ts";
+import { clearEntriesLost, markLostLog, snapshotStateFile, writeHardState } from "../storage/index.ts";
+import { readRestoreMarker, removeRestoreMarker, writeLogStart } from "../storage/restore-marker.ts";
 import { SvcError } from "../util/errors.ts";
 import { createSnapshotImage } from "../store/index.ts";
 import type { Logger } from "../util/logger.ts";
@@ -90,6 +90,11 @@ export async function reinitCluster(state: LoadedState, config: Config, logger: 
   wal.close();
   writeHardState(paths.hardStatePath, { term, vote: null, commit: index, clusterId });
   snapshots.prune(1);
+  // The new cluster's log is whole: what the old one lost (a member restored from a snapshot
+  // copied by hand starts with LOST_LOG) is no part of it.
+  markLostLog(paths.raftDir, false);
+  clearEntriesLost(paths.raftDir);
+  writeLogStart(paths.raftDir, { index, term, reason: "init-cluster --bootstrap" });
   removeRestoreMarker(paths.raftDir);
   const rows = store.stats().totalEntries;
   logger.info("initialized a new cluster from the data", { clusterId, index, term, voters, snapshot: entry.dir });

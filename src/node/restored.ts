@@ -12,7 +12,7 @@ import { fsyncDir, fsyncPath } from "../io/durable-file.ts";
 import { sha256File } from "../io/file-hash.ts";
 import { readHardState, writeHardState } from "../storage/hardstate.ts";
 import type { DataPaths } from "../storage/paths.ts";
-import { readRestoreMarker, removeRestoreMarker, type RestoreMarker } from "../storage/restore-marker.ts";
+import { logStartFile, readRestoreMarker, removeRestoreMarker, writeLogStart, type RestoreMarker } from "../storage/restore-marker.ts";
 import { SnapshotStore, readSnapshotMeta, snapshotDirName, verifySnapshot } from "../storage/snapshots.ts";
 import { Wal, listSegments } from "../storage/wal.ts";
 import { SvcError } from "../util/errors.ts";
@@ -56,6 +56,7 @@ export async function adoptRestoredBackup(paths: DataPaths, config: Config, logg
     fs.rmSync(join(paths.raftDir, "checkpoint"), { force: true });
     writeHardState(paths.hardStatePath, { term: marker.term, vote: null, commit: marker.index, clusterId: marker.clusterId });
   }
+  writeLogStart(paths.raftDir, { index: marker.index, term: marker.term, reason: `restored from ${marker.archive}` });
   removeRestoreMarker(paths.raftDir);
   fsyncDir(paths.raftDir);
   logger.info("recovery: restored from a backup; its snapshot starts this node's log", {
@@ -70,7 +71,7 @@ export async function adoptRestoredBackup(paths: DataPaths, config: Config, logg
  * restored snapshot is the whole log.
  */
 function setAsidePriorState(paths: DataPaths, marker: RestoreMarker, logger: Logger): void {
-  const names = ["wal", "hardstate", "checkpoint", "LOST_LOG", "ENTRIES_LOST"].filter((n) => {
+  const names = ["wal", "hardstate", "checkpoint", "LOST_LOG", "ENTRIES_LOST", logStartFile].filter((n) => {
     const p = join(paths.raftDir, n);
     return n === "wal" ? listSegments(p).length > 0 : fs.existsSync(p);
   });

@@ -4,6 +4,7 @@
 // percent sign). Exit status 0 means archived; the staged file is then removed.
 
 import * as fs from "node:fs";
+import { readLogStart } from "../storage/restore-marker.ts";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import type { Entry } from "../raft/index.ts";
@@ -64,6 +65,7 @@ export function fileWalArchiveIo(command: string, paths: DataPaths, wal: Wal): W
         fs.rmSync(path, { force: true });
       }
     },
+    logStartedOverAt: () => readLogStart(paths.raftDir)?.index ?? null,
     segmentsAfter: (index) => wal.segments().filter((s) => s.maxIndex > index).length,
     close(): void {
       running?.kill("SIGTERM");

@@ -12,6 +12,11 @@ export interface WalArchiveIo {
   >;
   /** Write the segment and run the archive command on it; exit 0 means archived. */
   archive(entries: readonly Entry[]): Promise<ArchiveAttempt>;
+  /**
+   * The snapshot index after which this node's log was started over by a restore or by
+   * init-cluster --bootstrap (raft/LOG_START); null when it was not.
+   */
+  logStartedOverAt(): number | null;
   /** Local WAL segments holding an entry after `index`: waiting to be archived. */
   segmentsAfter(index: number): number;
   /** Stop a command that runs (the node stops). */

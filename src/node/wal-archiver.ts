@@ -136,10 +136,7 @@ export class WalArchiver implements WalArchivePart {
     const term = this.leaderTerm;
     try {
       let read = await this.io.readRange(from, to, ctx.config.wal.segmentSizeBytes);
-      if (!read.ok && this.ctx.store.meta.archivedThrough === 0 && read.firstHeld !== null && read.firstHeld > from && read.firstHeld <= to) {
-        // The first segment of a cluster whose WAL was trimmed behind an image before archiving
-        // was turned on: the archive begins where the WAL does (a point-in-time restore then
-        // needs a snapshot at or after the index before it).
+      if (!read.ok && read.firstHeld !== null && read.firstHeld > from && read.firstHeld <= to && this.noMemberHolds(from, read.firstHeld)) {
         read = await this.io.readRange(read.firstHeld, to, ctx.config.wal.segmentSizeBytes);
       }
       if (!read.ok) {
@@ -153,8 +150,9 @@ export class WalArchiver implements WalArchivePart {
       const last = read.entries.at(-1);
       if (first === undefined || last === undefined) return;
       if (first.index > from) {
-        ctx.logger.warn("WAL archiving starts after entries removed before it was enabled: a point-in-time restore needs a snapshot at or after the index before it", {
-          firstArchivedIndex: first.index,
+        ctx.logger.warn("WAL archiving goes on after entries no member holds (removed before archiving was enabled, or from before the snapshot this cluster " +
+          "was restored or initialized from): a point-in-time restore to a later time needs a snapshot at or after the index before it", {
+          firstArchivedIndex: first.index, missingFrom: from,
         });
       }
       const attempt = await this.io.archive(read.entries);
@@ -167,6 +165,20 @@ export class WalArchiver implements WalArchivePart {
     } catch (e) {
       this.failed(`archiving entries ${from}…${to} failed: ${errorMessage(e)}`, null);
     }
+  }
+
+  /**
+   * Whether entries from…firstHeld-1, missing from this node's WAL, are in no member's either,
+   * so that waiting for them would stop archiving for good: a cluster whose WAL was trimmed
+   * behind an image before archiving was turned on (nothing archived yet), or a log started
+   * over right after them by a restore or init-cluster --bootstrap (every member restored
+   * starts there). A member that received an image instead is not such a case: the others keep
+   * what is not archived.
+   */
+  private noMemberHolds(from: number, firstHeld: number): boolean {
+    if (this.ctx.store.meta.archivedThrough === 0) return true;
+    const startedOverAt = this.io.logStartedOverAt();
+    return startedOverAt !== null && startedOverAt + 1 === firstHeld && from <= startedOverAt;
   }
 
   private succeeded(name: string, lastIndex: number, shortened: boolean, term: number): void {

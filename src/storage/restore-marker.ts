@@ -62,3 +62,34 @@ export function writeRestoreMarker(raftDir: string, m: Omit<RestoreMarker, "form
 export function removeRestoreMarker(raftDir: string): void {
   fs.rmSync(restoreMarkerPath(raftDir), { force: true });
 }
+
+/**
+ * raft/LOG_START: this node's log was started over after a snapshot by a restore from a full
+ * backup or by init-cluster --bootstrap. Every member restored so starts there, so no member
+ * of the cluster holds the entries before it: WAL archiving goes on from there rather than
+ * wait for them (node/wal-archiver.ts). Kept: it says where the restored cluster's history begins.
+ */
+export const logStartFile = "LOG_START";
+
+export interface LogStart {
+  /** The snapshot the log starts after. */
+  readonly index: number;
+  readonly term: number;
+  /** What started it over ("restored from <archive>", "init-cluster --bootstrap"), for the log. */
+  readonly reason: string;
+}
+
+export function writeLogStart(raftDir: string, start: LogStart): void {
+  writeFileAtomic(join(raftDir, logStartFile), `${JSON.stringify(start)}\n`);
+}
+
+/** The record, or null when there is none or it cannot be read (then nothing is assumed). */
+export function readLogStart(raftDir: string): LogStart | null {
+  try {
+    const v = JSON.parse(fs.readFileSync(join(raftDir, logStartFile), "utf8")) as Partial<LogStart>;
+    if (!Number.isSafeInteger(v.index) || !Number.isSafeInteger(v.term) || typeof v.reason !== "string") return null;
+    return v as LogStart;
+  } catch {
+    return null;
+  }
+}

@@ -145,6 +145,60 @@ describe("WAL archiving on three nodes", () => {
     }
   }, 180_000);
 
+  clusterTest("a cluster restored from a full backup taken while archiving lagged behind its snapshot goes on archiving after it", {
+    overrides: {
+      wal: { archiveCommand: 'if [ -e ../fail ]; then echo "archive destination refused %f" >&2; exit 3; fi; cp %p ../archive/%f', archiveTimeoutMs, segmentSizeBytes: 1024 * 1024 },
+    },
+  }, async (cluster) => {
+    const flag = join(cluster.env.dir, "fail");
+    const arch = archiveDir(cluster);
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const ledger = new Ledger(64);
+    const first = writeLoad(cluster, ledger, "a");
+    try {
+      await first.untilAcked(100);
+    } finally {
+      await first.stop();
+    }
+    await waitArchived(arch, ledger);
+    // Archiving fails while more rows land and the backup is taken: the backup's snapshot is
+    // past what the archive holds, and the restored members hold nothing before it.
+    fs.writeFileSync(flag, "");
+    const later = new Ledger(64);
+    const second = writeLoad(cluster, later, "b");
+    try {
+      await second.untilAcked(100);
+    } finally {
+      await second.stop();
+    }
+    const leader = await cluster.waitLeader();
+    await waitFor("archive failures to be counted", async () => (await metric(leader.adminUrl, "tensor_chain_wal_archive_failures_total")) > 0, { deadlineMs: 20_000 });
+    const backups = join(cluster.env.dir, "backups");
+    const etc = join(cluster.env.dir, "etc-svc");
+    fs.mkdirSync(etc);
+    fs.copyFileSync(leader.configPath, join(etc, "config.toml"));
+    const made = await runBinary(["admin", "backup", "full", "--config", leader.configPath, "--to", backups, "--etc-dir", etc, "--lease", "3s", "--json"], { deadlineMs: 60_000 });
+    expect(made.exitCode).toBe(0);
+    const archive = (JSON.parse(made.stdout) as { archive: string }).archive;
+    for (const n of cluster.nodes) expect(await n.stop()).toBe(0);
+    const tar = await import("tar");
+    for (const n of cluster.nodes) await tar.x({ file: archive, cwd: n.dataDir, filter: (p) => p.startsWith("raft/") || p.startsWith("store/") });
+    fs.rmSync(flag);
+    for (const n of cluster.nodes) n.spawn();
+    for (const n of cluster.nodes) await cluster.waitHealthy(n, 60_000);
+    const third = new Ledger(64);
+    const after = writeLoad(cluster, third, "c");
+    try {
+      await after.untilAcked(50);
+    } finally {
+      await after.stop();
+    }
+    await waitArchived(arch, third);
+    const restoredLeader = await cluster.waitLeader();
+    expect(restoredLeader.log()).toContain("WAL archiving goes on after entries no member holds");
+  }, 180_000);
+
   clusterTest("point-in-time restore as SPEC §4.5 writes it: every row committed at or before the target is on every node, none after", {
     overrides: { wal: { archiveCommand: "cp %p ../archive/%f", archiveTimeoutMs, segmentSizeBytes: 1024 * 1024 } },
   }, async (cluster) => {

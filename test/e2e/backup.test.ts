@@ -101,6 +101,17 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     const skipped = await svc(["admin", "backup", "full", "--config", follower.configPath, "--to", backups, "--if-leader", "--json"]);
     expect(skipped.exitCode).toBe(0);
     expect(JSON.parse(skipped.stdout).status).toBe("skipped");
+    // Places that cannot make a sound archive are refused before writes are paused.
+    const noEtc = await svc(["admin", "backup", "full", "--config", follower.configPath, "--to", backups, "--etc-dir", join(env.dir, "no-such-dir")]);
+    expect(noEtc.exitCode).toBe(1);
+    expect(noEtc.stderr).toContain("does not exist");
+    const toFile = await svc(["admin", "backup", "full", "--config", follower.configPath, "--to", join(backups, "notes.txt"), "--etc-dir", etcDir]);
+    expect(toFile.exitCode).toBe(1);
+    expect(toFile.stderr).toContain("is not a directory");
+    // The configuration file's directory (the default --etc-dir) holds every node's data here.
+    const etcHoldsData = await svc(["admin", "backup", "full", "--config", follower.configPath, "--to", backups]);
+    expect(etcHoldsData.exitCode).toBe(1);
+    expect(etcHoldsData.stderr).toContain("holds the data directory");
     const listed: string[] = [];
     await tar.t({ file: made.archive, onReadEntry: (e) => listed.push(e.path) });
     expect(listed).toContain("metadata.json");

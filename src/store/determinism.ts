@@ -4,7 +4,9 @@
 // entry's term and index — through function overrides on the connection.
 //
 // The date functions are evaluated by SQLite itself on a helper connection that has no
-// overrides, with 'now' replaced by the entry's time: same semantics, fixed clock.
+// overrides, with 'now' (and 'subsec' as a time value) replaced by the entry's time: same
+// semantics, fixed clock. The 'localtime' and 'utc' modifiers fail a write: they read the
+// node's time zone.
 //
 // Functions that read the connection or the binary rather than the data (total_changes(),
 // sqlite_version(), sqlite_offset(), …) fail the statement, the same way on every node:
@@ -125,9 +127,22 @@ export class DeterministicFunctions {
 
   private date(name: (typeof dateFunctions)[number], args: unknown[]): SQLFunctionResult {
     const now = formatSqliteTime(this.currentTimestampMs());
-    const replaced = args.map((a) => (typeof a === "string" && a.trim().toLowerCase() === "now" ? now : a));
-    // With no time value, these functions mean 'now' (strftime's first argument is its format).
-    if (name === "strftime" ? replaced.length === 1 : replaced.length === 0) replaced.push(now);
+    // strftime's first argument is its format; timediff takes two time values and no modifier.
+    const timeAt = name === "strftime" ? 1 : 0;
+    const replaced: unknown[] = [];
+    args.forEach((a, i) => {
+      const word = typeof a === "string" ? a.trim().toLowerCase() : null;
+      const isTime = i === timeAt || (name === "timediff" && i === 1);
+      if (word === "now") replaced.push(now);
+      // 'subsec' as the time value means 'now' with fractional seconds (SQLite 3.42).
+      else if (isTime && (word === "subsec" || word === "subsecond")) replaced.push(now, ...(name === "timediff" ? [] : ["subsec"]));
+      else if (!isTime && (word === "localtime" || word === "utc") && this.context !== null) {
+        throw new Error(`the '${word}' modifier is not allowed in a write: it reads the node's time zone, which can differ between nodes; ` +
+          "store UTC times and convert them when reading");
+      } else replaced.push(a);
+    });
+    // With no time value, these functions mean 'now'.
+    if (replaced.length === timeAt) replaced.push(now);
     const key = `${name}/${replaced.length}`;
     let stmt = this.helperStatements.get(key);
     if (stmt === undefined) {

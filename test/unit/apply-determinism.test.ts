@@ -44,6 +44,7 @@ const generators: Gen[] = [
   (r) => fixed(`INSERT INTO ${table(r)} (a) VALUES (sqlite_version())`)(r),
   (r) => fixed(`INSERT INTO ${table(r)} (a, b, c) VALUES (datetime('now'), strftime('%s', 'now'), julianday('now'))`)(r),
   (r) => fixed(`INSERT INTO ${table(r)} (a, b) VALUES (CURRENT_TIMESTAMP, unixepoch())`)(r),
+  (r) => fixed(`INSERT INTO ${table(r)} (a, b, c) VALUES (unixepoch('subsec'), datetime('subsecond'), datetime('now', 'localtime'))`)(r),
   (r) => fixed(`INSERT INTO ${table(r)} (a) SELECT count(*) FROM ${table(r)}`)(r),
   (r) => fixed(`INSERT INTO ${table(r)} (a, b) SELECT a, b FROM ${table(r)} WHERE id % 3 = 0 LIMIT 5`)(r),
   (r) => fixed(`UPDATE ${table(r)} SET a = coalesce(a, 0) + 1, c = changes() WHERE id % 2 = 0`)(r),
@@ -176,6 +177,8 @@ describe("apply is deterministic", () => {
       ["CREATE TEMP TABLE x (a)", /TEMP objects are not allowed/],
       ["CREATE TABLE temp.x (a)", /TEMP objects are not allowed/],
       ["CREATE TEMP TRIGGER tt AFTER INSERT ON t BEGIN SELECT 1; END", /TEMP objects are not allowed/],
+      ["INSERT INTO t VALUES (datetime('2024-01-01 00:00:00', 'utc'))", /'utc' modifier is not allowed in a write/],
+      ["INSERT INTO t VALUES (strftime('%H', 'now', 'LocalTime'))", /'localtime' modifier is not allowed in a write/],
       ["INSERT INTO t VALUES (randomblob(100000000))", /randomblob\(100000000\) is larger than/],
       ["INSERT INTO t VALUES (zeroblob(100000000))", /zeroblob\(100000000\) is larger than/],
     ] as const) {
@@ -191,6 +194,9 @@ describe("apply is deterministic", () => {
     expect(store.query("SELECT a FROM t ORDER BY rowid DESC LIMIT 1", []).rows).toEqual([[0]]);
     expect(apply("INSERT INTO t VALUES (7), (8)", "INSERT INTO t VALUES (changes() * 100 + last_insert_rowid())")).toMatchObject({ ok: true });
     expect(store.query("SELECT a FROM t ORDER BY rowid DESC LIMIT 1", []).rows).toEqual([[206]]);
+    // 'subsec' as the time value is the entry's time, with its milliseconds.
+    expect(apply("INSERT INTO t VALUES (unixepoch('subsec')), (unixepoch('SUBSECOND')), (datetime('subsec')), (strftime('%f', 'subsecond')), (timediff('subsec', '2023-11-14 22:13:20'))")).toMatchObject({ ok: true });
+    expect(store.query("SELECT a FROM t ORDER BY rowid DESC LIMIT 5", []).rows).toEqual([["+0000-00-00 00:00:00.000"], ["20.000"], ["2023-11-14 22:13:20.000"], [1_700_000_000], [1_700_000_000]]);
   });
 
   test("an entry checked as one index and logged at another fails, the same way everywhere", () => {

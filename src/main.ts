@@ -3,7 +3,7 @@
 // root command. Every error reaches reportError() here, which picks the exit code.
 
 // First: the cli module sets NO_COLOR for output that is not a terminal before citty loads.
-import { reportError, rootCommand, runSqlProcessIfAsked } from "./cli/index.ts";
+import { checkedArgs, reportError, rootCommand, runSqlProcessIfAsked } from "./cli/index.ts";
 import { basename } from "node:path";
 import { renderUsage, runCommand, type CommandDef } from "citty";
 
@@ -42,7 +42,7 @@ try {
     const [cmd, parent] = await commandFor(args);
     process.stdout.write(`${await renderUsage(cmd, parent)}\n`);
   } else {
-    await runCommand(rootCommand, { rawArgs: args });
+    await runCommand(rootCommand, { rawArgs: await checkedArgs(rootCommand as CommandDef, args) });
   }
 } catch (e) {
   process.exitCode = reportError(e);

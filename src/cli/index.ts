@@ -7,3 +7,4 @@ import "./_plain-output.ts";
 export { rootCommand } from "./root.ts";
 export { reportError } from "./_exit.ts";
 export { runSqlProcessIfAsked } from "./sql-process.ts";
+export { checkedArgs } from "./_strict-args.ts";

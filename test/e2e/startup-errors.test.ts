@@ -171,6 +171,29 @@ describe("configuration checks", () => {
     expect(r.stderr).toContain("3 problems");
   });
 
+  procTest("an option the command does not know exits 2 naming it, and runs nothing; --config before the command is that command's", async (env) => {
+    const dataDir = join(env.dir, "data");
+    const path = join(env.dir, "bad.toml");
+    fs.writeFileSync(path, badConfigText.replace("DATA_DIR", dataDir));
+    // `serve --validate` would have started a node.
+    const validate = await runBinary(["serve", "--config", path, "--validate"], { cwd: env.dir });
+    expect(validate.exitCode).toBe(2);
+    expect(validate.stderr).toContain("unknown option --validate for `svc serve`");
+    // A misspelt lease would have paused writes until resumed.
+    const lease = await runBinary(["admin", "pause-writes", "--node", "http://127.0.0.1:1", "--leese", "5s"], { cwd: env.dir });
+    expect(lease.exitCode).toBe(2);
+    expect(lease.stderr).toContain("unknown option --leese for `svc admin pause-writes`");
+    // The root's --config before `serve` is read, not dropped for the built-in defaults.
+    const before = await runBinary(["--config", path, "serve"], { cwd: env.dir });
+    expect(before.exitCode).toBe(2);
+    expect(before.stderr).toContain(`${path}:3:1: snapshot_intervall: unknown key`);
+    const both = await runBinary(["--config", path, "--validate", "serve"], { cwd: env.dir });
+    expect(both.exitCode).toBe(2);
+    expect(both.stderr).toContain("--validate takes no command");
+    expect(fs.existsSync(dataDir)).toBe(false);
+    expect(fs.existsSync(join(env.dir, "svc-data"))).toBe(false);
+  });
+
   procTest("--version prints the version", async () => {
     const r = await runBinary(["--version"]);
     expect(r.exitCode).toBe(0);

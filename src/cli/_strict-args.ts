@@ -1,0 +1,79 @@
+// Options are checked against the command they reach before it runs. The argument parser
+// underneath accepts any option and leaves those it does not know unread, so a typo
+// (`--leese 5s`) would run the command without it: an exit 2 that names the option instead.
+// The root's --config given before a command (`svc --config F serve`) is handed to that
+// command, which reads its own; --validate and --version take no command.
+
+import type { ArgsDef, CommandDef, Resolvable } from "citty";
+import { usageError } from "./_exit.ts";
+
+async function resolve<T>(v: Resolvable<T> | undefined): Promise<T | undefined> {
+  return typeof v === "function" ? await (v as () => T | Promise<T>)() : await v;
+}
+
+interface Seen {
+  name: string;
+  at: number;
+  /** How many arguments it spans: 2 for `--opt value`. */
+  span: number;
+}
+
+/** The arguments to run `root` with: `args` checked, and a root --config moved after its command. */
+export async function checkedArgs(root: CommandDef, args: readonly string[]): Promise<string[]> {
+  let cmd = root;
+  let path = "svc";
+  let defs = (await resolve(cmd.args)) ?? {};
+  const rootSeen: Seen[] = [];
+  let sub: CommandDef | null = null;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] ?? "";
+    if (a === "--") break;
+    if (isOption(a)) {
+      const name = optionName(a);
+      const def = defs[name] ?? (name.startsWith("no-") ? booleanDef(defs, name.slice(3)) : undefined);
+      if (def === undefined || def.type === "positional") {
+        throw usageError(`unknown option ${a.split("=")[0]} for \`${path}\`; see \`${path} --help\``);
+      }
+      const span = def.type === "string" && !a.includes("=") ? 2 : 1;
+      if (span === 2 && i + 1 >= args.length) throw usageError(`${a} needs a value; see \`${path} --help\``);
+      if (cmd === root) rootSeen.push({ name, at: i, span });
+      i += span - 1;
+      continue;
+    }
+    const subs = await resolve(cmd.subCommands);
+    const next = subs?.[a];
+    if (next === undefined) continue; // a positional argument
+    cmd = (await resolve(next)) as CommandDef;
+    if (sub === null && rootSeen.length > 0) sub = cmd;
+    path = `${path} ${a}`;
+    defs = (await resolve(cmd.args)) ?? {};
+  }
+  if (sub === null) return [...args];
+  // Root options before a command: only --config means something there.
+  const other = rootSeen.find((s) => s.name !== "config");
+  if (other !== undefined) {
+    throw usageError(`--${other.name} takes no command: \`svc --config FILE --validate\`, \`svc --version\`; see \`svc --help\``);
+  }
+  if (defs.config === undefined) throw usageError(`\`${path}\` takes no --config; see \`${path} --help\``);
+  const given = rootSeen[0] as Seen;
+  const out = [...args];
+  const moved = out.splice(given.at, given.span);
+  if (out.some((a) => a === "--config" || a.startsWith("--config="))) throw usageError("--config is given twice");
+  const end = out.indexOf("--");
+  out.splice(end === -1 ? out.length : end, 0, ...moved);
+  return out;
+}
+
+/** An option, not a value: `-x`, `--name`, `--name=v`; a statement such as "-- note\nSELECT 1" is not one. */
+function isOption(a: string): boolean {
+  return a.startsWith("-") && a !== "-" && !/\s/.test(a) && !/^-\d/.test(a);
+}
+
+function optionName(a: string): string {
+  return a.replace(/^--?/, "").split("=")[0] ?? "";
+}
+
+function booleanDef(defs: ArgsDef, name: string): ArgsDef[string] | undefined {
+  const def = defs[name];
+  return def?.type === "boolean" ? def : undefined;
+}

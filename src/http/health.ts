@@ -1,5 +1,5 @@
 // GET /health on both ports: 200 while the node serves, 503 with the recovery state
-// otherwise, so a load balancer and an operator read the same answer. A node whose disk is
+// (or the problem: no leader) otherwise, so a load balancer and an operator read the same answer. A node whose disk is
 // full still serves reads, so it stays 200, with "status": "degraded" and "disk": "full"
 // (its writes get 507 DISK_FULL): a load balancer keeps sending it reads, a monitor sees it.
 
@@ -8,11 +8,17 @@ import { json } from "./errors.ts";
 
 export function healthResponse(node: SvcNode): Response {
   const s = node.status();
-  const healthy = s.recovery === "healthy" && node.fatal === null;
+  // A node that has known no leader for two election timeouts reaches no majority of the
+  // voters (they are down, or it is cut off from them): it answers no write and no
+  // linearizable read, so a load balancer should send it nothing. An election is shorter.
+  const leaderlessMs = node.leaderlessMs();
+  const noLeader = leaderlessMs > 2 * node.config.raft.electionTimeoutMs;
+  const healthy = s.recovery === "healthy" && node.fatal === null && !noLeader;
   const diskFull = node.diskFull;
   return json(
     {
       status: !healthy ? "unavailable" : diskFull !== null ? "degraded" : "ok",
+      ...(noLeader ? { problem: `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node reaches no majority of the voters (check the others with \`svc admin cluster-status\`)` } : {}),
       disk: diskFull === null ? "ok" : "full",
       ...(diskFull === null ? {} : { disk_bytes_free: diskFull.bytesFree, disk_path: diskFull.path }),
       recovery: s.recovery,

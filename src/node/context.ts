@@ -118,6 +118,8 @@ export class NodeContext {
    * commits every batch, so that its open transaction never holds the write lock the check needs.
    */
   storeCommitsEager = false;
+  /** When this node last knew a leader (monotonic ms; the start counts): see leaderlessMs(). */
+  leaderSeenAtMs: number;
   stopped = false;
   readonly waiters = new ApplyWaiters();
   /** Called once when the node hits an unrecoverable error (serve.ts exits the process). */
@@ -143,10 +145,20 @@ export class NodeContext {
     // A node that belongs to no cluster yet does not campaign (RaftCore.holdCampaigns).
     core.holdCampaigns(clusterId === "");
     this.snapshotIndex = io.snapshots.latest()?.index ?? 0;
+    this.leaderSeenAtMs = io.clock.monotonicMs();
   }
 
   get clock(): Clock {
     return this.io.clock;
+  }
+
+  /** How long this node has known no leader (0 while it knows one). */
+  leaderlessMs(): number {
+    if (this.core.status().leaderId !== null) {
+      this.leaderSeenAtMs = this.clock.monotonicMs();
+      return 0;
+    }
+    return this.clock.monotonicMs() - this.leaderSeenAtMs;
   }
 
   /**

@@ -148,6 +148,7 @@ export class EffectLoop {
     this.commitStoreIfDue();
     if (!ctx.lostLog && this.disk.stalled === null && !this.disk.holdsElection()) ctx.core.tick();
     if (ctx.lostLog) this.tellLostLogWaits();
+    ctx.leaderlessMs();
     const now = ctx.clock.nowMs();
     ctx.metrics.catchUp.sample(ctx.recovery !== "healthy", ctx.store.meta.appliedIndex, ctx.clock.monotonicMs());
     ctx.waiters.expire(now, writeTimeoutMs);

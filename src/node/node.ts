@@ -199,6 +199,11 @@ export class SvcNode {
     return this.ctx.diskFull;
   }
 
+  /** How long this node has known no leader (0 while it knows one). */
+  leaderlessMs(): number {
+    return this.ctx.leaderlessMs();
+  }
+
   /** The unrecoverable error that stopped this node from serving, if any. */
   get fatal(): SvcError | null {
     return this.ctx.fatalError;

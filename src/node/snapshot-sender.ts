@@ -96,6 +96,7 @@ export class SnapshotSender {
     stream.lastProgressMs = this.nowMs();
     if (ack.status === "done") {
       this.logger.info("snapshot delivered", { peer: from, index: ack.index });
+      this.metrics.progressBytes.set(stream.totalBytes);
       this.metrics.transfers.labels("sent_ok").inc();
       this.close(from, stream);
       this.finished(from, true);

@@ -72,11 +72,13 @@ describe("gossip between real processes", () => {
       const r = await clusterStatus(from);
       expect(r.exitCode).not.toBe(0);
       expect(r.stdout).toContain(`${c.nodeId} is dead as seen by ${from.nodeId}`);
-      expect(r.stdout).toContain(`partition: {${[a.nodeId, b.nodeId].sort().join(",")}} | {${c.nodeId}}`);
+      expect(r.stdout).toContain(`${c.nodeId} is unreachable from {${[a.nodeId, b.nodeId].sort().join(",")}}: stopped, or cut off by a partition`);
     }
-    const json = JSON.parse((await clusterStatus(a, true)).stdout) as { healthy: boolean; groups: string[][]; members: { id: string; state: string }[] };
+    const json = JSON.parse((await clusterStatus(a, true)).stdout) as { healthy: boolean; groups: string[][]; unreachable: string[]; partitioned: boolean; members: { id: string; state: string }[] };
     expect(json.healthy).toBe(false);
     expect(json.groups).toEqual([[a.nodeId, b.nodeId].sort(), [c.nodeId]]);
+    expect(json.unreachable).toEqual([c.nodeId]);
+    expect(json.partitioned).toBe(false);
     expect(json.members.find((m) => m.id === c.nodeId)?.state).toBe("dead");
 
     cluster.resume(c);

@@ -34,7 +34,7 @@ describe("cluster-status from gossip", () => {
     expect(r.members.find((m) => m.id === "node3")?.lag).toBe(3);
   });
 
-  test("a member the others see dead is its own group, named as a partition", () => {
+  test("a member the others see dead is its own group, unreachable: stopped or cut off, which look the same from here", () => {
     const r = gossipReport(status([
       member("node1", "alive", { node2: "alive", node3: "dead" }, { role: "leader" }),
       member("node2", "alive", { node1: "alive", node3: "dead" }),
@@ -42,9 +42,38 @@ describe("cluster-status from gossip", () => {
       member("node3", "dead", { node1: "alive", node2: "alive" }),
     ]));
     expect(r.groups).toEqual([["node1", "node2"], ["node3"]]);
-    expect(r.problems).toContain("partition: {node1,node2} | {node3}");
+    expect(r.unreachable).toEqual(["node3"]);
+    expect(r.partitioned).toBe(false);
+    expect(r.problems).toContain("node3 is unreachable from {node1,node2}: stopped, or cut off by a partition (from here the two look the same; their views shown are the last known)");
     expect(r.healthy).toBe(false);
-    expect(renderGossipReport(r)).toContain("(last known, stale)");
+    const text = renderGossipReport(r);
+    expect(text).toContain("(last known, stale)");
+    expect(text).toContain("(node3: unreachable, last known views)");
+  });
+
+  test("two stopped members whose last views saw each other alive are not called a partition", () => {
+    const r = gossipReport(status([
+      member("node1", "alive", { node2: "dead", node3: "dead" }, { role: "pre_candidate", leader: null }),
+      member("node2", "dead", { node1: "alive", node3: "alive" }),
+      member("node3", "dead", { node1: "alive", node2: "alive" }),
+    ], null));
+    expect(r.groups).toEqual([["node2", "node3"], ["node1"]]);
+    expect(r.partitioned).toBe(false);
+    expect(r.unreachable).toEqual(["node2", "node3"]);
+    expect(r.problems.some((p) => p.startsWith("partition"))).toBe(false);
+    expect(r.problems).toContain("node2, node3 are unreachable from {node1}: stopped, or cut off by a partition (from here the two look the same; their views shown are the last known)");
+  });
+
+  test("groups still heard from on both sides are a partition", () => {
+    const r = gossipReport(status([
+      member("node1", "alive", { node2: "alive", node3: "suspect" }, { role: "leader" }),
+      member("node2", "alive", { node1: "alive", node3: "suspect" }),
+      // Its facts still arrive (relayed), but it and the others no longer see each other.
+      member("node3", "alive", { node1: "suspect", node2: "suspect" }, { leader: null, role: "pre_candidate" }),
+    ]));
+    expect(r.partitioned).toBe(true);
+    expect(r.unreachable).toEqual([]);
+    expect(r.problems).toContain("partition: {node1,node2} | {node3}");
   });
 
   test("a member alive by gossip that follows no leader or has no Raft link to it is called out", () => {

@@ -58,8 +58,15 @@ export interface GossipReport {
   members: MemberRow[];
   /** observer → subject → state; an observer whose facts are old is marked stale. */
   views: { observer: string; stale: boolean; view: Record<string, GossipState | "-"> }[];
-  /** Groups of members that see each other alive; more than one is a partition. */
+  /** Groups of members that see each other alive (the unreachable ones by their last views). */
   groups: string[][];
+  /**
+   * Members in no group with a current view: the answering node hears nothing of them, directly
+   * or through others. Stopped, or on the far side of a partition: from here the two look the same.
+   */
+  unreachable: string[];
+  /** More than one group is still heard from: a partition seen from both sides. */
+  partitioned: boolean;
   problems: string[];
   healthy: boolean;
 }
@@ -69,7 +76,7 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
   const problems: string[] = [];
   const g = s.gossip;
   if (g === null) {
-    return { answeredBy: s.node_id, clusterId: s.cluster_id, leader: s.leader, members: [], views: [], groups: [], problems: [`${s.node_id} runs no gossip`], healthy: false };
+    return { answeredBy: s.node_id, clusterId: s.cluster_id, leader: s.leader, members: [], views: [], groups: [], unreachable: [], partitioned: false, problems: [`${s.node_id} runs no gossip`], healthy: false };
   }
   const ids = g.members.map((m) => m.id).sort();
   const byId = new Map(g.members.map((m) => [m.id, m]));
@@ -121,7 +128,16 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
       if (state !== "alive" && v.observer !== s.node_id && byId.get(subject)?.state === "alive") problems.push(`${v.observer} sees ${subject} ${state}`);
     }
   }
-  if (groups.length > 1) problems.push(`partition: ${formatGroups(groups)}`);
+  // A group counts as heard from when one of its members' views is current.
+  const current = new Set(views.filter((v) => !v.stale).map((v) => v.observer));
+  const heard = groups.filter((grp) => grp.some((id) => current.has(id)));
+  const unreachable = groups.filter((grp) => !grp.some((id) => current.has(id))).flat().sort();
+  const partitioned = heard.length > 1;
+  if (partitioned) problems.push(`partition: ${formatGroups(groups)}`);
+  else if (unreachable.length > 0) {
+    problems.push(`${unreachable.join(", ")} ${unreachable.length === 1 ? "is" : "are"} unreachable from ${formatGroups(heard)}: stopped, or cut off by a partition ` +
+      "(from here the two look the same; their views shown are the last known)");
+  }
   if (leader === null) problems.push("no leader is known");
   else {
     const lf = byId.get(leader)?.facts;
@@ -137,7 +153,7 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
   for (const m of g.members) {
     if (m.state === "alive" && m.facts !== null && m.facts.recovery !== "healthy") problems.push(`${m.id} is ${m.facts.recovery}`);
   }
-  return { answeredBy: s.node_id, clusterId: s.cluster_id, leader, members, views, groups, problems, healthy: problems.length === 0 };
+  return { answeredBy: s.node_id, clusterId: s.cluster_id, leader, members, views, groups, unreachable, partitioned, problems, healthy: problems.length === 0 };
 }
 
 /** "{node1,node2} | {node3}". */
@@ -166,7 +182,8 @@ export function renderGossipReport(r: GossipReport): string {
     out += `\nviews (row: observer, column: member)\n${col("", 12)}${ids.map((id) => col(id, 10)).join("")}\n`;
     for (const v of r.views) out += `${col(v.observer, 12)}${ids.map((id) => col(v.view[id], 10)).join("")}${v.stale ? "(last known, stale)" : ""}\n`;
   }
-  out += `\ngroups: ${r.groups.length <= 1 ? `${formatGroups(r.groups)} (no partition)` : formatGroups(r.groups)}\n`;
+  const groupsNote = r.partitioned ? "" : r.unreachable.length > 0 ? ` (${r.unreachable.join(", ")}: unreachable, last known views)` : " (no partition)";
+  out += `\ngroups: ${formatGroups(r.groups)}${groupsNote}\n`;
   out += r.healthy ? "healthy: one leader, every member alive and following it\n" : r.problems.map((p) => `PROBLEM: ${p}\n`).join("");
   return out;
 }

@@ -22,7 +22,7 @@ export const clusterStatusCommand = defineCommand({
     if (args.json) {
       printJson({
         cluster_id: report.clusterId, answered_by: report.answeredBy, leader: report.leader, members: report.members, views: report.views,
-        groups: report.groups, partitioned: report.groups.length > 1, wal_archive: wal?.json ?? null, problems: report.problems, healthy: report.healthy,
+        groups: report.groups, partitioned: report.partitioned, unreachable: report.unreachable, wal_archive: wal?.json ?? null, problems: report.problems, healthy: report.healthy,
       });
     } else {
       process.stdout.write(renderGossipReport(report));

@@ -111,3 +111,31 @@ describe("failover of a three-node cluster", () => {
     await waitFor(`${follower.nodeId} to answer a linearizable read under the new leader`, async () => (await queryWithin(follower, 2_000)) === 200, { deadlineMs: 15_000 });
   });
 });
+
+describe("health without a majority", () => {
+  beforeAll(() => {
+    ensureBinary();
+  });
+
+  clusterTest("a node left without a majority reports itself unavailable on /health, and ok again once a leader is back", {}, async (cluster) => {
+    await cluster.start();
+    const leader = await cluster.waitLeader();
+    const [x, y] = cluster.others(leader);
+    if (x === undefined || y === undefined) throw new Error("three nodes");
+    expect(await x.stop()).toBe(0);
+    expect(await y.stop()).toBe(0);
+    const answer = await waitFor("/health to say there is no leader", async () => {
+      const r = await fetch(`${leader.adminUrl}/health`);
+      const body = (await r.json()) as { status: string; problem?: string; recovery: string };
+      return r.status === 503 ? body : false;
+    }, { deadlineMs: 30_000, intervalMs: 200 });
+    expect(answer.status).toBe("unavailable");
+    expect(answer.recovery).toBe("healthy");
+    expect(answer.problem).toContain("reaches no majority");
+    // The client port answers the same.
+    expect((await fetch(`${leader.clientUrl}/health`)).status).toBe(503);
+    x.spawn();
+    await cluster.waitLeader([leader, x], 30_000);
+    await cluster.waitHealthy(leader, 30_000);
+  });
+});

@@ -320,7 +320,7 @@ class ArchiveChain {
       const later = this.segments.find((s) => s.range.firstIndex > next);
       if (later === undefined) return null;
       throw new SvcError("ARCHIVE_GAP", `the WAL archive ${this.source.location} has a gap: no segment holds entry ${next}; the next one, ${later.name}, starts at ${later.range.firstIndex}`, {
-        hint: `entries ${next}…${later.range.firstIndex - 1} are missing: find the segments holding them (another archive location, a node's raft/wal/), or restore to a target before entry ${next}`,
+        hint: `entries ${next}…${later.range.firstIndex - 1} are missing: find the segments holding them (another archive location, a node's raft/wal/), or restore to ${this.targetBefore(next)}`,
         details: { missingFrom: next, missingTo: later.range.firstIndex - 1 },
       });
     }
@@ -340,9 +340,19 @@ class ArchiveChain {
     const d = firstDamage;
     if (d === null) throw new Error("a segment was damaged or read");
     throw new SvcError("ARCHIVE_DAMAGED", `the archived WAL segment ${d.name} in ${this.source.location} is damaged at byte offset ${d.offset}: ${d.reason}`, {
-      hint: `no other segment holds entry ${next}: find an intact copy of ${d.name}, or restore to a target before entry ${next}`,
+      hint: `no other segment holds entry ${next}: find an intact copy of ${d.name}, or restore to ${this.targetBefore(next)}`,
       details: { file: d.name, offset: d.offset },
     });
+  }
+
+  /**
+   * The targets a replay reaches without entry `next`: it stops at the first entry stamped after
+   * the target, so that must be one it holds (the last one read, before `next`).
+   */
+  private targetBefore(next: number): string {
+    const prev = this.previous;
+    if (prev === null || prev.index !== next - 1 || prev.timestampMs === 0) return `a target before entry ${next}`;
+    return `a target before ${new Date(prev.timestampMs).toISOString()} (the time of entry ${prev.index}, the last one held)`;
   }
 
   /** A checked segment's entries from `next` on; where it overlaps what came before, it must agree. */
@@ -352,8 +362,9 @@ class ArchiveChain {
     try {
       for await (const e of archiveFileEntries(copy.path)) {
         if (prev !== null && e.index === prev.index && (e.term !== prev.term || !equalBytes(e.data, prev.data))) {
-          throw new SvcError("ARCHIVE_CONFLICT", `the WAL archive ${this.source.location} holds two histories: ${s.name} disagrees at entry ${prev.index} with the segment before it`, {
-            hint: "the location mixes the archives of two clusters, or of a cluster before and after a point-in-time restore: give --wal-dir one cluster's archive",
+          throw new SvcError("ARCHIVE_CONFLICT", `the WAL archive ${this.source.location} holds two histories: ${s.name} disagrees at entry ${prev.index} (term ${e.term}) with the segment before it (term ${prev.term})`, {
+            hint: "the location mixes the archives of two clusters, or of a cluster before and after a restore that went on archiving there: " +
+              `move the segments of the history not wanted (those of terms from ${Math.max(e.term, prev.term)} on, for the later one) to another directory, and give --wal-dir one history`,
           });
         }
         if (e.index < next) continue;

@@ -140,6 +140,12 @@ describe("wal-replay", () => {
     expect(e.code).toBe("ARCHIVE_GAP");
     expect(e.message).toContain("entry 21");
     expect(e.hint).toContain("21…25");
+    // Entry 20 is stamped at 20.5 s: a target from then on needs entry 21 to know where to stop.
+    expect(e.hint).toContain(`a target before ${new Date(t0 + 20_500).toISOString()} (the time of entry 20, the last one held)`);
+    expect(walIndexes(await (async () => {
+      await replay(dataDir, walDir, new Date(t0 + 20_499).toISOString());
+      return dataDir;
+    })())).toEqual(Array.from({ length: 9 }, (_, i) => 11 + i));
   });
 
   test("an archive that starts after the snapshot is a gap", async () => {

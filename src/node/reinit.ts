@@ -72,6 +72,11 @@ export async function reinitCluster(state: LoadedState, config: Config, logger: 
   if (committed.length > 0) store.apply(committed);
   store.setClusterId(clusterId);
   store.setMembership(membership);
+  if (store.meta.writesPaused) {
+    // Paused in the data restored: the pause was the old cluster's, for its backup.
+    logger.warn("writes were paused in the restored data (a backup taken during a pause); the new cluster starts with writes resumed");
+    store.clearWritesPause();
+  }
   store.checkpoint();
   const tempDir = snapshots.beginTemp();
   const image = await createSnapshotImage(paths.storePath, join(tempDir, snapshotStateFile));

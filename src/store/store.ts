@@ -559,6 +559,15 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     return rows.map((r) => JSON.parse(r[0] ?? "{}") as MemberAddress);
   }
 
+  /** Resume writes paused in this data (init-cluster: a new cluster starts taking writes). */
+  clearWritesPause(): void {
+    this.ensureBootMark();
+    this.commitApplied();
+    this.setMetaStmt.run("writes_paused", 0);
+    this.setMetaStmt.run("writes_paused_until_ms", 0);
+    this.metaValue = { ...this.metaValue, writesPaused: false, writesPausedUntilMs: 0 };
+  }
+
   /** Record the cluster this store's data belongs to (bootstrap, init-cluster). */
   setClusterId(clusterId: string): void {
     this.ensureBootMark();

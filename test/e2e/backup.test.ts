@@ -162,6 +162,46 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     for (const n of nodes) expect(fs.readdirSync(join(n.dataDir, "raft")).some((d) => d.startsWith("pre-restore-"))).toBe(true);
   }, 240_000);
 
+  procTest("SPEC §4.4's full backup made by hand and restored as §4.5 writes it: the members lost their logs and wait; init-cluster --bootstrap on each then makes them one cluster with the data, taking writes", async (env) => {
+    const { nodes, leader, etcDir } = await clusterWithRows(env);
+    // §4.4 by hand: pause (no lease), snapshot, wait, tar the snapshot directory, the store and etc, resume.
+    expect((await svc(["admin", "pause-writes", "--node", leader.adminUrl])).exitCode).toBe(0);
+    expect((await postJson(`${leader.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
+    const archive = join(env.dir, "by-hand.tar.gz");
+    fs.cpSync(etcDir, join(leader.dataDir, "etc-copy"), { recursive: true });
+    await tar.c({ gzip: true, file: archive, cwd: leader.dataDir }, ["raft/snapshots", "store", "etc-copy"]);
+    expect((await svc(["admin", "resume-writes", "--node", leader.adminUrl])).exitCode).toBe(0);
+    await writeRows(leader, rowsBefore + 1, rowsBefore + 10);
+
+    // §4.5: stop, copy raft and store back (over emptied directories), start.
+    for (const n of nodes) expect(await n.stop()).toBe(0);
+    for (const n of nodes) {
+      fs.rmSync(join(n.dataDir, "raft"), { recursive: true, force: true });
+      fs.rmSync(join(n.dataDir, "store"), { recursive: true, force: true });
+      await tar.x({ file: archive, cwd: n.dataDir, filter: (p) => p.startsWith("raft/") || p.startsWith("store/") });
+    }
+    for (const n of nodes) n.spawn();
+    // Without the marker a full backup carries, each is a member that lost its log: none votes.
+    for (const n of nodes) {
+      await waitFor(`${n.nodeId} to wait for a leader with its log lost`, () => fs.existsSync(join(n.dataDir, "raft", "LOST_LOG")), { deadlineMs: 30_000 });
+    }
+    const waiting = await getJson<{ recovery: string }>(`${nodes[0]?.adminUrl}/health`).catch(() => null);
+    expect(waiting?.recovery).not.toBe("healthy");
+
+    for (const n of nodes) expect(await n.stop()).toBe(0);
+    for (const n of nodes) {
+      const init = await svc(["admin", "init-cluster", "--bootstrap", "--config", n.configPath]);
+      expect(init.exitCode).toBe(0);
+      expect(fs.existsSync(join(n.dataDir, "raft", "LOST_LOG"))).toBe(false);
+    }
+    for (const n of nodes) n.spawn();
+    await Promise.all(nodes.map((n) => n.waitHealthy(60_000)));
+    const restored = await waitForLeader(nodes, 60_000);
+    for (const n of nodes) await expectRows(n, rowsBefore);
+    // The pause the backup was taken in was the old cluster's.
+    expect(await writesAccepted(restored, rowsBefore + 1)).toBe(true);
+  }, 240_000);
+
   procTest("disaster recovery on new hosts: init-cluster --bootstrap on every node gives one cluster; on one node with the others empty too", async (env) => {
     const { nodes, leader, etcDir } = await clusterWithRows(env);
     const made = await fullBackup(leader, join(env.dir, "backups"), etcDir);

@@ -118,7 +118,11 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   const images = new StartImages(snapshots, logger);
 
   const cacheKib = storeCacheKib(config);
-  const store = await openOrRebuildStore(paths, images, logger, { hardState: savedHardState, checkpoint, cacheKib });
+  // A lone node with raft/ removed whole: its store is all there is (see unvouchedReason). With a
+  // snapshot put back in raft/snapshots/ (SPEC §4.5 step 3), that snapshot is what it restarts
+  // from; with its WAL still there, the WAL rebuilds the store.
+  const lone = config.cluster.members.length <= 1 && images.current() === null && listSegments(paths.walDir).length === 0;
+  const store = await openOrRebuildStore(paths, images, logger, { hardState: savedHardState, checkpoint, cacheKib, lone });
   const applied = store.meta.appliedIndex;
   const walWasEmpty = listSegments(paths.walDir).length === 0;
   logger.info("recovery: replaying the WAL", { dir: paths.walDir, after: applied });
@@ -183,6 +187,8 @@ interface StoreVouchers {
   checkpoint: CheckpointRecord | null;
   /** Not a voucher: the page cache the store opens with. */
   cacheKib: number;
+  /** A lone node with no snapshot and no WAL: nothing else holds its data (see unvouchedReason). */
+  lone: boolean;
 }
 
 /** The store's SQLite page cache: its share of max_memory_mb. */
@@ -191,7 +197,9 @@ export function storeCacheKib(config: Config): number {
 }
 
 function unvouchedReason(meta: { appliedIndex: number; clusterId: string }, v: StoreVouchers): string | null {
-  if (v.hardState === null && meta.appliedIndex > 0) return "raft/hardstate is missing (raft/ was cleared), so nothing says this store belongs to this node's log";
+  // A lone node's store is the only copy of its data, and all it holds was committed: with raft/
+  // cleared it is kept, and the log starts after it (start.ts), as when only the WAL is gone.
+  if (v.hardState === null && meta.appliedIndex > 0 && !v.lone) return "raft/hardstate is missing (raft/ was cleared), so nothing says this store belongs to this node's log";
   const raftCluster = v.hardState?.clusterId ?? "";
   if (raftCluster !== "" && meta.clusterId !== "" && raftCluster !== meta.clusterId) return `the store belongs to cluster ${meta.clusterId}, raft/ to ${raftCluster}`;
   const cp = v.checkpoint;
@@ -206,6 +214,11 @@ async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger:
       if (store.openedInEarlierBoot !== null) {
         logger.warn("recovery: the store was open when the machine went down; it is consistent, and the WAL after what it holds is replayed", {
           applied: store.meta.appliedIndex, checkpointIndex: vouchers.checkpoint?.index ?? 0,
+        });
+      }
+      if (vouchers.lone && vouchers.hardState === null && store.meta.appliedIndex > 0) {
+        logger.warn("recovery: raft/ holds no hard state; this lone node keeps its store, the only copy of its data, and its log starts after it", {
+          applied: store.meta.appliedIndex, clusterId: store.meta.clusterId,
         });
       }
       const unvouched = unvouchedReason(store.meta, vouchers);

@@ -26,7 +26,7 @@ export function readHardState(path: string): StoredHardState | null {
     new SvcError("HARDSTATE_CORRUPT", `${path} is damaged: ${why}`, {
       hint: "run `svc admin wal-repair --skip-corrupted`: it rebuilds the hard state from the WAL and the snapshots and keeps all data " +
         "(a cluster member then waits to be caught up by the leader before it votes again). " +
-        "Do not remove raft/: on a single-node cluster that erases all its data",
+        "Do not remove raft/: on a single-node cluster that loses what only its WAL holds",
       details: { path },
     });
   if (decoded.kind !== "record" || decoded.type !== hardStateRecordType || decoded.end !== buf.length) {

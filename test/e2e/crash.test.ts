@@ -299,6 +299,21 @@ describe("crash safety of one node (compiled binary)", () => {
     expect(node.log()).not.toContain("the WAL was emptied after this node stopped without closing its store");
   }, 60_000);
 
+  procTest("a lone node whose raft/ was removed keeps its store, the only copy of its data, and goes on from it", async (env) => {
+    const ledger = new Ledger(64);
+    const node = await nodeWithRows(env, { ledger, keyPrefix: "before", clients: writersCount, acked: 200 });
+    const before = await dumpKv(node);
+    expect(await node.stop()).toBe(0);
+    fs.rmSync(join(node.dataDir, "raft"), { recursive: true, force: true });
+    await node.start();
+    expect(await dumpKv(node)).toEqual(before);
+    expect(node.log()).toContain("this lone node keeps its store, the only copy of its data");
+    // The same cluster: bootstrapped once, at the first start.
+    expect(node.log().split("bootstrapped a new cluster").length - 1).toBe(1);
+    // And it is a working log again: writes after it survive a kill -9.
+    await crashCycle(node, ledger, "after", 100);
+  }, 60_000);
+
   procTest("a lone node whose WAL was emptied after a crash says that writes it acknowledged last may be lost", async (env) => {
     const ledger = new Ledger(64);
     const node = await nodeWithRows(env, { ledger, keyPrefix: "before", clients: writersCount, acked: 200 });

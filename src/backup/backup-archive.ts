@@ -130,14 +130,16 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
       strict: true,
       maxReadSize: readChunkBytes,
       onReadEntry(entry) {
+        // An archive repacked with `tar czf x.tar.gz -C dir .` names its files ./raft/…: the same files.
+        const name = withoutDotSlash(entry.path);
         if (entry.type === "Link" && entry.linkpath !== undefined) {
-          links.set(entry.path, entry.linkpath);
-          onFile(entry.path);
+          links.set(name, withoutDotSlash(entry.linkpath));
+          onFile(name);
           return;
         }
         if (entry.type !== "File") return;
         const h = createHash("sha256");
-        const keepText = entry.path === manifestName || entry.path === metadataName || entry.path.endsWith("/meta.json");
+        const keepText = name === manifestName || name === metadataName || name.endsWith("/meta.json");
         const chunks: Buffer[] = [];
         entry.on("data", (d: Buffer) => {
           h.update(d);
@@ -145,9 +147,9 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
           if (keepText) chunks.push(d);
         });
         entry.on("end", () => {
-          hashes.set(entry.path, h.digest("hex"));
-          if (keepText) texts.set(entry.path, Buffer.concat(chunks).toString("utf8"));
-          onFile(entry.path);
+          hashes.set(name, h.digest("hex"));
+          if (keepText) texts.set(name, Buffer.concat(chunks).toString("utf8"));
+          onFile(name);
         });
       },
     });
@@ -206,4 +208,8 @@ export function archiveDamaged(check: ArchiveCheck): SvcError {
   return new SvcError("BACKUP_DAMAGED", `${check.path} does not verify: ${check.problems.join("; ")}`, {
     hint: "use another backup; a damaged archive may still be extracted with tar for what it holds",
   });
+}
+
+function withoutDotSlash(path: string): string {
+  return path.replace(/^(\.\/)+/, "");
 }

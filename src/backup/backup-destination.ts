@@ -6,6 +6,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { fsyncPath } from "../io/durable-file.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
 import { fullBackupDateMs } from "./backup-archive.ts";
 import { ObjectStore, isObjectUrl } from "./s3.ts";
 
@@ -46,7 +47,15 @@ export function openDestination(url: string, env: Readonly<Record<string, string
       fsyncPath(dir);
     },
     async get(name, localPath) {
-      fs.copyFileSync(join(dir, name), localPath);
+      const from = join(dir, name);
+      if (fs.statSync(from, { throwIfNoEntry: false })?.isFile() !== true) {
+        throw new SvcError("BACKUP_FAILED", `${from} does not exist or is not a file`, { hint: "name a backup archive that exists (svc-backup-<YYYYMMDD>.tar.gz, latest.tar.gz)" });
+      }
+      try {
+        fs.copyFileSync(from, localPath);
+      } catch (e) {
+        throw new SvcError("BACKUP_FAILED", `cannot copy ${from} to ${localPath}: ${errorMessage(e)}`, { hint: "check that the directory written to exists, is writable and has room" });
+      }
     },
     async names() {
       return fs.existsSync(dir) ? fs.readdirSync(dir).sort() : [];

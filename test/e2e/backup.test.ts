@@ -124,6 +124,16 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     const extracted = join(env.dir, "extracted");
     fs.mkdirSync(extracted);
     await tar.x({ file: made.archive, cwd: extracted });
+    // Repacked by hand (`tar czf x.tar.gz -C extracted .`: every name starts with ./), it is the same archive.
+    const repacked = join(env.dir, "repacked.tar.gz");
+    await tar.c({ gzip: true, file: repacked, cwd: extracted }, ["."]);
+    const repackedCheck = await svc(["admin", "backup", "verify", repacked]);
+    expect(`${repackedCheck.exitCode} ${repackedCheck.stdout}`).toContain("0 ");
+    expect(repackedCheck.stdout).toContain(": ok,");
+    // Fetching an archive that is not there says so.
+    const missing = await svc(["admin", "backup", "fetch", join(backups, "svc-backup-19990101.tar.gz"), "--out", join(env.dir, "fetched.tar.gz")]);
+    expect(missing.exitCode).toBe(1);
+    expect(missing.stderr).toContain("does not exist");
     for (const n of nodes) expect(await n.stop()).toBe(0);
     for (const n of nodes.slice(0, 2)) {
       fs.cpSync(join(extracted, "raft"), join(n.dataDir, "raft"), { recursive: true, force: true });

@@ -10,7 +10,7 @@ import { version, commit } from "../version.ts";
 import { checkReadStatement } from "../store/index.ts";
 import { SvcError } from "../util/errors.ts";
 import { checkParamCount, parseIdBody, parseJsonText, parseMemberBody, parseQueryBody, readBodyText, readJsonBody } from "./body.ts";
-import { answer, errorResponse, json } from "./errors.ts";
+import { answer, badRequest, errorResponse, json } from "./errors.ts";
 import { fallbackRoutes } from "./fallback.ts";
 import { forwardAdminToLeader, leaderAdminToForwardTo } from "./forward.ts";
 import { gossipStatusJson } from "./gossip-status.ts";
@@ -70,8 +70,8 @@ export function adminApp(node: SvcNode) {
     // follower's own WAL is compacted by its own snapshots).
     .post("/admin/snapshot", ({ request }) => {
       const params = new URL(request.url).searchParams;
-      const wait = params.get("wait") === "true" || params.get("wait") === "1";
-      const local = params.get("local") === "true" || params.get("local") === "1";
+      const wait = flagParam(params, "wait");
+      const local = flagParam(params, "local");
       return atLeader(request, wait ? relayTimeoutMs.snapshotWaited : relayTimeoutMs.snapshotStarted, async () => {
         if (!local) requireLeader();
         const pending = node.takeSnapshot();
@@ -195,4 +195,12 @@ function walArchiveJson(a: ReturnType<SvcNode["status"]>["walArchive"]): Record<
     failures: a.failures,
     segments_waiting: a.segmentsWaiting,
   };
+}
+
+/** A yes/no query parameter: absent is no; anything but true/1/false/0 is refused, not read as no. */
+function flagParam(params: URLSearchParams, name: string): boolean {
+  const v = params.get(name);
+  if (v === null || v === "false" || v === "0") return false;
+  if (v === "true" || v === "1" || v === "") return true;
+  throw badRequest(`?${name}=${v} is neither true nor false`, `use ?${name}=true or leave it out`);
 }

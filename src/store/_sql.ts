@@ -228,6 +228,11 @@ const readPragmasWithArgument = new Set([
 ]);
 /** What may follow WITH and its common table expressions in a read. */
 const readMainKeywords = new Set(["SELECT", "VALUES"]);
+/** Every word a SQLite statement can start with. */
+const statementKeywords = new Set([
+  "ALTER", "ANALYZE", "ATTACH", "BEGIN", "COMMIT", "CREATE", "DELETE", "DETACH", "DROP", "END", "EXPLAIN", "INSERT", "PRAGMA",
+  "REINDEX", "RELEASE", "REPLACE", "ROLLBACK", "SAVEPOINT", "SELECT", "UPDATE", "VACUUM", "VALUES", "WITH",
+]);
 /** The statements that can follow WITH: the first of them outside parentheses is the one that runs. */
 const withMainKeywords = new Set(["SELECT", "VALUES", "INSERT", "REPLACE", "UPDATE", "DELETE"]);
 
@@ -319,6 +324,9 @@ function checkReadShape(sql: string): StatementShape {
   checkCommon(sql, shape);
   const keyword = shape.keywords[0] ?? "";
   if (!readKeywords.has(keyword)) {
+    if (!statementKeywords.has(keyword)) {
+      throw sqlError(`near "${keyword}": syntax error: no SQL statement starts with it`, "a read starts with SELECT, WITH, VALUES, EXPLAIN or PRAGMA");
+    }
     throw sqlError(`${keyword} is not a read; send writes to POST /v1/execute`);
   }
   if (keyword === "WITH") {

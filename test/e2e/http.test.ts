@@ -315,6 +315,11 @@ describe("metrics and snapshots on the admin port", () => {
     expect(done.status).toBe(200);
     expect(done.body?.status).toBe("done");
     expect(fs.existsSync(join(done.body?.dir ?? "/nonexistent", "meta.json"))).toBe(true);
+    // A yes/no parameter that is neither is refused, not read as no.
+    const unclear = await postJson<{ error: { code: string; message: string } }>(`${node.adminUrl}/admin/snapshot?wait=maybe`, undefined);
+    expect(unclear.status).toBe(400);
+    expect(unclear.body?.error.code).toBe("BAD_REQUEST");
+    expect(unclear.body?.error.message).toContain("?wait=maybe");
   });
 
   it("svc admin verify-checksums exits 0 on a healthy node", async () => {

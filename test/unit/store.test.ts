@@ -147,6 +147,8 @@ describe("store", () => {
         expect(isSvcError(err, "SQL_REFUSED")).toBe(true);
       }
       expect(() => checkReadStatement("DELETE FROM t")).toThrow(/not a read/);
+      // A misspelt read is a syntax error, not a write sent to the wrong endpoint.
+      expect(() => checkReadStatement("SELEC * FROM t")).toThrow(/near "SELEC": syntax error/);
       expect(() => checkReadStatement("SELECT 1")).not.toThrow();
     }
   });

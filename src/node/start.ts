@@ -69,7 +69,17 @@ export async function openNode(
     const state = await loadState(paths, config, logger.child("wal"));
     if (state.imageToCheck !== null) checkImageLater(state.imageToCheck, log);
     const wasPristine = isPristine(state);
-    const clusterId = bootstrapIfNew(state, config, log);
+    const formed = wasPristine && config.cluster.bootstrap && config.cluster.members.length > 1
+      ? await clusterOfPeers(transport, config, 2 * config.raft.electionTimeoutMs)
+      : null;
+    if (formed !== null) {
+      // Rebuilt from nothing (SPEC §4.6 full state rebuild) with bootstrap = true left on: a new
+      // cluster would be one the members refuse. This node waits to be sent the cluster's state.
+      log.warn("bootstrap = true, but member " + formed.peer + " already belongs to a cluster: this node joins it rather than start a new one", {
+        clusterId: formed.clusterId, hint: "bootstrap = true matters only at a new cluster's first start; set it to false on this node",
+      });
+    }
+    const clusterId = formed !== null ? "" : bootstrapIfNew(state, config, log);
     const multiMember = config.cluster.members.length > 1;
     // (A lone voter has no one to catch up with: it never holds back.)
     let lostLog = multiMember && hasLostLog(paths.raftDir);
@@ -204,4 +214,26 @@ function checkImageLater(entry: SnapshotEntry, log: Logger): void {
     },
     (e: unknown) => log.warn("could not check the newest snapshot image", { dir: entry.dir, error: errorMessage(e) }),
   );
+}
+
+/**
+ * Whether the other members already form a cluster, asked of them before this node, empty and
+ * told to bootstrap, makes a new one: it dials them without a cluster id, and waits up to
+ * `waitMs` for one of them to show one (a member with a cluster id, refusing that dial, dials
+ * back with it at once). Every other member heard with none, or none heard in time: no cluster.
+ */
+async function clusterOfPeers(
+  transport: { setPeers(peers: Record<string, string>): void; heardClusterIds(): ReadonlyMap<string, string> },
+  config: Config,
+  waitMs: number,
+): Promise<{ clusterId: string; peer: string } | null> {
+  const others = config.cluster.members.filter((m) => m.id !== config.nodeId);
+  transport.setPeers(Object.fromEntries(others.map((m) => [m.id, m.peer.raw])));
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const heard = transport.heardClusterIds();
+    for (const [peer, clusterId] of heard) if (clusterId !== "") return { clusterId, peer };
+    if (others.every((m) => heard.get(m.id) === "") || Date.now() >= deadline) return null;
+    await Bun.sleep(20);
+  }
 }

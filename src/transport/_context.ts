@@ -22,6 +22,8 @@ export interface TransportContext {
   peerUnreachable(peerId: string): void;
   /** A connection to the peer is ready (TransportOptions.onPeerReachable). */
   peerReachable(peerId: string): void;
+  /** A member's handshake was read, either way: the cluster id it sent ("" for none). */
+  heard(peerId: string, clusterId: string): void;
 }
 
 /**

@@ -285,9 +285,14 @@ export class InboundServer {
       return false;
     }
     const members = this.#hooks.members();
+    const member = members !== "unknown" && members.has(hello.senderId);
+    if (member) this.#ctx.heard(hello.senderId, hello.clusterId);
     const refusal = refuseAsAcceptor(hello, options.nodeId, this.#ctx.clusterId(), members);
     if (refusal !== null) {
-      if (members !== "unknown" && !members.has(hello.senderId)) count(null, "nonMemberRejects");
+      if (members !== "unknown" && !member) count(null, "nonMemberRejects");
+      // A member with no cluster id yet (new, or rebuilt) waits to be dialled by a member with
+      // one: it is up, so a dial to it waiting out a grown backoff goes now.
+      if (member && hello.clusterId === "" && this.#ctx.clusterId() !== "") this.#hooks.peerConnected(hello.senderId);
       this.#refuse(socket, conn, refusal, this.#hooks.countersOf(hello.senderId), members === "unknown" ? "debug" : "warn");
       return false;
     }

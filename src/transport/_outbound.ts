@@ -230,6 +230,7 @@ export class OutboundPeer {
       return false;
     }
     const hello = decodeHello(payload);
+    if (!("error" in hello) && hello.senderId === this.peerId) this.#ctx.heard(this.peerId, hello.clusterId);
     const refusal = "error" in hello ? hello.error : refuseAsDialer(hello, options.nodeId, this.#ctx.clusterId(), this.peerId);
     if (refusal !== null) {
       count(this.counters, "handshakeRejects");

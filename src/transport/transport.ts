@@ -50,6 +50,12 @@ export interface Transport {
    * ones, when the listener cannot take them.
    */
   setTls(tls: PeerTls): void;
+  /**
+   * The cluster id each member sent in the last handshake of it this node read, dialling or
+   * accepting ("" for none): whether the members already form a cluster, before this node
+   * makes one (start.ts).
+   */
+  heardClusterIds(): ReadonlyMap<string, string>;
   stats(): TransportStats;
   /** Closes the listener and every connection and stops redialling. */
   close(): void;
@@ -70,6 +76,8 @@ class PeerTransport implements Transport {
    * #clusterId is set.
    */
   #learnedClusterId = "";
+  /** The cluster id each member sent in its last handshake read (see heardClusterIds). */
+  readonly #heard = new Map<string, string>();
   /** False until the first setPeers: no peer is accepted before the members are known. */
   #membersKnown = false;
   readonly #peers = new Map<string, OutboundPeer>();
@@ -93,6 +101,9 @@ class PeerTransport implements Transport {
       clusterId: () => (this.#clusterId !== "" ? this.#clusterId : this.#learnedClusterId),
       peerUnreachable: (peerId) => options.onPeerUnreachable?.(peerId),
       peerReachable: (peerId) => options.onPeerReachable?.(peerId),
+      heard: (peerId, clusterId) => {
+        if (this.#peers.has(peerId)) this.#heard.set(peerId, clusterId);
+      },
     };
     this.#inbound = new InboundServer(ctx, {
       countersOf: (peerId) => this.#peers.get(peerId)?.counters ?? null,
@@ -184,6 +195,10 @@ class PeerTransport implements Transport {
     if (!this.#closed) this.#inbound.replaceTls(tls);
     this.#tls = tls;
     this.#logger.info("peer transport: new connections use the reloaded certificates; established ones stay up");
+  }
+
+  heardClusterIds(): ReadonlyMap<string, string> {
+    return this.#heard;
   }
 
   stats(): TransportStats {

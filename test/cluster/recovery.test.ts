@@ -183,6 +183,33 @@ describe("node recovery procedures (SPEC §4.6)", () => {
   });
 });
 
+describe("full state rebuild of the bootstrap node", () => {
+  beforeAll(() => {
+    ensureBinary();
+  });
+
+  clusterTest("the node whose configuration says bootstrap = true, rebuilt from nothing, joins its cluster instead of starting a new one", {
+    overrides: { snapshotIntervalEntries: 100 },
+  }, async (cluster) => {
+    const { leader, ledger } = await startWithRows(cluster, 200);
+    const first = cluster.nodes[0]!;
+    expect(first.config.cluster?.bootstrap).toBe(true);
+    if (leader === first) {
+      const next = cluster.others(first)[0]!;
+      expect((await postJson(`${first.adminUrl}/admin/transfer-leader`, { id: next.nodeId })).status).toBe(200);
+      await cluster.waitLeader(cluster.others(first));
+    }
+    expect(await first.stop()).toBe(0);
+    emptyDir(join(first.dataDir, "raft"));
+    emptyDir(join(first.dataDir, "store"));
+    first.spawn();
+    await cluster.waitHealthy(first, 30_000);
+    expect(first.log()).toContain("already belongs to a cluster: this node joins it rather than start a new one");
+    await writeThrough(cluster.nodes, ledger, "b", 50);
+    await expectSameData(cluster, ledger);
+  });
+});
+
 /** The newest snapshot directory under `node`'s raft/snapshots/ (by index). */
 function newestImage(node: NodeProcess): string {
   const dir = join(node.dataDir, "raft", "snapshots");

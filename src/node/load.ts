@@ -132,7 +132,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     segmentSizeBytes: config.wal.segmentSizeBytes,
     logger,
     keepEntriesAfter: applied,
-  }));
+  }), config.cluster.members.length > 1);
   if (truncatedBytes > 0) logger.warn("recovery: the WAL ended in a torn write, which was cut", { bytes: truncatedBytes });
   const latest = images.current();
 

@@ -147,4 +147,28 @@ describe("wal-repair and damage at start", () => {
     await execute(leader.clientUrl, [{ sql: "INSERT INTO t VALUES (?, ?)", params: [41, "after"] }]);
     await waitFor("the member to apply a new write", async () => (await staleCount()) === 41);
   }, 120_000);
+
+  procTest("a member of a three-node cluster started on a damaged WAL repairs it itself and takes what it cut from the leader (SPEC §3.2: data corruption)", async (env) => {
+    const nodes = await startCluster(env, 3, { wal: { segmentSizeBytes: 1024 * 1024 } });
+    const leader = await waitForLeader(nodes);
+    await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"]);
+    for (let i = 1; i <= 40; i++) await execute(leader.clientUrl, [{ sql: "INSERT INTO t VALUES (?, ?)", params: [i, marker(i)] }]);
+    const member = nodes.find((n) => n !== leader);
+    if (member === undefined) throw new Error("no follower");
+    const staleCount = async (): Promise<number> => {
+      const r = await queryRaw(member.clientUrl, "SELECT count(*) FROM t", [], "stale");
+      return r.status === 200 ? Number(r.body?.rows[0]?.[0]) : -1;
+    };
+    await waitFor("the member to apply every row", async () => (await staleCount()) === 40);
+    expect(await member.stop()).toBe(0);
+    damageRow(member.dataDir, 35);
+    // Its store too: only the WAL (and the leader) hold the rows.
+    fs.rmSync(join(member.dataDir, "store"), { recursive: true, force: true });
+    await member.start();
+    expect(member.lastRunLog()).toContain("the WAL has damaged records; this member keeps the intact entries before the damage and takes the rest from the leader");
+    await waitFor("the member to hold every row again", async () => (await staleCount()) === 40);
+    await waitFor("the member to vote again (LOST_LOG gone)", () => !fs.existsSync(join(member.dataDir, "raft", "LOST_LOG")));
+    await execute(leader.clientUrl, [{ sql: "INSERT INTO t VALUES (?, ?)", params: [41, "after"] }]);
+    await waitFor("the member to apply a new write", async () => (await staleCount()) === 41);
+  }, 120_000);
 });

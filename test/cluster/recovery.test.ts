@@ -24,6 +24,12 @@ function emptyDir(dir: string): void {
   for (const name of fs.readdirSync(dir)) fs.rmSync(join(dir, name), { recursive: true, force: true });
 }
 
+/** SPEC §4.6 full state rebuild: all Raft state and the store removed. */
+function removeAllState(node: NodeProcess): void {
+  fs.rmSync(join(node.dataDir, "raft"), { recursive: true, force: true });
+  fs.rmSync(join(node.dataDir, "store"), { recursive: true, force: true });
+}
+
 /** `count` more acknowledged writes from concurrent clients through `targets`. */
 async function writeThrough(targets: readonly NodeProcess[], ledger: Ledger, keyPrefix: string, count: number): Promise<void> {
   let turn = 0;
@@ -166,8 +172,7 @@ describe("node recovery procedures (SPEC §4.6)", () => {
     const { leader, follower, ledger } = await startWithRows(cluster, 300);
 
     expect(await follower.stop()).toBe(0);
-    fs.rmSync(join(follower.dataDir, "raft"), { recursive: true, force: true });
-    fs.rmSync(join(follower.dataDir, "store"), { recursive: true, force: true });
+    removeAllState(follower);
     await writeThrough(cluster.others(follower), ledger, "b", 150);
     // The leader's log starts after a snapshot, so the rebuild has to go through one.
     for (const node of cluster.others(follower)) expect((await postJson(`${node.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
@@ -179,33 +184,6 @@ describe("node recovery procedures (SPEC §4.6)", () => {
     expect(path).toContain("installing_snapshot");
     expect((await fetchMetrics(follower.adminUrl)).get(receivedOk) ?? 0).toBeGreaterThanOrEqual(1);
     await writeThrough(cluster.nodes, ledger, "c", 50);
-    await expectSameData(cluster, ledger);
-  });
-});
-
-describe("full state rebuild of the bootstrap node", () => {
-  beforeAll(() => {
-    ensureBinary();
-  });
-
-  clusterTest("the node whose configuration says bootstrap = true, rebuilt from nothing, joins its cluster instead of starting a new one", {
-    overrides: { snapshotIntervalEntries: 100 },
-  }, async (cluster) => {
-    const { leader, ledger } = await startWithRows(cluster, 200);
-    const first = cluster.nodes[0]!;
-    expect(first.config.cluster?.bootstrap).toBe(true);
-    if (leader === first) {
-      const next = cluster.others(first)[0]!;
-      expect((await postJson(`${first.adminUrl}/admin/transfer-leader`, { id: next.nodeId })).status).toBe(200);
-      await cluster.waitLeader(cluster.others(first));
-    }
-    expect(await first.stop()).toBe(0);
-    emptyDir(join(first.dataDir, "raft"));
-    emptyDir(join(first.dataDir, "store"));
-    first.spawn();
-    await cluster.waitHealthy(first, 30_000);
-    expect(first.log()).toContain("already belongs to a cluster: this node joins it rather than start a new one");
-    await writeThrough(cluster.nodes, ledger, "b", 50);
     await expectSameData(cluster, ledger);
   });
 });
@@ -238,9 +216,30 @@ async function imagesSound(node: NodeProcess): Promise<string[]> {
   return bad;
 }
 
-describe("damaged snapshot images", () => {
+describe("full state rebuild of the bootstrap node, and damaged snapshot images", () => {
   beforeAll(() => {
     ensureBinary();
+  });
+
+  clusterTest("the node whose configuration says bootstrap = true, rebuilt from nothing, joins its cluster instead of starting a new one", {
+    overrides: { snapshotIntervalEntries: 100 },
+  }, async (cluster) => {
+    const { leader, ledger } = await startWithRows(cluster, 200);
+    const first = cluster.nodes[0]!;
+    expect(first.config.cluster?.bootstrap).toBe(true);
+    if (leader === first) {
+      const next = cluster.others(first)[0]!;
+      expect((await postJson(`${first.adminUrl}/admin/transfer-leader`, { id: next.nodeId })).status).toBe(200);
+      await cluster.waitLeader(cluster.others(first));
+    }
+    expect(await first.stop()).toBe(0);
+    emptyDir(join(first.dataDir, "raft"));
+    emptyDir(join(first.dataDir, "store"));
+    first.spawn();
+    await cluster.waitHealthy(first, 30_000);
+    expect(first.log()).toContain("already belongs to a cluster: this node joins it rather than start a new one");
+    await writeThrough(cluster.nodes, ledger, "b", 50);
+    await expectSameData(cluster, ledger);
   });
 
   clusterTest("a leader whose image is damaged finds it when a follower rejects it, makes a new one and rebuilds the follower; an image asked for with nothing applied since replaces a damaged newest one", {
@@ -248,8 +247,7 @@ describe("damaged snapshot images", () => {
   }, async (cluster) => {
     const { leader, follower, ledger } = await startWithRows(cluster, 300);
     expect(await follower.stop()).toBe(0);
-    fs.rmSync(join(follower.dataDir, "raft"), { recursive: true, force: true });
-    fs.rmSync(join(follower.dataDir, "store"), { recursive: true, force: true });
+    removeAllState(follower);
     await writeThrough(cluster.others(follower), ledger, "b", 150);
     expect((await postJson(`${leader.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
     damageImage(newestImage(leader));

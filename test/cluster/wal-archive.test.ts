@@ -22,6 +22,8 @@ import {
 useProcessCleanup();
 
 const archiveTimeoutMs = 1_000;
+/** An archive_command that fails (with a message on stderr) while the flag file ../fail exists, and copies otherwise. */
+const failingWhileFlagged = 'if [ -e ../fail ]; then echo "archive destination refused %f" >&2; exit 3; fi; cp %p ../archive/%f';
 
 /** Every entry the archive holds, by index; overlapping segments must hold the same entry. */
 async function archivedEntries(dir: string): Promise<Map<number, Entry>> {
@@ -97,8 +99,7 @@ describe("WAL archiving on three nodes", () => {
   clusterTest("a command failing for a while, a leader change and a leader killed -9 during archiving leave a gap-free archive that lost nothing", {
     overrides: {
       wal: {
-        // Fails (with a message on stderr) while the flag file exists; copies otherwise.
-        archiveCommand: 'if [ -e ../fail ]; then echo "archive destination refused %f" >&2; exit 3; fi; cp %p ../archive/%f',
+        archiveCommand: failingWhileFlagged,
         archiveTimeoutMs,
         segmentSizeBytes: 1024 * 1024,
       },
@@ -147,7 +148,7 @@ describe("WAL archiving on three nodes", () => {
 
   clusterTest("a cluster restored from a full backup taken while archiving lagged behind its snapshot goes on archiving after it", {
     overrides: {
-      wal: { archiveCommand: 'if [ -e ../fail ]; then echo "archive destination refused %f" >&2; exit 3; fi; cp %p ../archive/%f', archiveTimeoutMs, segmentSizeBytes: 1024 * 1024 },
+      wal: { archiveCommand: failingWhileFlagged, archiveTimeoutMs, segmentSizeBytes: 1024 * 1024 },
     },
   }, async (cluster) => {
     const flag = join(cluster.env.dir, "fail");

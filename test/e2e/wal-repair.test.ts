@@ -46,6 +46,27 @@ function damageRow(dataDir: string, i: number): void {
   throw new Error(`row ${i} is in no WAL segment`);
 }
 
+/**
+ * A three-node cluster with rows 1..40 on every node; a follower stopped, with the WAL record
+ * of row 35 damaged. `staleCount`: the rows that follower holds (-1 while it does not answer).
+ */
+async function stoppedMemberWithDamage(env: ProcEnv): Promise<{ leader: NodeProcess; member: NodeProcess; staleCount: () => Promise<number> }> {
+  const nodes = await startCluster(env, 3, { wal: { segmentSizeBytes: 1024 * 1024 } });
+  const leader = await waitForLeader(nodes);
+  await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"]);
+  for (let i = 1; i <= 40; i++) await execute(leader.clientUrl, [{ sql: "INSERT INTO t VALUES (?, ?)", params: [i, marker(i)] }]);
+  const member = nodes.find((n) => n !== leader);
+  if (member === undefined) throw new Error("no follower");
+  const staleCount = async (): Promise<number> => {
+    const r = await queryRaw(member.clientUrl, "SELECT count(*) FROM t", [], "stale");
+    return r.status === 200 ? Number(r.body?.rows[0]?.[0]) : -1;
+  };
+  await waitFor("the member to apply every row", async () => (await staleCount()) === 40);
+  expect(await member.stop()).toBe(0);
+  damageRow(member.dataDir, 35);
+  return { leader, member, staleCount };
+}
+
 async function rowCount(node: NodeProcess): Promise<number> {
   const rows = await query(node.clientUrl, "SELECT count(*) FROM t");
   return Number(rows[0]?.[0]);
@@ -121,19 +142,7 @@ describe("wal-repair and damage at start", () => {
   }, 120_000);
 
   procTest("on a member of a three-node cluster, the entries a repair lost come back from the leader, and the member votes again once it has them", async (env) => {
-    const nodes = await startCluster(env, 3, { wal: { segmentSizeBytes: 1024 * 1024 } });
-    const leader = await waitForLeader(nodes);
-    await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"]);
-    for (let i = 1; i <= 40; i++) await execute(leader.clientUrl, [{ sql: "INSERT INTO t VALUES (?, ?)", params: [i, marker(i)] }]);
-    const member = nodes.find((n) => n !== leader);
-    if (member === undefined) throw new Error("no follower");
-    const staleCount = async (): Promise<number> => {
-      const r = await queryRaw(member.clientUrl, "SELECT count(*) FROM t", [], "stale");
-      return r.status === 200 ? Number(r.body?.rows[0]?.[0]) : -1;
-    };
-    await waitFor("the member to apply every row", async () => (await staleCount()) === 40);
-    expect(await member.stop()).toBe(0);
-    damageRow(member.dataDir, 35);
+    const { leader, member, staleCount } = await stoppedMemberWithDamage(env);
     fs.rmSync(join(member.dataDir, "store"), { recursive: true, force: true });
     const r = await repair(member.dataDir, env.dir);
     expect(r.exitCode).toBe(0);
@@ -149,19 +158,7 @@ describe("wal-repair and damage at start", () => {
   }, 120_000);
 
   procTest("a member of a three-node cluster started on a damaged WAL repairs it itself and takes what it cut from the leader (SPEC §3.2: data corruption)", async (env) => {
-    const nodes = await startCluster(env, 3, { wal: { segmentSizeBytes: 1024 * 1024 } });
-    const leader = await waitForLeader(nodes);
-    await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"]);
-    for (let i = 1; i <= 40; i++) await execute(leader.clientUrl, [{ sql: "INSERT INTO t VALUES (?, ?)", params: [i, marker(i)] }]);
-    const member = nodes.find((n) => n !== leader);
-    if (member === undefined) throw new Error("no follower");
-    const staleCount = async (): Promise<number> => {
-      const r = await queryRaw(member.clientUrl, "SELECT count(*) FROM t", [], "stale");
-      return r.status === 200 ? Number(r.body?.rows[0]?.[0]) : -1;
-    };
-    await waitFor("the member to apply every row", async () => (await staleCount()) === 40);
-    expect(await member.stop()).toBe(0);
-    damageRow(member.dataDir, 35);
+    const { leader, member, staleCount } = await stoppedMemberWithDamage(env);
     // Its store too: only the WAL (and the leader) hold the rows.
     fs.rmSync(join(member.dataDir, "store"), { recursive: true, force: true });
     await member.start();

@@ -74,6 +74,8 @@ const commitBytesMax = 8 * 1024 * 1024;
 export const commitDelayMs = 50;
 /** After a refused commit, readers try it again at most this often (each try applies the refused entries again). */
 const readerRetryMs = 200;
+/** Past `bytes` the SQLite WAL is made to start over, checked at most every `everyMs` (see restartWalIfLarge). */
+const walRestartDefault = { bytes: 128 * 1024 * 1024, everyMs: 1_000 };
 
 export interface QueryResult {
   columns: string[];
@@ -454,7 +456,32 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.uncommitted = [];
     this.uncommittedBytes = 0;
     this.openedAtMs = null;
+    this.restartWalIfLarge();
   }
+
+  /**
+   * The SQLite WAL starts over only when a write transaction begins with every frame in it
+   * copied into the file. This connection begins its next transaction right after a commit, so
+   * under a bulk load that never happened and the file grew as large as the store (a 10 GB
+   * load left a 10 GB WAL until the writes stopped). Past a bound, this connection copies what
+   * the checkpoints have not, between its transactions: the next one starts the WAL over.
+   * The checkpoints in the worker have copied most of it, so this is the last few commits.
+   */
+  private restartWalIfLarge(): void {
+    if (this.inMemory) return;
+    const now = performance.now();
+    if (now < this.walRestartCheckAtMs) return;
+    this.walRestartCheckAtMs = now + this.walRestart.everyMs;
+    if (this.walFileBytes() < this.walRestart.bytes) return;
+    try {
+      this.db.run("PRAGMA wal_checkpoint(PASSIVE)");
+    } catch {
+      // A checkpoint the disk refuses here is the worker's to report; the WAL stays as it is.
+    }
+  }
+  private walRestartCheckAtMs = 0;
+  /** When the SQLite WAL is made to start over (restartWalIfLarge); tests make it small. */
+  walRestart = walRestartDefault;
 
   /**
    * Apply `entries` after `meta` (advanced as they apply) in a savepoint of the open transaction,

@@ -344,6 +344,23 @@ describe("commits that a node's applies share", () => {
     }
   }
 
+  test("under a load that never stops, the SQLite WAL still starts over once it passes its bound (it grew as large as the store)", () => {
+    const path = join(tempDir(), "state.db");
+    const s = openStore(path);
+    s.walRestart = { bytes: 1024 * 1024, everyMs: 0 };
+    s.apply([exec(1, "CREATE TABLE t (v)")]);
+    const blob = "x".repeat(64 * 1024);
+    let largest = 0;
+    // 16 MiB of rows, each batch committed, the next begun at once: no pause for the WAL to reset.
+    for (let i = 2; i < 258; i++) {
+      s.apply([{ term: 1, index: i, kind: "normal", timestampMs: 0, data: encodeCommand({ op: "execute", statements: [{ sql: "INSERT INTO t VALUES (?)", params: [blob] }] }) }], { nowMs: i, eager: true });
+      largest = Math.max(largest, s.walFileBytes());
+    }
+    expect(seenElsewhere(path)).toBe(256);
+    expect(largest).toBeLessThan(4 * 1024 * 1024);
+    s.close();
+  });
+
   test("are made when due: others see applied entries once committed, and a crash before takes back only what the log holds", () => {
     const path = join(tempDir(), "state.db");
     const s = openStore(path);

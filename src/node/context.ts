@@ -120,6 +120,8 @@ export class NodeContext {
   storeCommitsEager = false;
   /** When this node last knew a leader (monotonic ms; the start counts): see leaderlessMs(). */
   leaderSeenAtMs: number;
+  /** When a message from the leader this node follows last arrived (monotonic ms; the start counts). */
+  leaderHeardAtMs: number;
   stopped = false;
   readonly waiters = new ApplyWaiters();
   /** Called once when the node hits an unrecoverable error (serve.ts exits the process). */
@@ -146,19 +148,26 @@ export class NodeContext {
     core.holdCampaigns(clusterId === "");
     this.snapshotIndex = io.snapshots.latest()?.index ?? 0;
     this.leaderSeenAtMs = io.clock.monotonicMs();
+    this.leaderHeardAtMs = this.leaderSeenAtMs;
   }
 
   get clock(): Clock {
     return this.io.clock;
   }
 
-  /** How long this node has known no leader (0 while it knows one). */
+  /**
+   * How long this node has been without a leader it hears from: one it knows of and has heard
+   * from lately counts, a leader counts for itself (it steps down when it loses its majority).
+   * A node that does not campaign (a learner, a member that lost its log or whose disk is full)
+   * keeps naming a leader it no longer hears: then the time since it last heard from it.
+   */
   leaderlessMs(): number {
-    if (this.core.status().leaderId !== null) {
-      this.leaderSeenAtMs = this.clock.monotonicMs();
-      return 0;
-    }
-    return this.clock.monotonicMs() - this.leaderSeenAtMs;
+    const now = this.clock.monotonicMs();
+    const status = this.core.status();
+    if (status.leaderId === null) return now - this.leaderSeenAtMs;
+    this.leaderSeenAtMs = now;
+    if (status.role === "leader") return 0;
+    return now - this.leaderHeardAtMs;
   }
 
   /**

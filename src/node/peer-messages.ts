@@ -58,6 +58,9 @@ export class PeerMessages {
         }
         if (m.type === "append" || m.type === "heartbeat") ctx.leaderCommitSeen = Math.max(ctx.leaderCommitSeen, m.commit);
         ctx.core.step(m);
+        // Heard from the leader it follows (a learner, or a member that does not campaign, keeps
+        // naming a leader it no longer hears: see leaderlessMs).
+        if ((m.type === "append" || m.type === "heartbeat" || m.type === "snapshot") && ctx.core.status().leaderId === m.from) ctx.leaderHeardAtMs = ctx.clock.monotonicMs();
         this.schedule();
         return;
       }

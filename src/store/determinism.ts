@@ -5,8 +5,8 @@
 //
 // The date functions are evaluated by SQLite itself on a helper connection that has no
 // overrides, with 'now' (and 'subsec' as a time value) replaced by the entry's time: same
-// semantics, fixed clock. The 'localtime' and 'utc' modifiers fail a write: they read the
-// node's time zone.
+// semantics, fixed clock. In a write the 'localtime' and 'utc' modifiers are taken in UTC
+// (they change nothing): the node's time zone can differ between nodes.
 //
 // Functions that read the connection or the binary rather than the data (total_changes(),
 // sqlite_version(), sqlite_offset(), …) fail the statement, the same way on every node:
@@ -136,10 +136,11 @@ export class DeterministicFunctions {
       if (word === "now") replaced.push(now);
       // 'subsec' as the time value means 'now' with fractional seconds (SQLite 3.42).
       else if (isTime && (word === "subsec" || word === "subsecond")) replaced.push(now, ...(name === "timediff" ? [] : ["subsec"]));
-      else if (!isTime && (word === "localtime" || word === "utc") && this.context !== null) {
-        throw new Error(`the '${word}' modifier is not allowed in a write: it reads the node's time zone, which can differ between nodes; ` +
-          "store UTC times and convert them when reading");
-      } else replaced.push(a);
+      // 'localtime' and 'utc' read the node's time zone: in a write they are taken in UTC, where
+      // both change nothing, on every node. (Refused, they would fail entries of the log that
+      // applied before on nodes that then ran in UTC.)
+      else if (!isTime && (word === "localtime" || word === "utc") && this.context !== null) return;
+      else replaced.push(a);
     });
     // With no time value, these functions mean 'now'.
     if (replaced.length === timeAt) replaced.push(now);

@@ -122,6 +122,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   // snapshot put back in raft/snapshots/ (SPEC §4.5 step 3), that snapshot is what it restarts
   // from; with its WAL still there, the WAL rebuilds the store.
   const lone = config.cluster.members.length <= 1 && images.current() === null && listSegments(paths.walDir).length === 0;
+  // (The store's own membership must say so too: see openOrRebuildStore.)
   const store = await openOrRebuildStore(paths, images, logger, { hardState: savedHardState, checkpoint, cacheKib, lone });
   const applied = store.meta.appliedIndex;
   const walWasEmpty = listSegments(paths.walDir).length === 0;
@@ -132,7 +133,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     segmentSizeBytes: config.wal.segmentSizeBytes,
     logger,
     keepEntriesAfter: applied,
-  }), config.cluster.members.length > 1);
+  }), memberOfCluster(config, store));
   if (truncatedBytes > 0) logger.warn("recovery: the WAL ended in a torn write, which was cut", { bytes: truncatedBytes });
   const latest = images.current();
 
@@ -191,6 +192,15 @@ interface StoreVouchers {
   lone: boolean;
 }
 
+/**
+ * Whether other members hold this node's log: the store's membership says so once it holds one
+ * (members are added and removed at run time), else the configuration file.
+ */
+function memberOfCluster(config: Config, store: Store): boolean {
+  const { voters, learners } = store.meta.membership;
+  return voters.length > 0 ? voters.length + learners.length > 1 : config.cluster.members.length > 1;
+}
+
 /** The store's SQLite page cache: its share of max_memory_mb. */
 export function storeCacheKib(config: Config): number {
   return Math.max(1024, Math.floor(memoryBudget(config.maxMemoryBytes).storeCacheBytes / 1024));
@@ -216,6 +226,9 @@ async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger:
           applied: store.meta.appliedIndex, checkpointIndex: vouchers.checkpoint?.index ?? 0,
         });
       }
+      // A node grown into a cluster at run time may still have a configuration naming only itself.
+      const { voters, learners } = store.meta.membership;
+      if (vouchers.lone && (voters.length > 1 || learners.length > 0)) vouchers = { ...vouchers, lone: false };
       if (vouchers.lone && vouchers.hardState === null && store.meta.appliedIndex > 0) {
         logger.warn("recovery: raft/ holds no hard state; this lone node keeps its store, the only copy of its data, and its log starts after it", {
           applied: store.meta.appliedIndex, clusterId: store.meta.clusterId,

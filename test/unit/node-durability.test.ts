@@ -237,3 +237,22 @@ describe("node metrics", () => {
     expect(check.exitCode).toBe(0);
   });
 });
+
+describe("a lone node's store with raft/ removed", () => {
+  test("is kept only when its own membership is this node alone: grown into a cluster at run time, it is rebuilt from the others", async () => {
+    const { loadState, prepareDataDir } = await import("../../src/node/index.ts");
+    for (const [voters, kept] of [[["n1"], true], [["n1", "n2", "n3"], false]] as const) {
+      const config = await testConfig();
+      const paths = prepareDataDir(config.dataDir);
+      const store = Store.open(paths.storePath);
+      store.apply([{ term: 1, index: 1, kind: "normal", timestampMs: 0, data: new TextEncoder().encode(JSON.stringify({ op: "execute", statements: [{ sql: "CREATE TABLE t (v)", params: [] }] })) }]);
+      store.setMembership({ voters: [...voters], learners: [] });
+      store.close();
+      // raft/ holds nothing: removed whole, as SPEC §7's full rebuild says.
+      const state = await loadState(paths, config, silentLogger);
+      expect({ voters, applied: state.store.meta.appliedIndex }).toEqual({ voters, applied: kept ? 1 : 0 });
+      state.store.close();
+      state.wal.close();
+    }
+  });
+});

@@ -180,10 +180,14 @@ export class SnapshotSender {
     const entry = this.snapshots.list().find((e) => e.dir === dir);
     if (entry === undefined) return;
     try {
+      const stateFile = join(dir, snapshotStateFile);
+      const before = fs.statSync(stateFile, { throwIfNoEntry: false });
       const verdict = await verifySnapshot(entry);
       if (verdict.ok) return;
+      // Replaced meanwhile by a sound image of the same index (SnapshotStore.commit): that one stays.
+      if (before === undefined || fs.statSync(stateFile, { throwIfNoEntry: false })?.ino !== before.ino) return;
       this.logger.error("this node's snapshot image is damaged: removed; a new image is made for the follower", { dir, reason: verdict.reason });
-      fs.rmSync(dir, { recursive: true, force: true });
+      await this.snapshots.removeWhole(dir);
     } catch (e) {
       this.logger.error("could not check this node's snapshot image", { dir, error: errorMessage(e) });
     }

@@ -222,6 +222,18 @@ export class SnapshotStore {
   }
 
   /**
+   * Remove a snapshot directory so that a crash part way never leaves it half there (a
+   * meta.json without its state.db would still be listed): renamed to a temp name first, which
+   * the next prune or start clears.
+   */
+  async removeWhole(dir: string): Promise<void> {
+    const aside = join(this.dir, `.tmp-removed-${process.pid}-${Date.now()}-${Math.floor(Math.random() * 1e9)}`);
+    fs.renameSync(dir, aside);
+    await fsyncPathAsync(this.dir);
+    fs.rmSync(aside, { recursive: true, force: true });
+  }
+
+  /**
    * Remove all but the newest `keepCount` complete snapshots, and stale temp directories.
    * `syncDir: false` leaves the fsync of the directory to the caller (see fsyncPathAsync).
    */

@@ -72,6 +72,9 @@ export async function reinitCluster(state: LoadedState, config: Config, logger: 
   if (committed.length > 0) store.apply(committed);
   store.setClusterId(clusterId);
   store.setMembership(membership);
+  // The new cluster's log starts after the image made below: whichever member leads, WAL
+  // archiving starts there (every member started empty gets this in the image).
+  store.setArchivedThrough(Math.max(1, store.meta.appliedIndex));
   if (store.meta.writesPaused) {
     // Paused in the data restored: the pause was the old cluster's, for its backup.
     logger.warn("writes were paused in the restored data (a backup taken during a pause); the new cluster starts with writes resumed");

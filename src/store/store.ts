@@ -586,6 +586,18 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     return rows.map((r) => JSON.parse(r[0] ?? "{}") as MemberAddress);
   }
 
+  /**
+   * Record that the WAL archive holds everything up to `index` (init-cluster: the new cluster's
+   * log starts after its first snapshot there, and nothing before it is its to archive).
+   */
+  setArchivedThrough(index: number): void {
+    if (index <= this.metaValue.archivedThrough) return;
+    this.ensureBootMark();
+    this.commitApplied();
+    this.setMetaStmt.run("archived_through", index);
+    this.metaValue = { ...this.metaValue, archivedThrough: index };
+  }
+
   /** Resume writes paused in this data (init-cluster: a new cluster starts taking writes). */
   clearWritesPause(): void {
     this.ensureBootMark();

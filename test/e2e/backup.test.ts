@@ -203,6 +203,12 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
       const init = await svc(["admin", "init-cluster", "--bootstrap", "--config", n.configPath]);
       expect(init.exitCode).toBe(0);
       expect(fs.existsSync(join(n.dataDir, "raft", "LOST_LOG"))).toBe(false);
+      // The new cluster's WAL archive starts after its first snapshot, whichever member leads.
+      const { Database } = await import("bun:sqlite");
+      const db = new Database(join(n.dataDir, "store", "state.db"), { readonly: true });
+      const meta = new Map((db.query("SELECT key, value FROM _svc_meta WHERE key IN ('archived_through', 'applied_index')").all() as { key: string; value: number }[]).map((r) => [r.key, Number(r.value)]));
+      db.close();
+      expect(meta.get("archived_through")).toBe(meta.get("applied_index"));
     }
     for (const n of nodes) n.spawn();
     await Promise.all(nodes.map((n) => n.waitHealthy(60_000)));

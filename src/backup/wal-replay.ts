@@ -305,6 +305,8 @@ class ArchiveChain {
   segmentsRead = 0;
   readonly skippedDamaged: string[] = [];
   private previous: Entry | null = null;
+  /** The segment `previous` came from. */
+  private previousSegment: string | null = null;
 
   constructor(private readonly source: ArchiveSource, private readonly segments: readonly ArchivedSegment[]) {}
 
@@ -362,9 +364,9 @@ class ArchiveChain {
     try {
       for await (const e of archiveFileEntries(copy.path)) {
         if (prev !== null && e.index === prev.index && (e.term !== prev.term || !equalBytes(e.data, prev.data))) {
-          throw new SvcError("ARCHIVE_CONFLICT", `the WAL archive ${this.source.location} holds two histories: ${s.name} disagrees at entry ${prev.index} (term ${e.term}) with the segment before it (term ${prev.term})`, {
+          throw new SvcError("ARCHIVE_CONFLICT", `the WAL archive ${this.source.location} holds two histories: ${s.name} disagrees at entry ${prev.index} (term ${e.term}) with ${this.previousSegment ?? "the segment before it"} (term ${prev.term})`, {
             hint: "the location mixes the archives of two clusters, or of a cluster before and after a restore that went on archiving there: " +
-              `move the segments of the history not wanted (those of terms from ${Math.max(e.term, prev.term)} on, for the later one) to another directory, and give --wal-dir one history`,
+              "move the segments of the history not wanted (one of these two, and those that continue it) to another directory, and give --wal-dir one history",
           });
         }
         if (e.index < next) continue;
@@ -373,7 +375,10 @@ class ArchiveChain {
       }
     } finally {
       // Kept past this segment's bytes, to compare with the next segment's overlap.
-      if (last !== null) this.previous = { ...last, data: last.data.slice() };
+      if (last !== null) {
+        this.previous = { ...last, data: last.data.slice() };
+        this.previousSegment = s.name;
+      }
       copy.release();
     }
   }

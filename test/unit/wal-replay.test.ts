@@ -203,9 +203,12 @@ describe("wal-replay", () => {
   test("two histories in one location (before and after an earlier restore) are refused", async () => {
     const dataDir = nodeWithSnapshot(5);
     const walDir = archive([[1, 20]]);
-    writeSegment(walDir, 15, 30, 2);
+    const later = writeSegment(walDir, 15, 30, 2);
     const e = await refusal(dataDir, () => replay(dataDir, walDir, at(100)));
     expect(e.code).toBe("ARCHIVE_CONFLICT");
+    // Both segments are named, so that the operator can separate the histories.
+    expect(e.message).toContain(later);
+    expect(e.message).toContain(archiveSegmentName({ firstIndex: 1, lastIndex: 20, term: 1 }));
   });
 
   test("a full backup's raft/RESTORED mark is consumed: the replayed log starts at its snapshot and goes further", async () => {

@@ -474,7 +474,9 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.walRestartCheckAtMs = now + this.walRestart.everyMs;
     if (this.walFileBytes() < this.walRestart.bytes) return;
     try {
-      this.db.run("PRAGMA wal_checkpoint(PASSIVE)");
+      const r = this.db.query("PRAGMA wal_checkpoint(PASSIVE)").get() as { busy: number } | null;
+      // The worker's checkpoint holds the checkpointer's lock: try again at the next commit.
+      if (r !== null && r.busy !== 0) this.walRestartCheckAtMs = now;
     } catch {
       // A checkpoint the disk refuses here is the worker's to report; the WAL stays as it is.
     }

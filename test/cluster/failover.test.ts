@@ -110,12 +110,6 @@ describe("failover of a three-node cluster", () => {
     await cluster.waitLeader(cluster.others(oldLeader));
     await waitFor(`${follower.nodeId} to answer a linearizable read under the new leader`, async () => (await queryWithin(follower, 2_000)) === 200, { deadlineMs: 15_000 });
   });
-});
-
-describe("health without a majority", () => {
-  beforeAll(() => {
-    ensureBinary();
-  });
 
   clusterTest("a node left without a majority reports itself unavailable on /health, and ok again once a leader is back", {}, async (cluster) => {
     await cluster.start();

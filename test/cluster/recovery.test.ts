@@ -186,40 +186,6 @@ describe("node recovery procedures (SPEC §4.6)", () => {
     await writeThrough(cluster.nodes, ledger, "c", 50);
     await expectSameData(cluster, ledger);
   });
-});
-
-/** The newest snapshot directory under `node`'s raft/snapshots/ (by index). */
-function newestImage(node: NodeProcess): string {
-  const dir = join(node.dataDir, "raft", "snapshots");
-  const names = fs.readdirSync(dir).filter((n) => /^[0-9a-f]{16}-[0-9a-f]{16}$/.test(n)).sort((a, b) => parseInt(a.slice(17), 16) - parseInt(b.slice(17), 16));
-  const newest = names.at(-1);
-  if (newest === undefined) throw new Error(`no snapshot under ${dir}`);
-  return join(dir, newest);
-}
-
-/** Flip bytes in the middle of an image's state.db (a disk that returned other bytes). */
-function damageImage(dir: string): void {
-  const path = join(dir, "state.db");
-  const bytes = fs.readFileSync(path);
-  const at = Math.floor(bytes.length / 2);
-  for (let i = 0; i < 16; i++) bytes[at + i] = (bytes[at + i] ?? 0) ^ 0xff;
-  fs.writeFileSync(path, bytes);
-}
-
-async function imagesSound(node: NodeProcess): Promise<string[]> {
-  const { SnapshotStore, verifySnapshot } = await import("../../src/storage/index.ts");
-  const bad: string[] = [];
-  for (const entry of new SnapshotStore(join(node.dataDir, "raft", "snapshots")).list()) {
-    const check = await verifySnapshot(entry);
-    if (!check.ok) bad.push(`${entry.name}: ${check.reason}`);
-  }
-  return bad;
-}
-
-describe("full state rebuild of the bootstrap node, and damaged snapshot images", () => {
-  beforeAll(() => {
-    ensureBinary();
-  });
 
   clusterTest("the node whose configuration says bootstrap = true, rebuilt from nothing, joins its cluster instead of starting a new one", {
     overrides: { snapshotIntervalEntries: 100 },
@@ -269,4 +235,33 @@ describe("full state rebuild of the bootstrap node, and damaged snapshot images"
     expect(await imagesSound(leader)).toEqual([]);
     expect(leader.log()).toContain("newest snapshot image was damaged");
   });
+
 });
+
+/** The newest snapshot directory under `node`'s raft/snapshots/ (by index). */
+function newestImage(node: NodeProcess): string {
+  const dir = join(node.dataDir, "raft", "snapshots");
+  const names = fs.readdirSync(dir).filter((n) => /^[0-9a-f]{16}-[0-9a-f]{16}$/.test(n)).sort((a, b) => parseInt(a.slice(17), 16) - parseInt(b.slice(17), 16));
+  const newest = names.at(-1);
+  if (newest === undefined) throw new Error(`no snapshot under ${dir}`);
+  return join(dir, newest);
+}
+
+/** Flip bytes in the middle of an image's state.db (a disk that returned other bytes). */
+function damageImage(dir: string): void {
+  const path = join(dir, "state.db");
+  const bytes = fs.readFileSync(path);
+  const at = Math.floor(bytes.length / 2);
+  for (let i = 0; i < 16; i++) bytes[at + i] = (bytes[at + i] ?? 0) ^ 0xff;
+  fs.writeFileSync(path, bytes);
+}
+
+async function imagesSound(node: NodeProcess): Promise<string[]> {
+  const { SnapshotStore, verifySnapshot } = await import("../../src/storage/index.ts");
+  const bad: string[] = [];
+  for (const entry of new SnapshotStore(join(node.dataDir, "raft", "snapshots")).list()) {
+    const check = await verifySnapshot(entry);
+    if (!check.ok) bad.push(`${entry.name}: ${check.reason}`);
+  }
+  return bad;
+}

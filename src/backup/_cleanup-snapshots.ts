@@ -10,7 +10,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import {
-  dataPaths, fsyncDir, parseSnapshotDirName, readSnapshotMeta, snapshotMetaFile, verifySnapshot,
+  dataPaths, fsyncDir, parseSnapshotDirName, readSnapshotMeta, snapshotHeld, snapshotMetaFile, verifySnapshot,
   type SnapshotEntry,
 } from "../storage/index.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -67,6 +67,8 @@ export async function cleanupSnapshots(dataDir: string, options: CleanupOptions)
     if (candidate === newest) keep("newest valid snapshot: the node needs it");
     else if (newest === null) keep("no snapshot verifies");
     else if (!isOlder(candidate.ageMs, options)) keep("not old enough");
+    // Being copied (SPEC §4.4 step 3: `.hold`, empty or until an ISO 8601 time): kept whatever its age.
+    else if (snapshotHeld(path, options.nowMs)) keep("held (.hold): being copied");
     else {
       const damage = candidate.invalidReason === undefined ? "" : `; damaged: ${candidate.invalidReason}`;
       remove({ path, reason: `snapshot older than ${formatDuration(options.olderThanMs)}${damage}`, ageMs: candidate.ageMs, sizeBytes }, report, options);

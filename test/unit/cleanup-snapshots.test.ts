@@ -74,6 +74,19 @@ describe("cleanup-snapshots", () => {
     expect(report.problems).toEqual([]);
   });
 
+  test("a snapshot held by a .hold file (being copied, SPEC §4.4 step 3) is kept whatever its age, until the hold ends", async () => {
+    const held = makeSnapshot({ index: 100, ageDays: 10 });
+    const heldUntilLater = makeSnapshot({ index: 150, ageDays: 10 });
+    const heldUntilPast = makeSnapshot({ index: 170, ageDays: 10 });
+    const newest = makeSnapshot({ index: 200, ageDays: 1 });
+    fs.writeFileSync(join(snapshotsDir, held, ".hold"), "");
+    fs.writeFileSync(join(snapshotsDir, heldUntilLater, ".hold"), new Date(NOW_MS + DAY_MS).toISOString());
+    fs.writeFileSync(join(snapshotsDir, heldUntilPast, ".hold"), new Date(NOW_MS - DAY_MS).toISOString());
+    const report = await cleanupSnapshots(dataDir, SEVEN_DAYS);
+    expect(remaining()).toEqual([held, heldUntilLater, newest]);
+    expect(report.kept.find((e) => e.path === join(snapshotsDir, held))?.reason).toContain("held");
+  });
+
   test("never removes the newest valid snapshot, however old", async () => {
     makeSnapshot({ index: 100, ageDays: 40 });
     const newest = makeSnapshot({ index: 200, ageDays: 30 });

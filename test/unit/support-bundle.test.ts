@@ -189,4 +189,13 @@ describe("configuration redaction", () => {
     expect(r.text).toContain('key = "[REDACTED]"');
     expect(r.secrets).toEqual(expect.arrayContaining(["k3y-material-1", "tok-000111", "pa55word-x", "inline-s3cret", "plain-tok-9"]));
   });
+
+  test("secrets given to the tools an archive_command runs are redacted, and paths that look alike are not", () => {
+    const command = "gpg --batch --passphrase Hunter2Secret -c %p && curl -H 'X-Api-Key: apikeyvalue987654' -T %p https://h/%f; " +
+      "openssl enc -pass pass:OpenSecret1 -in %p; sshpass -p SshSecret9 scp %p h:/a/%f; aws s3 cp %p s3://bucket/key:1/%f";
+    const r = redactConfig(`[wal]\narchive_command = "${command}"`);
+    for (const secret of ["Hunter2Secret", "apikeyvalue987654", "OpenSecret1", "SshSecret9"]) expect(r.text).not.toContain(secret);
+    expect(r.text).toContain("s3://bucket/key:1/%f");
+    expect(r.text).toContain("https://h/%f");
+  });
 });

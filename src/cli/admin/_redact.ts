@@ -4,7 +4,8 @@
 //  - the value of any key whose name says key, secret, token, password, credential or auth;
 //  - NAME=value assignments with such a name anywhere in a value (archive_command's
 //    `AWS_SECRET_ACCESS_KEY=… aws s3 cp …`), and `--password value` style flags;
-//  - user:password@ in URLs and `-u user:password`, Authorization headers, AWS access key ids, PEM private keys.
+//  - user:password@ in URLs and `-u user:password`, Authorization headers and headers named like
+//    a secret (X-Api-Key: …), openssl's `pass:…`, `sshpass -p …`, AWS access key ids, PEM private keys.
 // Every value redacted from the configuration is also removed from every other file of the
 // bundle (logs, answers of the node), wherever it appears.
 
@@ -13,7 +14,7 @@ import { readFileSync } from "node:fs";
 export const REDACTED = "[REDACTED]";
 
 /** Names of keys, variables and flags whose values are secrets. */
-const secretName = /key|secret|token|passw|pwd|credential|auth|cookie|session|private/i;
+const secretName = /key|secret|token|passw|passphrase|pwd|credential|auth|cookie|session|private/i;
 
 /** Shorter values are not scrubbed elsewhere: "1" or "on" would blank out every file. */
 const scrubLengthMin = 4;
@@ -84,7 +85,7 @@ export function redactText(text: string, found: Set<string> = new Set()): string
     .replace(/\b([A-Za-z0-9_-]+)(\s*=\s*)("(?:[^"\\]|\\.)*"|'[^']*')/g, (all, name: string, eq: string, value: string) =>
       secretName.test(name) && !value.includes(REDACTED) ? `${name}${eq}"${take(unquote(value))}"` : all)
     // --password value, --secret-key=value, -password value
-    .replace(/(?<![\w-])(--?[A-Za-z0-9_-]+)(=|\s+)(\\?"(?:[^"\\]|\\[^"])*\\?"|'[^']*'|[^\s"'\\;&|]+)/g, (all, flag: string, sep: string, value: string) =>
+    .replace(/(?<![\w-])(--?[A-Za-z0-9_-]+)(=|\s+)(\\?"(?:[^"\\]|\\[^"])*\\?"|'[^']*'|(?!-)[^\s"'\\;&|]+)/g, (all, flag: string, sep: string, value: string) =>
       secretName.test(flag) && !value.startsWith("-") && !value.includes(REDACTED) ? `${flag}${sep}${take(unquote(value))}` : all)
     // curl -u user:password, --user=user:password
     .replace(/(?<![\w-])(-u|--user|--proxy-user)(=|\s+)(["']?)([^\s:"']+):([^\s"']+)/g, (_all, flag: string, sep: string, quote: string, user: string, password: string) =>
@@ -94,6 +95,12 @@ export function redactText(text: string, found: Set<string> = new Set()): string
     // Authorization: Bearer xxx / Basic xxx
     .replace(/(authorization\s*[:=]\s*)((?:bearer|basic|token)\s+)?([^\s"',;]+)/gi, (_all, head: string, kind: string | undefined, value: string) =>
       `${head}${kind ?? ""}${value === REDACTED ? value : take(value)}`)
+    // Headers named like a secret: -H 'X-Api-Key: value', --header "X-Auth-Token: value"
+    .replace(/(?<![\w/.-])([A-Za-z0-9-]*(?:key|token|secret|session|cookie)[A-Za-z0-9-]*\s*:\s*)([^\s"',;]+)/gi, (all, head: string, value: string) =>
+      value === REDACTED || value.startsWith("//") ? all : `${head}${take(value)}`)
+    // openssl's pass:value, sshpass -p value
+    .replace(/(?<![\w-])pass:([^\s"']+)/g, (all, value: string) => (value === REDACTED ? all : `pass:${take(value)}`))
+    .replace(/(\bsshpass\s+-p\s*)(["']?)([^\s"']+)/g, (all, head: string, quote: string, value: string) => (value === REDACTED ? all : `${head}${quote}${take(value)}`))
     // AWS access key ids
     .replace(/\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g, (id) => take(id));
 }

@@ -126,8 +126,16 @@ describe("svc admin support-bundle", () => {
     expect(files.get("log.txt")?.trim().split("\n")).toHaveLength(10);
     expect(files.get("metrics.txt")).toContain("tensor_chain_commit_index");
     expect(JSON.parse(files.get("stats.json") ?? "{}")).toHaveProperty("total_entries");
-    const status = JSON.parse(files.get("cluster-status.json") ?? "{}") as { members: { id: string; reachable: boolean }[] };
+    const status = JSON.parse(files.get("cluster-status.json") ?? "{}") as {
+      members: { id: string; reachable: boolean }[];
+      cluster_status: { answered_by: string; groups: string[][]; members: { id: string; state: string }[]; healthy: boolean };
+    };
     expect(status.members).toEqual([expect.objectContaining({ id: "node1", reachable: true })]);
+    // cluster-status itself, as `--json` prints it: gossip states, groups, the verdict.
+    expect(status.cluster_status.answered_by).toBe("node1");
+    expect(status.cluster_status.groups).toEqual([["node1"]]);
+    expect(status.cluster_status.members).toEqual([expect.objectContaining({ id: "node1", state: "alive" })]);
+    expect(typeof status.cluster_status.healthy).toBe("boolean");
     const disk = JSON.parse(files.get("disk-usage.json") ?? "{}") as { dirs: { path: string }[] };
     expect(disk.dirs.map((d) => d.path)).toEqual(expect.arrayContaining(["raft", "raft/wal", "store"]));
     const host = JSON.parse(files.get("host.json") ?? "{}") as { cores: number; kernel: { release: string }; data_dir: { mount: { fsType: string; options: string } } };

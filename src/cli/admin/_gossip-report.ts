@@ -169,6 +169,14 @@ function mostNamedLeader(members: GossipMemberJson[]): string | null {
   return best;
 }
 
+/** What `cluster-status --json` prints of a report (the support bundle holds the same). */
+export function gossipReportJson(report: GossipReport): Record<string, unknown> {
+  return {
+    cluster_id: report.clusterId, answered_by: report.answeredBy, leader: report.leader, members: report.members, views: report.views,
+    groups: report.groups, partitioned: report.partitioned, unreachable: report.unreachable, problems: report.problems, healthy: report.healthy,
+  };
+}
+
 /** The text cluster-status prints. */
 export function renderGossipReport(r: GossipReport): string {
   const col = (v: unknown, w: number): string => String(v ?? "-").padEnd(w);

@@ -7,7 +7,7 @@
 import { defineCommand } from "citty";
 import { callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
 import { CliExit, ExitCode } from "../_exit.ts";
-import { gossipReport, renderGossipReport, type GossipStatusJson } from "./_gossip-report.ts";
+import { gossipReport, gossipReportJson, renderGossipReport, type GossipStatusJson } from "./_gossip-report.ts";
 import { walArchiveLine, type WalArchiveJson } from "./_wal-archive-line.ts";
 
 export const clusterStatusCommand = defineCommand({
@@ -20,10 +20,7 @@ export const clusterStatusCommand = defineCommand({
     // Only the leader archives WAL; ask it (its admin address comes through gossip), else this node.
     const wal = await walArchive(base, report.leader === null ? null : (status.gossip?.members.find((m) => m.id === report.leader)?.facts?.admin ?? null));
     if (args.json) {
-      printJson({
-        cluster_id: report.clusterId, answered_by: report.answeredBy, leader: report.leader, members: report.members, views: report.views,
-        groups: report.groups, partitioned: report.partitioned, unreachable: report.unreachable, wal_archive: wal?.json ?? null, problems: report.problems, healthy: report.healthy,
-      });
+      printJson({ ...gossipReportJson(report), wal_archive: wal?.json ?? null });
     } else {
       process.stdout.write(renderGossipReport(report));
       if (wal !== null) process.stdout.write(`wal archive (${wal.from}): ${walArchiveLine(wal.json)}\n`);

@@ -17,6 +17,7 @@ import { credentialHeaders, credentialSecrets, credentialTls } from "../_credent
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
 import { diskUsage, hostFacts } from "./_host-facts.ts";
 import { redactConfig, redactText, scrub, secretFileValues } from "./_redact.ts";
+import { gossipReport, gossipReportJson, type GossipStatusJson } from "./_gossip-report.ts";
 
 const fetchTimeoutMs = 5_000;
 
@@ -164,7 +165,7 @@ async function fetchText(base: string, path: string): Promise<{ text: string; ok
   }
 }
 
-/** The node's cluster-info, and each member's own view as cluster-status shows them. */
+/** cluster-status as `--json` prints it, the node's cluster-info, and each member's own cluster-info. */
 async function clusterStatus(base: string): Promise<{ text: string; ok: boolean; error?: string }> {
   const here = await fetchText(base, "/admin/cluster-info");
   if (!here.ok) return here;
@@ -184,7 +185,16 @@ async function clusterStatus(base: string): Promise<{ text: string; ok: boolean;
       return { id: m.id, admin: m.admin, reachable: false, error: "not JSON" };
     }
   }));
-  return { text: `${JSON.stringify({ asked: base, cluster_info: info, members: views }, null, 2)}\n`, ok: true };
+  // What `svc admin cluster-status --json` prints: every member alive, suspect or dead as gossip
+  // sees it, the views, groups and problems.
+  const gossip = await fetchText(base, "/admin/gossip");
+  let status: unknown;
+  try {
+    status = gossip.ok ? gossipReportJson(gossipReport(JSON.parse(gossip.text) as GossipStatusJson)) : { error: gossip.error };
+  } catch (e) {
+    status = { error: `GET /admin/gossip: ${e instanceof Error ? e.message : String(e)}` };
+  }
+  return { text: `${JSON.stringify({ asked: base, cluster_status: status, cluster_info: info, members: views }, null, 2)}\n`, ok: true };
 }
 
 function readOrNull(path: string): string | null {

@@ -3,7 +3,9 @@
 // and one when max_memory_mb is below what the node needs (memory-budget.ts).
 
 import { formatProblems, loadConfigFile, securityWarnings, summarizeConfig } from "../config/index.ts";
+import { TokenSet } from "../http/index.ts";
 import { memoryFloorWarning } from "../node/index.ts";
+import { SvcError } from "../util/index.ts";
 import { CliExit, ExitCode, usageError } from "./_exit.ts";
 
 export async function validateCommandRun(path: string | undefined): Promise<void> {
@@ -12,6 +14,17 @@ export async function validateCommandRun(path: string | undefined): Promise<void
   if (!result.ok) {
     process.stderr.write(`${formatProblems(result.problems, path)}\n`);
     throw new CliExit(ExitCode.usage, `${path}: ${result.problems.length} problem${result.problems.length === 1 ? "" : "s"}`);
+  }
+  // The tokens file is part of what the node needs to start: one it would refuse fails here too.
+  const tokensFile = result.config.auth?.tokensFile;
+  if (tokensFile !== undefined) {
+    try {
+      TokenSet.read(tokensFile);
+    } catch (e) {
+      if (!(e instanceof SvcError)) throw e;
+      process.stderr.write(`${path}: [auth] tokens_file: ${e.describe()}\n`);
+      throw new CliExit(ExitCode.usage, `${path}: 1 problem`);
+    }
   }
   for (const warning of securityWarnings(result.config)) process.stderr.write(`${path}: WARNING: UNPROTECTED LISTENER: ${warning}\n`);
   const memoryWarning = memoryFloorWarning(result.config.maxMemoryBytes);

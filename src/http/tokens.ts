@@ -60,7 +60,14 @@ export class TokenSet {
     const modeProblem = secretFileModeProblem(path, stat.mode);
     if (modeProblem !== null) throw invalid(path, `refusing the tokens file: ${modeProblem}`, `chmod 600 ${path}`);
     if (stat.size > tokensFileBytesMax) throw invalid(path, `the tokens file ${path} is ${stat.size} bytes, more than ${tokensFileBytesMax}`, "keep one line per token");
-    return new TokenSet(parseTokens(readFileSync(path, "utf8"), path));
+    let text: string;
+    try {
+      text = readFileSync(path, "utf8");
+    } catch (e) {
+      throw invalid(path, `cannot read the tokens file ${path}: ${errorMessage(e)}`,
+        `it is owned by uid ${stat.uid}, and svc runs as uid ${process.getuid?.() ?? "?"}: give it to the service user (chown svc:svc ${path})`);
+    }
+    return new TokenSet(parseTokens(text, path));
   }
 
   get size(): number {
@@ -100,11 +107,11 @@ function invalid(path: string, message: string, hint: string): SvcError {
 }
 
 /**
- * Makes a token with `role` and adds its hash to the file (created 0600 when missing; an
- * existing file keeps its owner and must already be 0600). The file is replaced atomically.
+ * Makes a token with `role` and adds its hash to the file (created 0600 when missing, owned by
+ * `newFileOwner` when run as root; an existing file keeps its owner and must already be 0600). The file is replaced atomically.
  * Returns the token: it is shown once and stored nowhere.
  */
-export function createToken(path: string, role: Role, name: string): string {
+export function createToken(path: string, role: Role, name: string, newFileOwner: { uid: number; gid: number } | null = null): string {
   const stat = statSync(path, { throwIfNoEntry: false });
   let text = "# svc tokens: sha256:<hash of the token> <role> <name>; see `svc admin token create`\n";
   if (stat !== undefined) {
@@ -124,7 +131,10 @@ export function createToken(path: string, role: Role, name: string): string {
     closeSync(fd);
   }
   chmodSync(temp, 0o600);
-  if (stat !== undefined && (process.getuid?.() ?? -1) === 0) chownSync(temp, stat.uid, stat.gid);
+  // Run as root: an existing file keeps its owner; a new one goes to the service user (the node
+  // reads it as that user, and refuses a file it cannot read).
+  const owner = stat ?? newFileOwner;
+  if (owner !== null && (process.getuid?.() ?? -1) === 0) chownSync(temp, owner.uid, owner.gid);
   renameSync(temp, path);
   const dirFd = openSync(dirname(path), "r");
   try {

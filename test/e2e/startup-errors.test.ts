@@ -104,6 +104,37 @@ describe("svc serve refuses to start, and says why", () => {
     expect(fs.readdirSync(dataDir)).toEqual([]);
   });
 
+  procTest("a tokens file the service user cannot read: --validate and serve say so; token create gives a new file to the data directory's owner", async (env) => {
+    fs.chmodSync(env.dir, 0o755);
+    const config = await singleNodeConfig(env.dir);
+    const dataDir = dataDirOf(config);
+    const tokensFile = join(env.dir, "tokens");
+    const path = writeConfig(env, { ...config, auth: { tokensFile, tokenFile: "", metricsOpen: false } });
+    fs.chmodSync(path, 0o644);
+    // Missing: refused by --validate as serve would refuse it.
+    const missing = await runBinary(["--config", path, "--validate"], { cwd: env.dir });
+    expect(missing.exitCode).toBe(2);
+    expect(missing.stderr).toContain("tokens_file");
+    // Made by root with no data directory yet: owned by root, with a warning naming the fix.
+    const made = await runBinary(["admin", "token", "create", "--role", "admin", "--config", path], { cwd: env.dir });
+    expect(made.exitCode).toBe(0);
+    expect(made.stderr).toContain("created owned by root");
+    expect((await runBinary(["--config", path, "--validate"], { cwd: env.dir })).exitCode).toBe(0);
+    // The node, run as another user, refuses it with the owner and the chown.
+    fs.mkdirSync(dataDir, { mode: 0o700 });
+    const nobody = Number(Bun.spawnSync(["id", "-u", "nobody"]).stdout.toString().trim());
+    const nogroup = Number(Bun.spawnSync(["id", "-g", "nobody"]).stdout.toString().trim());
+    fs.chownSync(dataDir, nobody, nogroup);
+    const refused = await runBinary(["serve", "--config", path], { cwd: env.dir, runAs: { user: "nobody", group: "nogroup" } });
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.stderr).toContain("cannot read the tokens file");
+    expect(refused.stderr).toContain(`chown svc:svc ${tokensFile}`);
+    // A new file made once the data directory exists goes to its owner.
+    fs.rmSync(tokensFile);
+    expect((await runBinary(["admin", "token", "create", "--role", "admin", "--config", path], { cwd: env.dir })).exitCode).toBe(0);
+    expect(fs.statSync(tokensFile).uid).toBe(nobody);
+  });
+
   procTest("a second node on a data directory in use fails with the lock message while the first keeps serving", async (env) => {
     const first = await env.startSingleNode();
     await execute(first.clientUrl, [kvSchema, { sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["a", "1"] }]);

@@ -180,16 +180,17 @@ tmp_beside() {
 	printf '%s' "$made"
 }
 
-# ensure_attr TARGET_PATH MODE UID GID
+# ensure_attr TARGET_PATH MODE UID GID: of what the path names (a directory linked to a data
+# disk included), not of a link.
 ensure_attr() {
 	p=$(R "$1")
-	[ "$(stat -c '%a' "$p")" = "$2" ] || {
+	[ "$(stat -L -c '%a' "$p")" = "$2" ] || {
 		chmod "$2" "$p"
 		changed "mode $2 on $1"
 	}
 	[ "$OWNERSHIP" = 1 ] || return 0
-	[ "$(stat -c '%u:%g' "$p")" = "$3:$4" ] || {
-		chown -h "$3:$4" "$p"
+	[ "$(stat -L -c '%u:%g' "$p")" = "$3:$4" ] || {
+		chown "$3:$4" "$p"
 		changed "owner $(owner_name "$3" "$4") on $1"
 	}
 }
@@ -650,20 +651,27 @@ install_all() {
 	ensure_dir "$DATA_DIR" 750 "$SVC_UID" "$SVC_GID"
 	# The data directory belongs to svc throughout (SPEC §2.1); fix only what differs.
 	if [ "$OWNERSHIP" = 1 ]; then
-		stray=$(find "$(R "$DATA_DIR")" \( ! -user "$SVC_UID" -o ! -group "$SVC_GID" \) -print | wc -l)
+		# -H: a data directory that is a link to a data disk is searched through the link.
+		stray=$(find -H "$(R "$DATA_DIR")" \( ! -user "$SVC_UID" -o ! -group "$SVC_GID" \) -print | wc -l)
 		if [ "$stray" -gt 0 ]; then
-			find "$(R "$DATA_DIR")" \( ! -user "$SVC_UID" -o ! -group "$SVC_GID" \) -exec chown -h "$SVC_UID:$SVC_GID" {} +
+			find -H "$(R "$DATA_DIR")" \( ! -user "$SVC_UID" -o ! -group "$SVC_GID" \) -exec chown -h "$SVC_UID:$SVC_GID" {} +
 			changed "owner $SVC_USER:$SVC_GROUP on $stray paths under $DATA_DIR"
 		fi
 	fi
 	ensure_dir "$WAL_ARCHIVE_DIR" 750 "$SVC_UID" "$SVC_GID"
 
 	# The config is readable by the node, writable only by root. An existing one is the
-	# operator's: it is never rewritten, nor are its mode and owner.
+	# operator's: it is never rewritten, nor are its mode and owner, with one exception: the
+	# 0640 root:root one a run without accounts writes (a package's staging tree) gets the svc
+	# group once it exists, or the node could not read it.
 	ensure_dir "$CONFIG_DIR" 750 0 "$SVC_GID"
 	[ "$GENERATE_CERTS" = 0 ] || generate_certs
 	if [ -e "$(R "$CONFIG_PATH")" ]; then
 		info "kept $CONFIG_PATH (exists; never overwritten)"
+		if [ "$OWNERSHIP" = 1 ] && [ "$(stat -L -c '%a %u:%g' "$(R "$CONFIG_PATH")")" = "640 0:0" ]; then
+			chgrp "$SVC_GID" "$(R "$CONFIG_PATH")"
+			changed "group $SVC_GROUP on $CONFIG_PATH (the node reads it as $SVC_USER)"
+		fi
 	else
 		# Checked by the binary it is for, before it is put in place.
 		config_toml "$NODE_ID" >"$WORK/config.toml"

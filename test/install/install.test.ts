@@ -316,6 +316,30 @@ describe("install.sh keeps what the operator has", () => {
     }
   });
 
+  test("a /var/lib/svc that is a link to a data disk: what it links to, and all in it, is given to svc; the run after changes nothing", () => {
+    const root = stagingRoot();
+    try {
+      const disk = join(root, "data-disk", "svc");
+      fs.mkdirSync(join(disk, "raft"), { recursive: true, mode: 0o755 });
+      fs.writeFileSync(join(disk, "raft", "hardstate"), "restored as root");
+      fs.mkdirSync(join(root, "var/lib"), { recursive: true });
+      fs.symlinkSync(disk, join(root, "var/lib/svc"));
+      const r = install(root);
+      expect(r.exitCode).toBe(0);
+      const svc = accountIds(root, "svc");
+      expect(attrs(disk)).toEqual({ mode: "750", ...svc });
+      for (const p of ["raft", "raft/hardstate"]) {
+        const a = attrs(join(disk, p));
+        expect({ uid: a.uid, gid: a.gid }).toEqual(svc);
+      }
+      const again = install(root);
+      expect(again.exitCode).toBe(0);
+      expect(again.stdout).toContain("nothing to change");
+    } finally {
+      removeRoot(root);
+    }
+  });
+
   test("--node-id names the node in a generated config", () => {
     const root = stagingRoot();
     try {

@@ -46,6 +46,24 @@ describe("install.sh --root without accounts", () => {
     }
   });
 
+  test("the config written before the accounts existed gets the svc group on the run after them (the package's post-install run)", () => {
+    const root = stagingRoot({ accounts: false });
+    try {
+      expect(install(root).exitCode).toBe(0);
+      expect(attrs(join(root, "etc/svc/config.toml"))).toEqual({ mode: "640", uid: 0, gid: 0 });
+      expect(run(["systemd-sysusers", "--root", root]).exitCode).toBe(0);
+      const group = fs.readFileSync(join(root, "etc/group"), "utf8").split("\n").find((l) => l.startsWith("svc:"));
+      const r = install(root);
+      expect(r.exitCode).toBe(0);
+      expect(r.stdout).toContain("group svc on /etc/svc/config.toml");
+      expect(attrs(join(root, "etc/svc/config.toml"))).toEqual({ mode: "640", uid: 0, gid: Number((group ?? "").split(":")[2]) });
+      // And the run after changes nothing.
+      expect(install(root).stdout).not.toContain("group svc on");
+    } finally {
+      removeRoot(root);
+    }
+  });
+
   test("--uninstall removes both entries", () => {
     const root = stagingRoot({ accounts: false });
     try {

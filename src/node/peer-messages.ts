@@ -56,6 +56,13 @@ export class PeerMessages {
           ctx.metrics.peerMessagesDropped.labels("vote_while_recovering").inc();
           return;
         }
+        // A leader whose disk is full hands leadership over; one whose own disk is full too
+        // would take it only to hand it back (every voter's disk full: a transfer every 10 s,
+        // the term rising each time). It stays where it is: the leader keeps serving reads.
+        if (m.type === "timeout_now" && ctx.diskFull !== null) {
+          ctx.metrics.peerMessagesDropped.labels("transfer_while_disk_full").inc();
+          return;
+        }
         if (m.type === "append" || m.type === "heartbeat") ctx.leaderCommitSeen = Math.max(ctx.leaderCommitSeen, m.commit);
         ctx.core.step(m);
         // Heard from the leader it follows (a learner, or a member that does not campaign, keeps

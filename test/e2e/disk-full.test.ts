@@ -159,6 +159,26 @@ describe.skipIf(!canMount)("a full disk (data directory on a small tmpfs)", () =
     });
   });
 
+  procTest("when every voter's disk is full, the leader stays: the others refuse to take leadership only to hand it back, and reads go on", async (env) => {
+    await withTmpfs(env, 40, async (disk) => {
+      const configs = await clusterConfigs(env.dir, 3, { wal: { segmentSizeBytes: 1 * MIB } });
+      const nodes = configs.map((c, i) => env.node({ ...c, dataDir: join(disk, `node${i + 1}`) }));
+      for (const n of nodes) n.spawn();
+      await Promise.all(nodes.map((n) => n.waitHealthy()));
+      const leader = await waitForLeader(nodes);
+      expect((await executeRaw(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"])).status).toBe(200);
+      fillTo(disk, join(disk, "filler"), 2 * MIB);
+      // The leader tries to hand over; the voter it picks has a full disk too and does not take it.
+      await waitFor("a transfer to be refused by a voter whose disk is full", async () => {
+        const counts = await Promise.all(nodes.map((n) => metric(n.adminUrl, 'tensor_chain_peer_messages_dropped_total{reason="transfer_while_disk_full"}').catch(() => 0)));
+        return counts.some((c) => c > 0);
+      }, { deadlineMs: 30_000 });
+      expect(await waitForLeader(nodes)).toBe(leader);
+      expect(await count(leader.clientUrl, "stale")).toBe(0);
+      fs.rmSync(join(disk, "filler"));
+    });
+  }, 120_000);
+
   procTest("a leader whose disk fills up hands leadership to another voter and does not take it back; writes through it go on", async (env) => {
     await withTmpfs(env, 24, async (disk) => {
       const configs = await clusterConfigs(env.dir, 3, { wal: { segmentSizeBytes: 1 * MIB } });

@@ -88,6 +88,13 @@ type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 const isId = (v: unknown): v is string => typeof v === "string" && v.length > 0 && v.length <= idBytesMax;
 const isCount = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= -1;
+/**
+ * An incarnation grows by one per refutation: never near this. A larger one is forged or damaged
+ * (its refutation, one more, would not be a safe integer, and every packet carrying it would be
+ * dropped: the member dead to all for good).
+ */
+export const incarnationMax = 2 ** 32;
+const isIncarnation = (v: unknown): v is number => isCount(v) && v <= incarnationMax;
 const isText = (v: unknown): v is string => typeof v === "string" && v.length <= 512;
 
 function checkMessage(v: unknown): GossipMessage | null {
@@ -110,11 +117,11 @@ function checkMessage(v: unknown): GossipMessage | null {
 }
 
 function isUpdate(v: unknown): v is StateUpdate {
-  return isObject(v) && isId(v["id"]) && isCount(v["incarnation"]) && memberStates.includes(v["state"] as never);
+  return isObject(v) && isId(v["id"]) && isIncarnation(v["incarnation"]) && memberStates.includes(v["state"] as never);
 }
 
 function isRecord(v: unknown): v is FactsRecord {
-  if (!isObject(v) || !isId(v["id"]) || !isCount(v["incarnation"]) || !isCount(v["seq"]) || !isFacts(v["facts"])) return false;
+  if (!isObject(v) || !isId(v["id"]) || !isIncarnation(v["incarnation"]) || !isCount(v["seq"]) || !isFacts(v["facts"])) return false;
   const view = v["view"];
   return isObject(view) && Object.entries(view).every(([k, s]) => isId(k) && memberStates.includes(s as never));
 }

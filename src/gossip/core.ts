@@ -10,6 +10,7 @@
 // Members are the ones the node names (Raft's membership): gossip decides who is alive,
 // never who votes.
 
+import { incarnationMax } from "./codec.ts";
 import { assert } from "../util/assert.ts";
 import type { Logger } from "../util/logger.ts";
 import type { Prng } from "../util/prng.ts";
@@ -242,7 +243,8 @@ export class GossipCore {
   private applyUpdate(u: StateUpdate, nowMs: number): void {
     if (u.id === this.opts.self) {
       if (u.state !== "alive" && u.incarnation >= this.incarnation) {
-        this.incarnation = u.incarnation + 1;
+        // Never past what every member accepts (codec.ts): a claim at the bound is forged.
+        this.incarnation = Math.min(u.incarnation + 1, incarnationMax);
         this.counters.refutations += 1;
         this.opts.logger.info(`gossip: refuting a claim that this member is ${u.state}`, { incarnation: this.incarnation });
         this.disseminate({ id: this.opts.self, state: "alive", incarnation: this.incarnation });

@@ -333,7 +333,11 @@ export class InboundServer {
     else this.#refusals.warn(conn.remoteHost, message, { remote: conn.remote, reason });
     conn.closing = true;
     if (conn.timer !== null) clearTimeout(conn.timer);
-    socket.end(encodeFrame(FrameType.reject, new TextEncoder().encode(reason.slice(0, REJECT_REASON_CHARS_MAX))));
+    // The dialer is told why, but not this node's cluster id: anyone can dial, and with no
+    // gossip key_file the id is what the gossip key is made of.
+    const local = this.#ctx.clusterId();
+    const told = local === "" ? reason : reason.replaceAll(JSON.stringify(local), "(its own id)");
+    socket.end(encodeFrame(FrameType.reject, new TextEncoder().encode(told.slice(0, REJECT_REASON_CHARS_MAX))));
     conn.timer = setTimeout(() => socket.terminate(), REJECT_LINGER_MS);
   }
 

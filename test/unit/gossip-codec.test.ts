@@ -4,7 +4,7 @@
 
 import { describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { clusterDerivedKey, decodePacket, encodePacket, hmacKey, sharedKey, type GossipMessage } from "../../src/gossip/index.ts";
+import { clusterDerivedKey, decodePacket, encodePacket, hmacKey, incarnationMax, sharedKey, type GossipMessage } from "../../src/gossip/index.ts";
 
 const ping: GossipMessage = {
   type: "ping", seq: 7, from: "node1", updates: [{ id: "node2", state: "suspect", incarnation: 3 }],
@@ -42,6 +42,13 @@ describe("gossip packets", () => {
     const tampered = encodePacket(ping, "cluster-a", key);
     tampered[20] = (tampered[20] ?? 0) ^ 1;
     expect(decodePacket(tampered, "cluster-a", key, 1400)).toEqual({ ok: false, reason: "bad_mac" });
+  });
+
+  test("an incarnation no member could reach is malformed: refuting it would give one no member accepts", () => {
+    const forged: GossipMessage = { ...ping, updates: [{ id: "node3", state: "dead", incarnation: Number.MAX_SAFE_INTEGER }] };
+    expect(decodePacket(encodePacket(forged, "cluster-a", key), "cluster-a", key, 1400)).toEqual({ ok: false, reason: "malformed" });
+    const atBound: GossipMessage = { ...ping, updates: [{ id: "node3", state: "alive", incarnation: incarnationMax }] };
+    expect(decodePacket(encodePacket(atBound, "cluster-a", key), "cluster-a", key, 1400)).toEqual({ ok: true, message: atBound });
   });
 
   test("garbage and truncated packets are dropped as malformed", () => {

@@ -5,7 +5,8 @@
 // old one. Problems name the file and the line, never a key.
 
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
+import { secretFileModeProblem } from "./secrets.ts";
 
 export const GOSSIP_KEY_BYTES = 32;
 export const GOSSIP_KEYS_MAX = 2;
@@ -34,10 +35,15 @@ export function parseGossipKeys(text: string, path: string): { keys: Uint8Array[
   return { keys };
 }
 
-/** Reads and parses a key file; a file that cannot be read is a problem too. */
+/**
+ * Reads and parses a key file; a file that cannot be read, or that others may read (as at start,
+ * so that a reload does not take what a restart would refuse), is a problem too.
+ */
 export function readGossipKeyFile(path: string): { keys: Uint8Array[] } | { problem: string } {
   let text: string;
   try {
+    const modeProblem = secretFileModeProblem(path, statSync(path).mode);
+    if (modeProblem !== null) return { problem: modeProblem };
     text = readFileSync(path, "utf8");
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? (e instanceof Error ? e.message : String(e));

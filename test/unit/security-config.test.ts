@@ -169,6 +169,15 @@ describe("PeerSecrets: the gossip keys reloaded", () => {
     expect(errors.join("\n")).toContain("gossip keys not reloaded (test); the previous keys stay in use");
     expect(errors.join("\n")).not.toContain(k2);
     expect(opens(under(k2))).toBe(true);
+
+    // A key file others may read is refused at a reload as at start (a restart would refuse it).
+    const k3 = newGossipKey();
+    keyFile("reload.key", `${k3}\n`, 0o644);
+    errors.length = 0;
+    secrets.reload("test");
+    expect(errors.join("\n")).toContain("gossip keys not reloaded (test)");
+    expect(opens(under(k3))).toBe(false);
+    expect(opens(under(k2))).toBe(true);
   });
 });
 

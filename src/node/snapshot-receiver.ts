@@ -17,6 +17,9 @@ import {
   type Ack, type ChunkHeader, type SnapshotMessage, type TransferMetrics,
 } from "./_snapshot-wire.ts";
 
+/** A malformed chunk from one peer is logged at most this often (each is dropped). */
+const malformedLogEveryMs = 10_000;
+
 interface IncomingStream {
   key: string;
   index: number;
@@ -59,10 +62,19 @@ export class SnapshotReceiver {
     private readonly clock: Clock,
   ) {}
 
+  /** When a malformed chunk from each peer was last logged (monotonic ms). */
+  private readonly malformedLoggedAtMs = new Map<string, number>();
+
   onChunk(from: string, payload: Uint8Array): void {
     const chunk = decodeChunk(payload);
     if (chunk === null) {
-      this.logger.warn("dropped a malformed snapshot chunk", { from });
+      // Once every 10 s per peer at most: a peer can send them as fast as it likes.
+      const nowMs = this.clock.monotonicMs();
+      const last = this.malformedLoggedAtMs.get(from);
+      if (last === undefined || nowMs - last >= malformedLogEveryMs) {
+        this.malformedLoggedAtMs.set(from, nowMs);
+        this.logger.warn("dropped a malformed snapshot chunk (at most one such line per peer every 10 s)", { from });
+      }
       return;
     }
     const { header, data } = chunk;

@@ -342,13 +342,12 @@ export class InboundServer {
   }
 
   #badFrame(socket: PeerSocket, conn: InboundConn, reason: string): void {
-    const { logger, count } = this.#ctx;
+    const { count } = this.#ctx;
     count(this.#counters(conn), "badFrames");
     const message = `peer transport: closing connection from ${conn.remote}${conn.peerId === null ? "" : ` (peer ${conn.peerId})`}: ${reason}`;
-    // A member's bad frame is always worth a line; bytes from an unidentified dialer are
-    // rate-limited like refusals.
-    if (conn.peerId === null) this.#refusals.warn(conn.remoteHost, message, { remote: conn.remote, reason });
-    else logger.warn(message, { remote: conn.remote, peer: conn.peerId, reason });
+    // Rate-limited per host like refusals, a member's too: anyone can claim a member's id on a
+    // connection of its own, and open thousands of them. Every one is counted.
+    this.#refusals.warn(conn.remoteHost, message, { remote: conn.remote, ...(conn.peerId === null ? {} : { peer: conn.peerId }), reason });
     this.#hardClose(socket, conn);
   }
 

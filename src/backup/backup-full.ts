@@ -97,6 +97,7 @@ export class FullBackup {
     const { api, o } = this;
     checkPlaces(o);
     removeStaleStaging(o.dataDir);
+    let failure: unknown = null;
     try {
       const info = await api.clusterInfo();
       o.progress("pausing writes");
@@ -134,8 +135,19 @@ export class FullBackup {
         offsite.push(...(await copyOffsite(local, name, o.offsite, o.offsiteRetainMs, o.nowMs)));
       }
       return { archive: dest.url === o.to && isObjectUrl(o.to) ? `${o.to.replace(/\/$/, "")}/${name}` : local, sizeBytes: written.sizeBytes, files: written.files, snapshot: { index: image.index, term: image.term }, pausedMs, removed, offsite, check };
+    } catch (e) {
+      failure = e;
+      throw e;
     } finally {
-      await this.cleanUp();
+      try {
+        await this.cleanUp();
+      } catch (cleanupError) {
+        // The backup's own failure is what the operator needs first; the resume's comes after it.
+        if (failure === null) throw cleanupError;
+        throw new SvcError("BACKUP_FAILED", `${errorMessage(failure)}; then ${errorMessage(cleanupError)}`, {
+          hint: "run `svc admin resume-writes` against any member; the pause ends by itself when its lease runs out",
+        });
+      }
     }
   }
 

@@ -261,6 +261,43 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     expect(forced.exitCode).toBe(0);
   }, 180_000);
 
+  procTest("a backup whose node dies while writes are paused resumes them through another member and reports what failed first", async (env) => {
+    const { nodes, leader, etcDir } = await clusterWithRows(env);
+    const beside = nodes.find((n) => n !== leader) as NodeProcess;
+    let held: (() => void) | null = null;
+    const snapshotAsked = Promise.withResolvers<void>();
+    const proxy = Bun.serve({
+      port: 0, hostname: "127.0.0.1",
+      async fetch(req) {
+        const url = new URL(req.url);
+        if (url.pathname === "/admin/snapshot") {
+          snapshotAsked.resolve();
+          await new Promise<void>((resolve) => {
+            held = resolve;
+          });
+        }
+        const body = req.method === "GET" ? null : await req.arrayBuffer();
+        // The node behind it is killed: a dead node's refusal, as a client would see it.
+        return fetch(`${beside.adminUrl}${url.pathname}${url.search}`, { method: req.method, body }).catch(() => new Response("node down", { status: 502 }));
+      },
+    });
+    try {
+      // A lease far longer than the test: only a resume can end this pause in time.
+      const proc = Bun.spawn([ensureBinary(), "admin", "backup", "full", "--config", beside.configPath, "--node", `http://127.0.0.1:${proxy.port}`,
+        "--to", join(env.dir, "backups"), "--etc-dir", etcDir, "--lease", "120s"], { stdout: "pipe", stderr: "pipe" });
+      await snapshotAsked.promise;
+      expect(await writesAccepted(leader, rowsBefore + 1)).toBe(false); // paused
+      await beside.kill9();
+      (held as (() => void) | null)?.();
+      expect(await proc.exited).not.toBe(0);
+      const stderr = await new Response(proc.stderr).text();
+      expect(stderr).not.toMatch(/^svc: cannot resume writes/m);
+      await waitFor("writes resumed through another member", () => writesAccepted(leader, rowsBefore + 1), { deadlineMs: 20_000 });
+    } finally {
+      proxy.stop(true);
+    }
+  }, 120_000);
+
   procTest("a backup interrupted by SIGINT resumes writes; one killed -9 leaves a pause that ends with its lease", async (env) => {
     const { leader, etcDir } = await clusterWithRows(env);
     // The backup talks to the node through a proxy that holds the snapshot request: the

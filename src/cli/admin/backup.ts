@@ -60,11 +60,29 @@ function setup(args: Common): { config: Config; configPath: string; base: string
   const admin = config.listen.admin;
   const host = admin.host === "0.0.0.0" || admin.host === "::" || admin.host === "[::]" ? "127.0.0.1" : admin.host;
   const base = (args.node ?? `http://${host}:${admin.port}`).replace(/\/$/, "");
+  // The other members' admin addresses, from cluster-info: should the node this backup runs
+  // beside die while writes are paused, any member can resume them (the rest would stay paused
+  // until the lease ran out).
+  let others: string[] = [];
+  const scheme = base.startsWith("https:") ? "https" : "http";
   const api: BackupNodeApi = {
-    clusterInfo: async () => (await callNode(base, "GET", "/admin/cluster-info")) as Record<string, unknown>,
+    clusterInfo: async () => {
+      const info = (await callNode(base, "GET", "/admin/cluster-info")) as Record<string, unknown> & { members?: { id: string; admin?: string | null }[] };
+      others = (info.members ?? []).filter((m) => m.id !== info.node_id && typeof m.admin === "string").map((m) => `${scheme}://${m.admin}`);
+      return info;
+    },
     pauseWrites: async (leaseMs) => ((await callNode(base, "POST", `/admin/pause-writes?lease_ms=${leaseMs}`)) as { index: number }).index,
     resumeWrites: async () => {
-      await callNode(base, "POST", "/admin/resume-writes");
+      let first: unknown = null;
+      for (const url of [base, ...others]) {
+        try {
+          await callNode(url, "POST", "/admin/resume-writes", undefined, 5_000);
+          return;
+        } catch (e) {
+          first ??= e;
+        }
+      }
+      throw first;
     },
     appliedIndex: async () => ((await callNode(base, "GET", "/admin/stats")) as { applied_index: number }).applied_index,
     snapshotHere: async () => {

@@ -89,11 +89,12 @@ const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null 
 const isId = (v: unknown): v is string => typeof v === "string" && v.length > 0 && v.length <= idBytesMax;
 const isCount = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= -1;
 /**
- * An incarnation grows by one per refutation: never near this. A larger one is forged or damaged
- * (its refutation, one more, would not be a safe integer, and every packet carrying it would be
- * dropped: the member dead to all for good).
+ * An incarnation starts at the member's start time (ms since the epoch) and grows by one per
+ * refutation: never near this (2^50 ms is 35,000 years). A larger one is forged or damaged (near
+ * 2^53 its refutation, one more, would not be a safe integer, and every packet carrying it would
+ * be dropped: the member dead to all for good).
  */
-export const incarnationMax = 2 ** 32;
+export const incarnationMax = 2 ** 50;
 const isIncarnation = (v: unknown): v is number => isCount(v) && v <= incarnationMax;
 const isText = (v: unknown): v is string => typeof v === "string" && v.length <= 512;
 

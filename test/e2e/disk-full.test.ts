@@ -168,13 +168,22 @@ describe.skipIf(!canMount)("a full disk (data directory on a small tmpfs)", () =
       const leader = await waitForLeader(nodes);
       expect((await executeRaw(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"])).status).toBe(200);
       fillTo(disk, join(disk, "filler"), 2 * MIB);
+      await waitFor("every node to see its disk full", async () =>
+        (await Promise.all(nodes.map((n) => getJson<{ disk: string }>(`${n.clientUrl}/health`).catch(() => null)))).every((h) => h?.disk === "full"));
       // The leader tries to hand over; the voter it picks has a full disk too and does not take it.
-      await waitFor("a transfer to be refused by a voter whose disk is full", async () => {
-        const counts = await Promise.all(nodes.map((n) => metric(n.adminUrl, 'tensor_chain_peer_messages_dropped_total{reason="transfer_while_disk_full"}').catch(() => 0)));
-        return counts.some((c) => c > 0);
+      const refused = async (): Promise<number> =>
+        (await Promise.all(nodes.map((n) => metric(n.adminUrl, 'tensor_chain_peer_messages_dropped_total{reason="transfer_while_disk_full"}').catch(() => 0)))).reduce((a, b) => a + b, 0);
+      const first = await waitFor("a transfer to be refused by a voter whose disk is full", async () => {
+        const n = await refused();
+        return n > 0 ? n : undefined;
       }, { deadlineMs: 30_000 });
-      expect(await waitForLeader(nodes)).toBe(leader);
-      expect(await count(leader.clientUrl, "stale")).toBe(0);
+      const stays = await waitForLeader(nodes);
+      const term = (await getJson<{ term: number }>(`${stays.clientUrl}/health`)).term;
+      // The next attempt is refused too: the same leader, in the same term, all along.
+      await waitFor("the next transfer to be refused as well", async () => (await refused()) > first, { deadlineMs: 30_000 });
+      expect(await waitForLeader(nodes)).toBe(stays);
+      expect((await getJson<{ term: number }>(`${stays.clientUrl}/health`)).term).toBe(term);
+      expect(await count(stays.clientUrl, "stale")).toBe(0);
       fs.rmSync(join(disk, "filler"));
     });
   }, 120_000);

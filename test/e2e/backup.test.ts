@@ -63,6 +63,35 @@ async function writesAccepted(node: NodeProcess, id: number): Promise<boolean> {
   return r.status === 200;
 }
 
+/**
+ * A proxy to `node`'s admin port that holds `POST /admin/snapshot` until released: a backup run
+ * through it is caught while writes are paused, whatever the machine's speed. A node that is
+ * gone answers 502, as to a client.
+ */
+function snapshotHoldingProxy(node: NodeProcess): { url: string; snapshotAsked: Promise<void>; release: () => void; stop: () => void } {
+  let held: (() => void) | null = null;
+  const asked = Promise.withResolvers<void>();
+  const proxy = Bun.serve({
+    port: 0, hostname: "127.0.0.1",
+    async fetch(req) {
+      const url = new URL(req.url);
+      if (url.pathname === "/admin/snapshot") {
+        asked.resolve();
+        await new Promise<void>((resolve) => {
+          held = resolve;
+        });
+      }
+      const body = req.method === "GET" ? null : await req.arrayBuffer();
+      return fetch(`${node.adminUrl}${url.pathname}${url.search}`, { method: req.method, body }).catch(() => new Response("node down", { status: 502 }));
+    },
+  });
+  const release = (): void => (held as (() => void) | null)?.();
+  return { url: `http://127.0.0.1:${proxy.port}`, snapshotAsked: asked.promise, release, stop: () => {
+    release();
+    proxy.stop(true);
+  } };
+}
+
 async function totalEntries(node: NodeProcess): Promise<number> {
   return Number((await getJson<{ total_entries: number }>(`${node.adminUrl}/admin/stats`)).total_entries);
 }
@@ -264,68 +293,37 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
   procTest("a backup whose node dies while writes are paused resumes them through another member and reports what failed first", async (env) => {
     const { nodes, leader, etcDir } = await clusterWithRows(env);
     const beside = nodes.find((n) => n !== leader) as NodeProcess;
-    let held: (() => void) | null = null;
-    const snapshotAsked = Promise.withResolvers<void>();
-    const proxy = Bun.serve({
-      port: 0, hostname: "127.0.0.1",
-      async fetch(req) {
-        const url = new URL(req.url);
-        if (url.pathname === "/admin/snapshot") {
-          snapshotAsked.resolve();
-          await new Promise<void>((resolve) => {
-            held = resolve;
-          });
-        }
-        const body = req.method === "GET" ? null : await req.arrayBuffer();
-        // The node behind it is killed: a dead node's refusal, as a client would see it.
-        return fetch(`${beside.adminUrl}${url.pathname}${url.search}`, { method: req.method, body }).catch(() => new Response("node down", { status: 502 }));
-      },
-    });
+    const proxy = snapshotHoldingProxy(beside);
     try {
       // A lease far longer than the test: only a resume can end this pause in time.
-      const proc = Bun.spawn([ensureBinary(), "admin", "backup", "full", "--config", beside.configPath, "--node", `http://127.0.0.1:${proxy.port}`,
+      const proc = Bun.spawn([ensureBinary(), "admin", "backup", "full", "--config", beside.configPath, "--node", proxy.url,
         "--to", join(env.dir, "backups"), "--etc-dir", etcDir, "--lease", "120s"], { stdout: "pipe", stderr: "pipe" });
-      await snapshotAsked.promise;
+      await proxy.snapshotAsked;
       expect(await writesAccepted(leader, rowsBefore + 1)).toBe(false); // paused
       await beside.kill9();
-      (held as (() => void) | null)?.();
+      proxy.release();
       expect(await proc.exited).not.toBe(0);
       const stderr = await new Response(proc.stderr).text();
       expect(stderr).not.toMatch(/^svc: cannot resume writes/m);
       await waitFor("writes resumed through another member", () => writesAccepted(leader, rowsBefore + 1), { deadlineMs: 20_000 });
     } finally {
-      proxy.stop(true);
+      proxy.stop();
     }
   }, 120_000);
 
   procTest("a backup interrupted by SIGINT resumes writes; one killed -9 leaves a pause that ends with its lease", async (env) => {
     const { leader, etcDir } = await clusterWithRows(env);
-    // The backup talks to the node through a proxy that holds the snapshot request: the
-    // backup is caught while writes are paused, whatever the machine's speed.
+    // The backup talks to the node through a proxy that holds the snapshot request.
     for (const how of ["SIGINT", "SIGKILL"] as const) {
-      let held: (() => void) | null = null;
-      const snapshotAsked = Promise.withResolvers<void>();
-      const proxy = Bun.serve({
-        port: 0, hostname: "127.0.0.1",
-        async fetch(req) {
-          const url = new URL(req.url);
-          if (url.pathname === "/admin/snapshot") {
-            snapshotAsked.resolve();
-            await new Promise<void>((resolve) => {
-              held = resolve;
-            });
-          }
-          return fetch(`${leader.adminUrl}${url.pathname}${url.search}`, { method: req.method, body: req.method === "GET" ? null : await req.arrayBuffer() });
-        },
-      });
-      const proc = Bun.spawn([ensureBinary(), "admin", "backup", "full", "--config", leader.configPath, "--node", `http://127.0.0.1:${proxy.port}`,
+      const proxy = snapshotHoldingProxy(leader);
+      const proc = Bun.spawn([ensureBinary(), "admin", "backup", "full", "--config", leader.configPath, "--node", proxy.url,
         "--to", join(env.dir, "backups"), "--etc-dir", etcDir, "--lease", "5s"], { stdout: "pipe", stderr: "pipe" });
       try {
-        await snapshotAsked.promise;
+        await proxy.snapshotAsked;
         expect(await writesAccepted(leader, 1)).toBe(false); // paused
         if (how === "SIGINT") {
           proc.kill("SIGINT");
-          (held as (() => void) | null)?.();
+          proxy.release();
           expect(await proc.exited).toBe(130);
           expect(await writesAccepted(leader, 1)).toBe(true);
         } else {
@@ -339,8 +337,7 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
         }
         if (how === "SIGINT") expect(fs.readdirSync(leader.dataDir).filter((n) => n.startsWith(".backup"))).toEqual([]);
       } finally {
-        (held as (() => void) | null)?.();
-        proxy.stop(true);
+        proxy.stop();
       }
     }
     await expectRows(leader, rowsBefore);

@@ -245,7 +245,8 @@ export class NodeContext {
   private lastAdmissionSpaceCheckMs = Number.NEGATIVE_INFINITY;
 
   checkWritable(): void {
-    if (this.core.status().role !== "leader") return;
+    const status = this.core.status();
+    if (status.role !== "leader") return;
     const space = this.io.diskSpace;
     const nowMs = this.clock.monotonicMs();
     if (this.diskFull === null && space !== undefined && nowMs - this.lastAdmissionSpaceCheckMs >= admissionSpaceCheckMs) {
@@ -260,11 +261,22 @@ export class NodeContext {
       }
     }
     const full = this.diskFull;
-    if (full === null) return;
-    const free = full.bytesFree === null ? "free space unknown" : `${full.bytesFree} bytes free`;
-    throw new SvcError("DISK_FULL", `the disk holding ${full.path} is full (${free}): this node refuses writes until space is freed`, {
-      hint: "free space on that file system or grow it (snapshots and WAL segments a snapshot covers can be cleaned up: `svc admin snapshot`, `svc admin cleanup-snapshots`); writes resume by themselves within seconds",
-      details: { path: full.path, bytesFree: full.bytesFree },
+    if (full !== null) {
+      const free = full.bytesFree === null ? "free space unknown" : `${full.bytesFree} bytes free`;
+      throw new SvcError("DISK_FULL", `the disk holding ${full.path} is full (${free}): this node refuses writes until space is freed`, {
+        hint: "free space on that file system or grow it (snapshots and WAL segments a snapshot covers can be cleaned up: `svc admin snapshot`, `svc admin cleanup-snapshots`); writes resume by themselves within seconds",
+        details: { path: full.path, bytesFree: full.bytesFree },
+      });
+    }
+    // Followers whose disks are full cannot persist: with too few left for a majority a write
+    // could only wait, so it is refused before it enters the log (nothing of it is applied).
+    const others = this.core.votersDiskFull();
+    if (others.length === 0) return;
+    const voters = status.membership.voters.length;
+    if (voters - others.length >= Math.floor(voters / 2) + 1) return;
+    throw new SvcError("DISK_FULL", `the disks of ${others.join(", ")} are full: too few voters can persist a write for it to commit, so it was not tried`, {
+      hint: `free space on the data directory's disk of ${others.join(", ")} (see their /health and logs); writes resume by themselves once a majority can persist again`,
+      details: { members: others },
     });
   }
 

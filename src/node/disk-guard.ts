@@ -7,6 +7,7 @@
 
 import type { Timer } from "../io/index.ts";
 import type { Ready } from "../raft/index.ts";
+import { errorMessage } from "../util/errors.ts";
 import { diskReserveBytes, type NodeContext } from "./context.ts";
 
 /** Where a Ready's effects start again: its persisting, or its applying. */
@@ -35,6 +36,8 @@ export class DiskGuard {
   private stallTimer: Timer | null = null;
   private lastDiskCheckMs = Number.NEGATIVE_INFINITY;
   private lastHandOffMs = Number.NEGATIVE_INFINITY;
+  /** The current stall was logged (once per stall, however many retries fail). */
+  private stallTold = false;
 
   constructor(private readonly ctx: NodeContext, private readonly hooks: DiskGuardHooks) {}
 
@@ -78,7 +81,7 @@ export class DiskGuard {
     let bestMatch = -1;
     for (const id of status.membership.voters) {
       const match = status.progress[id]?.match ?? -1;
-      if (id !== ctx.config.nodeId && match > bestMatch) {
+      if (id !== ctx.config.nodeId && status.progress[id]?.diskFull !== true && match > bestMatch) {
         best = id;
         bestMatch = match;
       }
@@ -93,6 +96,13 @@ export class DiskGuard {
   /** Keep a Ready that failed for want of space, and retry it every second. */
   stall(rd: Ready, stage: Stage, e: unknown): void {
     const { ctx } = this;
+    if (!this.stallTold) {
+      this.stallTold = true;
+      ctx.logger.warn("disk full: a write failed for want of space; this node takes no more entries until it has room (tried again every second)", {
+        stage, error: errorMessage(e),
+        hint: "free space on the data directory's disk; a follower keeps answering the leader meanwhile, and catches up by itself once the write goes through",
+      });
+    }
     this.stalled = { rd, stage };
     const path = (e as { path?: unknown }).path;
     ctx.enterDiskFull({
@@ -118,6 +128,7 @@ export class DiskGuard {
     }
     if (this.stalled !== null) return;
     // Past the step that failed (a sync may still be in flight: it goes on by itself).
+    this.stallTold = false;
     ctx.logger.info("disk full: the stalled write went through", { stage: stalled.stage });
     this.lastDiskCheckMs = Number.NEGATIVE_INFINITY;
     if (ctx.io.diskSpace === undefined) ctx.leaveDiskFull(null);

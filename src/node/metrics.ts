@@ -56,6 +56,7 @@ export interface NodeGaugeSource {
   pendingWrites(): number;
   writesPaused(): boolean;
   diskFull(): boolean;
+  votersDiskFull(): number;
   storeUncommitted(): number;
 }
 
@@ -80,6 +81,9 @@ export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
   r.gaugeFn("tensor_chain_pending_writes", "Writes proposed and not yet applied", () => source.pendingWrites());
   r.gaugeFn("tensor_chain_writes_paused", "1 while writes are paused (pause-writes)", () => (source.writesPaused() ? 1 : 0));
   r.gaugeFn("tensor_chain_disk_full", "1 while the data directory's disk is full: writes are refused (DISK_FULL), reads served", () => (source.diskFull() ? 1 : 0));
+  r.gaugeFn("tensor_chain_voters_disk_full",
+    "On the leader: other voters that said their disk is full (they take no entries until they have room; writes get 507 DISK_FULL when too few are left for a majority); 0 elsewhere",
+    () => source.votersDiskFull());
   r.gaugeFn("tensor_chain_store_uncommitted_entries",
     "Entries applied to the store but not yet committed to its file (reads in SQL processes commit first; above 0 for long only while a full disk refuses the commit)",
     () => source.storeUncommitted());

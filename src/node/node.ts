@@ -140,6 +140,7 @@ export class SvcNode {
       pendingWrites: () => live().waiters.size,
       writesPaused: () => writesPausedAt(live().store.meta, live().clock.nowMs()),
       diskFull: () => live().diskFull !== null,
+      votersDiskFull: () => live().core.votersDiskFull().length,
       storeUncommitted: () => live().store.uncommittedCount,
     });
     ctx = new NodeContext(parts.config, parts.logger, parts.io, parts.core, metrics, parts.store, parts.hardState, parts.clusterId);

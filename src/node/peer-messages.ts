@@ -32,6 +32,8 @@ export class PeerMessages {
     private readonly snapshots: SnapshotPolicy,
     private readonly transfer: () => SnapshotTransfer | null,
     private readonly schedule: () => void,
+    /** The loop holds a Ready that a full disk refused: nothing the core says goes out until it is through. */
+    private readonly stalled: () => boolean,
   ) {}
 
   /** A message from a peer (the network has checked framing, CRC and cluster id). */
@@ -64,6 +66,7 @@ export class PeerMessages {
           return;
         }
         if (m.type === "append" || m.type === "heartbeat") ctx.leaderCommitSeen = Math.max(ctx.leaderCommitSeen, m.commit);
+        if (this.stalled() && this.answerWhileStalled(m)) return;
         ctx.core.step(m);
         // Heard from the leader it follows (a learner, or a member that does not campaign, keeps
         // naming a leader it no longer hears: see leaderlessMs).
@@ -80,6 +83,31 @@ export class PeerMessages {
       default:
         ctx.metrics.peerMessagesDropped.labels("unknown_type").inc();
     }
+  }
+
+  /**
+   * A follower whose disk is full cannot take entries, and the core's answers wait behind the
+   * Ready it could not persist. Left so, the leader would hear nothing, step down for want of
+   * a quorum, and no one could be elected until space is freed (a leader with room, two
+   * followers full: no reads, no writes). So the node answers its leader's heartbeats itself,
+   * saying its disk is full: the leader stays, confirms reads, sends it nothing and refuses
+   * writes a majority cannot persist (507 DISK_FULL). Appends are dropped: kept in memory
+   * they would grow without bound; the leader sends them again once the disk has room.
+   * An acknowledgement of a leader persists nothing, so answering it from memory is safe: a
+   * vote, which must be durable, is never answered here. Returns true when m was handled.
+   */
+  private answerWhileStalled(m: Message): boolean {
+    const { ctx } = this;
+    if (m.type !== "heartbeat" && m.type !== "append") return false;
+    const status = ctx.core.status();
+    if (status.role === "leader" || m.term !== status.term || status.leaderId !== m.from) return false;
+    ctx.leaderHeardAtMs = ctx.clock.monotonicMs();
+    if (m.type === "append") {
+      ctx.metrics.peerMessagesDropped.labels("append_while_disk_full").inc();
+      return true;
+    }
+    ctx.io.network.send(m.from, MessageType.raft, encodeMessage({ type: "heartbeat_response", from: ctx.config.nodeId, to: m.from, term: m.term, readSeq: m.readSeq, diskFull: true }));
+    return true;
   }
 
   /** Read what the core asks for out of the log store, off the loop's turn, and hand it back. */

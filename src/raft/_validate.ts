@@ -48,7 +48,7 @@ export function validateMessage(m: Message): string | null {
     case "heartbeat":
       return isIndex(m.commit) && isIndex(m.readSeq) ? null : "malformed_heartbeat";
     case "heartbeat_response":
-      return isIndex(m.readSeq) ? null : "malformed_heartbeat_response";
+      return isIndex(m.readSeq) && (m.diskFull === undefined || typeof m.diskFull === "boolean") ? null : "malformed_heartbeat_response";
     case "snapshot": {
       const s = m.snapshot;
       if (typeof s !== "object" || s === null || !isIndex(s.index) || !isIndex(s.term)) return "malformed_snapshot";

@@ -130,6 +130,8 @@ export interface PeerProgress {
   /** Appends sent and not yet acknowledged. */
   readonly inflight: number;
   readonly recentActive: boolean;
+  /** The member said its disk is full: it is sent no appends until it has room. */
+  readonly diskFull: boolean;
   readonly learner: boolean;
 }
 

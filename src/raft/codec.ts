@@ -175,6 +175,9 @@ export function encodeMessage(m: Message): Uint8Array {
       break;
     case "heartbeat_response":
       w.u64(m.readSeq);
+      // Only when set: a node that does not know the flag refuses trailing bytes, and a
+      // follower with room must stay readable by it (a rolling upgrade).
+      if (m.diskFull === true) w.bool(true);
       break;
     case "snapshot":
       w.u64(m.snapshot.index);
@@ -330,8 +333,10 @@ function readBody(r: Reader, type: MessageType, env: { from: string; to: string;
       return { ...env, type, reject: r.bool("reject"), index: r.u64("index"), hintIndex: r.u64("hintIndex"), hintTerm: r.u64("hintTerm") };
     case "heartbeat":
       return { ...env, type, commit: r.u64("commit"), readSeq: r.u64("readSeq") };
-    case "heartbeat_response":
-      return { ...env, type, readSeq: r.u64("readSeq") };
+    case "heartbeat_response": {
+      const readSeq = r.u64("readSeq");
+      return r.remaining() > 0 ? { ...env, type, readSeq, diskFull: r.bool("diskFull") } : { ...env, type, readSeq };
+    }
     case "snapshot":
       return { ...env, type, snapshot: readSnapshotMeta(r) };
     case "timeout_now":

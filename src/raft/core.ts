@@ -209,6 +209,24 @@ export class RaftCore {
     }
   }
 
+  private setPeerDiskFull(id: NodeId, pr: Progress, full: boolean): void {
+    if (pr.diskFull === full) return;
+    pr.diskFull = full;
+    if (full) this.logger.warn("a member's disk is full: it takes no entries until it has room", { member: id });
+    else this.logger.info("a member whose disk was full takes entries again", { member: id });
+  }
+
+  /**
+   * The voters other than this node that said their disk is full (none while it does not
+   * lead). When they leave fewer than a quorum able to persist, a write cannot commit.
+   */
+  votersDiskFull(): NodeId[] {
+    if (this.role !== "leader") return [];
+    const full: NodeId[] = [];
+    for (const v of this.membership().voters) if (v !== this.id && this.progress.get(v)?.diskFull === true) full.push(v);
+    return full;
+  }
+
   /** Check-quorum: did a majority of voters answer in this round? Starts the next round. */
   private quorumActive(): boolean {
     const voters = this.membership().voters;
@@ -452,14 +470,25 @@ export class RaftCore {
         const pr = this.progress.get(m.from);
         if (pr === undefined) return this.drop(m, "response_from_non_member");
         pr.recentActive = true;
-        pr.probeSent = false;
-        // The follower is alive but the window is full: the appends in it may all have been
-        // lost. Free one slot so that the next append goes out; if the follower lacks what it
-        // follows, its rejection sends this progress back to probing.
-        if (pr.state === "replicate" && pr.inflights.full()) pr.inflights.freeFirstOne();
-        // A member in probe (unreachable for a while, perhaps restarted) is probed even when
-        // it matched the whole log: only its answer shows whether it still holds it.
-        if (pr.match < this.log.lastIndex() || pr.state === "probe") this.sendAppends(m.from, true);
+        if (m.diskFull === true) {
+          // Alive (this counts for check-quorum and confirms reads) but unable to persist:
+          // nothing is sent to it until it has room, and writes know it cannot help commit.
+          this.setPeerDiskFull(m.from, pr, true);
+        } else {
+          // Back from a full disk: the appends sent meanwhile were dropped; start over from match.
+          if (pr.diskFull) {
+            this.setPeerDiskFull(m.from, pr, false);
+            if (pr.state === "replicate") pr.becomeProbe();
+          }
+          pr.probeSent = false;
+          // The follower is alive but the window is full: the appends in it may all have been
+          // lost. Free one slot so that the next append goes out; if the follower lacks what it
+          // follows, its rejection sends this progress back to probing.
+          if (pr.state === "replicate" && pr.inflights.full()) pr.inflights.freeFirstOne();
+          // A member in probe (unreachable for a while, perhaps restarted) is probed even when
+          // it matched the whole log: only its answer shows whether it still holds it.
+          if (pr.match < this.log.lastIndex() || pr.state === "probe") this.sendAppends(m.from, true);
+        }
         if (m.readSeq > this.reads.currentSeq()) return this.drop(m, "read_seq_never_sent");
         if (m.readSeq > 0) {
           for (const read of this.reads.ack(this.id, m.from, m.readSeq, this.membership().voters)) this.deliverRead(read);
@@ -630,6 +659,8 @@ export class RaftCore {
     const pr = this.progress.get(m.from);
     if (pr === undefined) return this.drop(m, "response_from_non_member");
     pr.recentActive = true;
+    // It persisted what it acknowledges: its disk has room again.
+    if (pr.diskFull) this.setPeerDiskFull(m.from, pr, false);
     if (m.reject) {
       let nextProbe = m.hintIndex;
       if (m.hintTerm > 0) nextProbe = this.log.findConflictByTerm(m.hintIndex, m.hintTerm).index;
@@ -1058,6 +1089,7 @@ export class RaftCore {
         state: pr.state,
         inflight: pr.inflights.count(),
         recentActive: pr.recentActive,
+        diskFull: pr.diskFull,
         learner: isLearner(m, id),
       };
     }

@@ -64,9 +64,14 @@ export interface HeartbeatMessage extends Envelope {
   readonly readSeq: number;
 }
 
+/**
+ * diskFull: the follower cannot persist entries (its disk is full): it answers heartbeats but
+ * takes no appends, so the leader sends it none and does not count it toward writing a quorum.
+ */
 export interface HeartbeatResponseMessage extends Envelope {
   readonly type: "heartbeat_response";
   readonly readSeq: number;
+  readonly diskFull?: boolean;
 }
 
 /**

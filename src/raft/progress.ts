@@ -77,6 +77,11 @@ export class Progress {
   fetching = 0;
   /** Heard from since the last check-quorum round. */
   recentActive = false;
+  /**
+   * The member said its disk is full (heartbeat_response.diskFull): it drops appends, so
+   * none are sent until it answers without the flag, and it counts toward no write quorum.
+   */
+  diskFull = false;
   readonly inflights: Inflights;
 
   constructor(next: number, maxInflight: number, maxInflightBytes = Number.POSITIVE_INFINITY) {
@@ -158,7 +163,7 @@ export class Progress {
 
   /** Whether the leader must hold back appends to this member for now. */
   isPaused(): boolean {
-    if (this.fetching !== 0) return true;
+    if (this.fetching !== 0 || this.diskFull) return true;
     switch (this.state) {
       case "probe":
         return this.probeSent;

@@ -188,6 +188,66 @@ describe.skipIf(!canMount)("a full disk (data directory on a small tmpfs)", () =
     });
   }, 120_000);
 
+  procTest("followers whose disks fill up keep the leader: they answer its heartbeats, it refuses new writes 507 DISK_FULL naming them, reads go on, and writes resume once space is freed with nothing acknowledged lost", async (env) => {
+    await withTmpfs(env, 48, async (disk) => {
+      const configs = await clusterConfigs(env.dir, 3, { wal: { segmentSizeBytes: 1 * MIB } });
+      // node1 (the leader) on the test's disk; node2 and node3 share the small one.
+      const nodes = configs.map((c, i) => env.node(i === 0 ? c : { ...c, dataDir: join(disk, `node${i + 1}`) }));
+      for (const n of nodes) n.spawn();
+      await Promise.all(nodes.map((n) => n.waitHealthy()));
+      const [leader, ...followers] = nodes;
+      if (leader === undefined) throw new Error("no node1");
+      const first = await waitForLeader(nodes);
+      if (first !== leader) expect((await postJson(`${first.adminUrl}/admin/transfer-leader`, { id: leader.nodeId })).status).toBe(200);
+      await waitFor("node1 to lead", async () => (await waitForLeader(nodes)) === leader);
+      expect((await executeRaw(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"])).status).toBe(200);
+      const term = (await getJson<{ term: number }>(`${leader.clientUrl}/health`)).term;
+
+      fillTo(disk, join(disk, "filler"), 3 * MIB);
+      // Writes until the leader refuses one at once; a write out when the followers stalled
+      // waits (it commits once they have room, or times out: never a definite refusal).
+      const value = "y".repeat(60_000);
+      const acknowledged: number[] = [];
+      const outstanding: Promise<unknown>[] = [];
+      let refusal: Awaited<ReturnType<typeof executeRaw>> | null = null;
+      const deadline = Date.now() + 60_000;
+      for (let id = 1; refusal === null && Date.now() < deadline; id++) {
+        const sent = executeRaw(leader.clientUrl, [{ sql: "INSERT INTO t (id, v) VALUES (?, ?)", params: [id, value] }], 90_000).then((r) => {
+          if (r.status === 200) acknowledged.push(id);
+          else if (r.status === 507 && r.body?.error?.code === "DISK_FULL") refusal ??= r;
+          else if (r.body?.error?.code !== "WRITE_TIMEOUT") throw new Error(`write ${id} answered ${r.status}: ${r.text}`);
+        });
+        outstanding.push(sent);
+        await Promise.race([sent, Bun.sleep(100)]);
+      }
+      if (refusal === null) throw new Error("the leader never refused a write while its followers' disks were full");
+      const refused = refusal as Awaited<ReturnType<typeof executeRaw>>;
+      expect(refused.body?.error?.message).toContain("node2");
+      expect(refused.body?.error?.message).toContain("node3");
+      for (const f of followers) await waitFor(`${f.nodeId} to log its stall`, () => /takes no more entries until/.test(f.log()));
+      // The leader kept its followers: same leader, same term, linearizable reads answered.
+      expect(await waitForLeader(nodes)).toBe(leader);
+      expect((await getJson<{ term: number }>(`${leader.clientUrl}/health`)).term).toBe(term);
+      const read = await queryRaw(leader.clientUrl, "SELECT count(*) FROM t", [], "linearizable");
+      expect(read.status).toBe(200);
+      expect(Number(read.body?.rows[0]?.[0])).toBeGreaterThanOrEqual(acknowledged.length);
+
+      fs.rmSync(join(disk, "filler"));
+      await waitFor("writes to go through again", async () => (await executeRaw(leader.clientUrl, [{ sql: "INSERT INTO t (id, v) VALUES (?, ?)", params: [1_000_000, "after"] }], 5_000)).status === 200, { deadlineMs: 60_000 });
+      await Promise.all(outstanding);
+      expect((await getJson<{ term: number }>(`${leader.clientUrl}/health`)).term).toBe(term);
+      for (const n of nodes) {
+        await waitFor(`${n.nodeId} to hold every acknowledged write`, async () => {
+          const r = await queryRaw(n.clientUrl, "SELECT id FROM t", [], "stale");
+          if (r.status !== 200) return false;
+          const held = new Set((r.body?.rows ?? []).map((row) => Number(row[0])));
+          return acknowledged.every((id) => held.has(id)) && held.has(1_000_000);
+        }, { deadlineMs: 60_000 });
+      }
+      for (const n of nodes) expect(n.log()).not.toContain("fatal");
+    });
+  }, 240_000);
+
   procTest("a leader whose disk fills up hands leadership to another voter and does not take it back; writes through it go on", async (env) => {
     await withTmpfs(env, 24, async (disk) => {
       const configs = await clusterConfigs(env.dir, 3, { wal: { segmentSizeBytes: 1 * MIB } });

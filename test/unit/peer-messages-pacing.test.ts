@@ -39,7 +39,7 @@ function harness() {
     },
     core: { reportUnreachable: () => {} },
   } as unknown as NodeContext;
-  const peers = new PeerMessages(ctx, {} as SnapshotPolicy, () => null, () => scheduled++);
+  const peers = new PeerMessages(ctx, {} as SnapshotPolicy, () => null, () => scheduled++, () => false);
   return { clock, sent, peers, scheduled: () => scheduled };
 }
 

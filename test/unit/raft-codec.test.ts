@@ -37,6 +37,21 @@ describe("raft message codec", () => {
     }
   });
 
+  test("a heartbeat response carries diskFull only when set: one without it is byte for byte what a node without the flag sends and reads", () => {
+    const plain = { ...env, type: "heartbeat_response", readSeq: 42 } as const;
+    const full = { ...plain, diskFull: true } as const;
+    const plainBytes = encodeMessage(plain);
+    expect(encodeMessage({ ...plain, diskFull: false })).toEqual(plainBytes);
+    const fullBytes = encodeMessage(full);
+    expect(fullBytes.length).toBe(plainBytes.length + 1);
+    expect(fullBytes.subarray(0, plainBytes.length)).toEqual(plainBytes);
+    const r = decodeMessage(fullBytes);
+    expect(r.ok && r.message).toEqual(full);
+    const bad = fullBytes.slice();
+    bad[bad.length - 1] = 7;
+    expect(decodeMessage(bad).ok).toBe(false);
+  });
+
   test("entry data are copies, unless the buffer is handed over (owned): then views into it", () => {
     const m = samples[5]!;
     const copied = decodeMessage(encodeMessage(m));

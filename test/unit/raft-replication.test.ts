@@ -129,6 +129,35 @@ describe("follower append", () => {
 });
 
 describe("leader replication", () => {
+  test("a follower that says its disk is full is sent no appends, counts toward no write quorum, and is caught up once it answers without the flag", () => {
+    const c = new TestCluster(["a", "b", "c"]);
+    const a = c.elect("a");
+    const term = a.core.status().term;
+    a.core.propose(bytes("before"), 0);
+    c.deliverAll();
+    const full = (from: string, diskFull: boolean): void => a.core.step({ type: "heartbeat_response", from, to: "a", term, readSeq: 0, ...(diskFull ? { diskFull } : {}) });
+    full("b", true);
+    full("c", true);
+    expect(a.core.votersDiskFull()).toEqual(["b", "c"]);
+    expect(a.core.status().progress["b"]?.diskFull).toBe(true);
+    a.core.propose(bytes("while full"), 0);
+    a.process();
+    expect(a.outbox.filter((m) => m.type === "append")).toEqual([]);
+    a.outbox = [];
+    // Heartbeat answers from full followers keep the leader in its seat (check-quorum).
+    for (let i = 0; i < 30; i++) {
+      a.core.tick();
+      full("b", true);
+      full("c", true);
+    }
+    expect(a.core.status().role).toBe("leader");
+    full("b", false);
+    expect(a.core.votersDiskFull()).toEqual(["c"]);
+    c.deliverAll();
+    expect(c.node("b").appliedTexts()).toContain("while full");
+    expect(a.core.status().commit).toBe(a.core.status().lastIndex);
+  });
+
   test("the leader skips a whole conflicting term at once using the reject hint", () => {
     // b holds many entries of an old term that never committed; a leader of a newer term
     // should find the divergence point in a couple of round trips, not one per entry.

@@ -11,7 +11,7 @@ import { checkReadStatement } from "../store/index.ts";
 import { SvcError } from "../util/errors.ts";
 import { checkParamCount, parseIdBody, parseJsonText, parseMemberBody, parseQueryBody, readBodyText, readJsonBody } from "./body.ts";
 import { answer, badRequest, errorResponse, json } from "./errors.ts";
-import { fallbackRoutes } from "./fallback.ts";
+import { fallbackRoutes, type RouteEntry } from "./fallback.ts";
 import { forwardAdminToLeader, leaderAdminToForwardTo } from "./forward.ts";
 import { gossipStatusJson } from "./gossip-status.ts";
 import { healthResponse } from "./health.ts";
@@ -62,8 +62,9 @@ export function adminApp(node: SvcNode) {
     });
   }
 
-  return new Elysia({ name: "svc-admin" })
-    .use(fallbackRoutes)
+  let routes: () => readonly RouteEntry[] = () => [];
+  const app = new Elysia({ name: "svc-admin" })
+    .use(fallbackRoutes(() => routes()))
     .get("/health", () => healthResponse(node))
     .get("/metrics", () => new Response(node.metrics.registry.render(), { headers: { "content-type": METRICS_CONTENT_TYPE } }))
     // SPEC §4.2: the snapshot is the leader's; ?local=true takes one on this node instead (a
@@ -170,6 +171,8 @@ export function adminApp(node: SvcNode) {
         commit,
       });
     });
+  routes = () => app.routes;
+  return app;
 }
 
 /** A pause lease from the query string: whole milliseconds, one second to one day. */

@@ -8,7 +8,7 @@ import { checkReadStatement, checkWriteStatement } from "../store/index.ts";
 import { jsonInt } from "../util/json64.ts";
 import { checkParamCount, parseExecuteBody, parseJsonText, parseQueryBody, parseRequestId, readBodyText } from "./body.ts";
 import { errorResponse, json } from "./errors.ts";
-import { fallbackRoutes } from "./fallback.ts";
+import { fallbackRoutes, type RouteEntry } from "./fallback.ts";
 import { forwardToLeader, leaderToForwardTo } from "./forward.ts";
 import { healthResponse } from "./health.ts";
 
@@ -35,8 +35,9 @@ export function clientApp(node: SvcNode) {
     }
   }
 
-  return new Elysia({ name: "svc-client" })
-    .use(fallbackRoutes)
+  let routes: () => readonly RouteEntry[] = () => [];
+  const app = new Elysia({ name: "svc-client" })
+    .use(fallbackRoutes(() => routes()))
     .get("/health", () => healthResponse(node))
     .post("/v1/execute", ({ request }) => hereOrAtLeader(request, "/v1/execute", async (body) => {
       const statements = parseExecuteBody(body);
@@ -56,4 +57,6 @@ export function clientApp(node: SvcNode) {
       node.metrics.readsTotal.inc();
       return result;
     }, (e) => node.metrics.readErrorsTotal.labels(e instanceof Error && "code" in e ? String(e.code) : "INTERNAL").inc()), { parse: "none" });
+  routes = () => app.routes;
+  return app;
 }

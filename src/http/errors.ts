@@ -14,6 +14,8 @@ import { SvcError, errorMessage } from "../util/errors.ts";
 export type HttpErrorCode =
   | "BAD_REQUEST"
   | "NOT_FOUND"
+  /** A path this port serves, with another method: 405 with Allow. */
+  | "METHOD_NOT_ALLOWED"
   | "REQUEST_TIMEOUT"
   | "BODY_TOO_LARGE"
   | "UNSUPPORTED_MEDIA_TYPE"
@@ -73,6 +75,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   FORBIDDEN: 403,
   TOO_MANY_REQUESTS: 429,
   NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
   CLEANUP_DIR_MISSING: 404,
   REQUEST_TIMEOUT: 408,
   CHANGE_IN_PROGRESS: 409,

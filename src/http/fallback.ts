@@ -15,10 +15,30 @@ const codeByStatus: ReadonlyMap<number, HttpErrorCode> = new Map([
   [415, "UNSUPPORTED_MEDIA_TYPE"],
 ]);
 
-export const fallbackRoutes = new Elysia({ name: "svc-fallback" }).onError({ as: "global" }, ({ code, request, error }) => {
+/** A route of the app, as Elysia lists them. */
+export interface RouteEntry {
+  readonly method: string;
+  readonly path: string;
+}
+
+/**
+ * The fallback for an app whose routes `routes()` lists (read when a request matches none):
+ * a path the app serves with other methods is answered 405 with Allow, any other 404.
+ */
+export function fallbackRoutes(routes: () => readonly RouteEntry[] = () => []) {
+  return new Elysia().onError({ as: "global" }, ({ code, request, error }) => {
   switch (code) {
     case "NOT_FOUND": {
       const url = new URL(request.url);
+      const allowed = [...new Set(routes().filter((r) => r.path === url.pathname).map((r) => r.method.toUpperCase()))];
+      if (allowed.length > 0) {
+        if (allowed.includes("GET") && !allowed.includes("HEAD")) allowed.push("HEAD");
+        const response = errorResponse(new SvcError("METHOD_NOT_ALLOWED", `${url.pathname} does not take ${request.method}: it takes ${allowed.join(", ")}`, {
+          hint: `send ${allowed[0]} ${url.pathname} (see the API in the README)`,
+        }));
+        response.headers.set("allow", allowed.join(", "));
+        return response;
+      }
       return errorResponse(new SvcError("NOT_FOUND", `no route for ${request.method} ${url.pathname}`, {
         hint: "see the API in the README: /health, /v1/execute, /v1/query on the client port; /health, /metrics, /admin/* on the admin port",
       }));
@@ -43,3 +63,4 @@ export const fallbackRoutes = new Elysia({ name: "svc-fallback" }).onError({ as:
     }
   }
 });
+}

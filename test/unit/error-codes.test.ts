@@ -131,8 +131,13 @@ describe("error bodies through the apps", () => {
     expect(await errorOf(admin, new Request("http://localhost/admin/nothing", { method: "POST" }))).toMatchObject({ status: 404, error: { code: "NOT_FOUND" } });
   });
 
-  test("a route asked with the wrong method answers 404 NOT_FOUND", async () => {
-    expect(await errorOf(client, new Request("http://localhost/v1/execute"))).toMatchObject({ status: 404, error: { code: "NOT_FOUND" } });
+  test("a route asked with the wrong method answers 405 METHOD_NOT_ALLOWED with Allow, on both ports", async () => {
+    expect(await errorOf(client, new Request("http://localhost/v1/execute"))).toMatchObject({ status: 405, error: { code: "METHOD_NOT_ALLOWED" } });
+    expect((await client.handle(new Request("http://localhost/v1/execute"))).headers.get("allow")).toBe("POST");
+    const snapshot = await errorOf(admin, new Request("http://localhost/admin/snapshot"));
+    expect(snapshot).toMatchObject({ status: 405, error: { code: "METHOD_NOT_ALLOWED" } });
+    expect(snapshot.error.message).toContain("POST");
+    expect((await admin.handle(new Request("http://localhost/metrics", { method: "POST" }))).headers.get("allow")).toBe("GET, HEAD");
   });
 
   test("a body that is not JSON answers 400 BAD_REQUEST", async () => {
@@ -143,7 +148,7 @@ describe("error bodies through the apps", () => {
   });
 
   test("Elysia's own parse and validation errors answer 400 BAD_REQUEST", async () => {
-    const app = new Elysia().use(fallbackRoutes).post("/typed", ({ body }) => body, { body: t.Object({ sql: t.String() }) });
+    const app = new Elysia().use(fallbackRoutes()).post("/typed", ({ body }) => body, { body: t.Object({ sql: t.String() }) });
     const unparsable = new Request("http://localhost/typed", { method: "POST", body: "{not json", headers: { "content-type": "application/json" } });
     expect(await errorOf(app, unparsable)).toMatchObject({ status: 400, error: { code: "BAD_REQUEST" } });
     const invalid = new Request("http://localhost/typed", { method: "POST", body: JSON.stringify({ sql: 1 }), headers: { "content-type": "application/json" } });
@@ -152,7 +157,7 @@ describe("error bodies through the apps", () => {
 
   test("an SvcError a route throws keeps its code; anything else is INTERNAL", async () => {
     const app = new Elysia()
-      .use(fallbackRoutes)
+      .use(fallbackRoutes())
       .get("/known", () => {
         throw new SvcError("WAL_CORRUPT", "WAL is corrupt");
       })

@@ -111,7 +111,7 @@ export class ObjectStore {
     const out: ObjectInfo[] = [];
     let continuationToken: string | undefined;
     for (let page = 0; page < listPagesMax; page++) {
-      const answer = await this.call("list", prefix, () =>
+      const answer = await this.call("list", options.under ?? "", () =>
         this.client.list({ prefix, maxKeys: 1000, ...(continuationToken === undefined ? {} : { continuationToken }) }));
       for (const o of answer.contents ?? []) {
         if (!o.key.startsWith(base)) continue;

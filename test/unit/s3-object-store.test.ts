@@ -65,6 +65,10 @@ describe("object store", () => {
     expect(isSvcError(failure, "OBJECT_STORE_FAILED")).toBe(true);
     expect(String((failure as Error).message)).toContain("s3://no-such-bucket/x/missing");
     expect(String((failure as Error).message)).not.toContain("very-secret-value");
+    // A listing names the location once (it said s3://no-such-bucket/x/x/).
+    const listing = await wrong.list().then(() => null, (e: unknown) => e);
+    expect(isSvcError(listing, "OBJECT_STORE_FAILED")).toBe(true);
+    expect(String((listing as Error).message)).toContain("object store list s3://no-such-bucket/x failed");
   });
 
   test("cleanup-wal-archive on s3://: only .wal objects older than the threshold go, by their last-modified time", async () => {

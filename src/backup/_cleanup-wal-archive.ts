@@ -6,6 +6,7 @@ import { join } from "node:path";
 import type { CleanupOptions, CleanupReport } from "./types.ts";
 import { formatDuration } from "./_duration.ts";
 import { readDirOrThrow, removePath } from "./_fs.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
 
 /** Archived WAL segments are files named `<name>.wal`; nothing else in the place is touched. */
 export const WAL_ARCHIVE_SUFFIX = ".wal";
@@ -24,7 +25,15 @@ export function cleanupWalArchive(dir: string, options: CleanupOptions): Cleanup
       report.ignored.push(path);
       continue;
     }
-    const stat = fs.lstatSync(path, { throwIfNoEntry: false });
+    let stat: fs.Stats | undefined;
+    try {
+      stat = fs.lstatSync(path, { throwIfNoEntry: false });
+    } catch (e) {
+      // A directory this user may list but not search (mode r without x): no file's age can be read.
+      throw new SvcError("CLEANUP_DIR_UNREADABLE", `cannot read the age of ${path}: ${errorMessage(e)}`, {
+        hint: `run the job as the user the archive command writes as (svc) or as root, or give that user search permission on ${dir} (chmod u+x)`,
+      });
+    }
     if (stat === undefined) continue; // removed by someone else meanwhile
     const ageMs = Math.round(options.nowMs - stat.mtimeMs);
     if (ageMs <= options.olderThanMs) {

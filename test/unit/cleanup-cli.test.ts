@@ -112,6 +112,13 @@ describe("svc admin cleanup-snapshots", () => {
   });
 });
 
+/** As root, with this checkout readable by nobody (a checkout under a private home is not). */
+function canRunAsNobody(): boolean {
+  if (process.getuid?.() !== 0) return false;
+  const r = Bun.spawnSync(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", process.execPath, "-e", `require(${JSON.stringify(MAIN)}.replace("main.ts", "version.ts"))`], { stdout: "ignore", stderr: "ignore" });
+  return r.exitCode === 0;
+}
+
 describe("svc admin cleanup-wal-archive", () => {
   test("removes only old .wal files and prints each removed path", () => {
     const old = walFile(root, "0000000000000001-0000000000000001.wal", 31);
@@ -139,6 +146,21 @@ describe("svc admin cleanup-wal-archive", () => {
 
   test("a missing --dir is a usage error", () => {
     expect(svc("admin", "cleanup-wal-archive").exitCode).toBe(2);
+  });
+
+  test.skipIf(!canRunAsNobody())("a directory the user may list but not search fails with exit 1, naming the file and what to do", () => {
+    const dir = join(root, "archive");
+    fs.mkdirSync(dir);
+    walFile(dir, "0000000000000001-0000000000000001.wal", 40);
+    fs.chmodSync(root, 0o755);
+    fs.chmodSync(dir, 0o644);
+    // As nobody: root searches any directory.
+    const r = Bun.spawnSync(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", process.execPath, MAIN, "admin", "cleanup-wal-archive", "--dir", dir], {
+      stdout: "pipe", stderr: "pipe", env: { ...process.env, NO_COLOR: "1" },
+    });
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr.toString()).toContain("cannot read the age of");
+    expect(r.stderr.toString()).toContain("chmod u+x");
   });
 
   test("a directory that does not exist fails with exit 1", () => {

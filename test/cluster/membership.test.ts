@@ -67,6 +67,32 @@ describe("membership", () => {
     expect(more.results[0]?.rows_affected).toBe(1);
   }, 120_000);
 
+  procTest("a learner whose voters are gone reports itself unavailable on /health once it has heard no leader for two election timeouts", async (env) => {
+    const nodes = await startCluster(env, 3, fastRaft);
+    const leader = await waitForLeader(nodes);
+    const own = await singleNodeConfig(env.dir, fastRaft, "node4");
+    const ownMember = own.cluster?.members?.[0];
+    if (ownMember === undefined) throw new Error("no member entry for node4");
+    const node4 = env.node({ ...own, cluster: { bootstrap: false, members: [...(nodes[0]?.config.cluster?.members ?? []), ownMember] } });
+    node4.spawn();
+    const add = await runBinary([
+      "admin", "add-node", "--node", leader.adminUrl, "--id", "node4", "--learner",
+      "--peer", addressText(ownMember.peer, "peer"), "--client", addressText(ownMember.client, "client"), "--admin", addressText(ownMember.admin, "admin"),
+    ], { deadlineMs: 120_000 });
+    expect(add.exitCode).toBe(0);
+    await node4.waitHealthy();
+    expect((await getJson<ClusterInfo>(`${leader.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === "node4")?.role).toBe("learner");
+    // A learner never campaigns: it keeps naming the leader it last heard.
+    for (const n of nodes) await n.kill9();
+    const answer = await waitFor("the learner's /health to say there is no leader", async () => {
+      const r = await fetch(`${node4.adminUrl}/health`);
+      const body = (await r.json()) as { status: string; problem?: string };
+      return r.status === 503 ? body : false;
+    }, { deadlineMs: 30_000, intervalMs: 100 });
+    expect(answer.status).toBe("unavailable");
+    expect(answer.problem).toContain("no leader for");
+  }, 120_000);
+
   procTest("a change that is not valid is refused with a reason", async (env) => {
     const nodes = await startCluster(env, 3, fastRaft);
     const leader = await waitForLeader(nodes);

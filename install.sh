@@ -48,7 +48,9 @@ options:
   --binary PATH           the svc binary to install (default: ./svc or ./dist/svc beside this script)
   --root DIR              install under DIR instead of / (packaging, images, tests); implies --no-start
   --node-id ID            node_id for a generated config (default: this host's short name)
-  --wal-archive-dir DIR   where archived WAL segments are kept and cleaned weekly (default: /var/backups/svc/wal)
+  --wal-archive-dir DIR   where archived WAL segments are kept and cleaned weekly (default: /var/backups/svc/wal);
+                          an object-store location s3://bucket/prefix is cleaned there (credentials in
+                          /etc/svc/backup.env) and no local directory is made
   --listen HOST           the address a generated config binds its client, admin and peer ports to
                           (default: 127.0.0.1, this machine only; other machines need [tls] and [auth]
                           before the ports are opened to them: svc --validate warns until they are)
@@ -129,11 +131,12 @@ done
 
 [ "$PURGE" = 0 ] || [ "$UNINSTALL" = 1 ] || usage_error "--purge goes with --uninstall"
 case $WAL_ARCHIVE_DIR in
-/*) ;;
-*) usage_error "--wal-archive-dir must be an absolute path on the host, got: $WAL_ARCHIVE_DIR" ;;
+/*) WAL_ARCHIVE_LOCAL=1 ;;
+s3://?*) WAL_ARCHIVE_LOCAL=0 ;;
+*) usage_error "--wal-archive-dir must be an absolute path on the host or s3://bucket/prefix, got: $WAL_ARCHIVE_DIR" ;;
 esac
 case $WAL_ARCHIVE_DIR in
-*[!A-Za-z0-9_./-]*) usage_error "--wal-archive-dir may hold only A-Z a-z 0-9 _ . - / (it goes into unit files), got: $WAL_ARCHIVE_DIR" ;;
+s3://*[!A-Za-z0-9_./-]* | /*[!A-Za-z0-9_./-]*) usage_error "--wal-archive-dir may hold only A-Z a-z 0-9 _ . - / (it goes into unit files), got: $WAL_ARCHIVE_DIR" ;;
 esac
 if [ -n "$ROOT" ]; then
 	case $ROOT in
@@ -322,7 +325,7 @@ bootstrap = false                  # true on one node only, the first time a new
 members = []                       # how the nodes reach each other
 
 [wal]
-archive_command = ""               # e.g. "cp %p $WAL_ARCHIVE_DIR/%f"; empty: no archiving
+archive_command = ""               # e.g. "$(archive_example)"; empty: no archiving
 archive_timeout = 60               # seconds
 segment_size_mb = 64
 
@@ -469,7 +472,7 @@ Environment=RUST_LOG=info
 # A memory cap goes in a drop-in as MemoryMax=, never MemoryDenyWriteExecute= (see hardening).
 # Data, and the WAL archive that wal.archive_command may copy segments to. A data_dir or an
 # archive place elsewhere needs its own ReadWritePaths= in a drop-in.
-$(hardening "$DATA_DIR -$WAL_ARCHIVE_DIR")
+$(hardening "$DATA_DIR$(local_archive_path " -")")
 
 [Install]
 WantedBy=multi-user.target
@@ -477,9 +480,23 @@ EOF
 }
 
 # cleanup_service DESCRIPTION WRITABLE_PATH CONDITION COMMAND...
+# The WAL archive directory with a prefix, when it is one on this host (nothing for s3://).
+local_archive_path() {
+	[ "$WAL_ARCHIVE_LOCAL" = 0 ] || printf '%s%s' "$1" "$WAL_ARCHIVE_DIR"
+}
+
+# The archive_command the generated config suggests for the archive place.
+archive_example() {
+	if [ "$WAL_ARCHIVE_LOCAL" = 1 ]; then
+		printf 'cp %%p %s/%%f' "$WAL_ARCHIVE_DIR"
+	else
+		printf '%s admin wal-archive-put %%p %s/%%f' "$BIN_PATH" "$WAL_ARCHIVE_DIR"
+	fi
+}
+
+# cleanup_service DESCRIPTION WRITABLE UNIT_LINES COMMAND...
 cleanup_service() {
-	description=$1 writable=$2 condition=$3
-	shift 3
+	description=$1 writable=$2 condition=$3 command=$4 env_file=${5:-}
 	cat <<EOF
 # Written by install.sh; run by the timer of the same name.
 [Unit]
@@ -490,7 +507,10 @@ $condition
 Type=oneshot
 User=$SVC_USER
 Group=$SVC_GROUP
-ExecStart=$*
+EOF
+	[ -z "$env_file" ] || echo "EnvironmentFile=$env_file"
+	cat <<EOF
+ExecStart=$command
 Nice=10
 IOSchedulingClass=idle
 $(hardening "$writable")
@@ -548,12 +568,10 @@ EOF
 
 # The directories for systemd-tmpfiles: created with these modes and owners when missing.
 tmpfiles_conf() {
-	cat <<EOF
-# Written by install.sh: svc's directories (systemd-tmpfiles --create).
-d $DATA_DIR 0750 $SVC_USER $SVC_GROUP -
-d $WAL_ARCHIVE_DIR 0750 $SVC_USER $SVC_GROUP -
-d $CONFIG_DIR 0750 root $SVC_GROUP -
-EOF
+	echo "# Written by install.sh: svc's directories (systemd-tmpfiles --create)."
+	echo "d $DATA_DIR 0750 $SVC_USER $SVC_GROUP -"
+	[ "$WAL_ARCHIVE_LOCAL" = 0 ] || echo "d $WAL_ARCHIVE_DIR 0750 $SVC_USER $SVC_GROUP -"
+	echo "d $CONFIG_DIR 0750 root $SVC_GROUP -"
 }
 
 unit_text() {
@@ -565,9 +583,17 @@ unit_text() {
 			"$BIN_PATH admin cleanup-snapshots --config $CONFIG_PATH --older-than 7d" ;;
 	svc-cleanup-snapshots.timer) cleanup_timer "Daily removal of svc snapshots older than 7 days" "*-*-* 02:00:00" ;;
 	svc-cleanup-wal-archive.service)
-		cleanup_service "svc: remove archived WAL segments (*.wal) older than 30 days" "$WAL_ARCHIVE_DIR" \
-			"ConditionPathIsDirectory=$WAL_ARCHIVE_DIR" \
-			"$BIN_PATH admin cleanup-wal-archive --dir $WAL_ARCHIVE_DIR --older-than 30d" ;;
+		if [ "$WAL_ARCHIVE_LOCAL" = 1 ]; then
+			cleanup_service "svc: remove archived WAL segments (*.wal) older than 30 days" "$WAL_ARCHIVE_DIR" \
+				"ConditionPathIsDirectory=$WAL_ARCHIVE_DIR" \
+				"$BIN_PATH admin cleanup-wal-archive --dir $WAL_ARCHIVE_DIR --older-than 30d"
+		else
+			# An object store: credentials (AWS_*) from backup.env, as the backups take them.
+			cleanup_service "svc: remove archived WAL segments (*.wal) older than 30 days from $WAL_ARCHIVE_DIR" "" \
+				"Wants=network-online.target
+After=network-online.target" \
+				"$BIN_PATH admin cleanup-wal-archive --dir $WAL_ARCHIVE_DIR --older-than 30d" "-$CONFIG_DIR/backup.env"
+		fi ;;
 	svc-cleanup-wal-archive.timer) cleanup_timer "Weekly removal of archived svc WAL segments older than 30 days" "Sun *-*-* 03:00:00" ;;
 	# Backups (SPEC §8): every node runs the timers; --if-leader makes only the node that leads
 	# at that moment take the backup, and both do nothing until [backup] names a destination.
@@ -658,7 +684,7 @@ install_all() {
 			changed "owner $SVC_USER:$SVC_GROUP on $stray paths under $DATA_DIR"
 		fi
 	fi
-	ensure_dir "$WAL_ARCHIVE_DIR" 750 "$SVC_UID" "$SVC_GID"
+	[ "$WAL_ARCHIVE_LOCAL" = 0 ] || ensure_dir "$WAL_ARCHIVE_DIR" 750 "$SVC_UID" "$SVC_GID"
 
 	# The config is readable by the node, writable only by root. An existing one is the
 	# operator's: it is never rewritten, nor are its mode and owner, with one exception: the
@@ -764,11 +790,14 @@ uninstall_all() {
 	if [ "$PURGE" = 1 ]; then
 		remove_path "$DATA_DIR"
 		remove_path "$CONFIG_DIR"
-		# Archived WAL is backup data: the directory goes only when it is empty.
-		for dir in "$WAL_ARCHIVE_DIR" "$(dirname "$WAL_ARCHIVE_DIR")"; do
-			if [ -d "$(R "$dir")" ] && rmdir "$(R "$dir")" 2>/dev/null; then changed "removed $dir (empty)"; fi
-		done
-		[ ! -d "$(R "$WAL_ARCHIVE_DIR")" ] || info "kept $WAL_ARCHIVE_DIR: it holds archived WAL segments"
+		# Archived WAL is backup data: the directory goes only when it is empty (an object
+		# store's is never touched).
+		if [ "$WAL_ARCHIVE_LOCAL" = 1 ]; then
+			for dir in "$WAL_ARCHIVE_DIR" "$(dirname "$WAL_ARCHIVE_DIR")"; do
+				if [ -d "$(R "$dir")" ] && rmdir "$(R "$dir")" 2>/dev/null; then changed "removed $dir (empty)"; fi
+			done
+			[ ! -d "$(R "$WAL_ARCHIVE_DIR")" ] || info "kept $WAL_ARCHIVE_DIR: it holds archived WAL segments"
+		fi
 		remove_accounts
 	else
 		for path in "$DATA_DIR" "$CONFIG_PATH"; do

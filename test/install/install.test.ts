@@ -245,6 +245,53 @@ describe("install.sh --root", () => {
   });
 });
 
+describe("install.sh --wal-archive-dir s3://bucket/prefix", () => {
+  let root: string;
+  let first: Run;
+
+  beforeAll(() => {
+    root = stagingRoot();
+    first = install(root, "--wal-archive-dir", "s3://svc-backups/cluster1/wal");
+  }, 120_000);
+  afterAll(() => removeRoot(root));
+
+  test("the weekly job cleans the object store with backup.env's credentials, and no local archive directory is made", () => {
+    expect(first.stderr).toBe("");
+    expect(first.exitCode).toBe(0);
+    const wal = readUnit(root, "svc-cleanup-wal-archive.service");
+    expect(wal.get("[Service]ExecStart")).toEqual(["/usr/local/bin/svc admin cleanup-wal-archive --dir s3://svc-backups/cluster1/wal --older-than 30d"]);
+    expect(wal.get("[Service]EnvironmentFile")).toEqual(["-/etc/svc/backup.env"]);
+    expect(wal.get("[Unit]After")).toEqual(["network-online.target"]);
+    expect(wal.get("[Unit]ConditionPathIsDirectory")).toBeUndefined();
+    expect(fs.existsSync(join(root, "s3:"))).toBe(false);
+    expect(fs.existsSync(join(root, "var/backups/svc/wal"))).toBe(false);
+    const unit = readUnit(root, "svc.service");
+    expect(unit.get("[Service]ReadWritePaths")).toEqual(["/var/lib/svc"]);
+    expect(fs.readFileSync(join(root, "usr/lib/tmpfiles.d/svc.conf"), "utf8")).not.toContain("s3:");
+    expect(fs.readFileSync(join(root, "etc/svc/config.toml"), "utf8")).toContain("/usr/local/bin/svc admin wal-archive-put %p s3://svc-backups/cluster1/wal/%f");
+  });
+
+  test("systemd-analyze verify accepts the units", () => {
+    const paths = UNITS.map((u) => `/etc/systemd/system/${u}`);
+    const r = run(hostViewArgv(root, ["systemd-analyze", "verify", "--man=no", ...paths]));
+    expect(r.stderr).toBe("");
+    expect(r.exitCode).toBe(0);
+  });
+
+  test("a location that is neither an absolute path nor s3:// is a usage error", () => {
+    const other = stagingRoot();
+    try {
+      for (const bad of ["gs://bucket/wal", "relative/wal", "s3://", "s3://bucket/with space"]) {
+        const r = install(other, "--wal-archive-dir", bad);
+        expect(r.exitCode).toBe(2);
+        expect(r.stderr).toContain("--wal-archive-dir");
+      }
+    } finally {
+      removeRoot(other);
+    }
+  });
+});
+
 describe("install.sh --generate-certs", () => {
   test("makes a CA, the node's certificate (naming its node id), a gossip key and an admin token, 0600 svc:svc, and a config with [tls], [auth] and [gossip] that validates; a rerun changes nothing", () => {
     const root = stagingRoot();

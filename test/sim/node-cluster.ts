@@ -528,8 +528,9 @@ export class NodeSimulation {
     }
     for (const id of m.learners) options.push({ kind: "promote", id }, { kind: "remove", id });
     // No voter is removed while a member is recovering (it may be one whose WAL was emptied and
-    // does not vote yet): the rest could be left without a majority that can elect.
-    const recovering = this.members.some((x) => !x.retired && x.node !== null && x.node.recoveryState !== "healthy");
+    // does not vote yet), or is down with its WAL emptied (it will be): the rest could be left
+    // without a majority that can elect (two voters, one of which lost its log).
+    const recovering = this.members.some((x) => !x.retired && (x.node === null ? x.disk.walCleared : x.node.recoveryState !== "healthy"));
     if (m.voters.length > 2 && !recovering) for (const id of m.voters) options.push({ kind: "remove", id });
     const change = options[this.prng.nextInt(options.length)];
     if (change === undefined) return;

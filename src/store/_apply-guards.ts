@@ -3,7 +3,8 @@
 //   - changes() and last_insert_rowid() read the connection's memory of the statement before:
 //     after a restart that is 0, on a node that applied the previous entry it is that
 //     entry's. When an entry (or a trigger or view it may fire) names them, both are reset to
-//     0 as the entry starts, so they give the entry's own values on every node. So are they
+//     0 as the entry starts, so they give the entry's own values on every node (a table's
+//     DEFAULT, CHECK or generated column may name them too: a table counts as a trigger). So are they
 //     before an entry with a request id: its answer (a statement's last_insert_id, which an
 //     UPDATE leaves at the connection's earlier insert) is kept in the replicated state.
 //   - TEMP objects live in one connection and are never replicated: a statement that leaves
@@ -27,7 +28,7 @@ const busyWaitMsMax = 30_000;
 export class ApplyGuards {
   /** Counts entries that may have changed the schema: what was learnt of it before is stale. */
   schemaEpoch = 0;
-  /** Whether a trigger or view names changes() or last_insert_rowid(); null: look again. */
+  /** Whether a trigger, view or table names changes() or last_insert_rowid(); null: look again. */
   private schemaNamesConnState: boolean | null = null;
 
   constructor(private readonly db: Database) {}
@@ -87,7 +88,7 @@ export class ApplyGuards {
   private schemaNames(): boolean {
     if (this.schemaNamesConnState === null) {
       const row = this.db
-        .query("SELECT 1 AS found FROM sqlite_schema WHERE type IN ('trigger', 'view') AND (sql LIKE '%changes%' OR sql LIKE '%last_insert_rowid%') LIMIT 1")
+        .query("SELECT 1 AS found FROM sqlite_schema WHERE type IN ('trigger', 'view', 'table') AND (sql LIKE '%changes%' OR sql LIKE '%last_insert_rowid%') LIMIT 1")
         .get();
       this.schemaNamesConnState = row !== null;
     }

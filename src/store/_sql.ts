@@ -185,6 +185,9 @@ const refusedInWrites: Record<string, string> = {
   SAVEPOINT: "a batch of statements is already one transaction",
   RELEASE: "a batch of statements is already one transaction",
   VACUUM: "VACUUM cannot run inside the batch transaction; snapshots compact the store",
+  // SQLite applies a PRAGMA when it compiles one, EXPLAIN or not: `EXPLAIN PRAGMA query_only=ON`
+  // in the log would turn every node's applying connection read-only, on every replay.
+  EXPLAIN: "EXPLAIN is a read (send it to POST /v1/query), and a PRAGMA under it would still change the connection",
 };
 
 /** Tables that show one node's file or connection, not the replicated data. */
@@ -194,9 +197,19 @@ const nodeLocalTables: Record<string, string> = {
   sqlite_stmt: "sqlite_stmt shows one node's connection",
 };
 
+/**
+ * The query planner's statistics: ANALYZE writes them on every node alike, but a connection
+ * reads them only when it opens the store. Edited by hand, a running node would plan with the
+ * old ones and a restarted node with the new, and a plan decides which rows a LIMIT without
+ * ORDER BY takes.
+ */
+const plannerStatTables: Record<string, string> = Object.fromEntries(["sqlite_stat1", "sqlite_stat2", "sqlite_stat3", "sqlite_stat4"].map((t) => [
+  t, `${t} holds the query planner's statistics, which a node reads only when it opens the store: edited, nodes would plan (and answer a LIMIT without ORDER BY) differently; run ANALYZE instead`,
+]));
+
 /** Names a write may not use: they read what differs between nodes. */
 function refusedNameInWrite(id: string): string | null {
-  const why = connectionStateFunctions[id] ?? nodeLocalTables[id];
+  const why = connectionStateFunctions[id] ?? nodeLocalTables[id] ?? plannerStatTables[id];
   if (why !== undefined) return `${id} is not allowed in a write: ${why}`;
   // Table-valued PRAGMA functions (pragma_database_list names this node's files).
   if (id.startsWith("pragma_")) return `${id} is not allowed in a write: PRAGMAs read one node's connection and files`;
@@ -226,6 +239,8 @@ const readPragmasWithArgument = new Set([
   "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list",
   "integrity_check", "quick_check",
 ]);
+/** What a read may EXPLAIN: a PRAGMA (or ATTACH, VACUUM…) under EXPLAIN acts all the same. */
+const explainableKeywords = new Set(["SELECT", "WITH", "VALUES", "INSERT", "REPLACE", "UPDATE", "DELETE"]);
 /** What may follow WITH and its common table expressions in a read. */
 const readMainKeywords = new Set(["SELECT", "VALUES"]);
 /** Every word a SQLite statement can start with. */
@@ -293,6 +308,16 @@ export function checkWriteStatement(sql: string): StatementShape {
   return acceptedWrites.accept(sql, checkWriteShape);
 }
 
+/**
+ * At apply, what must not run even though it is in the log: an EXPLAIN from a version that let
+ * one through (one `EXPLAIN PRAGMA query_only=ON` stopped every node, again on every replay).
+ * EXPLAIN changes no data, so refusing it where it was once applied changes only its answer.
+ */
+export function refusedAtApply(sql: string): string | null {
+  if (!/explain/i.test(sql)) return null;
+  return lexSql(sql).keywords[0] === "EXPLAIN" ? `EXPLAIN is not allowed in a write: ${refusedInWrites["EXPLAIN"]}` : null;
+}
+
 /** Refuse a statement that is not a read; returns its shape. */
 export function checkReadStatement(sql: string): StatementShape {
   return acceptedReads.accept(sql, checkReadShape);
@@ -328,6 +353,14 @@ function checkReadShape(sql: string): StatementShape {
       throw sqlError(`near "${keyword}": syntax error: no SQL statement starts with it`, "a read starts with SELECT, WITH, VALUES, EXPLAIN or PRAGMA");
     }
     throw sqlError(`${keyword} is not a read; send writes to POST /v1/execute`);
+  }
+  if (keyword === "EXPLAIN") {
+    const words = shape.topLevelWords;
+    const explained = words[1] === "QUERY" && words[2] === "PLAN" ? words[3] : words[1];
+    if (explained === undefined || !explainableKeywords.has(explained)) {
+      throw sqlError(`EXPLAIN ${explained ?? ""} is not allowed in a query`.replace(/ +is/, " is"),
+        "EXPLAIN a SELECT, WITH, VALUES, INSERT, UPDATE or DELETE; SQLite runs a PRAGMA (and ATTACH, VACUUM…) when it compiles it, even under EXPLAIN");
+    }
   }
   if (keyword === "WITH") {
     // WITH … INSERT/UPDATE/DELETE is a write behind a read's first word.

@@ -78,7 +78,10 @@ function openReader(path: string, blobBytesMax: number): Database {
     readerBlobCap = blobBytesMax;
     // A read makes no blob larger than it may answer (the rest is bounded by the node's
     // memory watch on this process).
-    reader.function("zeroblob", (n: unknown) => new Uint8Array(blobSize("zeroblob", n, readerBlobCap)));
+    // Deterministic, as SQLite's own and the applying connection's: a schema with zeroblob() in a
+    // generated column or an index is read by this connection too ("non-deterministic functions
+    // prohibited" would fail every query).
+    reader.function("zeroblob", { deterministic: true }, (n: unknown) => new Uint8Array(blobSize("zeroblob", n, readerBlobCap)));
     reader.function("randomblob", (n: unknown) => crypto.getRandomValues(new Uint8Array(Math.max(1, blobSize("randomblob", n, readerBlobCap)))));
   }
   readerBlobCap = blobBytesMax;

@@ -39,7 +39,7 @@ import { decodeCommand, type MemberAddress, type SqlValue } from "./command.ts";
 import { DeterministicFunctions } from "./determinism.ts";
 import { StoreFlusher } from "./flusher.ts";
 import { StoreCheckpointer, type CheckpointResult } from "./snapshot-image.ts";
-import { checkReadStatement, internalTablePrefix } from "./_sql.ts";
+import { checkReadStatement, internalTablePrefix, refusedAtApply } from "./_sql.ts";
 import { ApplyGuards, checkedElsewhereMessage } from "./_apply-guards.ts";
 import { RequestLog, type RequestOutcome } from "./request-ids.ts";
 
@@ -106,6 +106,34 @@ export function writesPausedAt(meta: Pick<StoreMeta, "writesPaused" | "writesPau
 }
 
 const metaTable = `${internalTablePrefix}meta`;
+/** Where a table's per-row expressions start: CHECK (…), GENERATED … AS (…) or AS (…), DEFAULT (…). */
+const rowExpressionStart = /\b(?:check|as|default)\s*\(/gi;
+/** A function call: what can make an expression cost more than its size. */
+const functionCall = /\b[a-z_][a-z0-9_$]*\s*\(/i;
+/** Comments and quoted text of a table's SQL, set aside first (a column named "check", a string "f("). */
+const sqlCommentsAndStrings = /--[^\n]*|\/\*[\s\S]*?(?:\*\/|$)|'(?:[^']|'')*'|"(?:[^"]|"")*"|`(?:[^`]|``)*`|\[[^\]]*\]/g;
+
+/**
+ * Whether a table's CHECK, generated column or DEFAULT expression calls a function: then a
+ * write to it costs what that function does per row, not what the write's text says.
+ */
+export function tableRunsCode(createSql: string): boolean {
+  const sql = createSql.replace(sqlCommentsAndStrings, " ");
+  for (const m of sql.matchAll(rowExpressionStart)) {
+    const open = (m.index ?? 0) + m[0].length - 1;
+    let depth = 0;
+    let close = sql.length;
+    for (let i = open; i < sql.length; i++) {
+      if (sql[i] === "(") depth++;
+      else if (sql[i] === ")" && --depth === 0) {
+        close = i;
+        break;
+      }
+    }
+    if (functionCall.test(sql.slice(open + 1, close))) return true;
+  }
+  return false;
+}
 const statementCacheSizeMax = 512;
 const cachedSqlLengthMax = 4096;
 /**
@@ -630,19 +658,27 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     return this.requests.count();
   }
 
-  /** Whether the store has a trigger (then no write is plain: see write-shape.ts). */
+  /**
+   * Whether the store runs code of its own on a write: a trigger, or a table whose CHECK,
+   * generated column or DEFAULT expression calls a function (tableRunsCode: any of these can
+   * cost what it likes per row).
+   * Then no write is plain (see write-shape.ts): each is tried before it enters the log.
+   */
   hasTriggers(): boolean {
     // Asked on every write: known until an entry may have changed the schema.
     const epoch = this.guards.schemaEpoch;
     if (this.triggersKnown?.epoch !== epoch) {
       // On the applying connection: a trigger applied but not yet committed counts.
-      const found = this.db.query("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' LIMIT 1").get() !== null;
+      const found = this.db.query("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' LIMIT 1").get() !== null ||
+        (this.db.query(`SELECT sql FROM sqlite_schema WHERE type = 'table' AND sql IS NOT NULL AND name NOT LIKE '${internalTablePrefix.replaceAll("_", "\\_")}%' ESCAPE '\\'`).all() as { sql: string }[])
+          .some((t) => tableRunsCode(t.sql));
       this.triggersKnown = { epoch, found };
     }
     return this.triggersKnown.found;
   }
 
   private triggersKnown: { epoch: number; found: boolean } | null = null;
+
 
   /** A row as it goes out in JSON (query results computed elsewhere, e.g. a SQL process). */
   static jsonRow(row: readonly unknown[]): unknown[] {
@@ -834,6 +870,8 @@ export class Store implements StateMachine<Entry, ApplyResult> {
   }
 
   private run(sql: string, params: readonly SqlValue[]): { changes: number; lastInsertId: number | bigint } {
+    const refused = refusedAtApply(sql);
+    if (refused !== null) throw new Error(refused);
     const r = withStatement(this.statements, this.db, sql, false, (stmt) => stmt.run(...(params as never[])));
     const rowid = Number(r.lastInsertRowid);
     // A rowid past 2^53 comes back rounded: read it again, exact (rare enough to ask twice).

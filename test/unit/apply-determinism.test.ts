@@ -69,6 +69,13 @@ const generators: Gen[] = [
   (r) => ({ sql: `UPDATE ${table(r)} SET b = ? WHERE id = ? RETURNING id`, params: [`u${r.nextInt(9)}`, 1 + r.nextInt(30)] }),
   (r) => fixed(`INSERT INTO log (x, y) VALUES (abs(random() % 1000), zeroblob(4))`)(r),
   (r) => fixed(`INSERT INTO log (x) VALUES (typeof(last_insert_rowid()) || changes())`)(r),
+  // A PRAGMA under EXPLAIN acts when compiled: in the log (from a version that let it through)
+  // it must not change the applying connection (a CHECK ignored, triggers recursing).
+  (r) => fixed(pick(r, ["EXPLAIN PRAGMA ignore_check_constraints=ON", "EXPLAIN PRAGMA recursive_triggers=ON", "EXPLAIN QUERY PLAN PRAGMA reverse_unordered_selects=ON"]))(r),
+  (r) => ({ sql: "INSERT INTO ck (x) VALUES (?)", params: [r.nextInt(5) - 2] }),
+  // A table's DEFAULT naming the connection's memory, made midway.
+  (r) => fixed("CREATE TABLE IF NOT EXISTS dflt (id INTEGER PRIMARY KEY, lr DEFAULT (last_insert_rowid()), ch DEFAULT (changes()))")(r),
+  (r) => fixed("INSERT INTO dflt (id) VALUES (NULL)")(r),
 ];
 
 const schema = [
@@ -76,6 +83,7 @@ const schema = [
   "CREATE TABLE t2 (id INTEGER PRIMARY KEY, a, b, c)",
   "CREATE TABLE t3 (id INTEGER PRIMARY KEY, a, b, c)",
   "CREATE TABLE log (id INTEGER PRIMARY KEY, x, y)",
+  "CREATE TABLE ck (id INTEGER PRIMARY KEY, x INTEGER CHECK (x > 0))",
 ];
 
 function makeEntries(r: Prng): Entry[] {

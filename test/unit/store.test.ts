@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { isDiskFullError } from "../../src/io/index.ts";
-import { commitDelayMs, commitEntriesMax } from "../../src/store/store.ts";
+import { commitDelayMs, commitEntriesMax, tableRunsCode } from "../../src/store/store.ts";
 import { Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, sealReceivedImage, stageStoreImage, type Command } from "../../src/store/index.ts";
 import { encodeMembership, type Entry } from "../../src/raft/types.ts";
 import { isSvcError } from "../../src/util/index.ts";
@@ -118,6 +118,9 @@ describe("store", () => {
       "ATTACH DATABASE 'x.db' AS x", "PRAGMA journal_mode = DELETE", "BEGIN", "COMMIT", "select load_extension('x')",
       "INSERT INTO t VALUES (1); DROP TABLE t", "DELETE FROM _svc_meta", "VACUUM", "   ",
       "INSERT OR ROLLBACK INTO t VALUES (1)", "CREATE TABLE u (v UNIQUE ON CONFLICT ROLLBACK)",
+      // A PRAGMA acts when compiled, EXPLAIN or not; edited planner statistics are read only at open.
+      "EXPLAIN PRAGMA query_only=ON", "/* x */ explain query plan PRAGMA writable_schema=ON", "EXPLAIN INSERT INTO t VALUES (1)",
+      "UPDATE sqlite_stat1 SET stat = '1000 1 1'", "INSERT INTO sqlite_stat4 SELECT * FROM sqlite_stat4", "DELETE FROM main.sqlite_stat1",
     ]) {
       let err: unknown = null;
       try { checkWriteStatement(sql); } catch (e) { err = e; }
@@ -227,6 +230,13 @@ describe("store", () => {
     expect(() => checkReadStatement("PRAGMA table_info(t)")).not.toThrow();
     expect(() => checkReadStatement("INSERT INTO t VALUES (1)")).toThrow(/not a read/);
     expect(() => checkReadStatement("PRAGMA user_version = 3")).toThrow(/not allowed/);
+    expect(() => checkReadStatement("EXPLAIN SELECT 1")).not.toThrow();
+    expect(() => checkReadStatement("EXPLAIN QUERY PLAN SELECT * FROM t")).not.toThrow();
+    expect(() => checkReadStatement("explain query plan insert into t values (1)")).not.toThrow();
+    for (const sql of ["EXPLAIN PRAGMA case_sensitive_like=1", "EXPLAIN QUERY PLAN PRAGMA query_only=0", "EXPLAIN ATTACH 'x' AS x", "EXPLAIN", "EXPLAIN VACUUM"]) {
+      expect(() => checkReadStatement(sql)).toThrow(/EXPLAIN.*not allowed/);
+    }
+    expect(() => checkReadStatement("SELECT * FROM sqlite_stat1")).not.toThrow();
     const s = openStore();
     s.apply([exec(1, "CREATE TABLE t (v)")]);
     expect(() => s.query("SELECT * FROM missing", [])).toThrow(/no such table/);
@@ -396,6 +406,31 @@ describe("commits that a node's applies share", () => {
     reopened.apply([exec(6 + commitEntriesMax, "INSERT INTO t VALUES (7)")], deferred(0));
     reopened.close();
     expect(openStore(path).meta.appliedIndex).toBe(6 + commitEntriesMax);
+  });
+
+  test("an EXPLAIN already in the log fails its statement at apply and leaves the connection as it was", () => {
+    const s = openStore();
+    s.apply([exec(1, "CREATE TABLE t (v INTEGER CHECK (v > 0))")]);
+    const [r] = s.apply([exec(2, "EXPLAIN PRAGMA query_only=ON")]);
+    expect(r).toMatchObject({ kind: "execute", ok: false });
+    s.apply([exec(3, "EXPLAIN PRAGMA ignore_check_constraints=ON")]);
+    expect(s.apply([exec(4, "INSERT INTO t VALUES (1)")])[0]).toMatchObject({ ok: true });
+    expect(s.apply([exec(5, "INSERT INTO t VALUES (-1)")])[0]).toMatchObject({ ok: false });
+    expect(s.query("SELECT v FROM t", []).rows).toEqual([[1]]);
+  });
+
+  test("a table whose CHECK, generated column or DEFAULT calls a function makes no write plain, as a trigger does", () => {
+    expect(tableRunsCode("CREATE TABLE a (x INTEGER CHECK (x > 0), y DEFAULT 0, z DEFAULT (1), w AS (x + 1))")).toBe(false);
+    expect(tableRunsCode("CREATE TABLE a (\"check(\" TEXT DEFAULT 'f(x)', [as(] INT) -- default (f())")).toBe(false);
+    expect(tableRunsCode("CREATE TABLE a (b BLOB GENERATED ALWAYS AS (zeroblob(id)) STORED, id INT)")).toBe(true);
+    expect(tableRunsCode("CREATE TABLE a (x TEXT CHECK (length(x) < 10))")).toBe(true);
+    expect(tableRunsCode("CREATE TABLE a (x TEXT, CONSTRAINT c CHECK ((x) != upper (x)))")).toBe(true);
+    expect(tableRunsCode("CREATE TABLE a (x DEFAULT (strftime('%s', 'now')))")).toBe(true);
+    const s = openStore();
+    s.apply([exec(1, "CREATE TABLE t (v INTEGER CHECK (v > 0))")]);
+    expect(s.hasTriggers()).toBe(false);
+    s.apply([exec(2, "CREATE TABLE g (id INTEGER PRIMARY KEY, b AS (hex(zeroblob(id))) STORED)")]);
+    expect(s.hasTriggers()).toBe(true);
   });
 
   test("a trigger applied but not yet committed is known to the write path", () => {

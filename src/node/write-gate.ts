@@ -95,8 +95,11 @@ export class WriteGate {
         if (attempt < checkAttemptsMax) continue;
         throw new SvcError("OVERLOADED", "the log kept moving while the write was tried; nothing was written", { hint: "retry the write" });
       }
-      if (verdict.failed !== null) {
-        // Applied, it would fail the same way: answer so without logging it.
+      // Applied, it would fail the same way: answer so without logging it. With a request id it
+      // is logged all the same (it fails at apply, on every node, and changes nothing), so that
+      // the failure is remembered: a retry with that id answers it, and never applies the batch
+      // on data that has changed since.
+      if (verdict.failed !== null && requestId === undefined) {
         throw new SvcError("SQL_ERROR", `statement ${verdict.failed.statementIndex}: ${verdict.failed.message}`, {
           hint: "nothing in this batch was applied",
           details: { statementIndex: verdict.failed.statementIndex },

@@ -87,6 +87,18 @@ describe("SQL errors are 400 with SQLite's message, and a failing batch leaves n
     expect(await query(node.clientUrl, "SELECT v FROM kv WHERE k = 'unique-1'")).toEqual([["x"]]);
   });
 
+  it("a checked batch that fails, sent with a request_id, is remembered: a retry answers the same failure even once it would succeed", async () => {
+    await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["rid-taken", "x"] }]);
+    // Not plain (an expression): tried before the log.
+    const body = { request_id: "rid-checked-fails", statements: [{ sql: "INSERT INTO kv (k, v) VALUES ('rid-taken', 'y' || 1)", params: [] }] };
+    const first = await postJson(`${node.clientUrl}/v1/execute`, body);
+    expect(expectError(first, 400, "SQL_ERROR")).toContain("UNIQUE constraint failed: kv.k");
+    await execute(node.clientUrl, [{ sql: "DELETE FROM kv WHERE k = ?", params: ["rid-taken"] }]);
+    const retry = await postJson(`${node.clientUrl}/v1/execute`, body);
+    expect(expectError(retry, 400, "SQL_ERROR")).toContain("UNIQUE constraint failed: kv.k");
+    expect(await countRows(node, "k = 'rid-taken'")).toBe(0);
+  });
+
   it("a good statement before a failing one in the same batch is not applied", async () => {
     const r = await executeRaw(node.clientUrl, [
       { sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["batch-good", "1"] },

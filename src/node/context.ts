@@ -7,6 +7,7 @@ import type { Config } from "../config/index.ts";
 import type { Clock, LogStore, PeerNetwork, SnapshotStore } from "../io/index.ts";
 import type { GossipService } from "../gossip/index.ts";
 import type { Entry, Membership, RaftCore } from "../raft/index.ts";
+import { majority } from "../raft/index.ts";
 import type { MemberAddress, Store } from "../store/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
@@ -237,13 +238,14 @@ export class NodeContext {
     if (this.stopped) throw new SvcError("SHUTTING_DOWN", "the node is shutting down");
   }
 
-  /**
-   * Refuse a write this node would have to persist as the leader while its disk is full. A
-   * follower lets it through: it goes to the leader, whose disk may have room, and commits
-   * on the members that can write.
-   */
   private lastAdmissionSpaceCheckMs = Number.NEGATIVE_INFINITY;
 
+  /**
+   * Refuse a write this node would have to persist as the leader while its disk is full, or
+   * that could not commit because too many followers said theirs is full. A follower lets it
+   * through: it goes to the leader, whose disk may have room, and commits on the members that
+   * can write.
+   */
   checkWritable(): void {
     const status = this.core.status();
     if (status.role !== "leader") return;
@@ -273,7 +275,7 @@ export class NodeContext {
     const others = this.core.votersDiskFull();
     if (others.length === 0) return;
     const voters = status.membership.voters.length;
-    if (voters - others.length >= Math.floor(voters / 2) + 1) return;
+    if (voters - others.length >= majority(voters)) return;
     throw new SvcError("DISK_FULL", `the disks of ${others.join(", ")} are full: too few voters can persist a write for it to commit, so it was not tried`, {
       hint: `free space on the data directory's disk of ${others.join(", ")} (see their /health and logs); writes resume by themselves once a majority can persist again`,
       details: { members: others },

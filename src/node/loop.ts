@@ -160,6 +160,11 @@ export class EffectLoop {
     this.schedule();
   }
 
+  /** A Ready is held for want of disk space: nothing the core says goes out until it is through. */
+  get stalled(): boolean {
+    return this.disk.stalled !== null;
+  }
+
   stop(): void {
     this.commitTimer?.cancel();
     this.commitTimer = null;

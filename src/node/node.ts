@@ -291,6 +291,12 @@ export class SvcNode {
   async query(sql: string, params: SqlValue[], consistency: Consistency, options: { signal?: AbortSignal; admin?: boolean } = {}): Promise<QueryResult> {
     const { ctx } = this;
     ctx.checkServing();
+    if (consistency === "linearizable" && this.loop.stalled) {
+      // Its ReadIndex round would wait behind the Ready the full disk holds, until it timed out.
+      throw new SvcError("DISK_FULL", "this node's disk is full and it has stopped taking entries: it cannot serve a linearizable read", {
+        hint: "read from another node, or with consistency \"stale\" here, or free space on this node's data directory",
+      });
+    }
     if (consistency === "linearizable") await this.loop.reads.wait();
     else if (consistency === "leader") ctx.requireLeader();
     if (this.sql === null) return ctx.store.query(sql, params);

@@ -90,7 +90,7 @@ export class PeerMessages {
    * Ready it could not persist. Left so, the leader would hear nothing, step down for want of
    * a quorum, and no one could be elected until space is freed (a leader with room, two
    * followers full: no reads, no writes). So the node answers its leader's heartbeats itself,
-   * saying its disk is full: the leader stays, confirms reads, sends it nothing and refuses
+   * saying its disk is full: the leader stays, confirms reads, sends it no appends and refuses
    * writes a majority cannot persist (507 DISK_FULL). Appends are dropped: kept in memory
    * they would grow without bound; the leader sends them again once the disk has room.
    * An acknowledgement of a leader persists nothing, so answering it from memory is safe: a

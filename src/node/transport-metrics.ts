@@ -30,7 +30,7 @@ export function registerTransportMetrics(r: MetricsRegistry, transport: Transpor
   for (const reason of tlsRefusalReasons) refusals.labels(reason);
   const transportEvents = r.counter(
     "tensor_chain_peer_transport_events_total",
-    "Peer port events, by kind: bad_frame (a connection closed for garbage, a bad CRC or an oversized frame), handshake_refused (by this node or the peer: " +
+    "Peer port events, by kind: bad_frame (a connection closed for garbage, a bad CRC or an oversized frame), handshake_refused (by this node or the peer, or past the connection limit: " +
       "another cluster, a bad handshake), non_member_refused (a sender that is not a member), handshake_timeout (an accepted connection that never completed a " +
       "handshake), reconnect, dial_failed, queue_drop (a message refused: lane full, unknown peer, oversized)",
     ["event"],

@@ -335,7 +335,10 @@ function readBody(r: Reader, type: MessageType, env: { from: string; to: string;
       return { ...env, type, commit: r.u64("commit"), readSeq: r.u64("readSeq") };
     case "heartbeat_response": {
       const readSeq = r.u64("readSeq");
-      return r.remaining() > 0 ? { ...env, type, readSeq, diskFull: r.bool("diskFull") } : { ...env, type, readSeq };
+      if (r.remaining() === 0) return { ...env, type, readSeq };
+      // Sent only when set: a 0 here is no encoding of ours (one message, one form).
+      if (!r.bool("diskFull")) r.fail("BAD_VALUE", "diskFull: sent only when true");
+      return { ...env, type, readSeq, diskFull: true };
     }
     case "snapshot":
       return { ...env, type, snapshot: readSnapshotMeta(r) };

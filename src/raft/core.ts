@@ -659,8 +659,12 @@ export class RaftCore {
     const pr = this.progress.get(m.from);
     if (pr === undefined) return this.drop(m, "response_from_non_member");
     pr.recentActive = true;
-    // It persisted what it acknowledges: its disk has room again.
-    if (pr.diskFull) this.setPeerDiskFull(m.from, pr, false);
+    // Its core speaks only once its loop is no longer stalled: its disk has room again. The
+    // appends sent while it was full were dropped: start over from what it matched.
+    if (pr.diskFull) {
+      this.setPeerDiskFull(m.from, pr, false);
+      if (pr.state === "replicate") pr.becomeProbe();
+    }
     if (m.reject) {
       let nextProbe = m.hintIndex;
       if (m.hintTerm > 0) nextProbe = this.log.findConflictByTerm(m.hintIndex, m.hintTerm).index;
@@ -916,6 +920,7 @@ export class RaftCore {
     if (this.role !== "leader") return { ok: false, code: "NOT_LEADER", leaderId: this.leaderId };
     if (to === this.id) return { ok: false, code: "INVALID_TRANSFER", reason: "this node is already the leader" };
     if (!isVoter(this.membership(), to)) return { ok: false, code: "INVALID_TRANSFER", reason: `${to} is not a voter` };
+    if (this.progress.get(to)?.diskFull === true) return { ok: false, code: "INVALID_TRANSFER", reason: `${to}'s disk is full: it could not take writes` };
     if (this.leadTransferee === to) return { ok: true };
     this.leadTransferee = to;
     // The transfer is abandoned after one election timeout (tickLeader).

@@ -34,6 +34,7 @@ export type {
 export { messageTypes } from "./messages.ts";
 export type { MembershipChange } from "./membership.ts";
 export { applyChange, isVoter, isLearner, isMember } from "./membership.ts";
+export { majority } from "./quorum.ts";
 export type { ProgressState } from "./progress.ts";
 export type { Entry, EntryKind, HardState, Membership, NodeId, Role, SnapshotMeta } from "./types.ts";
 export { emptyMembership, encodeMembership, decodeMembership } from "./types.ts";

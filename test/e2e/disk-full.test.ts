@@ -225,6 +225,10 @@ describe.skipIf(!canMount)("a full disk (data directory on a small tmpfs)", () =
       expect(refused.body?.error?.message).toContain("node2");
       expect(refused.body?.error?.message).toContain("node3");
       for (const f of followers) await waitFor(`${f.nodeId} to log its stall`, () => /takes no more entries until/.test(f.log()));
+      // A stalled follower cannot serve a linearizable read: it says so at once.
+      const stalledRead = await queryRaw(followers[0]?.clientUrl ?? "", "SELECT count(*) FROM t", [], "linearizable");
+      expect(stalledRead.status).toBe(507);
+      expect(stalledRead.body?.error?.code).toBe("DISK_FULL");
       // The leader kept its followers: same leader, same term, linearizable reads answered.
       expect(await waitForLeader(nodes)).toBe(leader);
       expect((await getJson<{ term: number }>(`${leader.clientUrl}/health`)).term).toBe(term);

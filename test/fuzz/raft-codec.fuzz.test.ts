@@ -29,6 +29,7 @@ const messages: Message[] = [
   { ...env, type: "append_response", reject: true, index: 40, hintIndex: 12, hintTerm: 3 },
   { ...env, type: "heartbeat", commit: 39, readSeq: 12 },
   { ...env, type: "heartbeat_response", readSeq: 12 },
+  { ...env, type: "heartbeat_response", readSeq: 12, diskFull: true },
   { ...env, type: "snapshot", snapshot: { index: 1000, term: 5, membership: { voters: ["node1", "ünï", "n3"], learners: [] } } },
   { ...env, type: "timeout_now" },
   { ...env, from: "", to: "", type: "read_index", requestId: 99 },

@@ -151,11 +151,19 @@ describe("leader replication", () => {
       full("c", true);
     }
     expect(a.core.status().role).toBe("leader");
+    // Leadership is not handed to a member that could not take writes.
+    expect(a.core.transferLeadership("b")).toMatchObject({ ok: false, code: "INVALID_TRANSFER" });
     full("b", false);
     expect(a.core.votersDiskFull()).toEqual(["c"]);
     c.deliverAll();
     expect(c.node("b").appliedTexts()).toContain("while full");
     expect(a.core.status().commit).toBe(a.core.status().lastIndex);
+    // An append response clears the flag as a heartbeat response does, and c is caught up.
+    a.core.step({ type: "append_response", from: "c", to: "a", term, reject: false, index: 1, hintIndex: 0, hintTerm: 0 });
+    expect(a.core.votersDiskFull()).toEqual([]);
+    c.deliverAll();
+    c.tickAll(2);
+    expect(c.node("c").appliedTexts()).toContain("while full");
   });
 
   test("the leader skips a whole conflicting term at once using the reject hint", () => {

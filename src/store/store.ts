@@ -106,6 +106,8 @@ export function writesPausedAt(meta: Pick<StoreMeta, "writesPaused" | "writesPau
 }
 
 const metaTable = `${internalTablePrefix}meta`;
+/** A statement that may insert rows: INSERT, REPLACE, or WITH … (which may end in an INSERT). */
+const insertingStatement = /^(?:\s|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*(?:insert|replace|with)\b/i;
 /** Where a table's per-row expressions start: CHECK (…), GENERATED … AS (…) or AS (…), DEFAULT (…). */
 const rowExpressionStart = /\b(?:check|as|default)\s*\(/gi;
 /** A function call: what can make an expression cost more than its size. */
@@ -873,6 +875,10 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     const refused = refusedAtApply(sql);
     if (refused !== null) throw new Error(refused);
     const r = withStatement(this.statements, this.db, sql, false, (stmt) => stmt.run(...(params as never[])));
+    // SQLite's last_insert_rowid() is the connection's memory of its last insert, whatever the
+    // statement: an UPDATE, a DELETE or a CREATE would answer an earlier insert's rowid (one of
+    // svc's own tables, even). A statement that inserted nothing answers 0.
+    if (Number(r.changes) === 0 || !insertingStatement.test(sql)) return { changes: Number(r.changes), lastInsertId: 0 };
     const rowid = Number(r.lastInsertRowid);
     // A rowid past 2^53 comes back rounded: read it again, exact (rare enough to ask twice).
     if (Number.isSafeInteger(rowid)) return { changes: Number(r.changes), lastInsertId: rowid };

@@ -76,8 +76,17 @@ describe("store", () => {
     expect(results[3]).toMatchObject({ ok: false, statementIndex: 1 });
     expect((results[3] as { message: string }).message).toContain("no such table");
     expect(results[4]).toEqual({ kind: "execute", ok: true, results: [{ rowsAffected: 1, lastInsertId: 2 }] });
-    expect(s.query("SELECT v FROM t ORDER BY v", []).rows).toEqual([["a"], ["d"]]);
-    expect(s.meta.appliedIndex).toBe(5);
+    // A statement that inserts nothing answers 0, not the connection's last insert.
+    const [update, del, ignored, withInsert] = s.apply([
+      exec(6, "UPDATE t SET v = 'dd' WHERE v = 'd'"), exec(7, "DELETE FROM t WHERE v = 'nothing'"),
+      exec(8, "INSERT OR IGNORE INTO t (v) VALUES ('a')"), exec(9, "/* c */ WITH x(v) AS (VALUES ('e')) INSERT INTO t (v) SELECT v FROM x"),
+    ]);
+    expect(update).toEqual({ kind: "execute", ok: true, results: [{ rowsAffected: 1, lastInsertId: 0 }] });
+    expect(del).toEqual({ kind: "execute", ok: true, results: [{ rowsAffected: 0, lastInsertId: 0 }] });
+    expect(ignored).toEqual({ kind: "execute", ok: true, results: [{ rowsAffected: 0, lastInsertId: 0 }] });
+    expect(withInsert).toEqual({ kind: "execute", ok: true, results: [{ rowsAffected: 1, lastInsertId: 3 }] });
+    expect(s.query("SELECT v FROM t ORDER BY v", []).rows).toEqual([["a"], ["dd"], ["e"]]);
+    expect(s.meta.appliedIndex).toBe(9);
   });
 
   test("the applied index survives a reopen with the data it covers", () => {

@@ -25,7 +25,7 @@ import type { AppendMessage, AppendResponseMessage, HeartbeatMessage, Message, S
 import type { MembershipChange } from "./membership.ts";
 import { allMembers, applyChange, isLearner, isVoter, MembershipHistory, membershipEquals } from "./membership.ts";
 import { Progress } from "./progress.ts";
-import { quorumIndex, voteOutcome } from "./quorum.ts";
+import { majority, quorumIndex, voteOutcome } from "./quorum.ts";
 import { ReadIndexTracker, type PendingRead } from "./readindex.ts";
 import type { Entry, HardState, Membership, NodeId, Role, SnapshotMeta } from "./types.ts";
 import { emptyMembership, encodeMembership } from "./types.ts";
@@ -60,6 +60,8 @@ export class RaftCore {
   private electionElapsed = 0;
   private campaignsHeld = false;
   private heartbeatElapsed = 0;
+  /** Ticks since the core started: when a member was last heard from (Progress.heardAtTick). */
+  private ticks = 0;
   /** In [T, 2T), drawn anew at every reset so that candidates rarely collide. */
   private randomizedElectionTimeoutTicks: number;
 
@@ -131,6 +133,7 @@ export class RaftCore {
   // ─── time ────────────────────────────────────────────────────────────────────────────
 
   tick(): void {
+    this.ticks++;
     if (this.role === "leader") this.tickLeader();
     else this.tickElection();
   }
@@ -225,6 +228,21 @@ export class RaftCore {
     const full: NodeId[] = [];
     for (const v of this.membership().voters) if (v !== this.id && this.progress.get(v)?.diskFull === true) full.push(v);
     return full;
+  }
+
+  /**
+   * Strict reconfiguration (as etcd's default): a change whose new voters could not commit,
+   * because fewer than a majority of them were heard from within an election timeout (this
+   * leader counts), is refused. Made, it would leave the cluster unable to take a write (and,
+   * should one of those members have lost its log, unable to elect) until they came back.
+   * Returns why, or null when a majority of the new voters is up.
+   */
+  private unreachableQuorum(voters: readonly NodeId[]): string | null {
+    const silent = voters.filter((v) => v !== this.id && this.ticks - (this.progress.get(v)?.heardAtTick ?? Number.NEGATIVE_INFINITY) > this.opts.electionTimeoutTicks);
+    const needed = majority(voters.length);
+    if (voters.length - silent.length >= needed) return null;
+    return `the new configuration's ${voters.length} voters need ${needed} to commit, and ${silent.join(", ")} ${silent.length === 1 ? "has" : "have"} not answered ` +
+      "within an election timeout: bring them back first (or remove one that is gone for good before changing another)";
   }
 
   /** Check-quorum: did a majority of voters answer in this round? Starts the next round. */
@@ -470,6 +488,7 @@ export class RaftCore {
         const pr = this.progress.get(m.from);
         if (pr === undefined) return this.drop(m, "response_from_non_member");
         pr.recentActive = true;
+        pr.heardAtTick = this.ticks;
         if (m.diskFull === true) {
           // Alive (this counts for check-quorum and confirms reads) but unable to persist:
           // nothing is sent to it until it has room, and writes know it cannot help commit.
@@ -659,6 +678,7 @@ export class RaftCore {
     const pr = this.progress.get(m.from);
     if (pr === undefined) return this.drop(m, "response_from_non_member");
     pr.recentActive = true;
+    pr.heardAtTick = this.ticks;
     // Its core speaks only once its loop is no longer stalled: its disk has room again. The
     // appends sent while it was full were dropped: start over from what it matched.
     if (pr.diskFull) {
@@ -880,6 +900,8 @@ export class RaftCore {
     }
     const next = applyChange(this.membership(), change);
     if (!next.ok) return { ok: false, code: "INVALID_CHANGE", reason: next.reason };
+    const unreachable = this.unreachableQuorum(next.membership.voters);
+    if (unreachable !== null) return { ok: false, code: "INVALID_CHANGE", reason: unreachable };
     this.logger.info("proposing membership change", { change: change.kind, id: change.id });
     const e = this.appendEntry("config", encodeMembership(next.membership), timestampMs);
     return { ok: true, index: e.index, term: e.term };

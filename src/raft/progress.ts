@@ -77,6 +77,8 @@ export class Progress {
   fetching = 0;
   /** Heard from since the last check-quorum round. */
   recentActive = false;
+  /** The leader's tick count when this member last answered (strict reconfiguration). */
+  heardAtTick = Number.NEGATIVE_INFINITY;
   /**
    * The member said its disk is full (heartbeat_response.diskFull): it drops appends, so
    * none are sent until it answers without the flag, and it counts toward no write quorum.

@@ -90,6 +90,28 @@ describe("membership changes", () => {
     }
   });
 
+  test("a change whose new voters could not commit (too few heard within an election timeout) is refused", () => {
+    const c = new TestCluster(["a", "b", "c", "d", "e"]);
+    const a = c.elect("a");
+    a.core.propose(bytes("x"), 0);
+    settle(c);
+    // d and e stop answering.
+    c.isolate("d");
+    c.isolate("e");
+    settle(c, 30);
+    expect(a.core.status().role).toBe("leader");
+    // Removing a live voter would leave four, of which two answer: refused, naming the silent ones.
+    const refused = a.core.proposeMembership({ kind: "remove", id: "b" }, 0);
+    expect(refused).toMatchObject({ ok: false, code: "INVALID_CHANGE" });
+    expect(!refused.ok && refused.code === "INVALID_CHANGE" && refused.reason).toContain("d, e have not answered");
+    // Removing a silent one leaves four of which three answer: allowed; then the other.
+    expect(a.core.proposeMembership({ kind: "remove", id: "d" }, 0).ok).toBe(true);
+    settle(c);
+    expect(a.core.proposeMembership({ kind: "remove", id: "e" }, 0).ok).toBe(true);
+    settle(c);
+    expect(a.core.status().membership.voters).toEqual(["a", "b", "c"]);
+  });
+
   test("the last voter cannot be removed", () => {
     const c = new TestCluster(["a"]);
     const a = c.elect("a");

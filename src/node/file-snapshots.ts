@@ -67,9 +67,12 @@ export class FileSnapshots implements SnapshotStore<Membership, Store> {
   }
 
   install(state: Store, record: SnapshotRecord<Membership>): { state: Store; method: InstallMethod } {
-    state.close({ discard: true });
     const name = basename(record.location);
-    const staged = Store.installImage(join(record.location, snapshotStateFile), this.storePath, Store.stagedImagePath(this.storePath, name));
+    // The copy first, with the store still open: should it fail (a full disk), the node keeps
+    // the store it had, serving and retrying, instead of a closed one.
+    const staged = Store.prepareImage(join(record.location, snapshotStateFile), this.storePath, Store.stagedImagePath(this.storePath, name));
+    state.close({ discard: true });
+    Store.swapInImage(this.storePath);
     return { state: Store.open(this.storePath, this.storeCacheKib === undefined ? {} : { cacheKib: this.storeCacheKib }), method: staged ? "staged" : "copied" };
   }
 

@@ -326,15 +326,37 @@ export class Store implements StateMachine<Entry, ApplyResult> {
    * Staged copies are removed either way. Returns whether the staged copy was used.
    */
   static installImage(imagePath: string, storePath: string, staged?: string): boolean {
+    const useStaged = Store.prepareImage(imagePath, storePath, staged);
+    Store.swapInImage(storePath);
+    return useStaged;
+  }
+
+  /**
+   * The part of installImage that may fail for want of space (a copy of the whole image), done
+   * while the store in use stays open: it goes on serving, and a retry starts over. Returns
+   * whether the staged copy was used.
+   */
+  static prepareImage(imagePath: string, storePath: string, staged?: string): boolean {
     fs.mkdirSync(dirname(storePath), { recursive: true, mode: 0o750 });
     const tmp = `${storePath}.installing`;
     const useStaged = staged !== undefined && fs.existsSync(staged);
-    if (useStaged) {
-      fs.renameSync(staged, tmp);
-    } else {
-      fs.copyFileSync(imagePath, tmp);
-      fsyncPath(tmp);
+    try {
+      if (useStaged) {
+        fs.renameSync(staged, tmp);
+      } else {
+        fs.copyFileSync(imagePath, tmp);
+        fsyncPath(tmp);
+      }
+    } catch (e) {
+      fs.rmSync(tmp, { force: true });
+      throw e;
     }
+    return useStaged;
+  }
+
+  /** The rest of installImage, once the store is closed: the prepared image becomes the store. */
+  static swapInImage(storePath: string): void {
+    const tmp = `${storePath}.installing`;
     Store.removeStaged(storePath);
     // The old store's SQLite WAL must not meet the new file; its boot mark goes only once the
     // new file is in place (a crash in between makes a rebuild, never a torn store trusted).
@@ -342,7 +364,6 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     fs.renameSync(tmp, storePath);
     fsyncPath(dirname(storePath));
     fs.rmSync(storePath + bootMarkSuffix, { force: true });
-    return useStaged;
   }
 
   /** Where a copy of the snapshot named `snapshotName` waits to become the store. */

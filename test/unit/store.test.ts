@@ -8,6 +8,8 @@ import { commitDelayMs, commitEntriesMax, tableRunsCode } from "../../src/store/
 import { Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, sealReceivedImage, stageStoreImage, type Command } from "../../src/store/index.ts";
 import { encodeMembership, type Entry } from "../../src/raft/types.ts";
 import { isSvcError } from "../../src/util/index.ts";
+import { FileSnapshots } from "../../src/node/file-snapshots.ts";
+import { SnapshotStore } from "../../src/storage/index.ts";
 
 const dirs: string[] = [];
 const stores: Store[] = [];
@@ -440,6 +442,20 @@ describe("commits that a node's applies share", () => {
     expect(s.hasTriggers()).toBe(false);
     s.apply([exec(2, "CREATE TABLE g (id INTEGER PRIMARY KEY, b AS (hex(zeroblob(id))) STORED)")]);
     expect(s.hasTriggers()).toBe(true);
+  });
+
+  test("an install whose copy of the image fails (a full disk) leaves the store in use open and whole", () => {
+    const dir = tempDir();
+    const s = Store.open(join(dir, "state.db"));
+    s.apply([exec(1, "CREATE TABLE t (v)"), exec(2, "INSERT INTO t VALUES (1)")]);
+    const snapshots = new FileSnapshots(new SnapshotStore(join(dir, "snapshots")), s.path);
+    // An image that cannot be copied: its file is missing (as ENOSPC, the copy throws).
+    const record = { term: 1, index: 9, membership: { voters: ["n1"], learners: [] }, clusterId: "c", sizeBytes: 1, location: join(dir, "gone") };
+    expect(() => snapshots.install(s, record)).toThrow();
+    expect(s.query("SELECT v FROM t", []).rows).toEqual([[1]]);
+    expect(s.apply([exec(3, "INSERT INTO t VALUES (2)")])[0]).toMatchObject({ ok: true });
+    expect(fs.existsSync(`${s.path}.installing`)).toBe(false);
+    s.close();
   });
 
   test("a trigger applied but not yet committed is known to the write path", () => {

@@ -245,6 +245,23 @@ export class RaftCore {
       "within an election timeout: bring them back first (or remove one that is gone for good before changing another)";
   }
 
+  /**
+   * A learner is promoted only once it is up and in step with the log (as etcd: it holds at
+   * least 90% of what is committed, and answered within an election timeout). A voter that
+   * holds nothing, or never ran, would count toward every quorum while helping none.
+   */
+  private learnerNotReady(id: NodeId): string | null {
+    const pr = this.progress.get(id);
+    if (pr === undefined) return null; // applyChange has refused a stranger already
+    if (this.ticks - pr.heardAtTick > this.opts.electionTimeoutTicks) {
+      return `${id} has not answered within an election timeout: start it (or check it reaches this node), let it catch up, then promote it`;
+    }
+    if (pr.match * 10 < this.log.commit * 9) {
+      return `${id} holds ${pr.match} of the ${this.log.commit} committed entries: promote it once it has caught up (svc admin cluster-info shows how far it is)`;
+    }
+    return null;
+  }
+
   /** Check-quorum: did a majority of voters answer in this round? Starts the next round. */
   private quorumActive(): boolean {
     const voters = this.membership().voters;
@@ -900,6 +917,8 @@ export class RaftCore {
     }
     const next = applyChange(this.membership(), change);
     if (!next.ok) return { ok: false, code: "INVALID_CHANGE", reason: next.reason };
+    const notReady = change.kind === "promote" ? this.learnerNotReady(change.id) : null;
+    if (notReady !== null) return { ok: false, code: "INVALID_CHANGE", reason: notReady };
     const unreachable = this.unreachableQuorum(next.membership.voters);
     if (unreachable !== null) return { ok: false, code: "INVALID_CHANGE", reason: unreachable };
     this.logger.info("proposing membership change", { change: change.kind, id: change.id });

@@ -112,6 +112,25 @@ describe("membership changes", () => {
     expect(a.core.status().membership.voters).toEqual(["a", "b", "c"]);
   });
 
+  test("a learner is promoted only once it answers and holds (nearly) all that is committed", () => {
+    const c = new TestCluster(["a", "b", "c"]);
+    const a = c.elect("a");
+    for (let i = 0; i < 20; i++) a.core.propose(bytes(`x${i}`), 0);
+    settle(c);
+    c.add("d");
+    c.isolate("d");
+    expect(a.core.proposeMembership({ kind: "add_learner", id: "d" }, 0).ok).toBe(true);
+    settle(c);
+    // Never heard from: refused.
+    const silent = a.core.proposeMembership({ kind: "promote", id: "d" }, 0);
+    expect(!silent.ok && silent.code === "INVALID_CHANGE" && silent.reason).toContain("has not answered");
+    c.heal();
+    settle(c);
+    expect(a.core.proposeMembership({ kind: "promote", id: "d" }, 0).ok).toBe(true);
+    settle(c);
+    expect(a.core.status().membership.voters).toContain("d");
+  });
+
   test("the last voter cannot be removed", () => {
     const c = new TestCluster(["a"]);
     const a = c.elect("a");

@@ -19,6 +19,8 @@ export interface MemberFacts {
   readonly version: string;
   /** Recovery state (SPEC §3.1): starting … healthy. */
   readonly recovery: string;
+  /** The member's data directory's disk is full (absent from members that do not say). */
+  readonly diskFull?: boolean;
   readonly addresses: { readonly peer: string; readonly client: string; readonly admin: string };
   /** This member's Raft links: peer id → a working connection both ways. */
   readonly raftLinks: Readonly<Record<string, boolean>>;

@@ -36,6 +36,7 @@ export function gossipStatusJson(node: SvcNode): Record<string, unknown> {
           applied_index: m.record.facts.appliedIndex,
           version: m.record.facts.version,
           recovery: m.record.facts.recovery,
+          disk_full: m.record.facts.diskFull === true,
           peer: m.record.facts.addresses.peer,
           client: m.record.facts.addresses.client,
           admin: m.record.facts.addresses.admin,

@@ -72,6 +72,7 @@ function ownFacts(ctx: NodeContext, version: string): MemberFacts {
     appliedIndex: ctx.store.meta.appliedIndex,
     version,
     recovery: ctx.recovery,
+    diskFull: ctx.diskFull !== null,
     addresses: {
       peer: own?.peer ?? ctx.config.listen.peer.raw,
       client: own?.client ?? ctx.config.listen.client.raw,

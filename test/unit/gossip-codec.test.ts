@@ -11,7 +11,7 @@ const ping: GossipMessage = {
   facts: [{
     id: "node1", incarnation: 5, seq: 2, view: { node2: "suspect" },
     facts: {
-      role: "leader", term: 4, leader: "node1", commitIndex: 10, appliedIndex: 9, version: "1.0.0", recovery: "healthy",
+      role: "leader", term: 4, leader: "node1", commitIndex: 10, appliedIndex: 9, version: "1.0.0", recovery: "healthy", diskFull: true,
       addresses: { peer: "127.0.0.1:7879", client: "127.0.0.1:7878", admin: "127.0.0.1:9090" }, raftLinks: { node2: false },
       archive: { archivedThrough: 8, lastArchivedSegment: "0000000000000001-0000000000000001.wal", failing: false, segmentsWaiting: 1 },
     },

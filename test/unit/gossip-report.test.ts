@@ -34,6 +34,18 @@ describe("cluster-status from gossip", () => {
     expect(r.members.find((m) => m.id === "node3")?.lag).toBe(3);
   });
 
+  test("a member whose disk is full is a problem, and a learner is shown as one", () => {
+    const s = status([
+      member("node1", "alive", { node2: "alive", node3: "alive" }, { role: "leader" }),
+      member("node2", "alive", { node1: "alive", node3: "alive" }, { disk_full: true }),
+      member("node3", "alive", { node1: "alive", node2: "alive" }),
+    ]);
+    const r = gossipReport({ ...s, voters: ["node1", "node2"], learners: ["node3"] });
+    expect(r.healthy).toBe(false);
+    expect(r.problems).toEqual([expect.stringContaining("node2's disk is full")]);
+    expect(r.members.find((m) => m.id === "node3")?.role).toBe("learner");
+  });
+
   test("a member the others see dead is its own group, unreachable: stopped or cut off, which look the same from here", () => {
     const r = gossipReport(status([
       member("node1", "alive", { node2: "alive", node3: "dead" }, { role: "leader" }),

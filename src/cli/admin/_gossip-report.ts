@@ -14,6 +14,8 @@ export interface GossipMemberJson {
   facts_age_ms: number | null;
   facts: {
     role: string; term: number; leader: string | null; commit_index: number; applied_index: number; version: string; recovery: string;
+    /** Absent from a member of an older version. */
+    disk_full?: boolean;
     peer: string; client: string; admin: string; raft_links: Record<string, boolean>; archive: unknown;
   } | null;
   view: Record<string, GossipState> | null;
@@ -90,7 +92,8 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
     const m = byId.get(id) as GossipMemberJson;
     const f = m.facts;
     return {
-      id, state: m.state, role: f?.role ?? null, term: f?.term ?? null, leader: f?.leader ?? null,
+      // A learner's core is a follower: the membership says what it is.
+      id, state: m.state, role: f?.role === "follower" && s.learners.includes(id) ? "learner" : f?.role ?? null, term: f?.term ?? null, leader: f?.leader ?? null,
       commitIndex: f?.commit_index ?? null, appliedIndex: f?.applied_index ?? null,
       lag: leaderCommit === null || f === null ? null : Math.max(0, leaderCommit - f.applied_index),
       recovery: f?.recovery ?? null, version: f?.version ?? null, factsAgeMs: m.facts_age_ms,
@@ -152,6 +155,9 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
   }
   for (const m of g.members) {
     if (m.state === "alive" && m.facts !== null && m.facts.recovery !== "healthy") problems.push(`${m.id} is ${m.facts.recovery}`);
+    if (m.state === "alive" && m.facts?.disk_full === true) {
+      problems.push(`${m.id}'s disk is full: it takes no entries (writes are refused once a majority of the voters cannot persist); free space on its data directory`);
+    }
   }
   return { answeredBy: s.node_id, clusterId: s.cluster_id, leader, members, views, groups, unreachable, partitioned, problems, healthy: problems.length === 0 };
 }

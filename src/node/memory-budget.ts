@@ -60,7 +60,10 @@ export function memoryBudget(maxMemoryBytes: number): MemoryBudget {
   const roomy = maxMemoryBytes >= twoReadersFromBytes;
   const readerProcessesCount = roomy ? 2 : 1;
   const sqlProcessesCount = roomy ? readerProcessesCount + 1 : 1;
-  const sqlProcessBytesMax = Math.max(sqlProcessBytesMin, Math.floor(maxMemoryBytes / 8));
+  // A process at rest holds ~38 MB, and a read grows it by about 1 KB per row it answers (the
+  // rows, their copy for the node): a share of an eighth left 18 MB at 256 MB, and a 30,000-row
+  // read was stopped there. One process below 512 MB gets a third; each of three, a sixth.
+  const sqlProcessBytesMax = Math.max(sqlProcessBytesMin, Math.floor(maxMemoryBytes / (roomy ? 6 : 3)));
   const garbageBytes = Math.floor(maxMemoryBytes / 8);
   // The node holds, besides its base: the log, the bodies in flight, the store's two caches,
   // one answer per reader on its way out, and the garbage all of that leaves.

@@ -7,7 +7,7 @@
 
 import * as fs from "node:fs";
 import type { Config } from "../config/index.ts";
-import { memoryBudget } from "./memory-budget.ts";
+import { memoryBudget, sqlProcessBaseBytes } from "./memory-budget.ts";
 import { SqlProcessPool, Store, internalTablePrefix, type QueryResult, type SqlValue, type StoreStats } from "../store/index.ts";
 
 /** A process with nothing to do is stopped after this (when its pool is not kept warm). */
@@ -25,7 +25,9 @@ export class NodeSqlProcesses {
     this.openedFor = store;
     const budget = memoryBudget(config.maxMemoryBytes);
     const processMemoryBytesMax = budget.sqlProcessBytesMax;
-    const shared = { processMemoryBytesMax, cacheBytes: budget.readerCacheBytes, maxMemoryMb: config.maxMemoryBytes / 2 ** 20 };
+    // Halfway between a process at rest and its cap: what a request may still grow by.
+    const restartAboveBytes = sqlProcessBaseBytes + (processMemoryBytesMax - sqlProcessBaseBytes) / 2;
+    const shared = { processMemoryBytesMax, restartAboveBytes, cacheBytes: budget.readerCacheBytes, maxMemoryMb: config.maxMemoryBytes / 2 ** 20 };
     this.resultBytesMax = budget.resultBytesMax;
     this.readers = new SqlProcessPool(store.path, { ...shared, processesCount: budget.readerProcessesCount, label: "query", idleMs: processIdleMs });
     // Warm: a write check's budget is spent on the write, not on starting a process. Below

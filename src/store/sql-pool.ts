@@ -22,6 +22,12 @@ export interface SqlPoolOptions {
   readonly processesCount: number;
   /** A process whose resident memory passes this is killed with its request. */
   readonly processMemoryBytesMax: number;
+  /**
+   * A process that still holds more than this once its request is answered is replaced: the
+   * runtime keeps what a large request grew its heap to, and the next request (a small read)
+   * would start near processMemoryBytesMax and be killed for what the one before it left.
+   */
+  readonly restartAboveBytes?: number;
   /** SQLite's page cache on each process's connections. */
   readonly cacheBytes?: number;
   /** The setting the limits are shares of, for messages. */
@@ -237,9 +243,16 @@ export class SqlProcessPool {
     if (job === null || job.id !== reply.id) return;
     this.finish(slot);
     this.settle(job, () => job.resolve(reply));
-    if (slot.generation !== this.generation) this.retire(slot);
+    if (slot.generation !== this.generation || this.keptTooMuch(slot)) this.retire(slot);
     this.pump();
     this.stopWhenIdle(slot);
+  }
+
+  private keptTooMuch(slot: Slot): boolean {
+    const limit = this.options.restartAboveBytes;
+    if (limit === undefined) return false;
+    const rss = residentBytes(slot.proc.pid);
+    return rss !== null && rss > limit;
   }
 
   private onReady(slot: Slot): void {

@@ -11,7 +11,7 @@ import { describe, expect } from "bun:test";
 import type { ErrorBody, QueryBody } from "../lib/proc-http.ts";
 import { join } from "node:path";
 import { renderConfigToml } from "../../src/config/index.ts";
-import { type NodeProcess, execute, executeRaw, fetchMetrics, postJson, procTest, query, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup, waitFor } from "../lib/proc.ts";
+import { type NodeProcess, execute, executeRaw, fetchMetrics, postJson, procTest, query, queryRaw, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup, waitFor } from "../lib/proc.ts";
 
 useProcessCleanup();
 useCompiledBinary();
@@ -237,6 +237,22 @@ describe("max_memory_mb is a ceiling", () => {
     console.log(`${refusedBurst} writes refused, ${collections} forced collections, ${probes.length} health probes missed`);
     expect(collections).toBeGreaterThan(0);
   }, 180_000);
+
+  procTest("a small read after large write checks is answered: the SQL process that grew is replaced, not kept near its cap", async (env) => {
+    const node = await env.startSingleNode({ maxMemoryBytes: 256 * 2 ** 20 });
+    await execute(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)", "CREATE TABLE big (id INTEGER PRIMARY KEY, b BLOB)"]);
+    await execute(node.clientUrl, ["WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 30000) INSERT INTO t SELECT x, printf('%050d', x) FROM c"]);
+    for (let k = 0; k < 16; k++) {
+      // Checked before the log, in the one SQL process a 256 MB node has: 2.5 MB of blobs each.
+      const r = await executeRaw(node.clientUrl, [`WITH RECURSIVE c(x) AS (SELECT ${k * 10 + 1} UNION ALL SELECT x + 1 FROM c WHERE x < ${k * 10 + 10}) INSERT INTO big SELECT x, randomblob(250000) FROM c`]);
+      expect(r.status).toBe(200);
+    }
+    for (let i = 0; i < 3; i++) {
+      const read = await queryRaw(node.clientUrl, "SELECT id FROM t");
+      expect(read.status).toBe(200);
+      expect(read.body?.rows.length).toBe(30_000);
+    }
+  });
 
   procTest("a node below its floor says so in --validate and at start, and still serves", async (env) => {
     const config = await singleNodeConfig(env.dir, { maxMemoryBytes: 64 * 2 ** 20 });

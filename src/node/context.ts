@@ -218,6 +218,29 @@ export class NodeContext {
     const peers: Record<string, string> = {};
     for (const [id, m] of this.memberAddresses()) if (id !== this.config.nodeId) peers[id] = m.peer;
     this.io.network.setPeers(peers);
+    this.tellUnknownMembers(peers);
+  }
+
+  /** The members missing from the address book when that was last said ("": none). */
+  private unknownMembersTold = "";
+
+  /**
+   * A member of the replicated membership whose address this node does not know (left out of
+   * cluster.members, and not added at run time) can be neither dialled nor accepted: say so,
+   * once per change, with the fix. Otherwise the node only looks cut off from it.
+   */
+  private tellUnknownMembers(peers: Readonly<Record<string, string>>): void {
+    const m = this.core.status().membership;
+    const unknown = [...m.voters, ...m.learners].filter((id) => id !== this.config.nodeId && peers[id] === undefined);
+    const key = unknown.join(",");
+    if (key === this.unknownMembersTold) return;
+    this.unknownMembersTold = key;
+    if (unknown.length === 0) return;
+    this.logger.warn(`${unknown.join(", ")} ${unknown.length === 1 ? "is a member" : "are members"} of the cluster, but not in this node's [cluster] members: ` +
+      "this node cannot reach them and refuses their connections", {
+      members: unknown,
+      hint: "add them to members in this node's configuration file (the same list on every node), then restart it",
+    });
   }
 
   notLeader(leaderId: string | null): SvcError {

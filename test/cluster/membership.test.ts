@@ -93,6 +93,19 @@ describe("membership", () => {
     expect(answer.problem).toContain("no leader for");
   }, 120_000);
 
+  procTest("a node whose configuration leaves out a member of the cluster says so, naming it and the fix", async (env) => {
+    const nodes = await startCluster(env, 3, fastRaft);
+    await waitForLeader(nodes);
+    const node2 = nodes[1];
+    if (node2 === undefined) throw new Error("three nodes");
+    expect(await node2.stop()).toBe(0);
+    const members = (node2.config.cluster?.members ?? []).filter((m) => m.id !== "node3");
+    const restarted = env.node({ ...node2.config, cluster: { ...node2.config.cluster, members } });
+    restarted.spawn();
+    await waitFor("node2 to name node3 as a member it does not know", () => restarted.log().includes("node3 is a member of the cluster, but not in this node's [cluster] members"));
+    expect(restarted.log()).toContain("add them to members");
+  }, 60_000);
+
   procTest("a change that is not valid is refused with a reason", async (env) => {
     const nodes = await startCluster(env, 3, fastRaft);
     const leader = await waitForLeader(nodes);

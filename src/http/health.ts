@@ -13,12 +13,20 @@ export function healthResponse(node: SvcNode): Response {
   // linearizable read, so a load balancer should send it nothing. An election is shorter.
   const leaderlessMs = node.leaderlessMs();
   const noLeader = leaderlessMs > 2 * node.config.raft.electionTimeoutMs;
-  const healthy = s.recovery === "healthy" && node.fatal === null && !noLeader;
+  // Removed from the cluster (the change is in its log): nothing it says about a leader is news.
+  const m = s.membership;
+  const removed = s.recovery === "healthy" && m.voters.length > 0 && !m.voters.includes(s.nodeId) && !m.learners.includes(s.nodeId);
+  const healthy = s.recovery === "healthy" && node.fatal === null && !noLeader && !removed;
+  const problem = removed
+    ? "this node was removed from the cluster: stop it (its data is no longer replicated), or add it back with `svc admin add-node` on an empty data directory"
+    : noLeader
+      ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node reaches no majority of the voters (check the others with \`svc admin cluster-status\`)`
+      : null;
   const diskFull = node.diskFull;
   return json(
     {
       status: !healthy ? "unavailable" : diskFull !== null ? "degraded" : "ok",
-      ...(noLeader ? { problem: `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node reaches no majority of the voters (check the others with \`svc admin cluster-status\`)` } : {}),
+      ...(problem === null ? {} : { problem }),
       disk: diskFull === null ? "ok" : "full",
       ...(diskFull === null ? {} : { disk_bytes_free: diskFull.bytesFree, disk_path: diskFull.path }),
       recovery: s.recovery,

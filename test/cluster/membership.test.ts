@@ -61,6 +61,13 @@ describe("membership", () => {
     const after = await getJson<ClusterInfo>(`${node4.adminUrl}/admin/cluster-info`);
     expect(after.members.map((m) => m.id).sort()).toEqual(all.map((n) => n.nodeId).filter((id) => id !== victim.nodeId).sort());
 
+    // The removed node says so on /health (not "no leader").
+    const said = await waitFor("the removed node's /health to say it was removed", async () => {
+      const r = await fetch(`${victim.adminUrl}/health`);
+      const body = (await r.json()) as { problem?: string };
+      return r.status === 503 && body.problem?.includes("removed from the cluster") === true ? body : false;
+    });
+    expect(said.problem).toContain("add-node");
     // With the removed node stopped, three voters remain and a majority of them takes writes.
     await victim.kill9();
     const more = await execute(node4.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["after-remove"] }]);

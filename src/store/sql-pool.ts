@@ -88,6 +88,8 @@ const statmPath = (pid: number): string => `/proc/${pid}/statm`;
 const pageBytes = 4096;
 const memoryWatchIntervalMs = 50;
 const respawnPauseMs = 1000;
+/** An answer past this (as JSON) makes the pool look at its process's memory afterwards. */
+const largeAnswerBytes = 256 * 1024;
 /** A process started for a write check that has not said it is ready by then is given up. */
 const processStartMsMax = 10_000;
 
@@ -243,14 +245,16 @@ export class SqlProcessPool {
     if (job === null || job.id !== reply.id) return;
     this.finish(slot);
     this.settle(job, () => job.resolve(reply));
-    if (slot.generation !== this.generation || this.keptTooMuch(slot)) this.retire(slot);
+    if (slot.generation !== this.generation || this.keptTooMuch(slot, reply)) this.retire(slot);
     this.pump();
     this.stopWhenIdle(slot);
   }
 
-  private keptTooMuch(slot: Slot): boolean {
+  private keptTooMuch(slot: Slot, reply: SqlProcessReply): boolean {
     const limit = this.options.restartAboveBytes;
-    if (limit === undefined) return false;
+    // Looked at after what can grow a process (a write check, a large answer, a failure), not
+    // after every small read: reading /proc costs the node's thread more than such a read does.
+    if (limit === undefined || (reply.kind === "rows" && (reply.bytes ?? 0) < largeAnswerBytes)) return false;
     const rss = residentBytes(slot.proc.pid);
     return rss !== null && rss > limit;
   }

@@ -21,7 +21,8 @@ export type SqlProcessRequest =
   | { id: number; kind: "check"; path: string; statements: Statement[]; term: number; index: number; timestampMs: number };
 
 export type SqlProcessReply =
-  | { id: number; kind: "rows"; columns: string[]; rows: unknown[][] }
+  /** `bytes`: about what the rows take as JSON (the pool looks at the process after a large answer). */
+  | { id: number; kind: "rows"; columns: string[]; rows: unknown[][]; bytes?: number }
   | { id: number; kind: "checked"; failed: { statementIndex: number; message: string } | null }
   /** Sent once at start (id 0): the process takes requests from now on. */
   | { id: number; kind: "ready" }
@@ -116,7 +117,7 @@ function runQuery(req: Extract<SqlProcessRequest, { kind: "query" }>): SqlProces
     } else {
       for (const row of stmt.values(...params)) if (!add(row)) return tooLarge();
     }
-    return { id: req.id, kind: "rows", columns, rows };
+    return { id: req.id, kind: "rows", columns, rows, bytes };
   } finally {
     stmt.finalize();
   }

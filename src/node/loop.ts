@@ -68,7 +68,7 @@ export class EffectLoop {
       processReady: () => this.processReady(),
       schedule: () => this.schedule(),
     });
-    this.peers = new PeerMessages(ctx, snapshots, () => this.transfer, () => this.schedule(), () => this.disk.stalled !== null);
+    this.peers = new PeerMessages(ctx, snapshots, () => this.transfer, () => this.schedule(), () => this.stalled);
     const priority = ctx.io.threadPriority === undefined ? null : new CatchUpPriority(ctx.io.threadPriority, ctx.logger);
     this.priority = priority;
     if (priority !== null) {

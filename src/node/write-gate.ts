@@ -74,7 +74,7 @@ export class WriteGate {
       this.uncheckedUpTo = Math.max(this.uncheckedUpTo, ctx.core.status().lastIndex);
     }
     if (ctx.store.appliedIndex < this.uncheckedUpTo) return false;
-    return statements.every((s) => isPlainWrite(s.sql)) && !ctx.store.hasTriggers();
+    return statements.every((s) => isPlainWrite(s.sql)) && !ctx.store.runsCodeOnWrite();
   }
 
   private async checkAndPropose(statements: Statement[], requestId: string | undefined): Promise<{ applyResult: ApplyResult; index: number }> {

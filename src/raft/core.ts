@@ -212,11 +212,19 @@ export class RaftCore {
     }
   }
 
+  /**
+   * Mark a member whose disk is full, or clear the mark. Cleared, it starts over from what it
+   * matched: it dropped the appends sent while it was full.
+   */
   private setPeerDiskFull(id: NodeId, pr: Progress, full: boolean): void {
     if (pr.diskFull === full) return;
     pr.diskFull = full;
-    if (full) this.logger.warn("a member's disk is full: it takes no entries until it has room", { member: id });
-    else this.logger.info("a member whose disk was full takes entries again", { member: id });
+    if (full) {
+      this.logger.warn("a member's disk is full: it takes no entries until it has room", { member: id });
+      return;
+    }
+    this.logger.info("a member whose disk was full takes entries again", { member: id });
+    if (pr.state === "replicate") pr.becomeProbe();
   }
 
   /**
@@ -511,11 +519,7 @@ export class RaftCore {
           // nothing is sent to it until it has room, and writes know it cannot help commit.
           this.setPeerDiskFull(m.from, pr, true);
         } else {
-          // Back from a full disk: the appends sent meanwhile were dropped; start over from match.
-          if (pr.diskFull) {
-            this.setPeerDiskFull(m.from, pr, false);
-            if (pr.state === "replicate") pr.becomeProbe();
-          }
+          this.setPeerDiskFull(m.from, pr, false);
           pr.probeSent = false;
           // The follower is alive but the window is full: the appends in it may all have been
           // lost. Free one slot so that the next append goes out; if the follower lacks what it
@@ -696,12 +700,8 @@ export class RaftCore {
     if (pr === undefined) return this.drop(m, "response_from_non_member");
     pr.recentActive = true;
     pr.heardAtTick = this.ticks;
-    // Its core speaks only once its loop is no longer stalled: its disk has room again. The
-    // appends sent while it was full were dropped: start over from what it matched.
-    if (pr.diskFull) {
-      this.setPeerDiskFull(m.from, pr, false);
-      if (pr.state === "replicate") pr.becomeProbe();
-    }
+    // Its core speaks only once its loop is no longer stalled: its disk has room again.
+    this.setPeerDiskFull(m.from, pr, false);
     if (m.reject) {
       let nextProbe = m.hintIndex;
       if (m.hintTerm > 0) nextProbe = this.log.findConflictByTerm(m.hintIndex, m.hintTerm).index;

@@ -589,7 +589,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
   private forgetDerived(): void {
     this.requests.forget();
     this.guards.forget();
-    this.triggersKnown = null;
+    this.rowCodeKnown = null;
   }
 
   /** Roll the open transaction back; what it had applied is applied again first (reapply). */
@@ -687,20 +687,20 @@ export class Store implements StateMachine<Entry, ApplyResult> {
    * cost what it likes per row).
    * Then no write is plain (see write-shape.ts): each is tried before it enters the log.
    */
-  hasTriggers(): boolean {
+  runsCodeOnWrite(): boolean {
     // Asked on every write: known until an entry may have changed the schema.
     const epoch = this.guards.schemaEpoch;
-    if (this.triggersKnown?.epoch !== epoch) {
+    if (this.rowCodeKnown?.epoch !== epoch) {
       // On the applying connection: a trigger applied but not yet committed counts.
       const found = this.db.query("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' LIMIT 1").get() !== null ||
         (this.db.query(`SELECT sql FROM sqlite_schema WHERE type = 'table' AND sql IS NOT NULL AND name NOT LIKE '${internalTablePrefix.replaceAll("_", "\\_")}%' ESCAPE '\\'`).all() as { sql: string }[])
           .some((t) => tableRunsCode(t.sql));
-      this.triggersKnown = { epoch, found };
+      this.rowCodeKnown = { epoch, found };
     }
-    return this.triggersKnown.found;
+    return this.rowCodeKnown.found;
   }
 
-  private triggersKnown: { epoch: number; found: boolean } | null = null;
+  private rowCodeKnown: { epoch: number; found: boolean } | null = null;
 
 
   /** A row as it goes out in JSON (query results computed elsewhere, e.g. a SQL process). */

@@ -1,6 +1,7 @@
 // Which writes are plain: shapes whose cost is bounded by their own size and a scan of one
 // table at worst, whatever the data, so that they may enter the log without being tried
-// first (WriteChecker) — provided the store has no triggers, which the node checks:
+// first (WriteChecker) — provided the store runs no code of its own on a write (a trigger,
+// or a column expression calling a function: Store.runsCodeOnWrite), which the node checks:
 //   INSERT [OR …] INTO t [(c, …)] VALUES (v, …)[, (v, …)]…     (also REPLACE INTO)
 //   UPDATE [OR …] t SET c = v[, c = v]… WHERE c = v [AND c = v]…
 //   DELETE FROM t WHERE c = v [AND c = v]…

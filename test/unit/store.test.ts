@@ -439,9 +439,9 @@ describe("commits that a node's applies share", () => {
     expect(tableRunsCode("CREATE TABLE a (x DEFAULT (strftime('%s', 'now')))")).toBe(true);
     const s = openStore();
     s.apply([exec(1, "CREATE TABLE t (v INTEGER CHECK (v > 0))")]);
-    expect(s.hasTriggers()).toBe(false);
+    expect(s.runsCodeOnWrite()).toBe(false);
     s.apply([exec(2, "CREATE TABLE g (id INTEGER PRIMARY KEY, b AS (hex(zeroblob(id))) STORED)")]);
-    expect(s.hasTriggers()).toBe(true);
+    expect(s.runsCodeOnWrite()).toBe(true);
   });
 
   test("an install whose copy of the image fails (a full disk) leaves the store in use open and whole", () => {
@@ -461,10 +461,10 @@ describe("commits that a node's applies share", () => {
   test("a trigger applied but not yet committed is known to the write path", () => {
     const s = openStore();
     s.apply([exec(1, "CREATE TABLE t (v)")]);
-    expect(s.hasTriggers()).toBe(false);
+    expect(s.runsCodeOnWrite()).toBe(false);
     s.apply([exec(2, "CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT 1; END")], deferred(0));
     expect(s.uncommittedCount).toBe(1);
-    expect(s.hasTriggers()).toBe(true);
+    expect(s.runsCodeOnWrite()).toBe(true);
   });
 
   test("a failing statement in a deferred batch takes back its own batch only", () => {

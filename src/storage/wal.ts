@@ -446,17 +446,21 @@ export class Wal {
     }
     // A spare still being written is stopped and removed now: left to finish, its thread went on
     // writing into the directory after close (into a repair's quarantine, for one).
-    if (this.spareInProgress !== null) {
-      this.spareInProgress.cancel();
-      fs.rmSync(this.spareInProgress.path, { force: true });
-      this.spareInProgress = null;
-    }
+    this.abandonSpare();
     this.syncer?.close();
     this.syncer = null;
     if (this.fd === null) return;
     this.sync();
     fs.closeSync(this.fd);
     this.fd = null;
+  }
+
+  /** Stop the spare being written, if one is, and remove it (its rejection handler then notes no spare for a while). */
+  private abandonSpare(): void {
+    if (this.spareInProgress === null) return;
+    this.spareInProgress.cancel();
+    fs.rmSync(this.spareInProgress.path, { force: true });
+    this.spareInProgress = null;
   }
 
   private currentSegment(): SegmentInfo {
@@ -517,6 +521,8 @@ export class Wal {
       fs.closeSync(fd);
       fs.rmSync(tmpPath, { force: true });
       if (!isDiskFullError(e)) throw e;
+      // The log comes before a spare: one being written ahead holds space this roll needs.
+      this.abandonSpare();
       const sizeMb = this.options.segmentSizeBytes / (1024 * 1024);
       throw new DiskFullError(
         `no space for a new WAL segment of ${sizeMb} MiB (wal.segment_size_mb = ${sizeMb}) in ${this.dir}: ${describeFree(this.dir)}`,

@@ -22,7 +22,7 @@ import { encodeRecordInto, recordHeaderBytes } from "./_record.ts";
 import { entryHeaderBytes, writeEntryRecord } from "./_entry-codec.ts";
 import { ensureDir, fsyncDir, writeFully } from "../io/durable-file.ts";
 import { DiskFullError, freeBytes, isDiskFullError } from "../io/disk-space.ts";
-import { nonZeroEndBytes, readSegment, readWholeFile, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
+import { nonZeroEndOfFile, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
 import { Syncer } from "./syncer.ts";
 import { writeZeroPages } from "./_zero-fill.ts";
 import type { ZeroFillReply, ZeroFillRequest } from "./zero-fill-worker.ts";
@@ -158,7 +158,8 @@ export class Wal {
         skippedAny = true;
         continue;
       }
-      const scan = readSegment(segment.path);
+      // What the store already holds is replayed for its indexes only: no copy of its data.
+      const scan = readSegment(segment.path, { viewsThrough: keepAfter });
       if (isLast && scan.entries.length === 0 && scan.damage !== null && scan.damage.offset === 0 && !scan.damage.validRecordAfter) {
         // A segment whose creation a crash cut short holds nothing: drop it, the next append
         // starts a new one. (Segments are created under a temp name and renamed, so only
@@ -618,15 +619,15 @@ function zeroFillOffThread(path: string, sizeBytes: number): { done: Promise<voi
 
 /** Zero a torn tail from `offset` to the last non-zero byte; returns how many bytes were cut. */
 function cutTornTail(path: string, offset: number): number {
-  const end = nonZeroEndBytes(readWholeFile(path));
   const fd = fs.openSync(path, "r+");
   try {
+    const end = nonZeroEndOfFile(fd, fs.fstatSync(fd).size);
     preallocate(fd, offset, Math.max(offset, end));
     fs.fsyncSync(fd);
+    return Math.max(0, end - offset);
   } finally {
     fs.closeSync(fd);
   }
-  return Math.max(0, end - offset);
 }
 
 function writeFullyAt(fd: number, data: Uint8Array, position: number): void {

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Wal, listSegments, repairWal, scanSegment } from "../../src/storage/index.ts";
+import { Wal, listSegments, readSegment, repairWal, scanSegment } from "../../src/storage/index.ts";
 import { Syncer } from "../../src/storage/syncer.ts";
 import { fsyncGradually } from "../../src/io/writeback.ts";
 import type { Entry } from "../../src/raft/types.ts";
@@ -346,5 +346,91 @@ describe("opening after what the store holds", () => {
     expect(entries.at(-1)?.index).toBe(300);
     expect(wal.lastIndex).toBe(300);
     wal.close();
+  });
+});
+
+describe("reading a segment before its zero-filled tail", () => {
+  const bigSegment = { ...opts, segmentSizeBytes: 3 * 1024 * 1024 };
+
+  test("a last record whose data ends in zero bytes is read whole, not cut as a torn write", () => {
+    const dir = tempDir();
+    const { wal } = Wal.open(dir, bigSegment);
+    const withZeros = (index: number): Entry => ({ ...entry(index, 1, 200), data: new Uint8Array([...entry(index, 1, 100).data, ...new Uint8Array(100)]) });
+    for (let i = 1; i <= 3; i++) wal.append([withZeros(i)]);
+    wal.sync();
+    wal.close();
+    const [segment] = listSegments(dir);
+    if (segment === undefined) throw new Error("no segment");
+    const scan = readSegment(segment.path);
+    expect(scan.damage).toBeNull();
+    expect(scan.sizeBytes).toBe(3 * 1024 * 1024);
+    expect(scan).toEqual({ ...scanSegment(new Uint8Array(fs.readFileSync(segment.path))) });
+    const reopened = Wal.open(dir, bigSegment);
+    expect(reopened.truncatedBytes).toBe(0);
+    expect(reopened.entries).toEqual([withZeros(1), withZeros(2), withZeros(3)]);
+    reopened.wal.close();
+  });
+
+  test("entries kept as views or copies read the same as a scan of the whole file, and a kept entry holds no view of the bytes read", () => {
+    const dir = tempDir();
+    writeEntries(dir, 40, bigSegment.segmentSizeBytes);
+    const [segment] = listSegments(dir);
+    if (segment === undefined) throw new Error("no segment");
+    const whole = scanSegment(new Uint8Array(fs.readFileSync(segment.path)));
+    const read = readSegment(segment.path, { viewsThrough: 25 });
+    expect(read.entries).toEqual(whole.entries);
+    expect(read.offsets).toEqual(whole.offsets);
+    expect(read.dataEndBytes).toBe(whole.dataEndBytes);
+    for (const e of read.entries) {
+      if (e.index > 25) expect(e.data.byteLength).toBe(e.data.buffer.byteLength);
+    }
+  });
+
+  test("a non-zero byte megabytes past the records is found: cut from the last segment as a torn write, every entry kept", () => {
+    const dir = tempDir();
+    writeEntries(dir, 10, bigSegment.segmentSizeBytes);
+    const [segment] = listSegments(dir);
+    if (segment === undefined) throw new Error("no segment");
+    const end = scanSegment(new Uint8Array(fs.readFileSync(segment.path))).dataEndBytes;
+    const stray = 2 * 1024 * 1024 + 12_345;
+    const fd = fs.openSync(segment.path, "r+");
+    fs.writeSync(fd, new Uint8Array([7]), 0, 1, stray);
+    fs.closeSync(fd);
+    expect(readSegment(segment.path).damage).toMatchObject({ offset: end, reason: "a zeroed record header with data after it", validRecordAfter: false });
+    const reopened = Wal.open(dir, bigSegment);
+    expect(reopened.truncatedBytes).toBe(stray + 1 - end);
+    expect(reopened.entries.map((e) => e.index)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+    reopened.wal.close();
+    expect(readSegment(segment.path).damage).toBeNull();
+  });
+
+  test("a valid record megabytes past a zeroed stretch is corruption, not a torn tail", () => {
+    const dir = tempDir();
+    writeEntries(dir, 10, bigSegment.segmentSizeBytes);
+    const [segment] = listSegments(dir);
+    if (segment === undefined) throw new Error("no segment");
+    const bytes = new Uint8Array(fs.readFileSync(segment.path));
+    const scan = scanSegment(bytes);
+    // The last record moved 2 MiB further on, its place left zero: acknowledged data lies beyond the gap.
+    const lastAt = scan.offsets.at(-1) ?? 0;
+    const record = bytes.slice(lastAt, scan.dataEndBytes);
+    bytes.fill(0, lastAt, scan.dataEndBytes);
+    bytes.set(record, 2 * 1024 * 1024 + 3);
+    fs.writeFileSync(segment.path, bytes);
+    expect(readSegment(segment.path).damage).toMatchObject({ offset: lastAt, validRecordAfter: true });
+    let caught: unknown = null;
+    try {
+      Wal.open(dir, bigSegment).wal.close();
+    } catch (e) {
+      caught = e;
+    }
+    expect(isSvcError(caught, "WAL_CORRUPT")).toBe(true);
+  });
+
+  test("a segment of zeros only is one whose creation was cut short, as before", () => {
+    const dir = tempDir();
+    const path = join(dir, "zeros.wal");
+    fs.writeFileSync(path, new Uint8Array(2 * 1024 * 1024 + 5));
+    expect(readSegment(path)).toMatchObject({ entries: [], dataEndBytes: 0, sizeBytes: 2 * 1024 * 1024 + 5, damage: { offset: 0, validRecordAfter: false } });
   });
 });

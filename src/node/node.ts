@@ -195,9 +195,15 @@ export class SvcNode {
     return this.ctx.recovery;
   }
 
-  /** Set while the data directory's disk is full (writes refused, reads served). */
+  /**
+   * Set while the data directory's disk is full (writes refused, reads served), with the space
+   * free now: what was free when the write failed is often none at all, and says nothing of
+   * what the operator has freed since.
+   */
   get diskFull(): { path: string; bytesFree: number | null } | null {
-    return this.ctx.diskFull;
+    const state = this.ctx.diskFull;
+    if (state === null) return null;
+    return { path: state.path, bytesFree: this.ctx.io.diskSpace?.freeBytes() ?? state.bytesFree };
   }
 
   /** How long this node has known no leader (0 while it knows one). */

@@ -11,10 +11,11 @@
 //                    restarts (bench/scale.ts); off unless given
 //   --catchup        only the availability part: a follower 100,000 entries behind catches up
 //                    while the leader serves (--catchup-entries N), then a learner added to the
-//                    same loaded cluster, two followers of five catching up at once, a
+//                    same loaded cluster, two followers of five catching up at once, the
+//                    SPEC §4.6 recovery procedures for a follower and the leader, a
 //                    leader killed under load, and followers killed one at a time for
 //                    --crash-seconds S (default 60) (bench/catchup.ts); off unless given.
-//                    --catchup-rows one,two,kill,crash runs only those rows (default: all)
+//                    --catchup-rows one,two,recover,kill,crash runs only those rows (default: all)
 //   --gossip         only the gossip part: convergence after a member dies or comes back, and
 //                    CPU per member at rest, for 3 and 5 nodes (bench/gossip.ts;
 //                    --gossip-rest-s S, default 20); off unless given
@@ -61,7 +62,7 @@ const { values } = parseArgs({
     catchup: { type: "boolean", default: false },
     "catchup-entries": { type: "string", default: "100000" },
     "crash-seconds": { type: "string", default: "60" },
-    "catchup-rows": { type: "string", default: "one,two,kill,crash" },
+    "catchup-rows": { type: "string", default: "one,two,recover,kill,crash" },
     backup: { type: "string" },
     gossip: { type: "boolean", default: false },
     memory: { type: "boolean", default: false },

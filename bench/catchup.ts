@@ -13,13 +13,19 @@
 //   and which way the entries went (read back from the leader's WAL, images made, sent).
 //   - The leader of a fresh three-node cluster is killed under 64 writers: the time from the
 //     kill until writes succeed again.
+//   - SPEC §4.6 node recovery on a fresh three-node cluster holding --catchup-entries rows: a
+//     follower, then the leader, is stopped, loses the contents of raft/wal/ (recovery from
+//     snapshot) or all of raft/ and store/ (full state rebuild), and is started again, once on a
+//     quiet cluster and once under 16 writers: the time from its start until it is healthy and
+//     has applied what the leader had committed then, how the leader gave it (log or image),
+//     the writers' p99 meanwhile, and elections beyond the one a stopped leader causes.
 //   - Followers crash one at a time (three nodes, --crash-seconds, default 60): kill -9 of a
 //     follower every 0.5–2 s, restarted 2–6 s later, with 6 writers and 3 linearizable readers
 //     spread over every node; the longest time in which no write succeeded anywhere, the
 //     writes, and elections (the leader is never touched, so there should be none).
 // Prints figures; asserts nothing.
 
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createHttp1Client } from "./_http1.ts";
@@ -74,6 +80,17 @@ class BenchCluster {
     await this.procs[i]?.exited;
   }
 
+  /** A clean stop (SIGTERM), as `systemctl stop` does; the node no longer counts as running. */
+  async stop(i: number): Promise<void> {
+    this.procs[i]?.kill("SIGTERM");
+    await this.procs[i]?.exited;
+    this.procs[i] = null;
+  }
+
+  dataDir(i: number): string {
+    return join(this.dir, this.members[i]!.id);
+  }
+
   admin(i: number): string {
     return `http://127.0.0.1:${this.members[i]?.admin}`;
   }
@@ -109,10 +126,11 @@ class BenchCluster {
 
 export async function benchCatchUp(options: { bin: string[]; entries: number; crashSeconds?: number; rows?: string[] }): Promise<void> {
   const http = createHttp1Client();
-  const rows = new Set(options.rows ?? ["one", "two", "kill", "crash"]);
+  const rows = new Set(options.rows ?? ["one", "two", "recover", "kill", "crash"]);
   try {
     if (rows.has("one")) await oneFollowerThenLearner(options, http.post);
     if (rows.has("two")) await twoFollowers(options, http.post);
+    if (rows.has("recover")) await recoveryProcedures(options, http.post);
     if (rows.has("kill")) await leaderKillRow(options, http.post);
     if (rows.has("crash")) await followerCrashesRow({ bin: options.bin, seconds: options.crashSeconds ?? 60 }, http.post);
   } finally {
@@ -178,6 +196,79 @@ async function followerCrashesRow(options: { bin: string[]; seconds: number }, p
       `followers crashing for ${options.seconds} s (${kills} kill -9, restarted 2–6 s later): ${writes.toLocaleString()} writes; ` +
       `longest time with no write succeeding anywhere ${longestGapMs.toFixed(0)} ms; elections ${elections}\n`,
     );
+  } finally {
+    await c.close();
+  }
+}
+
+/** Remove what is inside `dir`, keeping `dir` itself (SPEC §4.6: "remove the contents of the WAL directory"). */
+function emptyDir(dir: string): void {
+  for (const name of readdirSync(dir)) rmSync(join(dir, name), { recursive: true, force: true });
+}
+
+/**
+ * SPEC §4.6 on one cluster: for a follower and then the leader, each procedure quiet and under
+ * load. A node is stopped cleanly, loses its state as the procedure says, and is started again;
+ * the row ends when it is healthy and has applied what the leader had committed at its start.
+ */
+async function recoveryProcedures(options: { bin: string[]; entries: number }, post: Post): Promise<void> {
+  const c = await BenchCluster.start(options.bin, 3);
+  try {
+    const first = await c.leader();
+    await execute(c.client(first), { statements: ["CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)"] });
+    await fill(c, first, options.entries, post);
+    const procedures = [
+      { name: "WAL contents removed (recovery from snapshot)", clear: (i: number) => emptyDir(join(c.dataDir(i), "raft", "wal")) },
+      {
+        name: "raft/ and store/ removed (full state rebuild)",
+        clear: (i: number) => {
+          for (const d of ["raft", "store"]) emptyDir(join(c.dataDir(i), d));
+        },
+      },
+    ];
+    for (const who of ["follower", "leader"] as const) {
+      for (const procedure of procedures) {
+        for (const loaded of [false, true]) {
+          const leader = await c.leader();
+          const node = who === "leader" ? leader : (leader + 1) % 3;
+          const termBefore = await metric(c.admin(leader), "tensor_chain_term");
+          await c.stop(node);
+          procedure.clear(node);
+          // A stopped leader: the others elect one of themselves first (not counted below).
+          const serving = await c.leader();
+          const termAfterStop = await metric(c.admin(serving), "tensor_chain_term");
+          const pathBefore = await catchUpPath(c.admin(serving));
+          let done = false;
+          const load = loaded
+            ? runLoad({ url: `${c.client(serving)}/v1/execute`, clients: 16, durationMs: 0, body: c.writeBody, post, until: () => done })
+            : null;
+          const target = await metric(c.admin(serving), "tensor_chain_commit_index");
+          const started = performance.now();
+          c.spawn(node);
+          for (;;) {
+            const healthy = await fetch(`${c.admin(node)}/health`).then((r) => r.ok, () => false);
+            const applied = healthy ? await metric(c.admin(node), "tensor_chain_applied_index").catch(() => 0) : 0;
+            if (applied >= target) break;
+            if (performance.now() - started > 600_000) throw new Error(`${c.members[node]!.id} did not recover within 10 minutes`);
+            await Bun.sleep(20);
+          }
+          const seconds = (performance.now() - started) / 1000;
+          done = true;
+          const during = await load;
+          const pathAfter = await catchUpPath(c.admin(serving));
+          const elections = (await metric(c.admin(serving), "tensor_chain_term")) - termAfterStop;
+          const sent = pathAfter.imagesSent > pathBefore.imagesSent
+            ? `an image${pathAfter.images > pathBefore.images ? " made for it" : ""} and ${(pathAfter.walEntries - pathBefore.walEntries).toLocaleString()} entries from the WAL`
+            : `${(pathAfter.walEntries - pathBefore.walEntries).toLocaleString()} entries from the WAL`;
+          process.stdout.write(
+            `SPEC §4.6, the ${who} (${c.members[node]!.id}), ${procedure.name}, ${loaded ? "under 16 writers" : "quiet"}: ` +
+            `healthy with ${target.toLocaleString()} entries applied ${seconds.toFixed(2)} s after its start; sent ${sent}; ` +
+            (during === null ? "" : `writers' p99 ${during.p99Ms.toFixed(1)} ms (${during.ops.toLocaleString()} writes, ${during.errors} errors); `) +
+            `elections ${elections}${who === "leader" ? ` (plus ${termAfterStop - termBefore} for the stopped leader)` : ""}\n`,
+          );
+        }
+      }
+    }
   } finally {
     await c.close();
   }

@@ -86,7 +86,12 @@ export class TokenSet {
 }
 
 function parseTokens(text: string, path: string): TokenEntry[] {
-  const entries: TokenEntry[] = [];
+  return parseTokenLines(text, path).map(({ entry }) => entry);
+}
+
+/** Each token line of the file with its position (0-based line number); comments and blank lines are not listed. */
+function parseTokenLines(text: string, path: string): { line: number; entry: TokenEntry }[] {
+  const entries: { line: number; entry: TokenEntry }[] = [];
   for (const [i, raw] of text.split("\n").entries()) {
     const line = raw.trim();
     if (line === "" || line.startsWith("#")) continue;
@@ -97,9 +102,69 @@ function parseTokens(text: string, path: string): TokenEntry[] {
       throw invalid(path, `${where}: expected "sha256:<64 hex digits> <role> [name]"`, "add tokens with `svc admin token create`; the file holds hashes, never tokens");
     }
     if (!isRole(role)) throw invalid(path, `${where}: the role must be read, write or admin`, "fix the role on that line");
-    entries.push({ hash: Buffer.from(hash.slice(hashPrefix.length), "hex"), role, name: name.join(" ") });
+    entries.push({ line: i, entry: { hash: Buffer.from(hash.slice(hashPrefix.length), "hex"), role, name: name.join(" ") } });
   }
   return entries;
+}
+
+/** What `svc admin token list` shows of a token: never the token, and of its hash only the start. */
+export interface TokenListing {
+  readonly name: string;
+  readonly role: Role;
+  /** The first 12 hex digits of the token's SHA-256: enough to tell tokens apart and to revoke one. */
+  readonly hashPrefix: string;
+}
+
+const listedHashDigits = 12;
+
+function listingOf(e: TokenEntry): TokenListing {
+  return { name: e.name, role: e.role, hashPrefix: e.hash.toString("hex").slice(0, listedHashDigits) };
+}
+
+/** The tokens in the file, in its order (the file is checked as a node checks it). */
+export function listTokens(path: string): TokenListing[] {
+  TokenSet.read(path);
+  return parseTokens(readFileSync(path, "utf8"), path).map(listingOf);
+}
+
+/**
+ * Removes from the file every token named `name`, or the one token whose hash starts with `hash`
+ * (at least 8 hex digits, `sha256:` optional), and returns what was removed. Every other line,
+ * comments included, is kept as it was; the file is replaced atomically and keeps its owner and
+ * mode. TOKEN_NOT_FOUND when nothing matches, TOKEN_AMBIGUOUS when a hash prefix names several.
+ */
+export function revokeTokens(path: string, match: { name: string } | { hash: string }): TokenListing[] {
+  TokenSet.read(path);
+  const text = readFileSync(path, "utf8");
+  const lines = parseTokenLines(text, path);
+  let chosen: { line: number; entry: TokenEntry }[];
+  if ("name" in match) {
+    chosen = lines.filter((l) => l.entry.name === match.name);
+  } else {
+    const prefix = match.hash.toLowerCase().replace(/^sha256:/, "");
+    if (!/^[0-9a-f]{8,64}$/.test(prefix)) {
+      throw new SvcError("TOKEN_NOT_FOUND", `--hash takes 8 to 64 hex digits of a token's hash (as \`svc admin token list\` shows them), not ${JSON.stringify(match.hash)}`, {
+        hint: `see the tokens with \`svc admin token list --tokens-file ${path}\``,
+      });
+    }
+    chosen = lines.filter((l) => l.entry.hash.toString("hex").startsWith(prefix));
+    if (chosen.length > 1) {
+      throw new SvcError("TOKEN_AMBIGUOUS", `${chosen.length} tokens in ${path} have hashes starting with ${prefix} (${chosen.map((l) => l.entry.name || "unnamed").join(", ")}); nothing was removed`, {
+        hint: "give more digits of the hash",
+      });
+    }
+  }
+  if (chosen.length === 0) {
+    const what = "name" in match ? `named ${JSON.stringify(match.name)}` : `whose hash starts with ${match.hash}`;
+    const names = lines.map((l) => l.entry.name || "(unnamed)");
+    throw new SvcError("TOKEN_NOT_FOUND", `no token ${what} in ${path}; nothing was removed`, {
+      hint: names.length === 0 ? "the file holds no tokens" : `the file holds: ${names.join(", ")} (see \`svc admin token list\`)`,
+    });
+  }
+  const removed = new Set(chosen.map((l) => l.line));
+  const kept = text.split("\n").filter((_, i) => !removed.has(i)).join("\n");
+  replaceFileAtomically(path, kept, statSync(path));
+  return chosen.map((l) => listingOf(l.entry));
 }
 
 function invalid(path: string, message: string, hint: string): SvcError {
@@ -122,6 +187,14 @@ export function createToken(path: string, role: Role, name: string, newFileOwner
   }
   const token = newToken();
   text += `${hashPrefix}${hashOf(token).toString("hex")} ${role} ${name.replace(/\s+/g, "-")}\n`;
+  // Run as root: an existing file keeps its owner; a new one goes to the service user (the node
+  // reads it as that user, and refuses a file it cannot read).
+  replaceFileAtomically(path, text, stat ?? newFileOwner);
+  return token;
+}
+
+/** Write `text` as the whole file, 0600, durable, under its name only once whole (a node reading it sees the old file or the new). */
+function replaceFileAtomically(path: string, text: string, owner: { uid: number; gid: number } | null): void {
   const temp = join(dirname(path), `.${path.slice(dirname(path).length + 1)}.${process.pid}.tmp`);
   const fd = openSync(temp, "wx", 0o600);
   try {
@@ -131,9 +204,6 @@ export function createToken(path: string, role: Role, name: string, newFileOwner
     closeSync(fd);
   }
   chmodSync(temp, 0o600);
-  // Run as root: an existing file keeps its owner; a new one goes to the service user (the node
-  // reads it as that user, and refuses a file it cannot read).
-  const owner = stat ?? newFileOwner;
   if (owner !== null && (process.getuid?.() ?? -1) === 0) chownSync(temp, owner.uid, owner.gid);
   renameSync(temp, path);
   const dirFd = openSync(dirname(path), "r");
@@ -142,5 +212,4 @@ export function createToken(path: string, role: Role, name: string, newFileOwner
   } finally {
     closeSync(dirFd);
   }
-  return token;
 }

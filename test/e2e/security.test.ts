@@ -180,6 +180,25 @@ describe("TLS and tokens on the client and admin ports", () => {
     expect(fs.readFileSync(s.tokensFile, "utf8")).not.toContain(fresh);
     await waitFor("the new token to be accepted", async () => (await call(adminUrl, "/admin/stats", { ca: s.ca.cert, token: fresh })).status === 200);
 
+    // token list names each token with its role and the start of its hash, never the token itself.
+    const listed = await runBinary(["admin", "token", "list", "--config", node.configPath, "--json"]);
+    expect(listed.exitCode).toBe(0);
+    const tokens = JSON.parse(listed.stdout) as { name: string; role: string; hash_prefix: string }[];
+    expect(tokens.map((t) => [t.name, t.role])).toEqual([["reader", "read"], ["writer", "write"], ["operator", "admin"], [expect.stringMatching(/^admin-/), "admin"]]);
+    for (const token of Object.values(s.tokens)) expect(listed.stdout).not.toContain(token);
+    // Revoked, the writer's token is refused within the node's reload, and the others still work.
+    expect((await call(url(s.config, "client"), "/v1/execute", { ca: s.ca.cert, token: s.tokens.write, body: { statements: ["CREATE TABLE t (x)"] } })).status).toBe(200);
+    const revoked = await runBinary(["admin", "token", "revoke", "--name", "writer", "--config", node.configPath]);
+    expect(revoked.exitCode).toBe(0);
+    expect(revoked.stdout).toContain("revoked writer (write, sha256:");
+    expect(revoked.stderr).toContain("revoke on each node of the cluster");
+    await waitFor("the revoked token to be refused", async () =>
+      (await call(url(s.config, "client"), "/v1/execute", { ca: s.ca.cert, token: s.tokens.write, body: { statements: ["INSERT INTO t VALUES (1)"] } })).status === 401);
+    expect((await call(adminUrl, "/admin/stats", { ca: s.ca.cert, token: fresh })).status).toBe(200);
+    const again = await runBinary(["admin", "token", "revoke", "--name", "writer", "--config", node.configPath]);
+    expect(again.exitCode).toBe(1);
+    expect(again.stderr).toContain('no token named "writer"');
+
     // SIGHUP reloads too.
     if (node.pid !== null) process.kill(node.pid, "SIGHUP");
     await waitFor("the reload on SIGHUP to be logged", () => node.log().includes("security reloaded (SIGHUP)"));

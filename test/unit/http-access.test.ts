@@ -13,7 +13,7 @@ import { accessFor, routeAccess, type Access, type Port } from "../../src/http/a
 import { clientApp } from "../../src/http/client-app.ts";
 import { guardApp } from "../../src/http/guard.ts";
 import { relayTarget } from "../../src/http/relay-context.ts";
-import { createToken, roleGrants, TokenSet, type Role } from "../../src/http/tokens.ts";
+import { createToken, listTokens, revokeTokens, roleGrants, TokenSet, type Role } from "../../src/http/tokens.ts";
 import type { SvcNode } from "../../src/node/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "svc-access-"));
@@ -144,6 +144,49 @@ describe("tokens", () => {
     }
     chmodSync(path, 0o400);
     expect(TokenSet.read(path).size).toBe(3);
+  });
+
+  test("token list shows name, role and the start of each hash; revoke removes by name or hash prefix, keeps every other line and the mode", () => {
+    const path = join(dir, "tokens-revoke");
+    const a = createToken(path, "admin", "ops");
+    const b = createToken(path, "read", "dash");
+    const c = createToken(path, "read", "dash");
+    const d = createToken(path, "write", "ingest");
+    writeFileSync(path, `${readFileSync(path, "utf8")}# kept: a note of the operator's\n`);
+    const listed = listTokens(path);
+    expect(listed.map((t) => [t.name, t.role])).toEqual([["ops", "admin"], ["dash", "read"], ["dash", "read"], ["ingest", "write"]]);
+    for (const t of listed) expect(t.hashPrefix).toMatch(/^[0-9a-f]{12}$/);
+    expect(JSON.stringify(listed)).not.toContain(a.slice(4));
+
+    // By name: every token of that name.
+    expect(revokeTokens(path, { name: "dash" }).map((t) => t.name)).toEqual(["dash", "dash"]);
+    const after = TokenSet.read(path);
+    expect([after.roleOf(a), after.roleOf(b), after.roleOf(c), after.roleOf(d)]).toEqual(["admin", null, null, "write"]);
+    expect(readFileSync(path, "utf8")).toContain("# kept: a note of the operator's");
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+
+    // By hash prefix, with or without "sha256:", in any case.
+    const ingest = listTokens(path).find((t) => t.name === "ingest")!;
+    expect(revokeTokens(path, { hash: `SHA256:${ingest.hashPrefix.slice(0, 8).toUpperCase()}` }).map((t) => t.name)).toEqual(["ingest"]);
+    expect(TokenSet.read(path).roleOf(d)).toBeNull();
+    expect(TokenSet.read(path).roleOf(a)).toBe("admin");
+  });
+
+  test("revoke refuses, changing nothing: no such name, a short or non-hex hash, a prefix several hashes share", () => {
+    const path = join(dir, "tokens-revoke-refused");
+    for (let i = 0; i < 40; i++) createToken(path, "read", `t${i}`);
+    const before = readFileSync(path, "utf8");
+    expect(() => revokeTokens(path, { name: "nobody" })).toThrow('no token named "nobody"');
+    expect(() => revokeTokens(path, { hash: "abc" })).toThrow("8 to 64 hex digits");
+    expect(() => revokeTokens(path, { hash: "zzzzzzzzzz" })).toThrow("8 to 64 hex digits");
+    expect(() => revokeTokens(path, { hash: "00000000" })).toThrow("no token whose hash starts with");
+    // Two hashes sharing a prefix: forged lines (the hashes of real tokens share 8 digits too rarely to test).
+    const shared = "ab12cd34";
+    writeFileSync(path, `${before}sha256:${shared}${"0".repeat(56)} read x\nsha256:${shared}${"1".repeat(56)} read y\n`);
+    const withShared = readFileSync(path, "utf8");
+    expect(() => revokeTokens(path, { hash: shared })).toThrow("2 tokens");
+    expect(readFileSync(path, "utf8")).toBe(withShared);
+    expect(revokeTokens(path, { hash: `${shared}1` }).map((t) => t.name)).toEqual(["y"]);
   });
 
   test("a damaged line is refused with its line number and without quoting it", () => {

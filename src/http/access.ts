@@ -28,6 +28,7 @@ export const routeAccess: Readonly<Record<Port, Readonly<Record<string, Access>>
     "POST /admin/pause-writes": "admin",
     "POST /admin/resume-writes": "admin",
     "POST /admin/add-node": "admin",
+    "POST /admin/set-member": "admin",
     "POST /admin/remove-node": "admin",
     "POST /admin/promote": "admin",
     "POST /admin/transfer-leader": "admin",

@@ -9,7 +9,7 @@ import type { SvcNode } from "../node/index.ts";
 import { version, commit } from "../version.ts";
 import { checkReadStatement } from "../store/index.ts";
 import { SvcError } from "../util/errors.ts";
-import { checkParamCount, parseIdBody, parseJsonText, parseMemberBody, parseQueryBody, readBodyText, readJsonBody } from "./body.ts";
+import { checkParamCount, parseIdBody, parseJsonText, parseMemberBody, parseQueryBody, parseSetMemberBody, readBodyText, readJsonBody } from "./body.ts";
 import { answer, badRequest, errorResponse, json } from "./errors.ts";
 import { fallbackRoutes, type RouteEntry } from "./fallback.ts";
 import { forwardAdminToLeader, leaderAdminToForwardTo } from "./forward.ts";
@@ -127,6 +127,10 @@ export function adminApp(node: SvcNode) {
     .post("/admin/add-node", ({ request }) => atLeader(request, relayTimeoutMs.addNode, async (text) => {
       const body = parseMemberBody(parseJsonText(text));
       return node.addMember(body.member, { learner: body.learner, catchUpTimeoutMs: 120_000 });
+    }), { parse: "none" })
+    .post("/admin/set-member", ({ request }) => atLeader(request, relayTimeoutMs.membership, async (text) => {
+      const { id, change } = parseSetMemberBody(parseJsonText(text));
+      return node.updateMember(id, change);
     }), { parse: "none" })
     .post("/admin/remove-node", ({ request }) => atLeader(request, relayTimeoutMs.membership, async (text) => {
       return node.removeMember(parseIdBody(parseJsonText(text)));

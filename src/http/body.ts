@@ -166,6 +166,25 @@ export function parseIdBody(body: unknown): string {
 }
 
 /** {"id", "peer", "client", "admin", "learner"?} */
+/** POST /admin/set-member: {"id", "peer"?, "client"?, "admin"?}, at least one address. */
+export function parseSetMemberBody(body: unknown): { id: string; change: { peer?: string; client?: string; admin?: string } } {
+  if (!isObject(body)) throw badRequest('the body must be {"id", "peer"?, "client"?, "admin"?}');
+  checkKeys(body, ["id", "peer", "client", "admin"], "");
+  const id = body["id"];
+  if (typeof id !== "string" || id === "") throw badRequest('"id" is required and must be a string');
+  const change: { peer?: string; client?: string; admin?: string } = {};
+  for (const k of ["peer", "client", "admin"] as const) {
+    const v = body[k];
+    if (v === undefined) continue;
+    if (typeof v !== "string") throw badRequest(`"${k}" must be host:port`);
+    const parsed = parseAddress(v);
+    if (!parsed.ok) throw badRequest(`"${k}" must be host:port: ${parsed.message}`);
+    change[k] = v;
+  }
+  if (Object.keys(change).length === 0) throw badRequest('give at least one of "peer", "client" and "admin"');
+  return { id, change };
+}
+
 export function parseMemberBody(body: unknown): { member: { id: string; peer: string; client: string; admin: string }; learner: boolean } {
   if (!isObject(body)) throw badRequest('the body must be {"id", "peer", "client", "admin", "learner"?}');
   checkKeys(body, ["id", "peer", "client", "admin", "learner"], "");

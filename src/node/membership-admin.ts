@@ -41,6 +41,51 @@ export class MembershipAdmin {
     return { index, role: "voter" };
   }
 
+  /**
+   * Change a member's addresses (it moved to another host or port): replicated with set_member,
+   * they take the place of what every node's [cluster] members says, and every node redials the
+   * member there. Addresses not named stay as they are. The leader's own peer address is not
+   * changed while other voters follow it: they would lose it the moment the change applies.
+   */
+  async updateMember(id: string, change: { peer?: string; client?: string; admin?: string }): Promise<{ index: number; member: MemberAddress }> {
+    const { ctx } = this;
+    ctx.checkServing();
+    ctx.requireLeader();
+    const status = ctx.core.status();
+    const { voters, learners } = status.membership;
+    if (!voters.includes(id) && !learners.includes(id)) {
+      throw new SvcError("INVALID_CHANGE", `${id} is not a member of the cluster (voters: ${voters.join(", ")}${learners.length > 0 ? `; learners: ${learners.join(", ")}` : ""})`, {
+        hint: "a new node is added with `svc admin add-node`",
+      });
+    }
+    if (id === ctx.config.nodeId && change.peer !== undefined && voters.length > 1) {
+      throw new SvcError("INVALID_CHANGE", `${id} leads the cluster: changing its peer address would cut it off from its followers`, {
+        hint: `hand leadership over first (\`svc admin transfer-leader --to <another voter>\`), then change ${id}'s address`,
+      });
+    }
+    const book = ctx.memberAddresses();
+    const current = book.get(id);
+    const peer = change.peer ?? current?.peer;
+    const client = change.client ?? current?.client;
+    const admin = change.admin ?? current?.admin;
+    if (peer === undefined || client === undefined || admin === undefined) {
+      throw new SvcError("INVALID_CHANGE", `no address of ${id} is known to the leader: give all three of peer, client and admin`, { hint: "see the members' addresses with `svc admin cluster-info`" });
+    }
+    // An address another member has would send that member's traffic here, or this one's there.
+    for (const [other, a] of book) {
+      if (other === id) continue;
+      for (const [kind, value] of Object.entries(change)) {
+        if (value === a[kind as keyof typeof change]) {
+          throw new SvcError("INVALID_CHANGE", `${value} is ${other}'s ${kind} address`, { hint: "give the address the moved member listens on (its [listen] table)" });
+        }
+      }
+    }
+    const member: MemberAddress = { id, peer, client, admin };
+    const { index } = await this.proposer.propose(encodeCommand({ op: "set_member", member }));
+    ctx.logger.info("member addresses changed", { id, peer, client, admin, index, previous: current ?? null });
+    return { index, member };
+  }
+
   promoteMember(id: string): Promise<{ index: number }> {
     this.ctx.checkServing();
     return this.proposeChange({ kind: "promote", id });

@@ -391,6 +391,10 @@ export class SvcNode {
     return this.admin.promoteMember(id);
   }
 
+  updateMember(id: string, change: { peer?: string; client?: string; admin?: string }): Promise<{ index: number; member: MemberAddress }> {
+    return this.admin.updateMember(id, change);
+  }
+
   removeMember(id: string): Promise<{ index: number }> {
     return this.admin.removeMember(id);
   }

@@ -4,7 +4,7 @@
 
 import { describe, expect } from "bun:test";
 import {
-  addressText, execute, getJson, procTest, query, runBinary, singleNodeConfig, startCluster, useProcessCleanup, waitFor, waitForLeader,
+  addressText, execute, freePort, getJson, procTest, query, runBinary, singleNodeConfig, startCluster, useProcessCleanup, waitFor, waitForLeader,
 } from "../lib/proc.ts";
 
 useProcessCleanup();
@@ -112,6 +112,48 @@ describe("membership", () => {
     await waitFor("node2 to name node3 as a member it does not know", () => restarted.log().includes("node3 is a member of the cluster, but not in this node's [cluster] members"));
     expect(restarted.log()).toContain("add them to members");
   }, 60_000);
+
+  procTest("set-member moves a member to a new peer address: every node redials it there, and it catches up from its new place", async (env) => {
+    const nodes = await startCluster(env, 3, fastRaft);
+    const leader = await waitForLeader(nodes);
+    await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"]);
+    const mover = nodes.find((n) => n.nodeId !== leader.nodeId)!;
+    const other = nodes.find((n) => n.nodeId !== leader.nodeId && n !== mover)!;
+    const newPeer = `127.0.0.1:${await freePort()}`;
+
+    // Refused, changing nothing: not a member; another member's address; the leader's own peer address.
+    const stranger = await runBinary(["admin", "set-member", "--node", other.adminUrl, "--id", "ghost", "--peer", newPeer]);
+    expect(stranger.exitCode).toBe(1);
+    expect(stranger.stderr).toContain("ghost is not a member");
+    const taken = await runBinary(["admin", "set-member", "--node", other.adminUrl, "--id", mover.nodeId, "--peer", addressText(other.config.listen?.peer, "peer")]);
+    expect(taken.exitCode).toBe(1);
+    expect(taken.stderr).toContain(`is ${other.nodeId}'s peer address`);
+    const own = await runBinary(["admin", "set-member", "--node", other.adminUrl, "--id", leader.nodeId, "--peer", newPeer]);
+    expect(own.exitCode).toBe(1);
+    expect(own.stderr).toContain("transfer-leader");
+    expect((await runBinary(["admin", "set-member", "--node", other.adminUrl, "--id", mover.nodeId])).exitCode).toBe(2);
+
+    // As the README says: stop the member, change its address (sent to a follower, relayed to the
+    // leader, replicated), start it where it now listens. The others' files still name the old port.
+    expect(await mover.stop()).toBe(0);
+    const moved = await runBinary(["admin", "set-member", "--node", other.adminUrl, "--id", mover.nodeId, "--peer", newPeer, "--json"]);
+    expect(moved.stderr).toBe("");
+    expect(moved.exitCode).toBe(0);
+    expect(JSON.parse(moved.stdout).member).toMatchObject({ id: mover.nodeId, peer: newPeer, client: addressText(mover.config.listen?.client, "client") });
+    for (const n of [leader, other]) {
+      await waitFor(`${n.nodeId} to know ${mover.nodeId}'s new address`, async () =>
+        (await getJson<{ members: { id: string; peer: string }[] }>(`${n.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === mover.nodeId)?.peer === newPeer);
+    }
+    await execute(leader.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["while it moved"] }]);
+    const relocated = env.node({ ...mover.config, listen: { ...mover.config.listen, peer: newPeer } });
+    await relocated.start();
+    await waitFor(`${mover.nodeId} to hold the write made while it moved`, async () => (await query(relocated.clientUrl, "SELECT count(*) FROM t").catch(() => []))[0]?.[0] === 1);
+    expect((await getJson<{ members: { id: string; peer: string }[] }>(`${relocated.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === mover.nodeId)?.peer).toBe(newPeer);
+    // It counts for the quorum again: with the third member stopped, the leader still commits.
+    await other.kill9();
+    const more = await execute(leader.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["after the move"] }]);
+    expect(more.results[0]?.rows_affected).toBe(1);
+  }, 120_000);
 
   procTest("a change that is not valid is refused with a reason", async (env) => {
     const nodes = await startCluster(env, 3, fastRaft);

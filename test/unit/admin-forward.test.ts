@@ -76,6 +76,7 @@ function follower(leaderAdmin: string, local: { snapshots: number } = { snapshot
     memberAddresses: () => new Map([["node1", { id: "node1", peer: "127.0.0.1:2", client: "127.0.0.1:1", admin: leaderAdmin }]]),
     setWritesPaused: () => Promise.reject(notLeader()),
     addMember: () => Promise.reject(notLeader()),
+    updateMember: () => Promise.reject(notLeader()),
     removeMember: () => Promise.reject(notLeader()),
     promoteMember: () => Promise.reject(notLeader()),
     transferLeader: () => Promise.reject(notLeader()),
@@ -126,12 +127,30 @@ describe("cluster admin actions sent to a follower", () => {
     const leader = okLeader();
     const app = adminApp(follower(leader.address));
     const member = { id: "node4", peer: "127.0.0.1:7", client: "127.0.0.1:8", admin: "127.0.0.1:9", learner: true };
-    for (const [path, body] of [["/admin/add-node", member], ["/admin/remove-node", { id: "node3" }], ["/admin/promote", { id: "node3" }], ["/admin/transfer-leader", { id: "node2" }]] as const) {
+    const moved = { id: "node3", peer: "127.0.0.1:10" };
+    for (const [path, body] of [["/admin/add-node", member], ["/admin/set-member", moved], ["/admin/remove-node", { id: "node3" }], ["/admin/promote", { id: "node3" }], ["/admin/transfer-leader", { id: "node2" }]] as const) {
       expect((await post(app, path, body)).status).toBe(200);
     }
     expect(leader.seen.map((s) => [s.path, JSON.parse(s.body)])).toEqual([
-      ["/admin/add-node", member], ["/admin/remove-node", { id: "node3" }], ["/admin/promote", { id: "node3" }], ["/admin/transfer-leader", { id: "node2" }],
+      ["/admin/add-node", member], ["/admin/set-member", moved], ["/admin/remove-node", { id: "node3" }], ["/admin/promote", { id: "node3" }], ["/admin/transfer-leader", { id: "node2" }],
     ]);
+  });
+
+  test("set-member's body is checked before it is forwarded: an id and at least one host:port, nothing else", async () => {
+    const leader = okLeader();
+    const app = adminApp(follower(leader.address));
+    for (const [body, says] of [
+      [{ id: "node3" }, "at least one of"],
+      [{ peer: "127.0.0.1:10" }, '"id" is required'],
+      [{ id: "node3", peer: "nowhere" }, '"peer" must be host:port'],
+      [{ id: "node3", client: 7878 }, '"client" must be host:port'],
+      [{ id: "node3", peer: "127.0.0.1:10", learner: true }, "learner"],
+    ] as const) {
+      const r = await post(app, "/admin/set-member", body);
+      expect(r.status).toBe(400);
+      expect(String((r.body["error"] as { message?: unknown } | undefined)?.message)).toContain(says);
+    }
+    expect(leader.seen).toHaveLength(0);
   });
 
   test("a request that was already forwarded is not forwarded again: 503 NOT_LEADER naming the leader's admin address", async () => {

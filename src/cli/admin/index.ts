@@ -20,6 +20,7 @@ const subCommands: Record<string, () => Promise<CommandDef<any>>> = {
   "init-cluster": () => import("./init-cluster.ts").then((m) => m.initClusterCommand),
   "cluster-status": () => import("./cluster-status.ts").then((m) => m.clusterStatusCommand),
   "add-node": () => import("./membership.ts").then((m) => m.addNodeCommand),
+  "set-member": () => import("./membership.ts").then((m) => m.setMemberCommand),
   "remove-node": () => import("./membership.ts").then((m) => m.removeNodeCommand),
   promote: () => import("./membership.ts").then((m) => m.promoteCommand),
   "transfer-leader": () => import("./membership.ts").then((m) => m.transferLeaderCommand),

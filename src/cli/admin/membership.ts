@@ -1,9 +1,10 @@
-// Membership commands, sent to the leader's admin port: add-node, remove-node, promote,
-// transfer-leader. One voter changes at a time; a new node joins as a learner and is
+// Membership commands, sent to the leader's admin port: add-node, set-member, remove-node,
+// promote, transfer-leader. One voter changes at a time; a new node joins as a learner and is
 // promoted once it has caught up.
 
 import { defineCommand } from "citty";
 import { callNode, nodeArgs, nodeUrl, printJson, printKeyValues } from "../_client.ts";
+import { usageError } from "../_exit.ts";
 
 const idArg = { id: { type: "string", description: "Node id", required: true, valueHint: "ID" } } as const;
 
@@ -21,6 +22,24 @@ export const addNodeCommand = defineCommand({
     const r = await callNode(nodeUrl(args), "POST", "/admin/add-node", {
       id: args.id, peer: args.peer, client: args.client, admin: args.admin, learner: args.learner === true,
     }, 180_000);
+    if (args.json) return printJson(r);
+    printKeyValues(r as Record<string, unknown>);
+  },
+});
+
+export const setMemberCommand = defineCommand({
+  meta: { name: "set-member", description: "Change a member's addresses (it moved): replicated to every node, in place of [cluster] members" },
+  args: {
+    ...idArg,
+    peer: { type: "string", description: "Its new peer address host:port" },
+    client: { type: "string", description: "Its new client address host:port" },
+    admin: { type: "string", description: "Its new admin address host:port" },
+    ...nodeArgs,
+  },
+  async run({ args }) {
+    const change = Object.fromEntries((["peer", "client", "admin"] as const).flatMap((k) => (args[k] === undefined || args[k] === "" ? [] : [[k, args[k]]])));
+    if (Object.keys(change).length === 0) throw usageError("give at least one of --peer, --client and --admin");
+    const r = await callNode(nodeUrl(args), "POST", "/admin/set-member", { id: args.id, ...change }, 120_000);
     if (args.json) return printJson(r);
     printKeyValues(r as Record<string, unknown>);
   },

@@ -18,6 +18,8 @@ export type HttpErrorCode =
   | "METHOD_NOT_ALLOWED"
   | "REQUEST_TIMEOUT"
   | "BODY_TOO_LARGE"
+  /** Request headers past node:http's limit (16 KiB): answered from the parser's clientError. */
+  | "HEADERS_TOO_LARGE"
   | "UNSUPPORTED_MEDIA_TYPE"
   /** No token, or one this node does not know, for a route that needs one. */
   | "UNAUTHORIZED"
@@ -25,6 +27,10 @@ export type HttpErrorCode =
   | "FORBIDDEN"
   /** The tokens file cannot be used (mode, form); at start and on reload. */
   | "TOKENS_FILE_INVALID"
+  /** `svc admin token revoke`: no token by that name or hash prefix (offline; never a client's). */
+  | "TOKEN_NOT_FOUND"
+  /** `svc admin token revoke --hash`: the prefix names several tokens (offline). */
+  | "TOKEN_AMBIGUOUS"
   /** A certificate, key or CA file of [tls] cannot be used; at start and on reload. */
   | "TLS_INVALID"
   /** A client past [limits] client_requests_per_second or client_connections_max. */
@@ -82,6 +88,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   DATA_DIR_LOCKED: 409,
   NO_VALID_SNAPSHOT: 409,
   BODY_TOO_LARGE: 413,
+  HEADERS_TOO_LARGE: 431,
   UNSUPPORTED_MEDIA_TYPE: 415,
   // This node cannot answer now: retry, here later or at another member.
   NOT_LEADER: 503,
@@ -107,6 +114,8 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   LOG_GAP: 503,
   DATA_DIR_NOT_WRITABLE: 503,
   TOKENS_FILE_INVALID: 503,
+  TOKEN_NOT_FOUND: 404,
+  TOKEN_AMBIGUOUS: 400,
   TLS_INVALID: 503,
   PEER_TLS_INVALID: 503,
   GOSSIP_KEY_INVALID: 503,

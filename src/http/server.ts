@@ -12,15 +12,16 @@
 // setSecureContext, and a node:tls server handing its sockets to node:http costs about 40%
 // of the requests a second that node:https serves.
 
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, maxHeaderSize, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
+import type { Duplex } from "node:stream";
 import type { TlsOptions } from "node:tls";
 import type { Address } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { requestBodyBytesMax, tooLarge } from "./body.ts";
 import type { ClientLimiter } from "./client-limits.ts";
 import type { Admission, InFlightBytes } from "./in-flight.ts";
-import { errorResponse } from "./errors.ts";
+import { errorBody, errorResponse, statusFor } from "./errors.ts";
 import { forwardedHeader } from "./forward.ts";
 
 interface FetchApp {
@@ -58,6 +59,7 @@ export async function listen(app: FetchApp, address: Address, role: "client" | "
     const handler = (req: IncomingMessage, res: ServerResponse): void => void serveOne(app, origin, req, res, limits, inFlight ?? null);
     const server = options === undefined ? createServer(handler) : createHttpsServer(options, handler);
     server.keepAliveTimeout = keepAliveIdleMs;
+    server.on("clientError", answerClientError);
     return server;
   };
   let current = make(tls);
@@ -98,6 +100,43 @@ export async function listen(app: FetchApp, address: Address, role: "client" | "
       currentTls = options;
     },
   };
+}
+
+/**
+ * A request node:http cannot parse (Content-Length and Transfer-Encoding together, a malformed
+ * header or method, headers past the limit) is answered as every error is, with a JSON body and
+ * a code, not the parser's bare status line; then the connection is closed, since nothing after
+ * it on that connection can be framed. A client that has gone is only let go.
+ */
+function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === "ECONNRESET" || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const error = clientErrorOf(err);
+  const status = statusFor(error.code);
+  const body = JSON.stringify(errorBody(error));
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+}
+
+/** What a parse error of node:http means for the client. */
+export function clientErrorOf(err: Error & { code?: string }): SvcError {
+  const code = err.code ?? "parse error";
+  switch (code) {
+    case "HPE_HEADER_OVERFLOW":
+      return new SvcError("HEADERS_TOO_LARGE", `the request's headers are larger than ${maxHeaderSize} bytes`, { hint: "send fewer or shorter headers" });
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+    case "HPE_HEADER_TIMEOUT":
+      return new SvcError("REQUEST_TIMEOUT", "the request's headers did not arrive in time", { hint: "send the whole request at once" });
+    case "HPE_INVALID_TRANSFER_ENCODING":
+    case "HPE_UNEXPECTED_CONTENT_LENGTH":
+    case "HPE_INVALID_CONTENT_LENGTH":
+      return new SvcError("BAD_REQUEST", `malformed HTTP request (${code}): ${err.message}`, {
+        hint: "frame a body with one Content-Length (a decimal number) or with Transfer-Encoding: chunked, never both",
+      });
+    default:
+      return new SvcError("BAD_REQUEST", `malformed HTTP request (${code}): ${err.message}`, { hint: "send a well-formed HTTP/1.1 request" });
+  }
 }
 
 function bind(server: Server, address: Address, role: "client" | "admin", port: number): Promise<number> {

@@ -254,6 +254,30 @@ describe("HTTP/1.1 on the client port", () => {
   }, 30_000);
 });
 
+describe("a request the HTTP parser refuses", () => {
+  it("gets a JSON body with a code on both ports (not a bare status line), its connection closed, and nothing written", async () => {
+    const write = JSON.stringify({ statements: ["INSERT INTO kv (k, v) VALUES ('unparsed', 'x')"] });
+    const cases: [string, string, number, string][] = [
+      ["Content-Length and Transfer-Encoding together",
+        `POST /v1/execute HTTP/1.1\r\nHost: svc\r\nContent-Type: application/json\r\nContent-Length: ${write.length}\r\nTransfer-Encoding: chunked\r\n\r\n${write}`, 400, "BAD_REQUEST"],
+      ["a Content-Length that is no number", `POST /v1/execute HTTP/1.1\r\nHost: svc\r\nContent-Length: abc\r\n\r\n${write}`, 400, "BAD_REQUEST"],
+      ["no HTTP at all", "GARBAGE\r\n\r\n", 400, "BAD_REQUEST"],
+      ["headers past the limit", `GET /health HTTP/1.1\r\nHost: svc\r\nX-Padding: ${"a".repeat(20_000)}\r\n\r\n`, 431, "HEADERS_TOO_LARGE"],
+    ];
+    for (const base of [node.clientUrl, node.adminUrl]) {
+      for (const [what, bytes, status, code] of cases) {
+        const { responses, closed } = await rawExchange(base, bytes, 1, 10_000, true);
+        expect({ what, statuses: responses.map((r) => r.status), closed }).toEqual({ what, statuses: [status], closed: true });
+        const body = JSON.parse(responses[0]?.body ?? "{}") as { error?: { code?: string; message?: string; hint?: string } };
+        expect({ what, code: body.error?.code }).toEqual({ what, code });
+        expect(body.error?.message).toBeTruthy();
+        expect(body.error?.hint).toBeTruthy();
+      }
+    }
+    expect(await countRows(node, "k = 'unparsed'")).toBe(0);
+  }, 60_000);
+});
+
 describe("pause-writes and resume-writes", () => {
   it("writes get 503 WRITES_PAUSED while paused, reads go on, and resume-writes lets writes through again", async () => {
     const pause = await runBinary(["admin", "pause-writes", "--node", node.adminUrl]);

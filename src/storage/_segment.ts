@@ -43,6 +43,7 @@ export function segmentHeaderPayload(seq: number, firstIndex: number): Uint8Arra
  * memory: the tail (most of a segment a restart finds new) is checked to be zeros a chunk at a
  * time through one small buffer. (Reading a whole 64 MiB segment into fresh memory cost a
  * restarted node 40–120 ms of page faults before its first entry, however few records it held.)
+ * A segment with damage in it is read whole, and judged as before.
  * Entries at or below `viewsThrough` (default: none) keep their data as views into the bytes
  * read rather than copies: a caller that drops them (WAL open, for what the store already
  * holds) pays for no copy; one that keeps them keeps the bytes read with them.
@@ -58,11 +59,11 @@ export function readSegment(path: string, options: { viewsThrough?: number } = {
     fs.closeSync(fd);
   }
   const scan = scanSegment(prefix, options.viewsThrough ?? 0);
-  // A record whose own last bytes are zeros ends past the prefix: read as cut short here, it is
-  // whole in the file. Such a segment is scanned again whole (rare: see scanSegment).
-  if (scan.damage !== null && scan.damage.reason === cutShortReason && prefix.length < sizeBytes) {
-    return scanSegment(readWholeFile(path), options.viewsThrough ?? 0);
-  }
+  // Damage is judged on the whole file: a record whose own last bytes are zeros ends past the
+  // prefix, so the prefix reads it as cut short, or, after damage, misses it as a valid record
+  // that follows (corruption taken for a torn tail). A damaged segment (a torn tail after a
+  // crash included) is therefore scanned again whole, as every segment was before.
+  if (scan.damage !== null && prefix.length < sizeBytes) return scanSegment(readWholeFile(path), options.viewsThrough ?? 0);
   return { ...scan, sizeBytes };
 }
 

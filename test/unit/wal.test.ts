@@ -427,6 +427,33 @@ describe("reading a segment before its zero-filled tail", () => {
     expect(isSvcError(caught, "WAL_CORRUPT")).toBe(true);
   });
 
+  test("damage before an intact record that ends in zero bytes is corruption, as a scan of the whole file says, not a torn tail", () => {
+    const dir = tempDir();
+    const { wal } = Wal.open(dir, bigSegment);
+    const endsInZeros: Entry = { ...entry(3, 1, 40), data: new Uint8Array([...entry(3, 1, 20).data, ...new Uint8Array(20)]) };
+    wal.append([entry(1)]);
+    wal.append([entry(2)]);
+    wal.append([endsInZeros]);
+    wal.sync();
+    wal.close();
+    const [segment] = listSegments(dir);
+    if (segment === undefined) throw new Error("no segment");
+    const bytes = new Uint8Array(fs.readFileSync(segment.path));
+    const second = scanSegment(bytes).offsets[1] ?? 0;
+    bytes[second + 9 + 25 + 3] = (bytes[second + 9 + 25 + 3] ?? 0) ^ 0x40;
+    fs.writeFileSync(segment.path, bytes);
+    const whole = scanSegment(new Uint8Array(fs.readFileSync(segment.path)));
+    expect(whole.damage).toMatchObject({ offset: second, validRecordAfter: true });
+    expect(readSegment(segment.path)).toEqual(whole);
+    let caught: unknown = null;
+    try {
+      Wal.open(dir, bigSegment).wal.close();
+    } catch (e) {
+      caught = e;
+    }
+    expect(isSvcError(caught, "WAL_CORRUPT")).toBe(true);
+  });
+
   test("a segment of zeros only is one whose creation was cut short, as before", () => {
     const dir = tempDir();
     const path = join(dir, "zeros.wal");

@@ -5,6 +5,6 @@ export { loadConfigFile, parseConfig } from "./parse.ts";
 export { defaultConfig } from "./defaults.ts";
 export { renderConfigToml } from "./render.ts";
 export { formatProblem, formatProblems, summarizeConfig } from "./format.ts";
-export { parseAddress } from "./address.ts";
+export { addressKey, isWildcardHost, parseAddress } from "./address.ts";
 export { isLoopbackHost, secretFileModeProblem, secretPaths, securityWarnings } from "./secrets.ts";
 export { GOSSIP_KEY_BYTES, GOSSIP_KEYS_MAX, newGossipKey, parseGossipKeys, readGossipKeyFile } from "./gossip-key.ts";

@@ -290,6 +290,8 @@ export class EffectLoop {
     const how = { staged: "from its staged copy", copied: "by copying its image", in_memory: "in memory" }[method];
     ctx.logger.info(`recovery: snapshot installed ${how}`, { index: meta.index });
     if (ctx.clusterId === "" && record.clusterId !== "") ctx.adoptClusterId(record.clusterId);
+    // The image carries the addresses replicated with add-node and set-member: dial members there.
+    ctx.refreshPeers();
     ctx.io.log.resetTo(meta.index + 1);
     void ctx.io.log.compact(ctx.walRemovableThrough(meta.index)).catch((e: unknown) => ctx.logger.warn("could not remove WAL segments a snapshot covers", { error: errorMessage(e) }));
     ctx.snapshotIndex = Math.max(ctx.snapshotIndex, meta.index);

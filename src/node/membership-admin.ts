@@ -4,6 +4,7 @@
 
 import type { MembershipChange } from "../raft/index.ts";
 import { encodeCommand, type MemberAddress } from "../store/index.ts";
+import { addressKey, isWildcardHost, parseAddress } from "../config/index.ts";
 import { SvcError } from "../util/errors.ts";
 import type { NodeContext } from "./context.ts";
 import type { Proposer } from "./proposer.ts";
@@ -41,26 +42,37 @@ export class MembershipAdmin {
     return { index, role: "voter" };
   }
 
+  /** The set-member in progress: the next waits for it, so each reads the addresses the last one left. */
+  private memberUpdate: Promise<unknown> = Promise.resolve();
+
   /**
    * Change a member's addresses (it moved to another host or port): replicated with set_member,
    * they take the place of what every node's [cluster] members says, and every node redials the
-   * member there. Addresses not named stay as they are. The leader's own peer address is not
-   * changed while other voters follow it: they would lose it the moment the change applies.
+   * member there. Addresses not named stay as they are. One change at a time: a second waits
+   * until the first is applied, then merges with what it left. The leader's own addresses are not
+   * changed while it has other members: its followers would lose it (peer) or could no longer
+   * forward to it (client, admin) the moment the change applies.
    */
-  async updateMember(id: string, change: { peer?: string; client?: string; admin?: string }): Promise<{ index: number; member: MemberAddress }> {
+  updateMember(id: string, change: { peer?: string; client?: string; admin?: string }): Promise<{ index: number; member: MemberAddress }> {
+    const run = this.memberUpdate.then(() => this.updateMemberNow(id, change));
+    this.memberUpdate = run.catch(() => undefined);
+    return run;
+  }
+
+  private async updateMemberNow(id: string, change: { peer?: string; client?: string; admin?: string }): Promise<{ index: number; member: MemberAddress }> {
     const { ctx } = this;
     ctx.checkServing();
     ctx.requireLeader();
-    const status = ctx.core.status();
-    const { voters, learners } = status.membership;
-    if (!voters.includes(id) && !learners.includes(id)) {
+    const { voters, learners } = ctx.core.status().membership;
+    const members = [...voters, ...learners];
+    if (!members.includes(id)) {
       throw new SvcError("INVALID_CHANGE", `${id} is not a member of the cluster (voters: ${voters.join(", ")}${learners.length > 0 ? `; learners: ${learners.join(", ")}` : ""})`, {
         hint: "a new node is added with `svc admin add-node`",
       });
     }
-    if (id === ctx.config.nodeId && change.peer !== undefined && voters.length > 1) {
-      throw new SvcError("INVALID_CHANGE", `${id} leads the cluster: changing its peer address would cut it off from its followers`, {
-        hint: `hand leadership over first (\`svc admin transfer-leader --to <another voter>\`), then change ${id}'s address`,
+    if (id === ctx.config.nodeId && members.length > 1) {
+      throw new SvcError("INVALID_CHANGE", `${id} leads the cluster: changing its addresses would cut it off from its followers, or their forwarding from it`, {
+        hint: `hand leadership over first (\`svc admin transfer-leader --to <another voter>\`), then change ${id}'s addresses`,
       });
     }
     const book = ctx.memberAddresses();
@@ -71,16 +83,11 @@ export class MembershipAdmin {
     if (peer === undefined || client === undefined || admin === undefined) {
       throw new SvcError("INVALID_CHANGE", `no address of ${id} is known to the leader: give all three of peer, client and admin`, { hint: "see the members' addresses with `svc admin cluster-info`" });
     }
-    // An address another member has would send that member's traffic here, or this one's there.
-    for (const [other, a] of book) {
-      if (other === id) continue;
-      for (const [kind, value] of Object.entries(change)) {
-        if (value === a[kind as keyof typeof change]) {
-          throw new SvcError("INVALID_CHANGE", `${value} is ${other}'s ${kind} address`, { hint: "give the address the moved member listens on (its [listen] table)" });
-        }
-      }
-    }
     const member: MemberAddress = { id, peer, client, admin };
+    checkMemberAddresses(member, members.filter((m) => m !== id).flatMap((m) => {
+      const a = book.get(m);
+      return a === undefined ? [] : [a];
+    }));
     const { index } = await this.proposer.propose(encodeCommand({ op: "set_member", member }));
     ctx.logger.info("member addresses changed", { id, peer, client, admin, index, previous: current ?? null });
     return { index, member };
@@ -132,4 +139,41 @@ export class MembershipAdmin {
     ctx.logger.info("membership changed", { change: change.kind, id: change.id, index: r.index });
     return { index: r.index };
   }
+}
+
+/**
+ * A member's addresses must be dialable (not a bind-all address) and its own: no two of its
+ * three the same, and none that another current member has, of any kind (hosts compared
+ * without case).
+ */
+function checkMemberAddresses(member: MemberAddress, others: readonly MemberAddress[]): void {
+  const kinds = ["peer", "client", "admin"] as const;
+  const keyOf = (raw: string): string => {
+    const parsed = parseAddress(raw);
+    if (!parsed.ok) throw new SvcError("INVALID_CHANGE", `${member.id}'s address ${raw}: ${parsed.message}`, { hint: "give host:port" });
+    if (isWildcardHost(parsed.address.host)) {
+      throw new SvcError("INVALID_CHANGE", `${raw} listens on every interface; the other nodes cannot dial it`, { hint: "give the address the other nodes reach it at (its host name or IP address)" });
+    }
+    return addressKey(parsed.address);
+  };
+  const own = new Map<string, (typeof kinds)[number]>();
+  for (const kind of kinds) {
+    const key = keyOf(member[kind]);
+    const same = own.get(key);
+    if (same !== undefined) throw new SvcError("INVALID_CHANGE", `${member.id}'s ${same} and ${kind} addresses are the same (${member[kind]})`, { hint: "each port of a node is its own" });
+    own.set(key, kind);
+  }
+  for (const other of others) {
+    for (const kind of kinds) {
+      const mine = own.get(addressKeyOrNull(other[kind]) ?? "");
+      if (mine !== undefined) {
+        throw new SvcError("INVALID_CHANGE", `${member[mine]} is ${other.id}'s ${kind} address`, { hint: "give the address the moved member listens on (its [listen] table)" });
+      }
+    }
+  }
+}
+
+function addressKeyOrNull(raw: string): string | null {
+  const parsed = parseAddress(raw);
+  return parsed.ok ? addressKey(parsed.address) : null;
 }

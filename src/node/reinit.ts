@@ -72,6 +72,9 @@ export async function reinitCluster(state: LoadedState, config: Config, logger: 
   if (committed.length > 0) store.apply(committed);
   store.setClusterId(clusterId);
   store.setMembership(membership);
+  // The new cluster's addresses are those of the configuration (the hosts it runs on now): the
+  // old cluster's add-node and set-member rows would send every node to the old hosts.
+  store.forgetMemberAddresses();
   // The new cluster's log starts after the image made below: whichever member leads, WAL
   // archiving starts there (every member started empty gets this in the image).
   store.setArchivedThrough(Math.max(1, store.meta.appliedIndex));

@@ -660,6 +660,16 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.metaValue = { ...this.metaValue, writesPaused: false, writesPausedUntilMs: 0 };
   }
 
+  /**
+   * Forget the member addresses replicated with set_member (init-cluster: a new cluster's
+   * members are those of its configuration, and the old cluster's rows name the old hosts).
+   */
+  forgetMemberAddresses(): void {
+    this.ensureBootMark();
+    this.commitApplied();
+    this.db.run(`DELETE FROM ${metaTable} WHERE key LIKE 'member:%'`);
+  }
+
   /** Record the cluster this store's data belongs to (bootstrap, init-cluster). */
   setClusterId(clusterId: string): void {
     this.ensureBootMark();

@@ -132,6 +132,16 @@ describe("membership", () => {
     expect(own.exitCode).toBe(1);
     expect(own.stderr).toContain("transfer-leader");
     expect((await runBinary(["admin", "set-member", "--node", other.adminUrl, "--id", mover.nodeId])).exitCode).toBe(2);
+    const refusals: [string[], string][] = [
+      [["--peer", `0.0.0.0:${await freePort()}`], "listens on every interface"],
+      [["--client", addressText(mover.config.listen?.peer, "peer")], "peer and client addresses are the same"],
+      [["--client", addressText(leader.config.listen?.admin, "admin")], `is ${leader.nodeId}'s admin address`],
+    ];
+    for (const [flags, says] of refusals) {
+      const r = await runBinary(["admin", "set-member", "--node", other.adminUrl, "--id", mover.nodeId, ...flags]);
+      expect({ flags, exitCode: r.exitCode }).toEqual({ flags, exitCode: 1 });
+      expect(r.stderr).toContain(says);
+    }
 
     // As the README says: stop the member, change its address (sent to a follower, relayed to the
     // leader, replicated), start it where it now listens. The others' files still name the old port.
@@ -149,6 +159,13 @@ describe("membership", () => {
     await relocated.start();
     await waitFor(`${mover.nodeId} to hold the write made while it moved`, async () => (await query(relocated.clientUrl, "SELECT count(*) FROM t").catch(() => []))[0]?.[0] === 1);
     expect((await getJson<{ members: { id: string; peer: string }[] }>(`${relocated.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === mover.nodeId)?.peer).toBe(newPeer);
+    // Two changes at once, of different addresses of one member: both are kept (the second merges with the first).
+    const [clientAt, adminAt] = [`127.0.0.1:${await freePort()}`, `127.0.0.1:${await freePort()}`];
+    const both = await Promise.all([{ client: clientAt }, { admin: adminAt }].map((change) =>
+      fetch(`${leader.adminUrl}/admin/set-member`, { method: "POST", body: JSON.stringify({ id: other.nodeId, ...change }) }).then((r) => r.status)));
+    expect(both).toEqual([200, 200]);
+    const otherNow = (await getJson<{ members: { id: string; client: string; admin: string }[] }>(`${leader.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === other.nodeId);
+    expect(otherNow).toMatchObject({ client: clientAt, admin: adminAt });
     // It counts for the quorum again: with the third member stopped, the leader still commits.
     await other.kill9();
     const more = await execute(leader.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["after the move"] }]);

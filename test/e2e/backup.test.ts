@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { describe, expect } from "bun:test";
 import * as tar from "tar";
 import {
-  clusterConfigs, execute, executeRaw, getJson, metric, postJson, procTest, query, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
+  addressText, clusterConfigs, execute, executeRaw, freePort, getJson, metric, postJson, procTest, query, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
   type NodeProcess, type ProcEnv,
 } from "../lib/proc.ts";
 import { ensureBinary } from "../lib/proc-binary.ts";
@@ -249,6 +249,11 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
 
   procTest("disaster recovery on new hosts: init-cluster --bootstrap on every node gives one cluster; on one node with the others empty too", async (env) => {
     const { nodes, leader, etcDir } = await clusterWithRows(env);
+    // An address the old cluster replicated (set-member, as add-node does) names an old host:
+    // the new cluster must take its members' addresses from the new configuration instead.
+    const moved = nodes.find((n) => n !== leader)!;
+    const setMember = await svc(["admin", "set-member", "--node", leader.adminUrl, "--id", moved.nodeId, "--admin", `127.0.0.1:${await freePort()}`]);
+    expect(setMember.exitCode).toBe(0);
     const made = await fullBackup(leader, join(env.dir, "backups"), etcDir);
     for (const n of nodes) await n.kill9();
 
@@ -267,8 +272,10 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
       for (const n of fresh) n.spawn();
       await Promise.all(fresh.map((n) => n.waitHealthy(60_000)));
       await waitForLeader(fresh, 60_000);
-      const ids = await Promise.all(fresh.map(async (n) => (await getJson<{ cluster_id: string }>(`${n.adminUrl}/admin/cluster-info`)).cluster_id));
-      expect(new Set(ids).size).toBe(1);
+      const infos = await Promise.all(fresh.map((n) => getJson<{ cluster_id: string; members: { id: string; peer: string; admin: string }[] }>(`${n.adminUrl}/admin/cluster-info`)));
+      expect(new Set(infos.map((i) => i.cluster_id)).size).toBe(1);
+      const configured = fresh.map((n) => ({ id: n.nodeId, peer: addressText(n.config.listen?.peer, "peer"), admin: addressText(n.config.listen?.admin, "admin") }));
+      for (const info of infos) expect(info.members.map((m) => ({ id: m.id, peer: m.peer, admin: m.admin }))).toEqual(configured);
       for (const n of fresh) await expectRows(n, rowsBefore);
       // SPEC §4.5 step 5: cluster-status healthy (once every member has caught up).
       await waitFor("cluster-status to report a healthy cluster", async () =>

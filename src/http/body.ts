@@ -165,7 +165,6 @@ export function parseIdBody(body: unknown): string {
   return body["id"];
 }
 
-/** {"id", "peer", "client", "admin", "learner"?} */
 /** POST /admin/set-member: {"id", "peer"?, "client"?, "admin"?}, at least one address. */
 export function parseSetMemberBody(body: unknown): { id: string; change: { peer?: string; client?: string; admin?: string } } {
   if (!isObject(body)) throw badRequest('the body must be {"id", "peer"?, "client"?, "admin"?}');
@@ -185,6 +184,7 @@ export function parseSetMemberBody(body: unknown): { id: string; change: { peer?
   return { id, change };
 }
 
+/** {"id", "peer", "client", "admin", "learner"?} */
 export function parseMemberBody(body: unknown): { member: { id: string; peer: string; client: string; admin: string }; learner: boolean } {
   if (!isObject(body)) throw badRequest('the body must be {"id", "peer", "client", "admin", "learner"?}');
   checkKeys(body, ["id", "peer", "client", "admin", "learner"], "");

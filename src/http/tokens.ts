@@ -128,43 +128,72 @@ export function listTokens(path: string): TokenListing[] {
 }
 
 /**
- * Removes from the file every token named `name`, or the one token whose hash starts with `hash`
- * (at least 8 hex digits, `sha256:` optional), and returns what was removed. Every other line,
- * comments included, is kept as it was; the file is replaced atomically and keeps its owner and
- * mode. TOKEN_NOT_FOUND when nothing matches, TOKEN_AMBIGUOUS when a hash prefix names several.
+ * Removes from the file every token named `name` (as `token create` stores it: blanks become
+ * hyphens), or the token whose hash starts with `hash` (at least 8 hex digits, `sha256:`
+ * optional; lines holding that same hash all go), and returns what was removed. Every other
+ * line, comments included, is kept as it was; the file is replaced atomically and keeps its
+ * owner and mode. TOKEN_NOT_FOUND when nothing matches, TOKEN_AMBIGUOUS when a hash prefix
+ * names different tokens; the value given is never repeated (it may be a token pasted by mistake).
  */
 export function revokeTokens(path: string, match: { name: string } | { hash: string }): TokenListing[] {
-  TokenSet.read(path);
-  const text = readFileSync(path, "utf8");
-  const lines = parseTokenLines(text, path);
-  let chosen: { line: number; entry: TokenEntry }[];
-  if ("name" in match) {
-    chosen = lines.filter((l) => l.entry.name === match.name);
-  } else {
-    const prefix = match.hash.toLowerCase().replace(/^sha256:/, "");
-    if (!/^[0-9a-f]{8,64}$/.test(prefix)) {
-      throw new SvcError("TOKEN_NOT_FOUND", `--hash takes 8 to 64 hex digits of a token's hash (as \`svc admin token list\` shows them), not ${JSON.stringify(match.hash)}`, {
-        hint: `see the tokens with \`svc admin token list --tokens-file ${path}\``,
+  for (let attempt = 0; ; attempt++) {
+    TokenSet.read(path);
+    const text = readFileSync(path, "utf8");
+    const lines = parseTokenLines(text, path);
+    let chosen: { line: number; entry: TokenEntry }[];
+    if ("name" in match) {
+      const name = storedName(match.name);
+      chosen = lines.filter((l) => l.entry.name === name);
+    } else {
+      const prefix = match.hash.toLowerCase().replace(/^sha256:/, "");
+      if (!isHashPrefix(prefix)) {
+        throw new SvcError("TOKEN_NOT_FOUND", "--hash takes 8 to 64 hex digits of a token's hash, as `svc admin token list` shows them (never the token itself)", {
+          hint: `see the tokens with \`svc admin token list --tokens-file ${path}\``,
+        });
+      }
+      chosen = lines.filter((l) => l.entry.hash.toString("hex").startsWith(prefix));
+      const distinct = new Set(chosen.map((l) => l.entry.hash.toString("hex")));
+      if (distinct.size > 1) {
+        throw new SvcError("TOKEN_AMBIGUOUS", `${distinct.size} tokens in ${path} have hashes starting with ${prefix} (${chosen.map((l) => l.entry.name || "unnamed").join(", ")}); nothing was removed`, {
+          hint: "give more digits of the hash",
+        });
+      }
+    }
+    if (chosen.length === 0) {
+      const what = "name" in match ? `named ${JSON.stringify(storedName(match.name))}` : "with that hash";
+      const names = lines.map((l) => l.entry.name || "(unnamed)");
+      throw new SvcError("TOKEN_NOT_FOUND", `no token ${what} in ${path}; nothing was removed`, {
+        hint: names.length === 0 ? "the file holds no tokens" : `the file holds: ${names.join(", ")} (see \`svc admin token list\`)`,
       });
     }
-    chosen = lines.filter((l) => l.entry.hash.toString("hex").startsWith(prefix));
-    if (chosen.length > 1) {
-      throw new SvcError("TOKEN_AMBIGUOUS", `${chosen.length} tokens in ${path} have hashes starting with ${prefix} (${chosen.map((l) => l.entry.name || "unnamed").join(", ")}); nothing was removed`, {
-        hint: "give more digits of the hash",
-      });
-    }
+    const removed = new Set(chosen.map((l) => l.line));
+    const kept = text.split("\n").filter((_, i) => !removed.has(i)).join("\n");
+    // Another change made meanwhile (a token create) would be undone by this one: start over.
+    if (replaceFileIfUnchanged(path, text, kept)) return chosen.map((l) => listingOf(l.entry));
+    if (attempt >= 3) throw invalid(path, `${path} changed while it was being rewritten, each of 4 times; nothing was removed`, "retry once nothing else is editing it");
   }
-  if (chosen.length === 0) {
-    const what = "name" in match ? `named ${JSON.stringify(match.name)}` : `whose hash starts with ${match.hash}`;
-    const names = lines.map((l) => l.entry.name || "(unnamed)");
-    throw new SvcError("TOKEN_NOT_FOUND", `no token ${what} in ${path}; nothing was removed`, {
-      hint: names.length === 0 ? "the file holds no tokens" : `the file holds: ${names.join(", ")} (see \`svc admin token list\`)`,
-    });
-  }
-  const removed = new Set(chosen.map((l) => l.line));
-  const kept = text.split("\n").filter((_, i) => !removed.has(i)).join("\n");
-  replaceFileAtomically(path, kept, statSync(path));
-  return chosen.map((l) => listingOf(l.entry));
+}
+
+/** Whether `value` can be (the start of) a hash as `token list` shows it. */
+export function isHashPrefix(value: string): boolean {
+  return /^[0-9a-f]{8,64}$/.test(value.toLowerCase().replace(/^sha256:/, ""));
+}
+
+/** A token's name as the file keeps it (one word: blanks become hyphens). */
+function storedName(name: string): string {
+  return name.replace(/\s+/g, "-");
+}
+
+/**
+ * Replace the file's text, keeping its owner and mode, unless it no longer holds `expected`
+ * (then nothing is written and false is returned). The check and the rename are a moment apart,
+ * not one step: a change in that moment is lost, as with any two editors of one file.
+ */
+function replaceFileIfUnchanged(path: string, expected: string, text: string): boolean {
+  if (readFileSync(path, "utf8") !== expected) return false;
+  const stat = statSync(path);
+  replaceFileAtomically(path, text, stat, stat.mode & 0o777);
+  return true;
 }
 
 function invalid(path: string, message: string, hint: string): SvcError {
@@ -186,15 +215,15 @@ export function createToken(path: string, role: Role, name: string, newFileOwner
     if (text !== "" && !text.endsWith("\n")) text += "\n";
   }
   const token = newToken();
-  text += `${hashPrefix}${hashOf(token).toString("hex")} ${role} ${name.replace(/\s+/g, "-")}\n`;
+  text += `${hashPrefix}${hashOf(token).toString("hex")} ${role} ${storedName(name)}\n`;
   // Run as root: an existing file keeps its owner; a new one goes to the service user (the node
   // reads it as that user, and refuses a file it cannot read).
-  replaceFileAtomically(path, text, stat ?? newFileOwner);
+  replaceFileAtomically(path, text, stat ?? newFileOwner, stat === undefined ? 0o600 : stat.mode & 0o777);
   return token;
 }
 
-/** Write `text` as the whole file, 0600, durable, under its name only once whole (a node reading it sees the old file or the new). */
-function replaceFileAtomically(path: string, text: string, owner: { uid: number; gid: number } | null): void {
+/** Write `text` as the whole file, with `mode`, durable, under its name only once whole (a node reading it sees the old file or the new). */
+function replaceFileAtomically(path: string, text: string, owner: { uid: number; gid: number } | null, mode: number): void {
   const temp = join(dirname(path), `.${path.slice(dirname(path).length + 1)}.${process.pid}.tmp`);
   const fd = openSync(temp, "wx", 0o600);
   try {
@@ -203,7 +232,7 @@ function replaceFileAtomically(path: string, text: string, owner: { uid: number;
   } finally {
     closeSync(fd);
   }
-  chmodSync(temp, 0o600);
+  chmodSync(temp, mode);
   if (owner !== null && (process.getuid?.() ?? -1) === 0) chownSync(temp, owner.uid, owner.gid);
   renameSync(temp, path);
   const dirFd = openSync(dirname(path), "r");

@@ -179,7 +179,17 @@ describe("tokens", () => {
     expect(() => revokeTokens(path, { name: "nobody" })).toThrow('no token named "nobody"');
     expect(() => revokeTokens(path, { hash: "abc" })).toThrow("8 to 64 hex digits");
     expect(() => revokeTokens(path, { hash: "zzzzzzzzzz" })).toThrow("8 to 64 hex digits");
-    expect(() => revokeTokens(path, { hash: "00000000" })).toThrow("no token whose hash starts with");
+    expect(() => revokeTokens(path, { hash: "00000000" })).toThrow("no token with that hash");
+    // A token pasted in place of its hash is not repeated in the message.
+    const pasted = createToken(join(dir, "tokens-other"), "read", "x");
+    let message = "";
+    try {
+      revokeTokens(path, { hash: pasted });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toContain("8 to 64 hex digits");
+    expect(message).not.toContain(pasted);
     // Two hashes sharing a prefix: forged lines (the hashes of real tokens share 8 digits too rarely to test).
     const shared = "ab12cd34";
     writeFileSync(path, `${before}sha256:${shared}${"0".repeat(56)} read x\nsha256:${shared}${"1".repeat(56)} read y\n`);
@@ -187,6 +197,24 @@ describe("tokens", () => {
     expect(() => revokeTokens(path, { hash: shared })).toThrow("2 tokens");
     expect(readFileSync(path, "utf8")).toBe(withShared);
     expect(revokeTokens(path, { hash: `${shared}1` }).map((t) => t.name)).toEqual(["y"]);
+    expect(readFileSync(path, "utf8")).toBe(withShared.replace(`sha256:${shared}${"1".repeat(56)} read y\n`, ""));
+  });
+
+  test("revoke takes a name as create stored it, removes a hash written twice whole, and keeps a stricter mode", () => {
+    const path = join(dir, "tokens-revoke-more");
+    const spaced = createToken(path, "read", "my reader");
+    const kept = createToken(path, "admin", "ops");
+    expect(listTokens(path).map((t) => t.name)).toEqual(["my-reader", "ops"]);
+    expect(revokeTokens(path, { name: "my reader" }).map((t) => t.name)).toEqual(["my-reader"]);
+    expect(TokenSet.read(path).roleOf(spaced)).toBeNull();
+    // The same hash on two lines (files merged by hand): one token, both lines go.
+    const line = readFileSync(path, "utf8").split("\n").find((l) => l.startsWith("sha256:"))!;
+    writeFileSync(path, `${readFileSync(path, "utf8")}${line.replace(" ops", " ops-again")}\n`);
+    chmodSync(path, 0o400);
+    const full = line.slice("sha256:".length, "sha256:".length + 64);
+    expect(revokeTokens(path, { hash: full }).map((t) => t.name)).toEqual(["ops", "ops-again"]);
+    expect(TokenSet.read(path).roleOf(kept)).toBeNull();
+    expect(statSync(path).mode & 0o777).toBe(0o400);
   });
 
   test("a damaged line is refused with its line number and without quoting it", () => {

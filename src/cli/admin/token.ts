@@ -7,7 +7,7 @@
 
 import * as fs from "node:fs";
 import { defineCommand } from "citty";
-import { createToken, isRole, listTokens, revokeTokens, roles, type TokenListing } from "../../http/index.ts";
+import { createToken, isHashPrefix, isRole, listTokens, revokeTokens, roles, type TokenListing } from "../../http/index.ts";
 import { SvcError } from "../../util/index.ts";
 import { loadConfigOrExit } from "../_config.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
@@ -88,6 +88,8 @@ const revokeCommand = defineCommand({
     const byName = args.name !== undefined && args.name !== "";
     const byHash = args.hash !== undefined && args.hash !== "";
     if (byName === byHash) throw usageError("give one of --name NAME or --hash HEX (see `svc admin token list`)");
+    // The value is not repeated: it may be a token pasted in place of its hash.
+    if (byHash && !isHashPrefix(args.hash!)) throw usageError("--hash takes 8 to 64 hex digits of a token's hash, as `svc admin token list` shows them (never the token itself)");
     const { path } = tokensFilePath(args["tokens-file"], args.config);
     const removed: TokenListing[] = orExit(() => revokeTokens(path, byName ? { name: args.name! } : { hash: args.hash! }));
     for (const t of removed) process.stdout.write(`revoked ${t.name || "-"} (${t.role}, sha256:${t.hashPrefix}…)\n`);

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import type { Entry, HardState, SnapshotMeta } from "../raft/types.ts";
 import {
-  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readCheckpoint, readHardState, snapshotStateFile,
+  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readCheckpoint, readEntriesLost, readHardState, snapshotStateFile,
   type DataPaths, type SnapshotEntry, type StoredHardState,
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
@@ -164,6 +164,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     logger.warn("recovery: the store is ahead of the WAL; its state becomes the starting snapshot", { applied, walLastIndex: lastIndex });
     needsSnapshotAt = applied;
   }
+  refuseLostCommittedEntries(paths, config, store, { hardState: savedHardState, checkpoint, lastIndex, snapshotIndex });
   logger.info("recovery: loaded", {
     snapshotIndex, checkpointIndex: checkpoint?.index ?? 0, walFirstIndex: entries[0]?.index ?? 0, walLastIndex: lastIndex, applied, term: hardState.term, commit: hardState.commit,
   });
@@ -196,6 +197,31 @@ interface StoreVouchers {
  * Whether other members hold this node's log: the store's membership says so once it holds one
  * (members are added and removed at run time), else the configuration file.
  */
+/**
+ * A lone node commits only what its own WAL has synced, so its saved commit index (and the
+ * checkpoint its store was made durable at) is a floor on what its WAL and store must still hold
+ * together. Below it, acknowledged writes are gone: WAL segments lost, or the WAL cut by hand
+ * with the store removed. Starting would give their indexes to new writes and say nothing, so the
+ * node refuses, naming them and the ways out. (A cluster member's saved commit may cover entries
+ * it had not synced yet, which its leader sends again: not a loss. A loss a wal-repair recorded
+ * is known, and the node starts.)
+ */
+function refuseLostCommittedEntries(
+  paths: DataPaths, config: Config, store: Store,
+  held: { hardState: StoredHardState | null; checkpoint: CheckpointRecord | null; lastIndex: number; snapshotIndex: number },
+): void {
+  if (memberOfCluster(config, store) || readEntriesLost(paths.raftDir) !== null) return;
+  const committed = Math.max(held.hardState?.commit ?? 0, held.checkpoint?.index ?? 0);
+  const heldThrough = Math.max(held.lastIndex, store.meta.appliedIndex, held.snapshotIndex);
+  if (committed <= heldThrough) return;
+  const missing = heldThrough + 1 === committed ? `entry ${committed}` : `entries ${heldThrough + 1}..${committed}`;
+  throw new SvcError("LOG_GAP", `this node had committed entries through ${committed}, but its WAL ends at ${held.lastIndex}, its store at ${store.meta.appliedIndex} and its newest snapshot at ${held.snapshotIndex}: ${missing}, acknowledged writes, are missing (WAL segments were lost, or the WAL was cut with the store removed)`, {
+    hint: `put the missing WAL segments back into ${paths.walDir} (a wal-repair keeps the old WAL in raft/wal-corrupt-*), or restore from a backup (SPEC §4.5). ` +
+      `To go on without those writes, move ${paths.hardStatePath} and ${join(paths.raftDir, "checkpoint")} aside: the node then starts from what its WAL and store hold`,
+    details: { committed, heldThrough },
+  });
+}
+
 function memberOfCluster(config: Config, store: Store): boolean {
   const { voters, learners } = store.meta.membership;
   return voters.length > 0 ? voters.length + learners.length > 1 : config.cluster.members.length > 1;

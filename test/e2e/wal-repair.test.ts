@@ -6,7 +6,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { describe, expect } from "bun:test";
-import { listSegments } from "../../src/storage/index.ts";
+import { listSegments, scanSegment } from "../../src/storage/index.ts";
 import {
   execute, postJson, procTest, query, queryRaw, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
   type NodeProcess, type ProcEnv,
@@ -122,6 +122,36 @@ describe("wal-repair and damage at start", () => {
     expect(node.lastRunLog()).toContain("runs with log entries lost by wal-repair");
     // Writes go on after the loss.
     await execute(node.clientUrl, [{ sql: "INSERT INTO t VALUES (?, ?)", params: [100, "after"] }]);
+    expect(await rowCount(node)).toBe(35);
+  }, 120_000);
+
+  procTest("a lone node whose WAL lost committed entries (cut at a record boundary, store removed) refuses to start, naming them; moving its hard state and checkpoint aside accepts the loss", async (env) => {
+    const node = await nodeWithSnapshot(env);
+    // Rows 36..40 are cut off: their records zeroed, as a file cut short and preallocated again would be.
+    const needle = Buffer.from(marker(36));
+    let cut = false;
+    for (const segment of listSegments(join(node.dataDir, "raft", "wal"))) {
+      const bytes = new Uint8Array(fs.readFileSync(segment.path));
+      const scan = scanSegment(bytes);
+      const k = scan.entries.findIndex((e) => Buffer.from(e.data).includes(needle));
+      if (k < 0) continue;
+      bytes.fill(0, scan.offsets[k] ?? 0, scan.dataEndBytes);
+      fs.writeFileSync(segment.path, bytes);
+      cut = true;
+    }
+    expect(cut).toBe(true);
+    fs.rmSync(join(node.dataDir, "store"), { recursive: true, force: true });
+    node.spawn();
+    expect(await node.waitExit()).toBe(1);
+    const said = node.lastRunLog();
+    expect(said).toMatch(/entries \d+\.\.\d+, acknowledged writes, are missing/);
+    expect(said).toContain("move");
+    // The operator accepts the loss: the node starts with what its WAL holds.
+    for (const name of ["hardstate", "checkpoint"]) {
+      const path = join(node.dataDir, "raft", name);
+      if (fs.existsSync(path)) fs.renameSync(path, `${path}.aside`);
+    }
+    await node.start();
     expect(await rowCount(node)).toBe(35);
   }, 120_000);
 

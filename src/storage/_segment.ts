@@ -242,8 +242,9 @@ export interface DamagedSpan {
  * Read every valid record of a segment, stepping over damage instead of stopping at it (for
  * wal-repair, which keeps every intact entry). Damage followed by nothing valid ends the scan.
  */
-export function scanSegmentSkippingDamage(buf: Uint8Array): { entries: Entry[]; damages: DamagedSpan[] } {
+export function scanSegmentSkippingDamage(buf: Uint8Array): { entries: Entry[]; offsets: number[]; damages: DamagedSpan[] } {
   const entries: Entry[] = [];
+  const offsets: number[] = [];
   const damages: DamagedSpan[] = [];
   let offset = 0;
   let sawHeader = false;
@@ -266,7 +267,10 @@ export function scanSegmentSkippingDamage(buf: Uint8Array): { entries: Entry[]; 
       } else if (decoded.type === RecordType.entry) {
         const entry = decodeEntry(decoded.payload);
         if (entry === null) reason = "malformed entry record";
-        else entries.push(entry);
+        else {
+          entries.push(entry);
+          offsets.push(offset);
+        }
         end = decoded.end;
       } else {
         reason = `unknown record type ${decoded.type}`;
@@ -283,5 +287,5 @@ export function scanSegmentSkippingDamage(buf: Uint8Array): { entries: Entry[]; 
     sawHeader = true;
     offset = resumeOffset;
   }
-  return { entries, damages };
+  return { entries, offsets, damages };
 }

@@ -57,6 +57,9 @@ export interface RepairReport {
 
 export const entriesLostFile = "ENTRIES_LOST";
 
+/** How a repair's damage for a stale copy of a record begins (verify-checksums reports these). */
+export const staleCopyReasonStart = "a stale copy of entry";
+
 /** What raft/ENTRIES_LOST records. */
 export interface EntriesLostRecord {
   lost: IndexRange[];
@@ -170,7 +173,7 @@ function planRepair(walDir: string, snapshotIndex: number): RepairPlan {
     segmentSizeBytes = Math.max(segmentSizeBytes, buf.length);
     const scan = scanSegmentSkippingDamage(buf);
     for (const d of scan.damages) damages.push({ file: segment.path, offset: d.offset, reason: d.reason, lastGoodIndex: d.afterIndex });
-    for (const entry of scan.entries) {
+    for (const [k, entry] of scan.entries.entries()) {
       maxTerm = Math.max(maxTerm, entry.term);
       if (setAside !== null) {
         setAside = { from: Math.min(setAside.from, entry.index), to: Math.max(setAside.to, entry.index) };
@@ -178,6 +181,13 @@ function planRepair(walDir: string, snapshotIndex: number): RepairPlan {
       }
       if (entry.index <= snapshotIndex) continue;
       const next = (kept.at(-1)?.index ?? snapshotIndex) + 1;
+      // A later record with the entry's own term is a stale copy (the log rewrites an index only
+      // with another term), not a rewrite: it is damage, and what follows it stays (see ReplayLog).
+      const startsOver = k === 0 && entry.index === segment.firstIndex;
+      if (entry.index < next && !startsOver && kept[entry.index - (snapshotIndex + 1)]?.term === entry.term) {
+        damages.push({ file: segment.path, offset: scan.offsets[k] ?? 0, reason: `${staleCopyReasonStart} ${entry.index} (a second record with its own term)`, lastGoodIndex: kept.at(-1)?.index ?? 0 });
+        continue;
+      }
       if (entry.index < next) {
         kept.length = entry.index - (snapshotIndex + 1);
         kept.push(entry);

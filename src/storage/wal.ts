@@ -195,7 +195,7 @@ export class Wal {
         replay.add(entry, segment.firstIndex, (what) => new SvcError("WAL_CORRUPT", `WAL segment ${segment.path} ${what}`, {
           hint: walWayOut,
           details: { file: segment.path },
-        }));
+        }), k === 0);
         segment.maxIndex = Math.max(segment.maxIndex, entry.index);
       }
     }

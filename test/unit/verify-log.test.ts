@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { verifyDataDir } from "../../src/node/index.ts";
-import { Wal, dataPaths, listSegments, repairWal, writeHardState } from "../../src/storage/index.ts";
+import { Wal, dataPaths, listSegments, repairWal, scanSegment, writeHardState } from "../../src/storage/index.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { silentLogger } from "../../src/util/index.ts";
 
@@ -70,4 +70,22 @@ test("a damaged hard state is reported, with what to run; a sound one is checked
   expect(damaged?.ok).toBe(false);
   expect(damaged?.detail).toContain("checksum mismatch");
   expect(damaged?.detail).toContain("wal-repair --skip-corrupted");
+});
+
+test("a stale copy of a record (sound, with its entry's own term) after the last one is reported, and a repair removes only it", async () => {
+  const paths = dataDirWithLog(3);
+  const segments = listSegments(paths.walDir);
+  const last = segments.at(-1);
+  if (last === undefined) throw new Error("no segment");
+  const bytes = new Uint8Array(fs.readFileSync(last.path));
+  const scan = scanSegment(bytes);
+  const first = scan.offsets[0] ?? 0;
+  bytes.set(bytes.slice(first, scan.offsets[1] ?? scan.dataEndBytes), scan.dataEndBytes);
+  fs.writeFileSync(last.path, bytes);
+  const stale = (await verifyDataDir(paths)).find((f) => f.detail.includes("a stale copy of entry"));
+  expect(stale?.ok).toBe(false);
+  expect(stale?.detail).toContain("wal-repair --skip-corrupted");
+  const report = repairWal(paths.walDir, { dryRun: false });
+  expect(report.lost).toEqual([]);
+  expect((await verifyDataDir(paths)).filter((f) => !f.ok && f.target !== paths.storePath)).toEqual([]);
 });

@@ -127,6 +127,35 @@ describe("wal", () => {
     expect(entries.map((e) => [e.index, e.term])).toEqual([[1, 1], [2, 1], [3, 2], [4, 2], [5, 2]]);
   });
 
+  test("a stale copy of a record (its index and its own term) after the last one is damage, not a rewrite: nothing after it is dropped, and wal-repair removes only the copy", () => {
+    for (const keepAfter of [0, 8]) {
+      const dir = tempDir();
+      writeEntries(dir, 10);
+      const [segment] = listSegments(dir);
+      if (segment === undefined) throw new Error("no segment");
+      const bytes = new Uint8Array(fs.readFileSync(segment.path));
+      const scan = scanSegment(bytes);
+      // Entry 5's record once more, right after the last record (a misdirected write, say).
+      bytes.set(bytes.slice(scan.offsets[4] ?? 0, scan.offsets[5] ?? 0), scan.dataEndBytes);
+      fs.writeFileSync(segment.path, bytes);
+      let caught: unknown = null;
+      try {
+        Wal.open(dir, { ...opts, keepEntriesAfter: keepAfter }).wal.close();
+      } catch (e) {
+        caught = e;
+      }
+      if (!isSvcError(caught, "WAL_CORRUPT")) throw new Error(`keepAfter ${keepAfter}: the stale copy was taken for a rewrite`);
+      expect(caught.message).toContain("second record for entry 5 of term 1");
+      const report = repairWal(dir, { dryRun: false });
+      expect(report.lost).toEqual([]);
+      expect(report.setAside).toBeNull();
+      expect(report.damages.map((d) => d.reason)).toEqual(["a stale copy of entry 5 (a second record with its own term)"]);
+      const { wal, entries } = Wal.open(dir, opts);
+      expect(entries.map((e) => e.index)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+      wal.close();
+    }
+  });
+
   test("segments wholly covered by a snapshot are removed, the current one never", () => {
     const dir = tempDir();
     writeEntries(dir, 40, 300);

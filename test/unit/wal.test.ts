@@ -26,6 +26,16 @@ function entry(index: number, term = 1, size = 20): Entry {
 
 const opts = { segmentSizeBytes: 64 * 1024, logger: silentLogger };
 
+/** What opening the WAL in `dir` throws (null when it opens). */
+function openError(dir: string, options: Parameters<typeof Wal.open>[1]): unknown {
+  try {
+    Wal.open(dir, options).wal.close();
+    return null;
+  } catch (e) {
+    return e;
+  }
+}
+
 /** Where the records end in a (preallocated) segment file. */
 function dataEnd(bytes: Uint8Array): number {
   return scanSegment(bytes).dataEndBytes;
@@ -138,12 +148,7 @@ describe("wal", () => {
       // Entry 5's record once more, right after the last record (a misdirected write, say).
       bytes.set(bytes.slice(scan.offsets[4] ?? 0, scan.offsets[5] ?? 0), scan.dataEndBytes);
       fs.writeFileSync(segment.path, bytes);
-      let caught: unknown = null;
-      try {
-        Wal.open(dir, { ...opts, keepEntriesAfter: keepAfter }).wal.close();
-      } catch (e) {
-        caught = e;
-      }
+      const caught = openError(dir, { ...opts, keepEntriesAfter: keepAfter });
       if (!isSvcError(caught, "WAL_CORRUPT")) throw new Error(`keepAfter ${keepAfter}: the stale copy was taken for a rewrite`);
       expect(caught.message).toContain("second record for entry 5 of term 1");
       const report = repairWal(dir, { dryRun: false });
@@ -447,13 +452,7 @@ describe("reading a segment before its zero-filled tail", () => {
     bytes.set(record, 2 * 1024 * 1024 + 3);
     fs.writeFileSync(segment.path, bytes);
     expect(readSegment(segment.path).damage).toMatchObject({ offset: lastAt, validRecordAfter: true });
-    let caught: unknown = null;
-    try {
-      Wal.open(dir, bigSegment).wal.close();
-    } catch (e) {
-      caught = e;
-    }
-    expect(isSvcError(caught, "WAL_CORRUPT")).toBe(true);
+    expect(isSvcError(openError(dir, bigSegment), "WAL_CORRUPT")).toBe(true);
   });
 
   test("damage before an intact record that ends in zero bytes is corruption, as a scan of the whole file says, not a torn tail", () => {
@@ -474,13 +473,7 @@ describe("reading a segment before its zero-filled tail", () => {
     const whole = scanSegment(new Uint8Array(fs.readFileSync(segment.path)));
     expect(whole.damage).toMatchObject({ offset: second, validRecordAfter: true });
     expect(readSegment(segment.path)).toEqual(whole);
-    let caught: unknown = null;
-    try {
-      Wal.open(dir, bigSegment).wal.close();
-    } catch (e) {
-      caught = e;
-    }
-    expect(isSvcError(caught, "WAL_CORRUPT")).toBe(true);
+    expect(isSvcError(openError(dir, bigSegment), "WAL_CORRUPT")).toBe(true);
   });
 
   test("a segment of zeros only is one whose creation was cut short, as before", () => {

@@ -257,9 +257,10 @@ async function recoveryProcedures(options: { bin: string[]; entries: number }, p
           const during = await load;
           const pathAfter = await catchUpPath(c.admin(serving));
           const elections = (await metric(c.admin(serving), "tensor_chain_term")) - termAfterStop;
-          const sent = pathAfter.imagesSent > pathBefore.imagesSent
+          const failed = pathAfter.imagesSent - pathAfter.imagesSentOk - (pathBefore.imagesSent - pathBefore.imagesSentOk);
+          const sent = (failed > 0 ? `(${failed} image transfer${failed === 1 ? "" : "s"} failed) ` : "") + (pathAfter.imagesSentOk > pathBefore.imagesSentOk
             ? `an image${pathAfter.images > pathBefore.images ? " made for it" : ""} and ${(pathAfter.walEntries - pathBefore.walEntries).toLocaleString()} entries from the WAL`
-            : `${(pathAfter.walEntries - pathBefore.walEntries).toLocaleString()} entries from the WAL`;
+            : `${(pathAfter.walEntries - pathBefore.walEntries).toLocaleString()} entries from the WAL`);
           process.stdout.write(
             `SPEC §4.6, the ${who} (${c.members[node]!.id}), ${procedure.name}, ${loaded ? "under 16 writers" : "quiet"}: ` +
             `healthy with ${target.toLocaleString()} entries applied ${seconds.toFixed(2)} s after its start; sent ${sent}; ` +
@@ -500,11 +501,12 @@ async function writeCount(url: string, count: number, clients: number, body: () 
   }));
 }
 
-async function catchUpPath(admin: string): Promise<{ walEntries: number; images: number; imagesSent: number }> {
+async function catchUpPath(admin: string): Promise<{ walEntries: number; images: number; imagesSent: number; imagesSentOk: number }> {
   return {
     walEntries: await metric(admin, "tensor_chain_catch_up_log_entries_total"),
     images: await metric(admin, "tensor_chain_snapshots_total"),
     imagesSent: await metric(admin, 'tensor_chain_snapshot_transfers_total{result="sent_ok"}') + await metric(admin, 'tensor_chain_snapshot_transfers_total{result="sent_failed"}') + await metric(admin, 'tensor_chain_snapshot_transfers_total{result="sent_stalled"}'),
+    imagesSentOk: await metric(admin, 'tensor_chain_snapshot_transfers_total{result="sent_ok"}'),
   };
 }
 

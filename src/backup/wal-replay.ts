@@ -211,6 +211,9 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
       warnings.push("raft/RESTORED (a full backup's mark) was consumed: the replayed log starts at the backup's snapshot");
     }
     Store.remove(paths.storePath);
+    // A checkpoint record left from the history replaced vouches for nothing in the replayed one
+    // (it named a store now removed, at an index the replayed log may not reach).
+    fs.rmSync(join(paths.raftDir, "checkpoint"), { force: true });
     fsyncDir(paths.raftDir);
     const durationMs = performance.now() - startedMs;
     return {

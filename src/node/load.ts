@@ -210,7 +210,11 @@ function refuseLostCommittedEntries(
   paths: DataPaths, config: Config, store: Store,
   held: { hardState: StoredHardState | null; checkpoint: CheckpointRecord | null; lastIndex: number; snapshotIndex: number },
 ): void {
-  if (memberOfCluster(config, store) || readEntriesLost(paths.raftDir) !== null) return;
+  // Lone: this node is the one voter there is (a removed member whose membership names only
+  // another is not; its saved commit may reach past what it wrote).
+  const { voters, learners } = store.meta.membership;
+  const lone = voters.length === 0 ? config.cluster.members.length <= 1 : voters.length === 1 && voters[0] === config.nodeId && learners.length === 0;
+  if (!lone || readEntriesLost(paths.raftDir) !== null) return;
   const committed = Math.max(held.hardState?.commit ?? 0, held.checkpoint?.index ?? 0);
   const heldThrough = Math.max(held.lastIndex, store.meta.appliedIndex, held.snapshotIndex);
   if (committed <= heldThrough) return;

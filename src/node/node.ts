@@ -435,7 +435,10 @@ export class SvcNode {
     await this.snapshots.settle();
     try {
       ctx.io.log.close();
-      ctx.io.log.saveHardState({ ...ctx.persistedHardState, commit: ctx.core.status().commit });
+      // What is applied, not what is committed: entries committed but not yet applied were
+      // answered to no one, and a restart commits them again from the WAL. (A lone node whose
+      // WAL is then removed by hand starts from its store; see load.ts refuseLostCommittedEntries.)
+      ctx.io.log.saveHardState({ ...ctx.persistedHardState, commit: Math.min(ctx.core.status().commit, ctx.store.meta.appliedIndex) });
     } catch (e) {
       ctx.logger.error("could not close the WAL cleanly; it is replayed on the next start", { error: errorMessage(e) });
     }

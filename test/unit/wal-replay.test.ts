@@ -109,6 +109,14 @@ describe("wal-replay", () => {
     expect(fs.existsSync(dataPaths(dataDir).storePath)).toBe(false);
   });
 
+  test("a checkpoint record of the history replaced is removed: it vouched for a store that is gone, at an index the replayed log need not reach", async () => {
+    const dataDir = nodeWithSnapshot(10);
+    const checkpoint = join(dataPaths(dataDir).raftDir, "checkpoint");
+    fs.writeFileSync(checkpoint, JSON.stringify({ index: 3015, term: 1, clusterId: "c-1" }));
+    await replay(dataDir, archive([[1, 20], [21, 40]]), at(35));
+    expect(fs.existsSync(checkpoint)).toBe(false);
+  });
+
   test("a target with a fraction of a second stops before an entry later in that second", async () => {
     const dataDir = nodeWithSnapshot(10);
     const walDir = archive([[1, 40]]);

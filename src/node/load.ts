@@ -194,10 +194,6 @@ interface StoreVouchers {
 }
 
 /**
- * Whether other members hold this node's log: the store's membership says so once it holds one
- * (members are added and removed at run time), else the configuration file.
- */
-/**
  * A lone node commits only what its own WAL has synced, so its saved commit index (and the
  * checkpoint its store was made durable at) is a floor on what its WAL and store must still hold
  * together. Below it, acknowledged writes are gone: WAL segments lost, or the WAL cut by hand
@@ -226,6 +222,10 @@ function refuseLostCommittedEntries(
   });
 }
 
+/**
+ * Whether other members hold this node's log: the store's membership says so once it holds one
+ * (members are added and removed at run time), else the configuration file.
+ */
 function memberOfCluster(config: Config, store: Store): boolean {
   const { voters, learners } = store.meta.membership;
   return voters.length > 0 ? voters.length + learners.length > 1 : config.cluster.members.length > 1;

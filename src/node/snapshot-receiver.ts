@@ -97,6 +97,13 @@ export class SnapshotReceiver {
       this.current = stream;
       this.onStart(header.meta);
     }
+    if (stream.receivedBytes >= header.totalBytes) {
+      // Every byte arrived before this node stopped (a stream resumed whole): no chunk is left
+      // to write, and a finish that waited for one never came. Verify and install it now; a
+      // file that does not match the leader's hash is fetched again.
+      void this.finish(stream, header, ack);
+      return;
+    }
     if (header.offset !== stream.receivedBytes || (Bun.hash.crc32(data) >>> 0) !== header.crc32) {
       // Out of order (a resumed stream) or damaged in flight: say what we hold.
       ack("progress", stream.receivedBytes);

@@ -67,6 +67,14 @@ export const devClusterCommand = defineCommand({
     mkdirSync(dir, { recursive: true });
     const security = args.secure === true ? devSecurity(dir) : null;
     const children: Bun.Subprocess[] = [];
+    // Listening before anything starts: a SIGTERM that came the moment the next steps were
+    // printed (a script that waits for them) found no handler, ended this process at once, and
+    // left the three nodes running on their fixed ports.
+    const stop = (): void => {
+      for (const c of children) c.kill("SIGTERM");
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
     for (const [i, node] of nodes.entries()) {
       const dataDir = join(dir, node.id);
       mkdirSync(dataDir, { recursive: true });
@@ -85,11 +93,6 @@ export const devClusterCommand = defineCommand({
       void relay(node.id, child.stderr);
     }
     process.stdout.write(nextStepsText(dir, nodes, adminCommandText(), security !== null));
-    const stop = (): void => {
-      for (const c of children) c.kill("SIGTERM");
-    };
-    process.on("SIGINT", stop);
-    process.on("SIGTERM", stop);
     const codes = await Promise.all(children.map((c) => c.exited));
     if (codes.some((c) => c !== 0 && c !== 143 && c !== 130)) process.exitCode = 1;
   },

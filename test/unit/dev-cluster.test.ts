@@ -29,6 +29,8 @@ describe("svc dev-cluster's next steps", () => {
     }
     expect(out).toContain("npm run svc -- admin cluster-info --node http://127.0.0.1:9090");
     expect(out).not.toMatch(/^\s+svc admin/m);
+    // Stopped with its nodes: none is left on the fixed ports (the next test needs them).
+    for (const port of [7878, 9090, 7888, 9091, 7898, 9092]) expect({ port, listening: await listening(port) }).toEqual({ port, listening: false });
   }, 30_000);
 
   test("--secure makes a CA, a certificate and an admin token, serves https with tokens, and svc admin reaches it through a node's config", async () => {
@@ -71,3 +73,14 @@ describe("svc dev-cluster's next steps", () => {
     expect(adminCommandText(false)).toBe("npm run svc -- admin");
   });
 });
+
+/** Whether something accepts TCP connections on 127.0.0.1:port. */
+async function listening(port: number): Promise<boolean> {
+  try {
+    const socket = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data: () => undefined } });
+    socket.end();
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -4,7 +4,7 @@
 
 import * as fs from "node:fs";
 import {
-  formatRanges, listSegments, readEntriesLost, readHardState, readSegment, repairWal, SnapshotStore, staleCopyReasonStart, verifySnapshot, type DataPaths,
+  formatRanges, listSegments, readEntriesLost, readHardState, readSegment, repairWal, SnapshotStore, verifySnapshot, type DataPaths,
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
 import { errorMessage, SvcError } from "../util/errors.ts";
@@ -85,7 +85,7 @@ function verifyLogContinuity(paths: DataPaths, snapshotIndex: number): VerifyFin
           "; run `svc admin wal-repair --skip-corrupted --dry-run` to see what a repair keeps",
       });
     // Sound records the log cannot hold (a stale copy of an entry): found by replaying, not per record.
-    for (const d of plan.damages.filter((x) => x.reason.startsWith(staleCopyReasonStart))) {
+    for (const d of plan.damages.filter((x) => x.staleCopy === true)) {
       findings.push({ target: d.file, ok: false, detail: `${d.reason} at byte offset ${d.offset}, after entry ${d.lastGoodIndex}; run \`svc admin wal-repair --skip-corrupted\` (it removes only the copy)` });
     }
   } catch (e) {

@@ -114,8 +114,6 @@ export function readWholeFile(path: string): Uint8Array {
   return new Uint8Array(read.buffer, read.byteOffset, read.byteLength);
 }
 
-const cutShortReason = "record cut short (incomplete write)";
-
 /**
  * Scan a segment's bytes (all of them, or all before a zero-filled tail). Entries at or below
  * `viewsThrough` keep their data as views into `buf` (see readSegment); the rest are copies.
@@ -142,7 +140,7 @@ export function scanSegment(buf: Uint8Array, viewsThrough = 0): SegmentScan {
       return damageAt(offset, "a zeroed record header with data after it");
     }
     const decoded = decodeRecordAt(buf, offset, view);
-    if (decoded.kind === "short") return damageAt(offset, cutShortReason);
+    if (decoded.kind === "short") return damageAt(offset, "record cut short (incomplete write)");
     if (decoded.kind === "bad") return damageAt(offset, decoded.reason);
     if (!sawHeader) {
       if (decoded.type !== RecordType.header) return damageAt(offset, "segment does not start with a WAL header");

@@ -11,7 +11,7 @@ export { lockDataDir, type DataDirLock } from "./lock.ts";
 export { writeFileAtomic, fsyncDir, fsyncPath, fsyncPathAsync, ensureDir } from "../io/durable-file.ts";
 export { dataPaths, type DataPaths } from "./paths.ts";
 export {
-  repairWal, readEntriesLost, clearEntriesLost, highestLostIndex, formatRanges, staleCopyReasonStart,
+  repairWal, readEntriesLost, clearEntriesLost, highestLostIndex, formatRanges,
   type RepairReport, type EntriesLostRecord, type IndexRange,
 } from "./repair.ts";
 export { manageBallast, ballastBytes, type BallastOutcome } from "./ballast.ts";

@@ -32,6 +32,8 @@ export interface RepairDamage {
   reason: string;
   /** Index of the last good entry before the damage in that file, 0 when none. */
   lastGoodIndex: number;
+  /** A sound record the log cannot hold (a stale copy of an entry): found by replaying, not by reading the record. */
+  staleCopy?: true;
 }
 
 export interface RepairReport {
@@ -56,9 +58,6 @@ export interface RepairReport {
 }
 
 export const entriesLostFile = "ENTRIES_LOST";
-
-/** How a repair's damage for a stale copy of a record begins (verify-checksums reports these). */
-export const staleCopyReasonStart = "a stale copy of entry";
 
 /** What raft/ENTRIES_LOST records. */
 export interface EntriesLostRecord {
@@ -185,7 +184,7 @@ function planRepair(walDir: string, snapshotIndex: number): RepairPlan {
       // with another term), not a rewrite: it is damage, and what follows it stays (see ReplayLog).
       const startsOver = k === 0 && entry.index === segment.firstIndex;
       if (entry.index < next && !startsOver && kept[entry.index - (snapshotIndex + 1)]?.term === entry.term) {
-        damages.push({ file: segment.path, offset: scan.offsets[k] ?? 0, reason: `${staleCopyReasonStart} ${entry.index} (a second record with its own term)`, lastGoodIndex: kept.at(-1)?.index ?? 0 });
+        damages.push({ file: segment.path, offset: scan.offsets[k] ?? 0, reason: `a stale copy of entry ${entry.index} (a second record with its own term)`, lastGoodIndex: kept.at(-1)?.index ?? 0, staleCopy: true });
         continue;
       }
       if (entry.index < next) {

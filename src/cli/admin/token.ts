@@ -7,7 +7,7 @@
 
 import * as fs from "node:fs";
 import { defineCommand } from "citty";
-import { createToken, isHashPrefix, isRole, listTokens, revokeTokens, roles, type TokenListing } from "../../http/index.ts";
+import { createToken, isHashPrefix, isRole, listTokens, revokeTokens, roles } from "../../http/index.ts";
 import { SvcError } from "../../util/index.ts";
 import { loadConfigOrExit } from "../_config.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
@@ -48,21 +48,13 @@ const fileArgs = {
   config: { type: "string", description: "Configuration file whose [auth] tokens_file to use", valueHint: "FILE" },
 } as const;
 
-/** An SvcError about the file (unreadable, damaged, no such token) ends the command with exit 1, saying what to do. */
-function orExit<T>(run: () => T): T {
-  try {
-    return run();
-  } catch (e) {
-    throw e instanceof SvcError ? new CliExit(ExitCode.failure, e.describe()) : e;
-  }
-}
-
 const listCommand = defineCommand({
   meta: { name: "list", description: "Show each token's name, role and the start of its hash (never the token)" },
   args: { ...fileArgs, json: { type: "boolean", description: "Print JSON", default: false } },
   run({ args }) {
     const { path } = tokensFilePath(args["tokens-file"], args.config);
-    const tokens = orExit(() => listTokens(path));
+    // An SvcError (unreadable or damaged file, no such token) reaches reportError: exit 1, with what to do.
+    const tokens = listTokens(path);
     if (args.json) {
       printJson(tokens.map((t) => ({ name: t.name, role: t.role, hash_prefix: `sha256:${t.hashPrefix}` })));
       return;
@@ -91,7 +83,7 @@ const revokeCommand = defineCommand({
     // The value is not repeated: it may be a token pasted in place of its hash.
     if (byHash && !isHashPrefix(args.hash!)) throw usageError("--hash takes 8 to 64 hex digits of a token's hash, as `svc admin token list` shows them (never the token itself)");
     const { path } = tokensFilePath(args["tokens-file"], args.config);
-    const removed: TokenListing[] = orExit(() => revokeTokens(path, byName ? { name: args.name! } : { hash: args.hash! }));
+    const removed = revokeTokens(path, byName ? { name: args.name! } : { hash: args.hash! });
     for (const t of removed) process.stdout.write(`revoked ${t.name || "-"} (${t.role}, sha256:${t.hashPrefix}…)\n`);
     process.stderr.write(
       `svc: ${removed.length === 1 ? "the token was" : `${removed.length} tokens were`} removed from ${path}; a node reading this file refuses ${removed.length === 1 ? "it" : "them"} ` +

@@ -136,8 +136,10 @@ export class WalArchiver implements WalArchivePart {
     const term = this.leaderTerm;
     try {
       let read = await this.io.readRange(from, to, ctx.config.wal.segmentSizeBytes);
-      if (!read.ok && read.firstHeld !== null && read.firstHeld > from && read.firstHeld <= to && this.noMemberHolds(from, read.firstHeld)) {
-        read = await this.io.readRange(read.firstHeld, to, ctx.config.wal.segmentSizeBytes);
+      let gapCause: string | null = null;
+      if (!read.ok && read.firstHeld !== null && read.firstHeld > from && read.firstHeld <= to) {
+        gapCause = this.noMemberHolds(from, read.firstHeld);
+        if (gapCause !== null) read = await this.io.readRange(read.firstHeld, to, ctx.config.wal.segmentSizeBytes);
       }
       if (!read.ok) {
         // A member that received an image from the leader never held the entries before it: the
@@ -150,9 +152,10 @@ export class WalArchiver implements WalArchivePart {
       const last = read.entries.at(-1);
       if (first === undefined || last === undefined) return;
       if (first.index > from) {
-        ctx.logger.warn("WAL archiving goes on after entries no member holds (removed before archiving was enabled, or from before the snapshot this cluster " +
-          "was restored or initialized from): a point-in-time restore to a later time needs a snapshot at or after the index before it", {
+        ctx.logger.warn(`WAL archiving goes on after entries ${from}…${first.index - 1}, which no member holds (${gapCause ?? "they are gone from every WAL"}): ` +
+          `the archive has a gap there, so a point-in-time restore to a later time needs a snapshot at index ${first.index - 1} or later`, {
           firstArchivedIndex: first.index, missingFrom: from,
+          hint: `take one now if none is kept (POST /admin/snapshot, or svc admin backup), and keep it with the archive`,
         });
       }
       const attempt = await this.io.archive(read.entries);
@@ -168,17 +171,25 @@ export class WalArchiver implements WalArchivePart {
   }
 
   /**
-   * Whether entries from…firstHeld-1, missing from this node's WAL, are in no member's either,
-   * so that waiting for them would stop archiving for good: a cluster whose WAL was trimmed
-   * behind an image before archiving was turned on (nothing archived yet), or a log started
-   * over right after them by a restore or init-cluster --bootstrap (every member restored
-   * starts there). A member that received an image instead is not such a case: the others keep
-   * what is not archived.
+   * Why entries from…firstHeld-1, missing from this node's WAL, are in no member's either, so
+   * that waiting for them would stop archiving for good (and keep every WAL segment from then
+   * on until the disk fills); null when another member may hold them. Such are: a cluster whose
+   * WAL was trimmed behind an image before archiving was turned on (nothing archived yet), a
+   * log started over right after them by a restore or init-cluster --bootstrap (every member
+   * restored starts there), and a lone voter whose WAL lost them (a repair at start dropped
+   * damaged records that a snapshot covers): there is no other member. A member of a larger
+   * cluster that received an image instead is not such a case: the others keep what is not
+   * archived.
    */
-  private noMemberHolds(from: number, firstHeld: number): boolean {
-    if (this.ctx.store.meta.archivedThrough === 0) return true;
+  private noMemberHolds(from: number, firstHeld: number): string | null {
+    if (this.ctx.store.meta.archivedThrough === 0) return "removed before archiving was enabled";
     const startedOverAt = this.io.logStartedOverAt();
-    return startedOverAt !== null && startedOverAt + 1 === firstHeld && from <= startedOverAt;
+    if (startedOverAt !== null && startedOverAt + 1 === firstHeld && from <= startedOverAt) return "from before the snapshot this cluster was restored or initialized from";
+    const { voters, learners } = this.ctx.core.status().membership;
+    if (voters.length === 1 && voters[0] === this.ctx.config.nodeId && learners.length === 0) {
+      return "this node is the cluster's only member and its WAL no longer holds them: see the recovery warnings at its start";
+    }
+    return null;
   }
 
   private succeeded(name: string, lastIndex: number, shortened: boolean, term: number): void {

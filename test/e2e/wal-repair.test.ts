@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { describe, expect } from "bun:test";
 import { listSegments, scanSegment } from "../../src/storage/index.ts";
 import {
-  execute, postJson, procTest, query, queryRaw, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
+  execute, metric, postJson, procTest, query, queryRaw, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
   type NodeProcess, type ProcEnv,
 } from "../lib/proc.ts";
 
@@ -100,6 +100,36 @@ describe("wal-repair and damage at start", () => {
     await node.start();
     expect(await rowCount(node)).toBe(40);
     expect(node.lastRunLog()).toContain("the newest snapshot covers");
+  }, 120_000);
+
+  procTest("a lone node whose WAL lost unarchived entries to that repair goes on archiving after them and says where the archive's gap is", async (env) => {
+    const archive = join(env.dir, "archive");
+    const flag = join(env.dir, "fail");
+    fs.mkdirSync(archive);
+    const node = await env.startSingleNode({
+      wal: { segmentSizeBytes: 1024 * 1024, archiveTimeoutMs: 1_000, archiveCommand: `if [ -e '${flag}' ]; then exit 3; fi; cp %p '${archive}/%f'` },
+    });
+    await execute(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"]);
+    const insert = (i: number) => execute(node.clientUrl, [{ sql: "INSERT INTO t VALUES (?, ?)", params: [i, marker(i)] }]);
+    for (let i = 1; i <= 5; i++) await insert(i);
+    await waitFor("rows 1..5 to be archived", async () => (await metric(node.adminUrl, "tensor_chain_wal_archive_archived_through_index")) > 0);
+    // From here the command fails: rows 6..40 stay unarchived, and the snapshot after row 30
+    // removes no segment that holds them.
+    fs.writeFileSync(flag, "");
+    for (let i = 6; i <= 40; i++) {
+      await insert(i);
+      if (i === 30) expect((await postJson(`${node.adminUrl}/admin/snapshot?wait=true`, {})).status).toBeLessThan(300);
+    }
+    expect(await node.stop()).toBe(0);
+    damageRow(node.dataDir, 10);
+    fs.rmSync(flag);
+    await node.start();
+    expect(await rowCount(node)).toBe(40);
+    const archivedText = () => fs.readdirSync(archive).map((f) => fs.readFileSync(join(archive, f)).toString("latin1")).join("");
+    await waitFor("rows after the snapshot to be archived", async () => archivedText().includes(marker(40)));
+    expect(archivedText()).not.toContain(marker(10));
+    expect(node.lastRunLog()).toMatch(/WAL archiving goes on after entries \d+…\d+, which no member holds \(this node is the cluster's only member/);
+    expect(node.lastRunLog()).not.toContain("transfer-leader");
   }, 120_000);
 
   procTest("a repair that lost entries on a single node names them, and the node warns about them at every start", async (env) => {

@@ -99,6 +99,22 @@ async function startSecured(env: ProcEnv, s: Secured, client?: CertFiles): Promi
   return node;
 }
 
+/** Send `bytes` over TLS to `base` and return all that comes back until the server closes. */
+function tlsExchange(base: string, ca: string, bytes: string): Promise<string> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const socket = tls.connect({ host: u.hostname, port: Number(u.port), servername: "localhost", ca: fs.readFileSync(ca, "utf8") }, () => socket.write(bytes));
+    socket.on("data", (c: Buffer) => chunks.push(c));
+    socket.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    socket.on("error", reject);
+    socket.setTimeout(10_000, () => {
+      socket.destroy();
+      reject(new Error(`no close from ${base} within 10 s; got: ${Buffer.concat(chunks).toString("utf8").slice(0, 200)}`));
+    });
+  });
+}
+
 async function refused(p: Promise<unknown>): Promise<boolean> {
   try {
     await p;
@@ -147,6 +163,18 @@ describe("TLS and tokens on the client and admin ports", () => {
       socket.on("error", reject);
     }));
     expect(old).toBe(true);
+
+    // A request the HTTP parser refuses gets the JSON error over TLS too, then the connection closes.
+    for (const base of [client, admin]) {
+      for (const [bytes, status, code] of [
+        ["GARBAGE\r\n\r\n", 400, "BAD_REQUEST"],
+        [`GET /health HTTP/1.1\r\nHost: svc\r\nX-Padding: ${"a".repeat(20_000)}\r\n\r\n`, 431, "HEADERS_TOO_LARGE"],
+      ] as const) {
+        const answer = await tlsExchange(base, s.ca.cert, bytes);
+        expect(answer.split("\r\n")[0]).toBe(`HTTP/1.1 ${status} ${status === 400 ? "Bad Request" : "Request Header Fields Too Large"}`);
+        expect((JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as { error: { code: string } }).error.code).toBe(code);
+      }
+    }
   }, 120_000);
 
   procTest("svc admin takes its token from --token-file, SVC_TOKEN or the config, and its CA from --cacert or the config", async (env) => {

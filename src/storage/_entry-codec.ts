@@ -4,7 +4,7 @@
 // holding one is malformed (read as a double it would silently become another number).
 
 import type { Entry, EntryKind } from "../util/log-data.ts";
-import { recordHeaderBytes } from "./_record.ts";
+import { recordCrcAt, recordHeaderBytes } from "./_record.ts";
 
 export const entryHeaderBytes = 25;
 
@@ -80,9 +80,6 @@ export function writeEntryRecord(out: Uint8Array, view: DataView, offset: number
   writeU64(view, payloadAt + 16, entry.timestampMs);
   out[payloadAt + 24] = kindCodes[entry.kind];
   out.set(entry.data, payloadAt + entryHeaderBytes);
-  let crc = Bun.hash.crc32(out.subarray(offset, offset + 4));
-  crc = Bun.hash.crc32(out.subarray(offset + 8, offset + 9), crc);
-  crc = Bun.hash.crc32(out.subarray(payloadAt, payloadAt + payloadBytes), crc);
-  view.setUint32(offset + 4, crc >>> 0, true);
+  view.setUint32(offset + 4, recordCrcAt(out, view, offset, payloadAt + payloadBytes), true);
   return payloadAt + payloadBytes;
 }

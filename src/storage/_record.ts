@@ -7,6 +7,36 @@ export const recordHeaderBytes = 9;
 /** A record larger than this is damage, not data: decoding never trusts a bigger length. */
 export const recordPayloadBytesMax = 256 * 1024 * 1024;
 
+/** CRC-32 (IEEE, as Bun.hash.crc32) one byte at a time, for the four bytes of a record's length. */
+const crcTable = (() => {
+  const t = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb8_8320 ^ (c >>> 1) : c >>> 1;
+    t[n] = c >>> 0;
+  }
+  return t;
+})();
+
+/** Bun.hash.crc32 of `value`'s four little-endian bytes, with no buffer to make (a native call costs more than these four steps). */
+export function crc32OfU32LE(value: number): number {
+  let c = 0xffff_ffff;
+  c = crcTable[(c ^ value) & 0xff]! ^ (c >>> 8);
+  c = crcTable[(c ^ (value >>> 8)) & 0xff]! ^ (c >>> 8);
+  c = crcTable[(c ^ (value >>> 16)) & 0xff]! ^ (c >>> 8);
+  c = crcTable[(c ^ (value >>> 24)) & 0xff]! ^ (c >>> 8);
+  return (c ^ 0xffff_ffff) >>> 0;
+}
+
+/**
+ * The CRC of the record at `offset` of `buf` that ends at `end`: of its length, then of the
+ * bytes from its type on (the type byte sits just before the payload, so no copy is needed).
+ * `view` is a DataView over all of `buf`.
+ */
+export function recordCrcAt(buf: Uint8Array, view: DataView, offset: number, end: number): number {
+  return Bun.hash.crc32(buf.subarray(offset + 8, end), crc32OfU32LE(view.getUint32(offset, true))) >>> 0;
+}
+
 export function crc32Record(lengthAndType: Uint8Array, payload: Uint8Array): number {
   let crc = Bun.hash.crc32(lengthAndType);
   crc = Bun.hash.crc32(payload, crc);
@@ -51,9 +81,6 @@ export function decodeRecordAt(buf: Uint8Array, offset: number, view = new DataV
   if (end > buf.length) return { kind: "short" };
   const type = buf[offset + 8] ?? 0;
   const expected = view.getUint32(offset + 4, true);
-  // The type byte sits just before the payload: the CRC of length ‖ type ‖ payload is that of
-  // the length, then of the bytes from the type on (the same as crc32Record, with no copy).
-  const crc = Bun.hash.crc32(buf.subarray(offset + 8, end), Bun.hash.crc32(buf.subarray(offset, offset + 4))) >>> 0;
-  if (crc !== expected) return { kind: "bad", reason: "checksum mismatch" };
+  if (recordCrcAt(buf, view, offset, end) !== expected) return { kind: "bad", reason: "checksum mismatch" };
   return { kind: "record", type, payload: buf.subarray(offset + recordHeaderBytes, end), end };
 }

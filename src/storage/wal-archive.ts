@@ -11,7 +11,7 @@
 import * as fs from "node:fs";
 import type { Entry } from "../util/log-data.ts";
 import { assert } from "../util/assert.ts";
-import { decodeRecordAt, recordHeaderBytes, recordPayloadBytesMax, encodeRecord } from "./_record.ts";
+import { decodeRecordAt, recordCrcAt, recordHeaderBytes, recordPayloadBytesMax, encodeRecord } from "./_record.ts";
 import { entryHeaderBytes, readU64, writeEntryRecord } from "./_entry-codec.ts";
 import { RecordType, scanSegment, segmentHeaderPayload } from "./_segment.ts";
 import { listSegments } from "./wal.ts";
@@ -90,9 +90,7 @@ export function checkArchiveSegment(name: string, buf: Uint8Array): ArchiveCheck
     const end = offset + recordHeaderBytes + length;
     if (end > buf.length) return { ok: false, offset, reason: "record cut short (an incomplete copy)" };
     // The record's CRC (see _record.ts) over length, type and payload, with no copy.
-    let crc = Bun.hash.crc32(buf.subarray(offset, offset + 4));
-    crc = Bun.hash.crc32(buf.subarray(offset + 8, end), crc);
-    if (crc >>> 0 !== view.getUint32(offset + 4, true)) return { ok: false, offset, reason: "checksum mismatch" };
+    if (recordCrcAt(buf, view, offset, end) !== view.getUint32(offset + 4, true)) return { ok: false, offset, reason: "checksum mismatch" };
     const at = offset + recordHeaderBytes;
     if (buf[offset + 8] !== RecordType.entry || length < entryHeaderBytes || kindsByCode[buf[at + 24] ?? 0] === undefined) {
       return { ok: false, offset, reason: "malformed entry record" };
@@ -291,9 +289,7 @@ export async function checkArchiveFile(name: string, path: string): Promise<Arch
     if (r.kind === "short") return { ok: false, offset: r.fileOffset, reason: "record cut short (an incomplete copy)" };
     if (r.kind === "bad") return { ok: false, offset: r.fileOffset, reason: r.reason };
     const { buf, view, at, end } = r;
-    let crc = Bun.hash.crc32(buf.subarray(at, at + 4));
-    crc = Bun.hash.crc32(buf.subarray(at + 8, end), crc);
-    if (crc >>> 0 !== view.getUint32(at + 4, true)) return { ok: false, offset: r.fileOffset, reason: "checksum mismatch" };
+    if (recordCrcAt(buf, view, at, end) !== view.getUint32(at + 4, true)) return { ok: false, offset: r.fileOffset, reason: "checksum mismatch" };
     if (!sawHeader) {
       if (buf[at + 8] !== RecordType.header) return { ok: false, offset: 0, reason: "does not start with a WAL header" };
       sawHeader = true;

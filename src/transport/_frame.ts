@@ -96,7 +96,10 @@ export class FrameDecoder {
         }
         this.#crc = view.getUint32(4);
         this.#type = view.getUint8(8);
-        this.#payload = new Uint8Array(payloadBytes);
+        // Not zeroed first: every byte is filled before the frame is delivered. A plain
+        // Uint8Array over its own memory (entries decoded from the frame are views of it).
+        const unfilled = Buffer.allocUnsafeSlow(payloadBytes);
+        this.#payload = new Uint8Array(unfilled.buffer, unfilled.byteOffset, payloadBytes);
         this.#payloadFill = 0;
       }
       const take = Math.min(this.#payload.byteLength - this.#payloadFill, chunk.byteLength - offset);

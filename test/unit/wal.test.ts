@@ -4,6 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Wal, listSegments, readSegment, repairWal, scanSegment } from "../../src/storage/index.ts";
 import { Syncer } from "../../src/storage/syncer.ts";
+import { crc32OfU32LE, decodeRecordAt, encodeRecord } from "../../src/storage/_record.ts";
+import { encodeEntry, writeEntryRecord } from "../../src/storage/_entry-codec.ts";
+import { RecordType } from "../../src/storage/_segment.ts";
 import { fsyncGradually } from "../../src/io/writeback.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { isSvcError, silentLogger } from "../../src/util/index.ts";
@@ -481,5 +484,28 @@ describe("reading a segment before its zero-filled tail", () => {
     const path = join(dir, "zeros.wal");
     fs.writeFileSync(path, new Uint8Array(2 * 1024 * 1024 + 5));
     expect(readSegment(path)).toMatchObject({ entries: [], dataEndBytes: 0, sizeBytes: 2 * 1024 * 1024 + 5, damage: { offset: 0, validRecordAfter: false } });
+  });
+});
+
+describe("record checksums", () => {
+  test("the length's CRC made without a buffer is Bun.hash.crc32 of its four little-endian bytes", () => {
+    const bytes = new Uint8Array(4);
+    const view = new DataView(bytes.buffer);
+    const values = [0, 1, 0xff, 0x100, 0xffff_ffff, 0x8000_0000, 123_456_789];
+    for (let i = 0; i < 1000; i++) values.push(Math.floor(Math.random() * 0x1_0000_0000));
+    for (const v of values) {
+      view.setUint32(0, v, true);
+      expect({ v, crc: crc32OfU32LE(v) }).toEqual({ v, crc: Bun.hash.crc32(bytes) >>> 0 });
+    }
+  });
+
+  test("a record written straight from an entry checks as one encoded from its payload", () => {
+    const entry: Entry = { term: 7, index: 1234, timestampMs: 1_700_000_000_000, kind: "normal", data: new TextEncoder().encode('{"op":"execute"}') };
+    const direct = new Uint8Array(200);
+    const end = writeEntryRecord(direct, new DataView(direct.buffer), 3, RecordType.entry, entry);
+    const viaPayload = encodeRecord(RecordType.entry, encodeEntry(entry));
+    expect(Buffer.from(direct.subarray(3, end)).toString("hex")).toBe(Buffer.from(viaPayload).toString("hex"));
+    const decoded = decodeRecordAt(direct, 3);
+    expect(decoded.kind).toBe("record");
   });
 });

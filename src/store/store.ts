@@ -42,6 +42,7 @@ import { StoreCheckpointer, type CheckpointResult } from "./snapshot-image.ts";
 import { checkReadStatement, internalTablePrefix, refusedAtApply } from "./_sql.ts";
 import { ApplyGuards, checkedElsewhereMessage } from "./_apply-guards.ts";
 import { RequestLog, type RequestOutcome } from "./request-ids.ts";
+import { changesInMemoryPragmas, isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
 
 export interface StatementResult {
   rowsAffected: number;
@@ -115,12 +116,17 @@ const functionCall = /\b[a-z_][a-z0-9_$]*\s*\(/i;
 /** Comments and quoted text of a table's SQL, set aside first (a column named "check", a string "f("). */
 const sqlCommentsAndStrings = /--[^\n]*|\/\*[\s\S]*?(?:\*\/|$)|'(?:[^']|'')*'|"(?:[^"]|"")*"|`(?:[^`]|``)*`|\[[^\]]*\]/g;
 
+/** A foreign key action: a write to the parent table changes rows of another, as many as there are. */
+const foreignKeyAction = /\bon\s+(?:delete|update)\s+(?:cascade|set\s+null|set\s+default)\b/i;
+
 /**
- * Whether a table's CHECK, generated column or DEFAULT expression calls a function: then a
- * write to it costs what that function does per row, not what the write's text says.
+ * Whether a table's CHECK, generated column or DEFAULT expression calls a function, or a
+ * foreign key of it cascades: then a write costs what that function does per row, or what the
+ * rows it reaches take, not what the write's text says.
  */
 export function tableRunsCode(createSql: string): boolean {
   const sql = createSql.replace(sqlCommentsAndStrings, " ");
+  if (foreignKeyAction.test(sql)) return true;
   for (const m of sql.matchAll(rowExpressionStart)) {
     const open = (m.index ?? 0) + m[0].length - 1;
     let depth = 0;
@@ -135,6 +141,15 @@ export function tableRunsCode(createSql: string): boolean {
     if (functionCall.test(sql.slice(open + 1, close))) return true;
   }
   return false;
+}
+/**
+ * Whether an index's expressions or its WHERE clause (a partial index) call a function: every
+ * write of a row computes them, at that function's cost.
+ */
+export function indexRunsCode(createSql: string): boolean {
+  const sql = createSql.replace(sqlCommentsAndStrings, " ");
+  const on = /\bon\b[^(]*\(/i.exec(sql);
+  return on !== null && functionCall.test(sql.slice(on.index + on[0].length));
 }
 const statementCacheSizeMax = 512;
 const cachedSqlLengthMax = 4096;
@@ -201,6 +216,10 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     }
     this.db.run(`PRAGMA cache_size = -${cacheKib}`);
     this.db.run("PRAGMA foreign_keys = ON");
+    // A statement never writes to disk before the commit (_rowid-limit.ts: what SQLITE_FULL
+    // from a statement then means). The open transaction is bounded (CommitPolicy), and a
+    // write that is not plain was tried within a memory bound before it was logged.
+    for (const pragma of changesInMemoryPragmas) this.db.run(pragma);
     this.db.run(`CREATE TABLE IF NOT EXISTS ${metaTable} (key TEXT PRIMARY KEY, value) WITHOUT ROWID`);
     this.functions.install(this.db);
     this.setMetaStmt = this.db.prepare(`INSERT OR REPLACE INTO ${metaTable} (key, value) VALUES (?, ?)`);
@@ -425,7 +444,12 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.ensureBootMark();
     this.reapply();
     const meta = { ...this.metaValue };
-    this.applyBatch(entries, meta, results);
+    try {
+      this.applyBatch(entries, meta, results);
+    } catch (e) {
+      if (!(e instanceof TransactionLostAt)) throw e;
+      return this.applyAround(entries, e.index, policy);
+    }
     let bytes = 0;
     for (const entry of entries) bytes += entry.data.length;
     if (policy === undefined || this.commitDue(policy, entries.length, bytes)) {
@@ -439,6 +463,41 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.metaValue = meta;
     return results;
   }
+
+  /**
+   * SQLite rolled back the whole open transaction when the entry at `index` needed a rowid none
+   * is left for (_rowid-limit.ts). The entries before it are applied again and committed; then
+   * that entry alone, in a transaction of its own, so that what SQLite rolls back is that entry
+   * only and it fails as a statement error; then the rest. The outcome is the same on every
+   * node, however each batched its entries.
+   */
+  private applyAround(entries: readonly Entry[], index: number, policy: CommitPolicy | undefined): ApplyResult[] {
+    this.reapply();
+    if (this.db.inTransaction) this.commitOpen();
+    const results: ApplyResult[] = [];
+    const meta = { ...this.metaValue };
+    const before = entries.filter((e) => e.index < index);
+    const at = entries.filter((e) => e.index === index);
+    if (before.length > 0) {
+      this.applyBatch(before, meta, results);
+      this.commitOpen();
+      this.metaValue = { ...meta };
+    }
+    this.isolatedIndex = index;
+    try {
+      this.applyBatch(at, meta, results);
+    } finally {
+      this.isolatedIndex = null;
+    }
+    this.commitOpen();
+    this.metaValue = { ...meta };
+    const after = entries.filter((e) => e.index > index);
+    return after.length === 0 ? results : results.concat(this.apply(after, policy));
+  }
+  /** The entry applied alone in its transaction by applyAround (null: none). */
+  private isolatedIndex: number | null = null;
+  /** The entry being applied. */
+  private applyingIndex = 0;
 
   /**
    * Commit the open transaction when `policy` says it is due (a node asks on every tick, so
@@ -545,6 +604,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     try {
       for (const entry of entries) {
         assert(entry.index === meta.appliedIndex + 1, `entries apply in order (applied ${meta.appliedIndex}, got ${entry.index})`);
+        this.applyingIndex = entry.index;
         const result = this.applyOne(entry, meta);
         results?.push(result);
         meta.appliedIndex = entry.index;
@@ -703,8 +763,8 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     if (this.rowCodeKnown?.epoch !== epoch) {
       // On the applying connection: a trigger applied but not yet committed counts.
       const found = this.db.query("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' LIMIT 1").get() !== null ||
-        (this.db.query(`SELECT sql FROM sqlite_schema WHERE type = 'table' AND sql IS NOT NULL AND name NOT LIKE '${internalTablePrefix.replaceAll("_", "\\_")}%' ESCAPE '\\'`).all() as { sql: string }[])
-          .some((t) => tableRunsCode(t.sql));
+        (this.db.query(`SELECT type, sql FROM sqlite_schema WHERE type IN ('table', 'index') AND sql IS NOT NULL AND name NOT LIKE '${internalTablePrefix.replaceAll("_", "\\_")}%' ESCAPE '\\'`).all() as { type: string; sql: string }[])
+          .some((t) => (t.type === "table" ? tableRunsCode(t.sql) : indexRunsCode(t.sql)));
       this.rowCodeKnown = { epoch, found };
     }
     return this.rowCodeKnown.found;
@@ -876,6 +936,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         const r = this.run(only.sql, only.params);
         return { kind: "execute", ok: true, results: [{ rowsAffected: r.changes, lastInsertId: r.lastInsertId }] };
       } catch (e) {
+        if (isRowidsUsedUp(e)) return this.rowidsUsedUp(0, false);
         throwIfEnvironmental(e);
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
         return { kind: "execute", ok: false, statementIndex: 0, message: errorMessage(e) };
@@ -891,6 +952,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         this.guards.afterStatement(s.sql);
         results.push({ rowsAffected: r.changes, lastInsertId: r.lastInsertId });
       } catch (e) {
+        if (isRowidsUsedUp(e)) return this.rowidsUsedUp(i, true);
         throwIfEnvironmental(e);
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
         this.db.run("ROLLBACK TO entry");
@@ -900,6 +962,29 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     }
     this.db.run("RELEASE entry");
     return { kind: "execute", ok: true, results };
+  }
+
+  /**
+   * Statement `statementIndex` of the entry being applied needed a rowid none is left for
+   * (_rowid-limit.ts). When SQLite rolled back only the statement, the entry fails as any
+   * failing statement does (`inEntrySavepoint`: its earlier statements are undone too). When it
+   * rolled back the whole transaction, the entry fails here only if it was alone in it
+   * (applyAround), and its failure is recorded in a new transaction; otherwise what was lost
+   * is applied again around it (TransactionLostAt).
+   */
+  private rowidsUsedUp(statementIndex: number, inEntrySavepoint: boolean): ApplyResult {
+    const failed: ApplyResult = { kind: "execute", ok: false, statementIndex, message: rowidsUsedUpMessage };
+    if (this.db.inTransaction) {
+      if (inEntrySavepoint) {
+        this.db.run("ROLLBACK TO entry");
+        this.db.run("RELEASE entry");
+      }
+      return failed;
+    }
+    if (this.isolatedIndex !== this.applyingIndex) throw new TransactionLostAt(this.applyingIndex);
+    this.forgetDerived();
+    this.beginBatch();
+    return failed;
   }
 
   private run(sql: string, params: readonly SqlValue[]): { changes: number; lastInsertId: number | bigint } {
@@ -1007,6 +1092,13 @@ const unwritableCodes = new Set([
  * of the statement: it must not become the entry's result, which every replica must compute
  * alike. It fails the whole apply instead (rolled back), for the node to retry or stop.
  */
+/** SQLite rolled back the whole open transaction over the entry at `index` (see Store.applyAround). */
+class TransactionLostAt extends Error {
+  constructor(readonly index: number) {
+    super(`SQLite rolled back the open transaction at entry ${index} (a row it could not number)`);
+  }
+}
+
 function throwIfEnvironmental(e: unknown): void {
   const code = (e as { code?: unknown } | null)?.code;
   if (typeof code === "string" && (code === "SQLITE_FULL" || code.startsWith("SQLITE_IOERR"))) throw e;

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { isDiskFullError } from "../../src/io/index.ts";
-import { commitDelayMs, commitEntriesMax, tableRunsCode } from "../../src/store/store.ts";
+import { commitDelayMs, commitEntriesMax, indexRunsCode, tableRunsCode } from "../../src/store/store.ts";
 import { Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, createSnapshotImage, sealReceivedImage, stageStoreImage, type Command } from "../../src/store/index.ts";
 import { encodeMembership, type Entry } from "../../src/raft/types.ts";
 import { isSvcError } from "../../src/util/index.ts";
@@ -444,6 +444,23 @@ describe("commits that a node's applies share", () => {
     expect(s.runsCodeOnWrite()).toBe(true);
   });
 
+  test("an index on an expression that calls a function, a partial index whose WHERE calls one, or a cascading foreign key makes no write plain", () => {
+    expect(indexRunsCode("CREATE INDEX i ON t (a, b COLLATE nocase)")).toBe(false);
+    expect(indexRunsCode("CREATE UNIQUE INDEX IF NOT EXISTS \"on(\" ON \"t(\" (a + b) WHERE a > 0")).toBe(false);
+    expect(indexRunsCode("CREATE INDEX ei ON ei (length(printf('%.*c', x, 'a')))")).toBe(true);
+    expect(indexRunsCode("CREATE INDEX p ON t (a) WHERE upper(b) = 'X'")).toBe(true);
+    expect(tableRunsCode("CREATE TABLE c (id INTEGER PRIMARY KEY, p REFERENCES parent (id))")).toBe(false);
+    expect(tableRunsCode("CREATE TABLE c (id INTEGER PRIMARY KEY, p REFERENCES parent (id) ON DELETE CASCADE)")).toBe(true);
+    expect(tableRunsCode("CREATE TABLE c (p INT, FOREIGN KEY (p) REFERENCES parent (id) ON UPDATE SET NULL)")).toBe(true);
+    for (const [i, ddl] of ["CREATE INDEX ei ON t (length(printf('%.*c', v, 'a')))", "CREATE INDEX p ON t (v) WHERE abs(v) > 1"].entries()) {
+      const s = openStore();
+      s.apply([exec(1, "CREATE TABLE t (v)", "CREATE INDEX plain ON t (v)")]);
+      expect(s.runsCodeOnWrite()).toBe(false);
+      s.apply([exec(2, ddl)]);
+      expect({ i, runs: s.runsCodeOnWrite() }).toEqual({ i, runs: true });
+    }
+  });
+
   test("an install whose copy of the image fails (a full disk) leaves the store in use open and whole", () => {
     const dir = tempDir();
     const s = Store.open(join(dir, "state.db"));
@@ -593,5 +610,51 @@ describe("commits that a node's applies share", () => {
         }
       });
     });
+  });
+});
+
+describe("a table out of rowids", () => {
+  const deferred = (nowMs: number) => ({ nowMs, eager: false });
+  const limit = "9223372036854775807";
+
+  /** A store with table x, and table ai (AUTOINCREMENT) whose sequence is at the largest rowid; all committed. */
+  function storeAtLimit(): Store {
+    const s = openStore();
+    s.apply([
+      exec(1, "CREATE TABLE x (v TEXT)", "CREATE TABLE ai (id INTEGER PRIMARY KEY AUTOINCREMENT, v)"),
+      exec(2, `INSERT INTO ai (id, v) VALUES (${limit}, 'last')`),
+    ]);
+    return s;
+  }
+
+  test("fails the entry that needs a rowid, as a statement error with the reason; the entries around it apply, committed or not", () => {
+    const s = storeAtLimit();
+    // Applied, not committed: SQLite's answer to a rowid it cannot pick rolls back the whole open transaction.
+    s.apply([exec(3, "INSERT INTO x VALUES ('earlier batch')")], deferred(0));
+    expect(s.uncommittedCount).toBe(1);
+    const results = s.apply([
+      exec(4, "INSERT INTO x VALUES ('before')"),
+      exec(5, "INSERT INTO x VALUES ('same entry, rolled back')", "INSERT INTO ai (v) VALUES ('no rowid left')"),
+      exec(6, "INSERT INTO ai (v) VALUES ('no rowid left')"),
+      exec(7, "INSERT INTO x VALUES ('after')"),
+    ], deferred(1));
+    expect(results.map((r) => (r.kind === "execute" ? r.ok : r.kind))).toEqual([true, false, false, true]);
+    const failed = results[1];
+    expect(failed?.kind === "execute" && !failed.ok ? failed.message : "").toContain("rowid");
+    expect(failed?.kind === "execute" && !failed.ok ? failed.statementIndex : -1).toBe(1);
+    expect(s.appliedIndex).toBe(7);
+    s.commitApplied();
+    expect(s.query("SELECT v FROM x ORDER BY rowid", []).rows).toEqual([["earlier batch"], ["before"], ["after"]]);
+    expect(s.query("SELECT count(*) FROM ai", []).rows).toEqual([[1]]);
+    // Writes go on, and the answer does not depend on how the entries were batched.
+    s.apply([exec(8, "INSERT INTO x VALUES ('later')")]);
+    const one = storeAtLimit();
+    for (let i = 3; i <= 8; i++) {
+      const e = [exec(3, "INSERT INTO x VALUES ('earlier batch')"), exec(4, "INSERT INTO x VALUES ('before')"),
+        exec(5, "INSERT INTO x VALUES ('same entry, rolled back')", "INSERT INTO ai (v) VALUES ('no rowid left')"),
+        exec(6, "INSERT INTO ai (v) VALUES ('no rowid left')"), exec(7, "INSERT INTO x VALUES ('after')"), exec(8, "INSERT INTO x VALUES ('later')")][i - 3]!;
+      one.apply([e], { nowMs: i, eager: true });
+    }
+    expect(one.query("SELECT v FROM x ORDER BY rowid", []).rows).toEqual(s.query("SELECT v FROM x ORDER BY rowid", []).rows);
   });
 });

@@ -93,6 +93,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   // This node cannot answer now: retry, here later or at another member.
   NOT_LEADER: 503,
   WRITES_PAUSED: 503,
+  REQUEST_ID_REUSED: 422,
   SHUTTING_DOWN: 503,
   OVERLOADED: 503,
   MEMORY_BACKPRESSURE: 503,

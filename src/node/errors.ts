@@ -11,6 +11,8 @@ export type NodeErrorCode =
   | "APPLY_FAILED"
   /** A write's statement failed in SQLite; nothing of its batch was applied. */
   | "SQL_ERROR"
+  /** A write's request_id was used before for other statements; nothing was applied. */
+  | "REQUEST_ID_REUSED"
   /** The disk failed under the node; it stops serving and replays its WAL on restart. */
   | "STORAGE_FAILED"
   /**

@@ -265,7 +265,7 @@ export class SvcNode {
     ctx.checkServing();
     for (const s of statements) checkWriteStatement(s.sql);
     // A retry of a write that was applied gets its answer, even while writes are paused.
-    const known = requestId === undefined ? null : this.writeGate.remembered(requestId);
+    const known = requestId === undefined ? null : this.writeGate.remembered(requestId, statements);
     if (known !== null) return executeOutcome(known.applyResult, known.index);
     ctx.checkWritable();
     if (writesPausedAt(ctx.store.meta, ctx.clock.nowMs())) {
@@ -458,6 +458,12 @@ function executeOutcome(applyResult: ApplyResult, entryIndex: number): ExecuteOu
   assert(applyResult.kind === "execute" || applyResult.kind === "unreadable", "an execute entry applies as execute");
   if (applyResult.kind !== "execute") throw new SvcError("APPLY_FAILED", "the entry could not be read back when applied");
   const index = applyResult.firstIndex ?? entryIndex;
+  if (!applyResult.ok && applyResult.requestIdReused === true) {
+    throw new SvcError("REQUEST_ID_REUSED", applyResult.message, {
+      hint: "use a new request_id for each write; reuse one only to retry the very same statements",
+      details: { firstIndex: index },
+    });
+  }
   if (!applyResult.ok) {
     throw new SvcError("SQL_ERROR", `statement ${applyResult.statementIndex}: ${applyResult.message}`, {
       hint: "nothing in this batch was applied",

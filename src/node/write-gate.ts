@@ -12,7 +12,9 @@
 // the leader tried it on, doing the same work — see the README's "Bounded statements".
 
 import { SvcError } from "../util/errors.ts";
-import { encodeCommand, isPlainWrite, type ApplyResult, type CheckVerdict, type Command, type SqlProcessPool, type Statement } from "../store/index.ts";
+import {
+  encodeCommand, isPlainWrite, requestBodyHash, requestIdReusedMessage, reusedFor, type ApplyResult, type CheckVerdict, type Command, type SqlProcessPool, type Statement,
+} from "../store/index.ts";
 import type { NodeContext } from "./context.ts";
 import type { Proposer } from "./proposer.ts";
 
@@ -46,7 +48,7 @@ export class WriteGate {
    */
   async propose(statements: Statement[], requestId?: string): Promise<{ applyResult: ApplyResult; index: number }> {
     while (this.held !== null) await this.held;
-    const known = requestId === undefined ? null : this.remembered(requestId);
+    const known = requestId === undefined ? null : this.remembered(requestId, statements);
     if (known !== null) return known;
     if (this.isPlain(statements)) return this.proposer.propose(encodeCommand(executeCommand(statements, requestId)));
     let release: () => void = () => {};
@@ -59,10 +61,16 @@ export class WriteGate {
     }
   }
 
-  /** The answer the write with `requestId` had, when this node's store remembers it. */
-  remembered(requestId: string): { applyResult: ApplyResult; index: number } | null {
+  /**
+   * The answer the write with `requestId` had, when this node's store remembers it; throws
+   * REQUEST_ID_REUSED when the id came with other statements than `statements`.
+   */
+  remembered(requestId: string, statements: readonly Statement[]): { applyResult: ApplyResult; index: number } | null {
     const outcome = this.ctx.store.rememberedRequest(requestId, this.ctx.clock.nowMs());
-    return outcome === null ? null : { applyResult: { kind: "execute", ...outcome }, index: outcome.firstIndex };
+    if (outcome === null) return null;
+    if (reusedFor(outcome, requestBodyHash(statements))) throw requestIdReused(requestId, outcome.firstIndex);
+    const { bodyHash: _, ...answer } = outcome;
+    return { applyResult: { kind: "execute", ...answer }, index: outcome.firstIndex };
   }
 
   private isPlain(statements: Statement[]): boolean {
@@ -84,7 +92,7 @@ export class WriteGate {
     for (let attempt = 1; ; attempt++) {
       await this.drain();
       // Applied meanwhile (a retry that raced the first): tried again, it could fail where the first did not.
-      const known = requestId === undefined ? null : this.remembered(requestId);
+      const known = requestId === undefined ? null : this.remembered(requestId, statements);
       if (known !== null) return known;
       const before = ctx.core.status();
       const entry = { term: before.term, index: before.lastIndex + 1, timestampMs: ctx.clock.nowMs() };
@@ -145,6 +153,14 @@ export class WriteGate {
       await ctx.clock.sleep(drainPollMs);
     }
   }
+}
+
+/** A request id used again for other statements: nothing is applied, and the client is told why. */
+export function requestIdReused(requestId: string, firstIndex: number): SvcError {
+  return new SvcError("REQUEST_ID_REUSED", requestIdReusedMessage(requestId, firstIndex), {
+    hint: "use a new request_id for each write; reuse one only to retry the very same statements",
+    details: { requestId, firstIndex },
+  });
 }
 
 function executeCommand(statements: Statement[], requestId: string | undefined): Extract<Command, { op: "execute" }> {

@@ -12,6 +12,11 @@
 //     (in log order) first.
 // A retry after its id is forgotten is a new write: it applies again.
 //
+// With each id goes a hash of the statements it carried: a request that reuses an id for other
+// statements (a client bug) is answered REQUEST_ID_REUSED and applies nothing, rather than the
+// first write's answer, which would say statements succeeded that never ran. Ids remembered
+// by a version that kept no hash answer as before.
+//
 // The budget is kept without counting rows: each row's key is the running total of the
 // budget spent so far (a row costs its bytes, at least requestOutcomesBytesMax /
 // requestsRememberedMax), so the rows within budget are those whose key lies within
@@ -20,7 +25,9 @@
 import type { Database, Statement as SqliteStatement } from "bun:sqlite";
 import type { Entry } from "../util/log-data.ts";
 import { assert } from "../util/assert.ts";
+import { stringifyJson64 } from "../util/json64.ts";
 import { internalTablePrefix } from "./_sql.ts";
+import type { Statement } from "./command.ts";
 
 /** One statement's result (store.ts StatementResult). */
 interface StatementResult {
@@ -39,10 +46,28 @@ const rowCostBytesMin = Math.ceil(requestOutcomesBytesMax / requestsRememberedMa
 
 const table = `${internalTablePrefix}requests`;
 
-/** What an execute entry answered, as remembered for its request id. */
-export type RequestOutcome =
+/** What an execute entry answered, as remembered for its request id (`bodyHash`: null when not kept). */
+export type RequestOutcome = (
   | { ok: true; results: StatementResult[]; firstIndex: number }
-  | { ok: false; statementIndex: number; message: string; firstIndex: number };
+  | { ok: false; statementIndex: number; message: string; firstIndex: number }
+) & { bodyHash: string | null };
+
+/** What identifies a request's statements: their SQL and parameters, in order. */
+export function requestBodyHash(statements: readonly Statement[]): string {
+  const hasher = new Bun.CryptoHasher("sha256");
+  hasher.update(stringifyJson64(statements.map((st) => [st.sql, st.params])));
+  return hasher.digest("hex").slice(0, 32);
+}
+
+/** Whether `outcome` was remembered for other statements than those hashed to `bodyHash`. */
+export function reusedFor(outcome: RequestOutcome, bodyHash: string): boolean {
+  return outcome.bodyHash !== null && outcome.bodyHash !== bodyHash;
+}
+
+/** The answer to a request id used again for other statements. */
+export function requestIdReusedMessage(id: string, firstIndex: number): string {
+  return `request_id ${JSON.stringify(id)} was used by another write (log entry ${firstIndex}) with other statements; nothing was applied`;
+}
 
 export class RequestLog {
   private tableKnown = false;
@@ -67,11 +92,11 @@ export class RequestLog {
   }
 
   /** Within the same transaction: remember what the entry carrying `id` answered. */
-  remember(id: string, entry: Entry, outcome: { ok: true; results: StatementResult[] } | { ok: false; statementIndex: number; message: string }): void {
+  remember(id: string, entry: Entry, outcome: { ok: true; results: StatementResult[] } | { ok: false; statementIndex: number; message: string }, bodyHash: string): void {
     const s = this.prepared();
     const text = outcome.ok
-      ? JSON.stringify({ r: outcome.results.map((r) => [r.rowsAffected, typeof r.lastInsertId === "bigint" ? String(r.lastInsertId) : r.lastInsertId]) })
-      : JSON.stringify({ f: [outcome.statementIndex, outcome.message] });
+      ? JSON.stringify({ r: outcome.results.map((r) => [r.rowsAffected, typeof r.lastInsertId === "bigint" ? String(r.lastInsertId) : r.lastInsertId]), h: bodyHash })
+      : JSON.stringify({ f: [outcome.statementIndex, outcome.message], h: bodyHash });
     const newest = (s.newest.get() as { k: number | bigint | null } | null)?.k ?? 0;
     const key = Number(newest) + Math.max(rowCostBytesMin, Buffer.byteLength(text) + id.length);
     s.insert.run(key, id, entry.index, entry.timestampMs, text);
@@ -143,13 +168,15 @@ export class RequestLog {
 function decodeRow(row: unknown): RequestOutcome | null {
   if (row === null || row === undefined) return null;
   const r = row as { entry_index: number; outcome: string };
-  const v = JSON.parse(r.outcome) as { r?: [number, number | string][]; f?: [number, string] };
+  const v = JSON.parse(r.outcome) as { r?: [number, number | string][]; f?: [number, string]; h?: string };
   const firstIndex = Number(r.entry_index);
-  if (v.f !== undefined) return { ok: false, statementIndex: v.f[0], message: v.f[1], firstIndex };
+  const bodyHash = typeof v.h === "string" ? v.h : null;
+  if (v.f !== undefined) return { ok: false, statementIndex: v.f[0], message: v.f[1], firstIndex, bodyHash };
   assert(Array.isArray(v.r), "a remembered outcome holds results or a failure");
   return {
     ok: true,
     results: v.r.map(([rowsAffected, id]) => ({ rowsAffected, lastInsertId: typeof id === "string" ? BigInt(id) : id })),
     firstIndex,
+    bodyHash,
   };
 }

@@ -41,7 +41,7 @@ import { StoreFlusher } from "./flusher.ts";
 import { StoreCheckpointer, type CheckpointResult } from "./snapshot-image.ts";
 import { checkReadStatement, internalTablePrefix, refusedAtApply } from "./_sql.ts";
 import { ApplyGuards, checkedElsewhereMessage } from "./_apply-guards.ts";
-import { RequestLog, type RequestOutcome } from "./request-ids.ts";
+import { RequestLog, requestBodyHash, requestIdReusedMessage, reusedFor, type RequestOutcome } from "./request-ids.ts";
 import { changesInMemoryPragmas, isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
 
 export interface StatementResult {
@@ -53,7 +53,8 @@ export interface StatementResult {
 export type ApplyResult =
   /** `firstIndex`: the entry that applied this request id first, when this entry was its retry. */
   | { kind: "execute"; ok: true; results: StatementResult[]; firstIndex?: number }
-  | { kind: "execute"; ok: false; statementIndex: number; message: string; firstIndex?: number }
+  /** `requestIdReused`: the entry's request id was first used for other statements (nothing applied). */
+  | { kind: "execute"; ok: false; statementIndex: number; message: string; firstIndex?: number; requestIdReused?: true }
   | { kind: "pause_writes" | "resume_writes" | "config" | "noop" | "init_cluster" | "set_member" | "archived_through" }
   /** An entry this version cannot read; skipped identically on every node of this version. */
   | { kind: "unreadable" };
@@ -913,14 +914,22 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         return { kind: "init_cluster" };
       case "execute": {
         const { requestId } = command;
+        const bodyHash = requestId === undefined ? null : requestBodyHash(command.statements);
         const retried = requestId === undefined ? null : this.requests.beforeEntry(requestId, entry);
-        if (retried !== null) return { kind: "execute", ...retried };
+        if (retried !== null && requestId !== undefined && bodyHash !== null) {
+          // A retry: the first answer, unless the id came with other statements.
+          if (reusedFor(retried, bodyHash)) {
+            return { kind: "execute", ok: false, statementIndex: 0, message: requestIdReusedMessage(requestId, retried.firstIndex), firstIndex: retried.firstIndex, requestIdReused: true };
+          }
+          const { bodyHash: _, ...outcome } = retried;
+          return { kind: "execute", ...outcome };
+        }
         if (command.checkedIndex !== undefined && command.checkedIndex !== entry.index) {
           return { kind: "execute", ok: false, statementIndex: 0, message: checkedElsewhereMessage(command.checkedIndex, entry.index) };
         }
         this.guards.beforeEntry(command.statements, requestId !== undefined);
         const result = this.functions.withEntry(entry.term, entry.index, entry.timestampMs, () => this.executeBatch(command.statements));
-        if (requestId !== undefined && result.kind === "execute") this.requests.remember(requestId, entry, result);
+        if (requestId !== undefined && bodyHash !== null && result.kind === "execute") this.requests.remember(requestId, entry, result, bodyHash);
         return result;
       }
     }

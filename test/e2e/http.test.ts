@@ -99,6 +99,15 @@ describe("SQL errors are 400 with SQLite's message, and a failing batch leaves n
     expect(await countRows(node, "k = 'rid-taken'")).toBe(0);
   });
 
+  it("a request_id used again for other statements is answered 422 REQUEST_ID_REUSED and applies nothing", async () => {
+    const first = { request_id: "rid-reused", statements: [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["rid-reused", "x"] }] };
+    expect((await postJson(`${node.clientUrl}/v1/execute`, first)).status).toBe(200);
+    const other = await postJson(`${node.clientUrl}/v1/execute`, { request_id: "rid-reused", statements: ["DELETE FROM kv"] });
+    expect(expectError(other, 422, "REQUEST_ID_REUSED")).toContain("used by another write");
+    expect(await countRows(node, "k = 'rid-reused'")).toBe(1);
+    expect((await postJson(`${node.clientUrl}/v1/execute`, first)).status).toBe(200);
+  });
+
   it("a good statement before a failing one in the same batch is not applied", async () => {
     const r = await executeRaw(node.clientUrl, [
       { sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["batch-good", "1"] },

@@ -61,7 +61,7 @@ describe("request ids", () => {
   test("a retried request id applies nothing and answers the first entry's result and index", () => {
     const store = storeWithTable();
     const [first] = store.apply([insert(2, t0 + 1000, 1, "req-a")]);
-    const [retry] = store.apply([insert(3, t0 + 2000, 2, "req-a")]);
+    const [retry] = store.apply([insert(3, t0 + 2000, 1, "req-a")]);
     expect(first).toEqual({ kind: "execute", ok: true, results: [{ rowsAffected: 1, lastInsertId: 1 }] });
     expect(retry).toEqual({ kind: "execute", ok: true, results: [{ rowsAffected: 1, lastInsertId: 1 }], firstIndex: 2 });
     expect(rows(store)).toEqual([[1, "row 1"]]);
@@ -104,10 +104,24 @@ describe("request ids", () => {
     expect(rows(store)).toEqual([[1, "row 1"], [2, "row 2"], [1, "row 1"]]);
   });
 
+  test("an id used again for other statements applies nothing and says so; a retry of the first statements still gets their answer", () => {
+    const store = storeWithTable();
+    store.apply([insert(2, t0, 1, "x")]);
+    const [reused] = store.apply([entry(3, t0 + 1, "DELETE FROM t", [], "x")]);
+    expect(reused).toMatchObject({ kind: "execute", ok: false, requestIdReused: true, firstIndex: 2 });
+    expect(reused?.kind === "execute" && !reused.ok ? reused.message : "").toContain("was used by another write (log entry 2) with other statements");
+    expect(rows(store)).toEqual([[1, "row 1"]]);
+    const [retry] = store.apply([insert(4, t0 + 2, 1, "x")]);
+    expect(retry).toEqual({ kind: "execute", ok: true, results: [{ rowsAffected: 1, lastInsertId: 1 }], firstIndex: 2 });
+    // The same statements with another parameter are other statements.
+    expect(store.apply([insert(5, t0 + 3, 7, "x")])[0]).toMatchObject({ ok: false, requestIdReused: true });
+    expect(rows(store)).toEqual([[1, "row 1"]]);
+  });
+
   test("the leader answers a remembered id from the store only within the window of its own clock", () => {
     const store = storeWithTable();
     store.apply([insert(2, t0, 1, "x")]);
-    expect(store.rememberedRequest("x", t0 + 5)).toEqual({ ok: true, results: [{ rowsAffected: 1, lastInsertId: 1 }], firstIndex: 2 });
+    expect(store.rememberedRequest("x", t0 + 5)).toEqual({ ok: true, results: [{ rowsAffected: 1, lastInsertId: 1 }], firstIndex: 2, bodyHash: expect.any(String) });
     expect(store.rememberedRequest("x", t0 + requestWindowMs + 1)).toBeNull();
     expect(store.rememberedRequest("y", t0)).toBeNull();
     expect(memoryStore().rememberedRequest("x", t0)).toBeNull();

@@ -2,17 +2,18 @@
 // {"error": {code, message, hint}} and are shown as such; an unreachable node says so. A
 // NOT_LEADER answer that names the leader's admin address is followed there, once.
 
-import { loadConfigOrExit } from "./_config.ts";
+import type { Config } from "../config/index.ts";
+import { givenConfigPath, loadConfigOrExit } from "./_config.ts";
 import { credentialHeaders, credentialTls, nodeCredentials, useCredentials } from "./_credentials.ts";
 import { CliExit, ExitCode } from "./_exit.ts";
 import { parseJson64, stringifyJson64 } from "../util/index.ts";
 
 export const nodeArgs = {
-  node: { type: "string", description: "Admin URL of the node (default: the admin address in --config, else http://127.0.0.1:9090)", valueHint: "URL" },
-  config: { type: "string", description: "Configuration file to take the node's admin address, token ([auth] token_file) and CA ([tls] ca_file) from", valueHint: "FILE" },
+  node: { type: "string", description: "Admin URL of the node (default: the admin address in --config or SVC_CONFIG's file, else http://127.0.0.1:9090)", valueHint: "URL" },
+  config: { type: "string", description: "Configuration file to take the node's admin address, token ([auth] token_file) and CA ([tls] ca_file) from (default: the file SVC_CONFIG names, if set)", valueHint: "FILE" },
   json: { type: "boolean", description: "Print machine-readable JSON" },
-  "token-file": { type: "string", description: "File holding the token to send (default: SVC_TOKEN, else [auth] token_file in --config)", valueHint: "FILE" },
-  cacert: { type: "string", description: "CA certificate (PEM) to trust for an https:// node (default: [tls] ca_file in --config)", valueHint: "FILE" },
+  "token-file": { type: "string", description: "File holding the token to send (default: SVC_TOKEN, else [auth] token_file in --config or SVC_CONFIG's file)", valueHint: "FILE" },
+  cacert: { type: "string", description: "CA certificate (PEM) to trust for an https:// node (default: [tls] ca_file in --config or SVC_CONFIG's file)", valueHint: "FILE" },
 } as const;
 
 export interface NodeArgs {
@@ -22,8 +23,14 @@ export interface NodeArgs {
   cacert?: string | undefined;
 }
 
+/** The node a command talks to, from --node, else --config, else the file SVC_CONFIG names. */
 export function nodeUrl(args: NodeArgs): string {
-  const config = args.config !== undefined && args.config !== "" ? loadConfigOrExit(args.config) : null;
+  const given = givenConfigPath(args.config);
+  return nodeUrlWith(args, given === null ? null : loadConfigOrExit(given.path, given.from));
+}
+
+/** As nodeUrl, with the configuration already loaded (null: none). */
+export function nodeUrlWith(args: Omit<NodeArgs, "config">, config: Config | null): string {
   useCredentials(nodeCredentials(args, config));
   if (args.node !== undefined && args.node !== "") return args.node.replace(/\/+$/, "");
   if (config !== null) {

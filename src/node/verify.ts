@@ -19,7 +19,8 @@ export async function verifyDataDir(paths: DataPaths, options: { store?: Store; 
   const findings: VerifyFinding[] = [];
   if (options.skipWal !== true) findings.push(...verifyWal(paths.walDir));
   findings.push(verifyHardState(paths.hardStatePath));
-  const snapshots = new SnapshotStore(paths.snapshotsDir).list();
+  // Read only: a SnapshotStore would make the folder where there is none.
+  const snapshots = fs.existsSync(paths.snapshotsDir) ? new SnapshotStore(paths.snapshotsDir).list() : [];
   if (snapshots.length === 0) findings.push({ target: paths.snapshotsDir, ok: true, detail: "no snapshots" });
   let newestValidIndex = 0;
   for (const entry of snapshots) {

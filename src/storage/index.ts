@@ -7,9 +7,10 @@ export {
   snapshotStateFile, snapshotMetaFile, snapshotFormatVersion, snapshotHeld,
   type SnapshotEntry, type SnapshotFileMeta,
 } from "./snapshots.ts";
-export { lockDataDir, type DataDirLock } from "./lock.ts";
+export { lockDataDir, lockDataDirIfPresent, type DataDirLock } from "./lock.ts";
 export { writeFileAtomic, fsyncDir, fsyncPath, fsyncPathAsync, ensureDir } from "../io/durable-file.ts";
 export { dataPaths, type DataPaths } from "./paths.ts";
+export { linkDataDirAliases, type DataDirAliasOutcome } from "./aliases.ts";
 export {
   repairWal, readEntriesLost, clearEntriesLost, highestLostIndex, formatRanges,
   type RepairReport, type EntriesLostRecord, type IndexRange,

@@ -23,7 +23,27 @@ export interface DataDirLock {
 
 export function lockDataDir(dataDir: string, holder: string): DataDirLock {
   const path = join(dataDir, "LOCK");
-  const fd = fs.openSync(path, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o640);
+  return lockOpened(fs.openSync(path, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o640), dataDir, path, holder);
+}
+
+/**
+ * As lockDataDir, for a tool that only reads the directory: it creates no LOCK file. Null when
+ * there is none: a running node always holds one, so none runs there now. (A node started
+ * meanwhile is not kept out; the tool writes nothing, so at worst what it reports is confused.)
+ */
+export function lockDataDirIfPresent(dataDir: string, holder: string): DataDirLock | null {
+  const path = join(dataDir, "LOCK");
+  let fd: number;
+  try {
+    fd = fs.openSync(path, fs.constants.O_RDWR);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw e;
+  }
+  return lockOpened(fd, dataDir, path, holder);
+}
+
+function lockOpened(fd: number, dataDir: string, path: string, holder: string): DataDirLock {
   if (flock(fd, LOCK_EX | LOCK_NB) !== 0) {
     let owner: string | null = null;
     try {

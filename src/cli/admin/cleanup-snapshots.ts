@@ -6,7 +6,7 @@ import { existsSync } from "node:fs";
 import { defineCommand } from "citty";
 import { cleanupSnapshots } from "../../backup/index.ts";
 import { formatProblems, loadConfigFile } from "../../config/index.ts";
-import { defaultConfigPath } from "../_config.ts";
+import { defaultConfigPath, requireDataDir } from "../_config.ts";
 import { usageError } from "../_exit.ts";
 import { olderThanMs, printCleanupReport } from "./_cleanup-output.ts";
 
@@ -28,13 +28,18 @@ export const cleanupSnapshotsCommand = defineCommand({
   },
 });
 
+/** The data directory to clean; one that is not a svc data directory is refused (exit 2), not reported clean. */
 function resolveDataDir(configPath: string | undefined, dataDir: string | undefined): string {
   if (configPath !== undefined && dataDir !== undefined) throw usageError("give --config or --data-dir, not both");
-  if (dataDir !== undefined) return dataDir;
+  if (dataDir !== undefined) {
+    requireDataDir(dataDir, "--data-dir");
+    return dataDir;
+  }
   const fallback = defaultConfigPath();
   const path = configPath ?? (existsSync(fallback) ? fallback : undefined);
   if (path === undefined) throw usageError(`no data directory: give --config FILE or --data-dir DIR (${fallback} does not exist)`);
   const loaded = loadConfigFile(path);
   if (!loaded.ok) throw usageError(`the config file has problems:\n${formatProblems(loaded.problems, path)}`);
+  requireDataDir(loaded.config.dataDir, `data_dir in ${path}`);
   return loaded.config.dataDir;
 }

@@ -1,13 +1,14 @@
 // init-cluster: offline, before the node starts. On an empty data directory it creates a
 // new cluster (as the first start with bootstrap = true would); with --bootstrap it turns
 // restored data (a backup, a point-in-time replay) into a new cluster, keeping all data.
+// A data_dir that holds files other than svc's is refused before anything is written there.
 
 import { defineCommand } from "citty";
 import { createLogger } from "../../log/index.ts";
 import { bootstrapIfNew, isPristine, loadState, prepareDataDir, reinitCluster } from "../../node/index.ts";
 import { lockDataDir } from "../../storage/index.ts";
 import { SvcError } from "../../util/index.ts";
-import { defaultConfigPath, loadConfigOrExit } from "../_config.ts";
+import { defaultConfigPath, givenConfigPath, installedConfigPath, loadConfigOrExit, requireNewOrDataDir } from "../_config.ts";
 import { printJson, printKeyValues } from "../_client.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
 
@@ -20,7 +21,10 @@ export const initClusterCommand = defineCommand({
     json: { type: "boolean", description: "Print machine-readable JSON" },
   },
   async run({ args }) {
-    const config = loadConfigOrExit(args.config ?? defaultConfigPath());
+    const given = givenConfigPath(args.config);
+    const configPath = given?.path ?? installedConfigPath;
+    const config = loadConfigOrExit(configPath, given?.from);
+    requireNewOrDataDir(config.dataDir, `data_dir in ${configPath}`);
     const logger = createLogger();
     const paths = prepareDataDir(config.dataDir);
     let lock;

@@ -11,7 +11,7 @@ import { defineCommand } from "citty";
 import { create as createTar } from "tar";
 import { loadConfigFile, secretPaths } from "../../config/index.ts";
 import { commit, version, versionLine } from "../../version.ts";
-import { nodeUrl, printJson } from "../_client.ts";
+import { nodeUrlWith, printJson } from "../_client.ts";
 import { defaultConfigPath } from "../_config.ts";
 import { credentialHeaders, credentialSecrets, credentialTls } from "../_credentials.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
@@ -56,7 +56,7 @@ export const supportBundleCommand = defineCommand({
     const parsed = configText === null ? null : loadConfigFile(configPath);
     const config = parsed?.ok === true ? parsed.config : null;
     const dataDir = args["data-dir"] ?? config?.dataDir ?? (configText === null ? null : /^\s*data_dir\s*=\s*"([^"]+)"/m.exec(configText)?.[1] ?? null);
-    const base = nodeUrl({ node: args.node, config: config === null ? undefined : configPath });
+    const base = nodeUrlWith({ node: args.node }, config);
 
     const files = new Map<string, string>();
     const entries: Entry[] = [];

@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import { defineCommand } from "citty";
 import { createToken, isHashPrefix, isRole, listTokens, revokeTokens, roles } from "../../http/index.ts";
 import { SvcError } from "../../util/index.ts";
-import { loadConfigOrExit } from "../_config.ts";
+import { givenConfigPath, loadConfigOrExit } from "../_config.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
 import { printJson } from "../_client.ts";
 
@@ -18,7 +18,7 @@ const createCommand = defineCommand({
   args: {
     role: { type: "string", description: `The token's role: ${roles.join(", ")}`, valueHint: "ROLE", required: true },
     "tokens-file": { type: "string", description: "The tokens file (default: [auth] tokens_file in --config)", valueHint: "FILE" },
-    config: { type: "string", description: "Configuration file whose [auth] tokens_file to add to", valueHint: "FILE" },
+    config: { type: "string", description: "Configuration file whose [auth] tokens_file to add to (default: the file SVC_CONFIG names, if set)", valueHint: "FILE" },
     name: { type: "string", description: "A name kept beside the hash, to tell tokens apart", valueHint: "NAME" },
   },
   run({ args }) {
@@ -45,7 +45,7 @@ const createCommand = defineCommand({
 
 const fileArgs = {
   "tokens-file": { type: "string", description: "The tokens file (default: [auth] tokens_file in --config)", valueHint: "FILE" },
-  config: { type: "string", description: "Configuration file whose [auth] tokens_file to use", valueHint: "FILE" },
+  config: { type: "string", description: "Configuration file whose [auth] tokens_file to use (default: the file SVC_CONFIG names, if set)", valueHint: "FILE" },
 } as const;
 
 const listCommand = defineCommand({
@@ -95,12 +95,13 @@ const revokeCommand = defineCommand({
   },
 });
 
-/** The tokens file, and the data directory of the configuration when one is given. */
-function tokensFilePath(given: string | undefined, configPath: string | undefined): { path: string; dataDir: string | null } {
-  const config = configPath === undefined || configPath === "" ? null : loadConfigOrExit(configPath);
+/** The tokens file, and the data directory of the configuration (--config, else SVC_CONFIG's) when there is one. */
+function tokensFilePath(given: string | undefined, configFlag: string | undefined): { path: string; dataDir: string | null } {
+  const configPath = givenConfigPath(configFlag);
+  const config = configPath === null ? null : loadConfigOrExit(configPath.path, configPath.from);
   if (given !== undefined && given !== "") return { path: given, dataDir: config?.dataDir ?? null };
-  if (config === null) throw usageError("give --tokens-file FILE, or --config FILE with [auth] tokens_file");
-  if (config.auth == null) throw usageError(`${configPath} has no [auth] table: add [auth] tokens_file = "/etc/svc/tokens" or give --tokens-file FILE`);
+  if (config === null || configPath === null) throw usageError("give --tokens-file FILE, or --config FILE (or SVC_CONFIG) naming a configuration with [auth] tokens_file");
+  if (config.auth == null) throw usageError(`${configPath.path} has no [auth] table: add [auth] tokens_file = "/etc/svc/tokens" or give --tokens-file FILE`);
   return { path: config.auth.tokensFile, dataDir: config.dataDir };
 }
 

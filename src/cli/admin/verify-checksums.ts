@@ -1,10 +1,12 @@
 // verify-checksums: through a running node (its admin port), or offline on a stopped
 // node's data directory: --data-dir DIR, or --offline with data_dir from --config or from the
-// installed configuration. Exits 1 when anything is damaged.
+// installed configuration. Exits 1 when anything is damaged. Offline it writes nothing: a
+// directory that is not a svc data directory is refused (exit 2), and the lock is taken only
+// on the LOCK file a node left there.
 
 import { defineCommand } from "citty";
 import { verifyDataDir, type VerifyFinding } from "../../node/index.ts";
-import { dataPaths, lockDataDir } from "../../storage/index.ts";
+import { dataPaths, lockDataDirIfPresent } from "../../storage/index.ts";
 import { callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
 import { defaultConfigPath, offlineDataDir } from "../_config.ts";
 import { CliExit, ExitCode } from "../_exit.ts";
@@ -24,14 +26,14 @@ export const verifyChecksumsCommand = defineCommand({
       const dataDir = offlineDataDir({ dataDir: args["data-dir"], config: args.config });
       let lock;
       try {
-        lock = lockDataDir(dataDir, "verify-checksums");
+        lock = lockDataDirIfPresent(dataDir, "verify-checksums");
       } catch (e) {
         throw e instanceof SvcError ? new CliExit(ExitCode.failure, `${e.message}\n  → stop the node first, or run without --data-dir to check through the running node`) : e;
       }
       try {
         findings = await verifyDataDir(dataPaths(dataDir));
       } finally {
-        lock.release();
+        lock?.release();
       }
     } else {
       findings = ((await callNode(nodeUrl(args), "GET", "/admin/verify-checksums", undefined, 3_600_000)) as { findings: VerifyFinding[] }).findings;

@@ -2,11 +2,13 @@
 // data_dir in --config or in the installed configuration). Rebuilds the WAL
 // from every intact record (storage/repair.ts) and a damaged raft/hardstate from the WAL and
 // the snapshots; says exactly which indexes were lost, and what that means on a cluster
-// member and on a lone node.
+// member and on a lone node. A directory that is not a svc data directory is refused before
+// anything is written; --dry-run writes nothing at all.
 
+import * as fs from "node:fs";
 import { defineCommand } from "citty";
 import {
-  SnapshotStore, dataPaths, formatRanges, lockDataDir, markLostLog, readHardState, rebuildHardState, repairWal,
+  SnapshotStore, dataPaths, formatRanges, lockDataDir, lockDataDirIfPresent, markLostLog, readHardState, rebuildHardState, repairWal,
   type RepairReport,
 } from "../../storage/index.ts";
 import { SvcError, isSvcError } from "../../util/index.ts";
@@ -28,18 +30,20 @@ export const walRepairCommand = defineCommand({
       throw usageError("wal-repair takes damaged entries out of the log; pass --skip-corrupted to confirm (or --dry-run to look first)");
     }
     const dataDir = offlineDataDir({ dataDir: args["data-dir"], config: args.config });
+    const dryRun = args["dry-run"] === true;
     let lock;
     try {
-      lock = lockDataDir(dataDir, "wal-repair");
+      lock = dryRun ? lockDataDirIfPresent(dataDir, "wal-repair --dry-run") : lockDataDir(dataDir, "wal-repair");
     } catch (e) {
       throw e instanceof SvcError ? new CliExit(ExitCode.failure, `${e.message}\n  → stop the node first (systemctl stop svc)`) : e;
     }
     try {
-      const dryRun = args["dry-run"] === true;
       const paths = dataPaths(dataDir);
-      const snapshots = new SnapshotStore(paths.snapshotsDir);
       const skipped: string[] = [];
-      const latest = await snapshots.latestValid((entry, reason) => skipped.push(`${entry.dir}: ${reason}`));
+      // A SnapshotStore makes its folder: none is made where there is none to read.
+      const latest = fs.existsSync(paths.snapshotsDir)
+        ? await new SnapshotStore(paths.snapshotsDir).latestValid((entry, reason) => skipped.push(`${entry.dir}: ${reason}`))
+        : null;
       const snapshotIndex = latest?.meta?.index ?? 0;
       const hardState = checkHardState(paths.hardStatePath);
       const report = repairWal(paths.walDir, { dryRun, snapshotIndex });
@@ -64,7 +68,7 @@ export const walRepairCommand = defineCommand({
       out.push(...describe(report, dryRun));
       process.stdout.write(`${out.join("\n")}\n`);
     } finally {
-      lock.release();
+      lock?.release();
     }
   },
 });

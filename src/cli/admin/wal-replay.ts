@@ -1,6 +1,7 @@
 // `svc admin wal-replay --wal-dir DIR|s3://… --until <ISO 8601>`: point-in-time restore, SPEC
 // §4.5 step 4, offline, on the stopped node whose raft/ holds only the snapshot to restore
-// from (--data-dir, or data_dir in --config or in the installed configuration). Progress on a
+// from (--data-dir, or data_dir in --config or in the installed configuration; a directory
+// that is not a svc data directory is refused before anything is written). Progress on a
 // terminal, a one-line summary, --json for scripts; exit 0 only when the replay was written.
 
 import { defineCommand } from "citty";
@@ -25,7 +26,10 @@ export const walReplayCommand = defineCommand({
     if (args.until === undefined || args.until === "") throw usageError("--until TIME is required, e.g. --until 2026-11-22T21:30:00Z");
     const until = parseReplayTarget(args.until);
     const dataDir = offlineDataDir({ dataDir: args["data-dir"], config: args.config });
-    const segmentSizeBytes = loadConfigOrExit(args.config).wal.segmentSizeBytes;
+    // The new WAL's segment size comes from the file data_dir came from (none with --data-dir).
+    const given = (v: string | undefined): v is string => v !== undefined && v !== "";
+    const configPath = given(args.config) ? args.config : given(args["data-dir"]) ? undefined : defaultConfigPath();
+    const segmentSizeBytes = loadConfigOrExit(configPath).wal.segmentSizeBytes;
     const onTerminal = process.stderr.isTTY === true && args.json !== true;
     const report = await replayWalArchive({
       dataDir, source: openArchiveSource(walDir), until, segmentSizeBytes, logger: silentLogger,

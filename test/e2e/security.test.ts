@@ -191,6 +191,11 @@ describe("TLS and tokens on the client and admin ports", () => {
     expect(viaEnv.exitCode).toBe(0);
     const viaConfig = await runBinary(["admin", "stats", "--config", node.configPath]);
     expect(viaConfig.exitCode).toBe(0);
+    // The backup tools reach the node the same way: https, with the config's token and CA.
+    const backupDir = join(env.dir, "backups");
+    const backup = await runBinary(["admin", "backup", "snapshot", "--config", node.configPath, "--to", backupDir]);
+    expect({ exit: backup.exitCode, stderr: backup.stderr }).toEqual({ exit: 0, stderr: "" });
+    expect(fs.existsSync(join(backupDir, "latest", "metadata.json"))).toBe(true);
 
     const noToken = await runBinary(["admin", "stats", "--node", adminUrl, "--cacert", s.ca.cert], { env: { SVC_TOKEN: "" } });
     expect(noToken.exitCode).not.toBe(0);

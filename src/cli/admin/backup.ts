@@ -14,7 +14,7 @@ import {
   isObjectUrl, type BackupNodeApi,
 } from "../../backup/index.ts";
 import { secretPaths, type Config } from "../../config/index.ts";
-import { callNode, printJson } from "../_client.ts";
+import { callNode, nodeUrlWith, printJson } from "../_client.ts";
 import { defaultConfigPath, loadConfigOrExit } from "../_config.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
 
@@ -57,9 +57,8 @@ function durationArg(text: string | undefined, name: string, fallbackMs: number 
 function setup(args: Common): { config: Config; configPath: string; base: string; api: BackupNodeApi } {
   const configPath = resolve(args.config ?? defaultConfigPath());
   const config = loadConfigOrExit(configPath);
-  const admin = config.listen.admin;
-  const host = admin.host === "0.0.0.0" || admin.host === "::" || admin.host === "[::]" ? "127.0.0.1" : admin.host;
-  const base = (args.node ?? `http://${host}:${admin.port}`).replace(/\/$/, "");
+  // As every admin command: https and the token and CA of [tls] and [auth] when the node uses them.
+  const base = nodeUrlWith({ node: args.node }, config);
   // The other members' admin addresses, from cluster-info: should the node this backup runs
   // beside die while writes are paused, any member can resume them (the rest would stay paused
   // until the lease ran out).

@@ -11,7 +11,7 @@ import { majority } from "../raft/index.ts";
 import type { MemberAddress, Store } from "../store/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
-import type { Logger } from "../util/logger.ts";
+import { silentLogger, type Logger } from "../util/logger.ts";
 import type { StoredHardState } from "../storage/index.ts";
 import type { MetricsRegistry } from "../metrics/index.ts";
 import type { NodeMetrics } from "./metrics.ts";
@@ -68,6 +68,8 @@ export interface NodeParts {
   readonly logger: Logger;
   readonly io: NodeIo;
   readonly core: RaftCore;
+  /** The core's logger (tensor_chain::raft): the node traces the messages it sends and receives there. Absent: none. */
+  readonly raftLogger?: Logger;
   readonly store: Store;
   readonly hardState: StoredHardState;
   readonly clusterId: string;
@@ -141,6 +143,8 @@ export class NodeContext {
     store: Store,
     hardState: StoredHardState,
     clusterId: string,
+    /** Where messages to and from peers are traced (tensor_chain::raft, as the core's own lines). */
+    readonly raftLogger: Logger = silentLogger,
   ) {
     this.store = store;
     this.persistedHardState = hardState;

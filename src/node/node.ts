@@ -37,6 +37,7 @@ import { openNode } from "./start.ts";
 import type { PeerSecrets } from "./peer-tls.ts";
 import { wireGossip, type GossipSnapshot } from "./gossip.ts";
 import type { NodeParts } from "./context.ts";
+import { messageTraceFields } from "./_message-trace.ts";
 import type { MetricsRegistry } from "../metrics/index.ts";
 
 export type Consistency = "linearizable" | "leader" | "stale";
@@ -143,7 +144,7 @@ export class SvcNode {
       votersDiskFull: () => live().core.votersDiskFull().length,
       storeUncommitted: () => live().store.uncommittedCount,
     });
-    ctx = new NodeContext(parts.config, parts.logger, parts.io, parts.core, metrics, parts.store, parts.hardState, parts.clusterId);
+    ctx = new NodeContext(parts.config, parts.logger, parts.io, parts.core, metrics, parts.store, parts.hardState, parts.clusterId, parts.raftLogger);
     ctx.lostLog = parts.lostLog;
     policy = new SnapshotPolicy(ctx, parts.checkpointIndex, parts.imageLogBytesMin);
     const loop = new EffectLoop(ctx, policy);
@@ -164,6 +165,8 @@ export class SvcNode {
             return;
           }
         }
+        // Its image arrived and checks: the message the leader sent with it, as peer-messages.ts traces the others.
+        if (c.raftLogger.enabled("trace")) c.raftLogger.trace("message received", messageTraceFields(message, "from"));
         c.core.step(message);
         loop.schedule();
       },

@@ -5,10 +5,13 @@
 // the follower when there is none) — and the core's requests to read compacted entries back
 // out of the log store for a member behind the in-memory log (one read at a time per member,
 // answered into the core). Outgoing appends are encoded a bounded number of bytes per turn.
+// With RUST_LOG=tensor_chain::raft=trace every message in and out is a trace line.
 
 import { decodeMessage, encodeMessage, type Entry, type LogFetch, type Message } from "../raft/index.ts";
 import { MessageType } from "../transport/index.ts";
 import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/logger.ts";
+import { messageTraceFields } from "./_message-trace.ts";
 import type { NodeContext } from "./context.ts";
 import type { SnapshotPolicy } from "./snapshot-policy.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
@@ -26,6 +29,8 @@ export class PeerMessages {
   /** Messages waiting for a later turn (see sendEntryBytesPerTurnMax), oldest first; each later message waits behind them. */
   private deferred: Message[] = [];
   private deferredAt = 0;
+  /** The raft target's logger when it writes trace lines, else null: decided once, so a node that does not trace pays one test per message. */
+  private readonly trace: Logger | null;
 
   constructor(
     private readonly ctx: NodeContext,
@@ -34,7 +39,9 @@ export class PeerMessages {
     private readonly schedule: () => void,
     /** The loop holds a Ready that a full disk refused: nothing the core says goes out until it is through. */
     private readonly stalled: () => boolean,
-  ) {}
+  ) {
+    this.trace = ctx.raftLogger.enabled("trace") ? ctx.raftLogger : null;
+  }
 
   /** A message from a peer (the network has checked framing, CRC and cluster id). */
   receive(from: string, type: number, payload: Uint8Array): void {
@@ -50,12 +57,15 @@ export class PeerMessages {
           return;
         }
         const m = decoded.message;
+        if (this.trace !== null) this.trace.trace("message received", messageTraceFields(m, "from"));
         if (m.from !== from || m.to !== ctx.config.nodeId) {
           ctx.metrics.peerMessagesDropped.labels("misaddressed").inc();
+          if (this.trace !== null) this.trace.trace("message ignored: not sent by the peer it came from, or not to this node", { type: m.type, from: m.from, to: m.to, peer: from });
           return;
         }
         if ((m.type === "vote" || m.type === "pre_vote") && ctx.lostLog) {
           ctx.metrics.peerMessagesDropped.labels("vote_while_recovering").inc();
+          if (this.trace !== null) this.trace.trace("vote request ignored: this node lost log entries and does not vote until a leader caught it up", { type: m.type, from: m.from, term: m.term });
           return;
         }
         // A leader whose disk is full hands leadership over; one whose own disk is full too
@@ -63,6 +73,7 @@ export class PeerMessages {
         // the term rising each time). It stays where it is: the leader keeps serving reads.
         if (m.type === "timeout_now" && ctx.diskFull !== null) {
           ctx.metrics.peerMessagesDropped.labels("transfer_while_disk_full").inc();
+          if (this.trace !== null) this.trace.trace("leadership transfer ignored: this node's disk is full", { from: m.from, term: m.term });
           return;
         }
         if (m.type === "append" || m.type === "heartbeat") ctx.leaderCommitSeen = Math.max(ctx.leaderCommitSeen, m.commit);
@@ -104,9 +115,12 @@ export class PeerMessages {
     ctx.leaderHeardAtMs = ctx.clock.monotonicMs();
     if (m.type === "append") {
       ctx.metrics.peerMessagesDropped.labels("append_while_disk_full").inc();
+      if (this.trace !== null) this.trace.trace("append dropped: this node's disk is full", { from: m.from, term: m.term, prevIndex: m.prevIndex, entries: m.entries.length });
       return true;
     }
-    ctx.io.network.send(m.from, MessageType.raft, encodeMessage({ type: "heartbeat_response", from: ctx.config.nodeId, to: m.from, term: m.term, readSeq: m.readSeq, diskFull: true }));
+    const answer: Message = { type: "heartbeat_response", from: ctx.config.nodeId, to: m.from, term: m.term, readSeq: m.readSeq, diskFull: true };
+    if (this.trace !== null) this.trace.trace("message sent", messageTraceFields(answer, "to"));
+    ctx.io.network.send(m.from, MessageType.raft, encodeMessage(answer));
     return true;
   }
 
@@ -195,7 +209,9 @@ export class PeerMessages {
       this.snapshots.imageAtLeast(floor)
         .then((snapshot) => {
           ctx.core.snapshotChosen(m.to, snapshot.index);
-          return transfer.send({ ...m, snapshot });
+          const offer = { ...m, snapshot };
+          if (this.trace !== null) this.trace.trace("message sent", messageTraceFields(offer, "to"));
+          return transfer.send(offer);
         })
         .catch((e: unknown) => {
           ctx.logger.error("cannot send snapshot", { peer: m.to, error: errorMessage(e) });
@@ -204,6 +220,11 @@ export class PeerMessages {
         });
       return;
     }
-    if (!ctx.io.network.send(m.to, MessageType.raft, encodeMessage(m)) && m.type === "append") ctx.core.reportUnreachable(m.to);
+    const queued = ctx.io.network.send(m.to, MessageType.raft, encodeMessage(m));
+    if (this.trace !== null) {
+      if (queued) this.trace.trace("message sent", messageTraceFields(m, "to"));
+      else this.trace.trace("message not sent: the peer's send queue refused it (full, or the peer is unknown)", messageTraceFields(m, "to"));
+    }
+    if (!queued && m.type === "append") ctx.core.reportUnreachable(m.to);
   }
 }

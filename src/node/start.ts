@@ -6,7 +6,9 @@
 import type { Config } from "../config/index.ts";
 import { freeBytes, isDiskFullError, systemClock } from "../io/index.ts";
 import { RaftCore } from "../raft/index.ts";
-import { FileLogStore, ballastBytes, hasLostLog, lockDataDir, manageBallast, verifySnapshot, type SnapshotEntry } from "../storage/index.ts";
+import {
+  FileLogStore, ballastBytes, hasLostLog, linkDataDirAliases, lockDataDir, manageBallast, verifySnapshot, type DataPaths, type SnapshotEntry,
+} from "../storage/index.ts";
 import { createTransport, type MessageHandler } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { createPrng } from "../util/prng.ts";
@@ -65,6 +67,7 @@ export async function openNode(
         bytes: ballastBytes, hint: "free space on the data directory's file system; the ballast is made again at a start that finds room",
       });
     }
+    linkAliases(paths, log);
     const restored = await adoptRestoredBackup(paths, config, log);
     const state = await loadState(paths, config, logger.child("wal"));
     if (state.imageToCheck !== null) checkImageLater(state.imageToCheck, log);
@@ -104,13 +107,14 @@ export async function openNode(
         break;
     }
     const tickMs = config.raft.heartbeatIntervalMs;
+    const raftLogger = logger.child("raft");
     const core = new RaftCore(
       {
         id: config.nodeId,
         electionTimeoutTicks: Math.max(2, Math.round(config.raft.electionTimeoutMs / tickMs)),
         heartbeatTicks: 1,
         prng: createPrng(Date.now() >>> 0, process.pid),
-        logger: logger.child("raft"),
+        logger: raftLogger,
         preVote: true,
         checkQuorum: true,
         maxInflightAppends: 64,
@@ -164,6 +168,7 @@ export async function openNode(
         ...(config.wal.archiveCommand === "" ? {} : { walArchive: fileWalArchiveIo(config.wal.archiveCommand, paths, state.wal) }),
       },
       core,
+      raftLogger,
       store: state.store,
       hardState: state.hardState,
       clusterId,
@@ -198,6 +203,22 @@ export async function openNode(
       });
     }
     throw e;
+  }
+}
+
+/**
+ * <data_dir>/wal and <data_dir>/snapshots, the names SPEC §2.1 also gives raft/wal and
+ * raft/snapshots (storage/aliases.ts): made as links when free; what an operator put there
+ * instead is left alone, and said once per start.
+ */
+function linkAliases(paths: DataPaths, log: Logger): void {
+  for (const alias of linkDataDirAliases(paths)) {
+    const what = alias.name === "wal" ? "WAL" : "snapshot";
+    if (alias.result === "made") log.info(`made ${alias.path} a link to ${alias.target}, the ${what} directory`);
+    if (alias.result !== "blocked") continue;
+    log.warn(`${alias.path} is ${alias.found}, not a link to ${alias.target}: left as it is`, {
+      hint: `svc keeps its ${what} files in ${alias.target} and does not use ${alias.path}; to have that name lead to them, move it away and restart the node`,
+    });
   }
 }
 

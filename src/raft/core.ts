@@ -48,6 +48,11 @@ export class RaftCore {
   private readonly opts: RaftOptions;
   private readonly id: NodeId;
   private readonly logger: Logger;
+  /**
+   * Whether trace lines are written (RUST_LOG=tensor_chain::raft=trace), decided once: on the
+   * write path a node that does not trace pays one test per decision, never building fields.
+   */
+  private readonly tracing: boolean;
   private readonly log: RaftLog;
   private readonly members: MembershipHistory;
 
@@ -105,6 +110,7 @@ export class RaftCore {
     this.opts = opts;
     this.id = opts.id;
     this.logger = opts.logger;
+    this.tracing = opts.logger.enabled("trace");
     checkLoadedState(state);
 
     const snapIndex = state.snapshot?.index ?? 0;
@@ -152,6 +158,7 @@ export class RaftCore {
     // Only a node that may campaign restarts the count: for the others it keeps growing, so
     // the leader lease they grant (see step) lapses once the leader falls silent.
     if (this.promotable() && !this.campaignsHeld && this.electionElapsed >= this.randomizedElectionTimeoutTicks) {
+      if (this.tracing) this.logger.trace("election timeout: no leader heard from", { term: this.term, ticks: this.electionElapsed, leader: this.leaderId });
       this.electionElapsed = 0;
       this.hup(false);
     }
@@ -187,6 +194,7 @@ export class RaftCore {
     if (this.role !== "leader" || id === this.id) return;
     const pr = this.progress.get(id);
     if (pr === undefined || pr.state !== "probe" || pr.fetching !== 0) return;
+    if (this.tracing) this.logger.trace("member reachable again: probing it now", { member: id, next: pr.next });
     pr.probeSent = false;
     this.sendAppends(id, true);
   }
@@ -338,6 +346,7 @@ export class RaftCore {
   private reset(term: number): void {
     if (term !== this.term) {
       assert(term > this.term, "terms only grow");
+      if (this.tracing) this.logger.trace("entering a new term", { term, was: this.term, role: this.role });
       this.term = term;
       this.vote = null;
     }
@@ -438,7 +447,9 @@ export class RaftCore {
     const canVote =
       this.vote === m.from || (this.vote === null && this.leaderId === null) || (isPre && m.term > this.term);
     const responseType = isPre ? "pre_vote_response" : "vote_response";
-    if (canVote && this.log.isUpToDate(m.lastIndex, m.lastTerm)) {
+    const upToDate = this.log.isUpToDate(m.lastIndex, m.lastTerm);
+    if (canVote && upToDate) {
+      if (this.tracing) this.logger.trace(isPre ? "pre-vote granted" : "vote granted", { to: m.from, term: m.term, lastIndex: m.lastIndex, lastTerm: m.lastTerm });
       // A granted pre-vote answers in the term asked about, so the pre-candidate counts it.
       this.send(m.from, m.term, { type: responseType, reject: false });
       if (!isPre) {
@@ -446,8 +457,22 @@ export class RaftCore {
         this.vote = m.from;
       }
     } else {
+      if (this.tracing) {
+        this.logger.trace(isPre ? "pre-vote refused" : "vote refused", {
+          to: m.from, term: m.term, reason: this.voteRefusal(canVote, upToDate),
+          lastIndex: m.lastIndex, lastTerm: m.lastTerm, ownLastIndex: this.log.lastIndex(), ownLastTerm: this.log.lastTerm(),
+        });
+      }
       this.send(m.from, this.term, { type: responseType, reject: true });
     }
+  }
+
+  /** Why a vote is refused, in words for the trace. */
+  private voteRefusal(canVote: boolean, upToDate: boolean): string {
+    const reasons: string[] = [];
+    if (!canVote) reasons.push(this.vote !== null ? `already voted for ${this.vote} in term ${this.term}` : `follows leader ${this.leaderId ?? "?"} in term ${this.term}`);
+    if (!upToDate) reasons.push("the candidate's log is behind this node's");
+    return reasons.join("; ");
   }
 
   private stepFollower(m: Message): void {
@@ -492,6 +517,14 @@ export class RaftCore {
         if (m.type !== expected) return this.drop(m, "vote_response_for_other_campaign");
         this.votes.set(m.from, !m.reject);
         const outcome = this.tally();
+        if (this.tracing) {
+          let granted = 0;
+          for (const g of this.votes.values()) if (g) granted++;
+          this.logger.trace(m.type === "pre_vote_response" ? "pre-vote answer counted" : "vote answer counted", {
+            from: m.from, granted: !m.reject, term: this.role === "pre_candidate" ? this.term + 1 : this.term,
+            votesGranted: granted, voters: this.membership().voters.length, outcome,
+          });
+        }
         if (outcome === "won") {
           if (this.role === "pre_candidate") this.campaignElection(false);
           else this.becomeLeader();
@@ -553,11 +586,17 @@ export class RaftCore {
   private handleAppend(m: AppendMessage): void {
     const log = this.log;
     if (m.prevIndex < log.commit) {
+      if (this.tracing) this.logger.trace("append starts below the commit index: acknowledged up to it", { from: m.from, prevIndex: m.prevIndex, commit: log.commit });
       // Everything up to commit already matches the leader's log.
       return this.respondAppend(m.from, false, log.commit);
     }
     if (!log.matchTerm(m.prevIndex, m.prevTerm)) {
       const hint = log.findConflictByTerm(Math.min(m.prevIndex, log.lastIndex()), m.prevTerm);
+      if (this.tracing) {
+        this.logger.trace("append rejected: this log does not hold the entry it follows", {
+          from: m.from, prevIndex: m.prevIndex, prevTerm: m.prevTerm, heldTerm: log.term(m.prevIndex) ?? null, lastIndex: log.lastIndex(), hintIndex: hint.index, hintTerm: hint.term,
+        });
+      }
       this.send(m.from, this.term, {
         type: "append_response",
         reject: true,
@@ -575,9 +614,15 @@ export class RaftCore {
         return this.drop(m, "conflict_below_commit");
       }
       const fresh = m.entries.slice(conflict - m.prevIndex - 1);
+      if (this.tracing && conflict <= log.lastIndex()) this.logger.trace("entries that differ from the leader's removed", { from: m.from, first: conflict, last: log.lastIndex() });
       if (conflict <= log.lastIndex()) this.members.onTruncate(conflict);
       log.truncateAndAppend(fresh);
       this.members.onAppend(fresh, (e) => this.reportMalformedConfig(e));
+    }
+    if (this.tracing) {
+      this.logger.trace("append accepted", {
+        from: m.from, prevIndex: m.prevIndex, entries: m.entries.length, last: lastNewIndex, appended: conflict === 0 ? 0 : lastNewIndex - conflict + 1, commit: m.commit,
+      });
     }
     this.commitTo(Math.min(m.commit, lastNewIndex));
     this.respondAppend(m.from, false, lastNewIndex);
@@ -605,8 +650,12 @@ export class RaftCore {
   private handleSnapshot(m: SnapshotMessage): void {
     const meta = m.snapshot;
     const log = this.log;
-    if (meta.index <= log.commit) return this.respondAppend(m.from, false, log.commit);
+    if (meta.index <= log.commit) {
+      if (this.tracing) this.logger.trace("snapshot not installed: the commit index is past it", { from: m.from, index: meta.index, commit: log.commit });
+      return this.respondAppend(m.from, false, log.commit);
+    }
     if (log.matchTerm(meta.index, meta.term)) {
+      if (this.tracing) this.logger.trace("snapshot not installed: the log holds its last entry", { from: m.from, index: meta.index, term: meta.term });
       // We already hold the snapshot's last entry, so everything up to it matches.
       this.commitTo(meta.index);
       return this.respondAppend(m.from, false, meta.index);
@@ -621,7 +670,10 @@ export class RaftCore {
   }
 
   private commitTo(index: number): void {
-    if (this.log.commitTo(index) && this.role === "leader") this.onLeaderCommit();
+    const before = this.log.commit;
+    if (!this.log.commitTo(index)) return;
+    if (this.tracing) this.logger.trace("commit index advanced", { from: before, to: this.log.commit });
+    if (this.role === "leader") this.onLeaderCommit();
   }
 
   // ─── leader side of replication ──────────────────────────────────────────────────────
@@ -707,6 +759,7 @@ export class RaftCore {
       if (m.hintTerm > 0) nextProbe = this.log.findConflictByTerm(m.hintIndex, m.hintTerm).index;
       if (m.index <= pr.match && pr.state !== "snapshot") return this.handleRejectBelowMatch(m.from, pr, m.index, nextProbe);
       if (pr.maybeDecrTo(m.index, nextProbe)) {
+        if (this.tracing) this.logger.trace("member lacks the entry an append followed: probing back", { member: m.from, rejected: m.index, match: pr.match, next: pr.next, was: pr.state });
         if (pr.state === "replicate") pr.becomeProbe();
         this.sendAppends(m.from, true);
       }
@@ -717,10 +770,9 @@ export class RaftCore {
     // A probe accepted at match says nothing new about the log, but that the member still holds it.
     const probeConfirmed = pr.state === "probe" && m.index === pr.match && pr.next === pr.match + 1;
     if (!pr.maybeUpdate(m.index) && !probeConfirmed) return;
-    if (pr.state === "probe") {
-      pr.becomeReplicate();
-    } else if (pr.state === "snapshot" && pr.match >= pr.pendingSnapshot) {
-      pr.becomeProbe();
+    if (pr.state === "probe" || (pr.state === "snapshot" && pr.match >= pr.pendingSnapshot)) {
+      if (this.tracing) this.logger.trace("member holds the log up to its match: replicating to it", { member: m.from, match: pr.match, was: pr.state });
+      if (pr.state === "snapshot") pr.becomeProbe();
       pr.becomeReplicate();
     } else if (pr.state === "replicate") {
       pr.inflights.freeLE(m.index);
@@ -1005,6 +1057,7 @@ export class RaftCore {
     if (this.role !== "leader") return;
     const pr = this.progress.get(peer);
     if (pr === undefined || pr.state !== "snapshot") return;
+    if (this.tracing) this.logger.trace("snapshot image chosen for a member", { member: peer, index });
     pr.pendingSnapshot = index;
   }
 
@@ -1078,7 +1131,22 @@ export class RaftCore {
     this.readStates = [];
     this.fetches = [];
     this.outstanding = rd;
+    if (this.tracing) this.traceReady(rd, termOrVoteChanged);
     return rd;
+  }
+
+  /** What a Ready asks the node to persist and apply, at trace level. */
+  private traceReady(rd: Ready, termOrVoteChanged: boolean): void {
+    if (rd.snapshot !== null) this.logger.trace("installing a snapshot", { index: rd.snapshot.index, term: rd.snapshot.term });
+    if (termOrVoteChanged && rd.hardState !== null) this.logger.trace("saving term and vote", { term: rd.hardState.term, vote: rd.hardState.vote });
+    const firstNew = rd.entries[0];
+    if (firstNew !== undefined) {
+      this.logger.trace("appending entries to the log", { first: firstNew.index, last: rd.entries.at(-1)?.index, count: rd.entries.length, term: firstNew.term, sync: rd.mustSync });
+    }
+    const firstCommitted = rd.committed[0];
+    if (firstCommitted !== undefined) {
+      this.logger.trace("entries committed, applying", { first: firstCommitted.index, last: rd.committed.at(-1)?.index, count: rd.committed.length, commit: this.log.commit });
+    }
   }
 
   private takeCommitted(): Entry[] {

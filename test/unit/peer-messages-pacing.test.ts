@@ -8,6 +8,7 @@ import { decodeMessage, type Entry, type Message } from "../../src/raft/index.ts
 import type { NodeContext } from "../../src/node/context.ts";
 import { PeerMessages, sendEntryBytesPerTurnMax } from "../../src/node/peer-messages.ts";
 import type { SnapshotPolicy } from "../../src/node/snapshot-policy.ts";
+import { silentLogger } from "../../src/util/index.ts";
 
 function append(firstIndex: number, dataBytes: number): Message {
   const entries: Entry[] = [{ term: 1, index: firstIndex, kind: "normal", timestampMs: 1, data: new Uint8Array(dataBytes) }];
@@ -22,9 +23,10 @@ function harness() {
   const clock = new ManualClock();
   const sent: string[] = [];
   let scheduled = 0;
-  // Only what PeerMessages.send touches: the clock, the network and the stop flags.
+  // Only what PeerMessages.send touches: the clock, the network, the stop flags and the trace logger.
   const ctx = {
     clock,
+    raftLogger: silentLogger,
     stopped: false,
     fatalError: null,
     io: {

@@ -77,7 +77,10 @@ export interface DiskUsage {
   files: number;
 }
 
-/** Bytes and files under the data directory and under each of its subdirectories (two levels). */
+/**
+ * Bytes and files under the data directory and under each of its subdirectories (two levels).
+ * Links are not followed nor counted: <data_dir>/wal and snapshots lead into raft/, counted there.
+ */
 export function diskUsage(dataDir: string): { total: DiskUsage; dirs: DiskUsage[]; error?: string } {
   const dirs: DiskUsage[] = [];
   const walk = (dir: string, depth: number): DiskUsage => {
@@ -91,7 +94,7 @@ export function diskUsage(dataDir: string): { total: DiskUsage; dirs: DiskUsage[
     for (const name of names) {
       const p = join(dir, name);
       const st = lstatSync(p, { throwIfNoEntry: false });
-      if (st === undefined) continue;
+      if (st === undefined || st.isSymbolicLink()) continue;
       if (st.isDirectory()) {
         const sub = walk(p, depth + 1);
         usage.bytes += sub.bytes;

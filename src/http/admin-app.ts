@@ -184,7 +184,9 @@ function pauseLeaseMs(text: string | null): number | undefined {
   if (text === null) return undefined;
   const ms = Number(text);
   if (!Number.isSafeInteger(ms) || ms < 1000 || ms > 86_400_000) {
-    throw new SvcError("BAD_REQUEST", `lease_ms must be a whole number of milliseconds from 1000 to 86400000, not ${JSON.stringify(text)}`);
+    throw new SvcError("BAD_REQUEST", `lease_ms must be a whole number of milliseconds from 1000 to 86400000, not ${JSON.stringify(text)}`, {
+      hint: "give ?lease_ms=60000 for a one-minute pause, or leave it out for a pause until resume-writes",
+    });
   }
   return ms;
 }

@@ -54,11 +54,11 @@ function utf8Text(bytes: Uint8Array): string {
  * literals beyond 64 bits come as WideIntegerLiteral, refused where they are used.
  */
 export function parseJsonText(text: string): unknown {
-  if (text.trim() === "") throw badRequest("the request body is empty; send a JSON object");
+  if (text.trim() === "") throw badRequest("the request body is empty", "send a JSON object as the body, with Content-Type: application/json");
   try {
     return parseJson64Strict(text);
   } catch (e) {
-    throw badRequest(`the request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+    throw badRequest(`the request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`, "send one JSON object, e.g. {\"statements\": [\"…\"]}; check quoting and commas");
   }
 }
 

@@ -193,8 +193,9 @@ export function json(body: unknown, status = 200): Response {
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
 }
 
-export function badRequest(message: string, hint?: string): SvcError {
-  return new SvcError("BAD_REQUEST", message, hint === undefined ? {} : { hint });
+/** A request the node cannot take as it is; without a hint of its own it says what holds for every such one. */
+export function badRequest(message: string, hint = "nothing was done; correct the request as the message says (the request shapes are in the README's API section) and send it again"): SvcError {
+  return new SvcError("BAD_REQUEST", message, { hint });
 }
 
 function snakeCase(key: string): string {

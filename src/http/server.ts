@@ -303,7 +303,7 @@ function readBody(req: IncomingMessage, admission: Admission | null): Promise<Ui
       read.idleSweeps = 0;
     };
     const onEnd = (): void => finish(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, total));
-    const onClose = (): void => finish(new SvcError("BAD_REQUEST", `the connection closed after ${total} bytes of the request body`));
+    const onClose = (): void => finish(new SvcError("BAD_REQUEST", `the connection closed after ${total} bytes of the request body`, { hint: "send the whole body before closing the connection" }));
     stallSweep.add(read);
     req.on("data", onData);
     req.on("end", onEnd);

@@ -21,6 +21,8 @@ function expectError(answer: HttpAnswer<unknown>, status: number, code: string):
   const body = answer.body as ErrorBody | undefined;
   expect(body?.error.code).toBe(code);
   expect(typeof body?.error.message).toBe("string");
+  // A request refused for its form always says what to do about it.
+  if (code === "BAD_REQUEST") expect((body?.error as { hint?: unknown } | undefined)?.hint).toEqual(expect.any(String));
   return body?.error.message ?? "";
 }
 

@@ -5,6 +5,12 @@
 // rebuilds it from the snapshot and applies the entries, and the other (emptied) members
 // fetch everything from it.
 //
+// The restored history is a new one from there, in a term past every term in the archive. It
+// starts with entries of the restore's own, committed with the replayed ones: the mark that the
+// archive holds every entry replayed (so the restored cluster archives from the next one, its
+// first, whichever member leads), and resume_writes when writes were paused at the target (a
+// backup's pause is no pause of the restored cluster's).
+//
 // "At or before T" is by the entries' own timestamps (the leader's clock when proposed):
 // replay stops before the first entry stamped later than T. A target given to the second
 // (no fraction) covers that whole second.
@@ -21,8 +27,9 @@ import {
   SnapshotStore, Wal, archiveFileEntries, checkArchiveFile, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, writeHardState,
   type SnapshotEntry,
 } from "../storage/index.ts";
-import { restoreMarkerPath } from "../storage/restore-marker.ts";
-import { Store } from "../store/index.ts";
+import { restoreMarkerPath, writeLogStart } from "../storage/restore-marker.ts";
+import { snapshotStateFile } from "../storage/snapshots.ts";
+import { Store, backupPauseResumedText, decodeCommand, imageWritesPause, pauseSetBy, restoreEntry, type HeldPause } from "../store/index.ts";
 import type { ArchiveSource, ArchivedSegment, LocalCopy } from "./archive-source.ts";
 
 export interface ReplayTarget {
@@ -57,9 +64,14 @@ export interface WalReplayReport {
   until: string;
   snapshot: { index: number; term: number; dir: string };
   entries: number;
-  /** First and last index written (null when none). */
+  /** First and last index replayed (null when none). */
   firstIndex: number | null;
   lastIndex: number;
+  /**
+   * The restore's own entries after lastIndex: the archive mark at lastIndex (the restored
+   * cluster archives from the entry after it), and resume_writes when writes were paused there.
+   */
+  restoreEntries: { index: number; term: number; op: string }[];
   /** Timestamp of the last entry replayed, ISO 8601 (null when none carried one). */
   reachedAt: string | null;
   /** The first entry not replayed, stamped after the target (null: the archive ended first). */
@@ -133,8 +145,12 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
         hint: "give --wal-dir the location archive_command copies segments to",
       });
     }
+    checkOneHistory(options.source.location, segments);
     const warnings: string[] = [];
     await checkTargetAfterSnapshot(options, segments, snapshot, warnings);
+    // The write pause as of the last entry replayed: the snapshot's, then as entries set it.
+    let pause: HeldPause | null = imageWritesPause(join(snapshot.dir, snapshotStateFile));
+    let pauseFromReplay = false;
 
     fs.rmSync(tmpDir, { recursive: true, force: true });
     const { wal } = Wal.open(tmpDir, { segmentSizeBytes: options.segmentSizeBytes, logger: options.logger });
@@ -146,6 +162,8 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     let reachedMs = 0;
     let stoppedBefore: Entry | null = null;
     let lastProgressMs = 0;
+    let restoreTerm = 0;
+    const restoreOwn: Entry[] = [];
     const progress = (): void => {
       options.onProgress?.({ entries: written, lastIndex, reachedMs, elapsedMs: performance.now() - startedMs });
     };
@@ -169,6 +187,11 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
           }
           batch.push(e);
           if (e.timestampMs > 0) reachedMs = e.timestampMs;
+          const set = pauseSetBy(e);
+          if (set !== undefined) {
+            pause = set;
+            pauseFromReplay = true;
+          }
           if (batch.length >= appendBatchEntries) {
             flush();
             // A batch's entry objects are garbage now; collected as it goes, memory stays flat.
@@ -184,6 +207,13 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
         // command's memory stays at about one segment however long the archive.
         Bun.gc(true);
       }
+      // The term is past every term in the archive: entries the restored cluster writes never
+      // share an archived segment's name with the history it replaced.
+      restoreTerm = Math.max(meta.term, ...segments.map((s) => s.range.term)) + 1;
+      const nowMs = Date.now();
+      restoreOwn.push(restoreEntry({ op: "archived_through", index: lastIndex }, lastIndex + 1, restoreTerm, nowMs));
+      if (pause !== null) restoreOwn.push(restoreEntry({ op: "resume_writes" }, lastIndex + 2, restoreTerm, nowMs));
+      wal.append(restoreOwn);
       wal.sync();
     } finally {
       wal.close();
@@ -193,6 +223,7 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     if (stoppedBefore === null) {
       warnings.push(`the archive ends at entry ${archiveLastIndex}${reachedMs > 0 ? ` (stamped ${iso(reachedMs)})` : ""}, before the target: everything archived was replayed`);
     }
+    if (pause !== null) warnings.push(backupPauseResumedText(pause, pauseFromReplay ? "target" : "backup"));
 
     // Everything checked and written: move the new WAL in, say it is committed, drop the store.
     ensureDir(paths.walDir);
@@ -200,10 +231,10 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     for (const name of fs.readdirSync(tmpDir)) fs.renameSync(join(tmpDir, name), join(paths.walDir, name));
     fsyncDir(paths.walDir);
     fs.rmSync(tmpDir, { recursive: true, force: true });
-    // The term is past every term in the archive: entries the restored cluster writes never
-    // share an archived segment's name with the history it replaced.
-    const term = Math.max(meta.term, ...segments.map((s) => s.range.term));
-    writeHardState(paths.hardStatePath, { term, vote: null, commit: lastIndex, clusterId: meta.clusterId });
+    const commit = restoreOwn.at(-1)?.index ?? lastIndex;
+    writeHardState(paths.hardStatePath, { term: restoreTerm, vote: null, commit, clusterId: meta.clusterId });
+    // This node's log starts over after the snapshot: no member holds the entries before it.
+    writeLogStart(paths.raftDir, { index: meta.index, term: meta.term, reason: `wal-replay to ${iso(options.until.atMs)} from ${options.source.location}` });
     // A full backup's raft/ (SPEC §4.5 from a backup's snapshot) names its snapshot as the log's
     // start; the replayed log now starts there and goes further.
     if (fs.existsSync(restoreMarkerPath(paths.raftDir))) {
@@ -224,6 +255,7 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
       entries: written,
       firstIndex: written > 0 ? meta.index + 1 : null,
       lastIndex,
+      restoreEntries: restoreOwn.map((e) => ({ index: e.index, term: e.term, op: decodeCommand(e.data)?.op ?? "" })),
       reachedAt: reachedMs > 0 ? iso(reachedMs) : null,
       stoppedBefore: stoppedBefore === null ? null : { index: stoppedBefore.index, at: iso(stoppedBefore.timestampMs) },
       archiveLastIndex,
@@ -297,6 +329,36 @@ async function checkTargetAfterSnapshot(options: WalReplayOptions, segments: rea
     });
   }
   warnings.push(`the archive does not hold the snapshot's last entry ${meta.index}; the snapshot was taken at ${meta.createdAt}`);
+}
+
+/**
+ * The segments' names must fit one log: terms never go down along a log, so of two segments the
+ * one that ends at a later entry ends in the same term or a later one, and two that end at the
+ * same entry end in the same term. A cluster restored to a point in time writes in terms past
+ * every term of the history it replaced; archived into the location of that history, its
+ * segments meet the replaced ones here, before anything is read. (The chain below compares
+ * overlapping segments where they meet, but a segment of each history ending at the same entry,
+ * followed by one starting after it, would meet nowhere: the replay would go on from one history
+ * into the other.)
+ */
+function checkOneHistory(location: string, segments: readonly ArchivedSegment[]): void {
+  const byEnd = [...segments].sort((a, b) => a.range.lastIndex - b.range.lastIndex || a.range.term - b.range.term);
+  for (let i = 1; i < byEnd.length; i++) {
+    const a = byEnd[i - 1];
+    const b = byEnd[i];
+    if (a === undefined || b === undefined) throw new Error("two neighbouring segments");
+    const sameEnd = a.range.lastIndex === b.range.lastIndex;
+    if (sameEnd ? a.range.term === b.range.term : a.range.term <= b.range.term) continue;
+    const [older, newer] = a.range.term < b.range.term ? [a, b] : [b, a];
+    throw new SvcError("ARCHIVE_CONFLICT", `the WAL archive ${location} holds two histories: ${sameEnd
+      ? `${a.name} and ${b.name} both end at entry ${a.range.lastIndex}, in terms ${a.range.term} and ${b.range.term}`
+      : `${a.name} ends at entry ${a.range.lastIndex} in term ${a.range.term}, a later term than ${b.name}, which ends after it in term ${b.range.term}`}`, {
+      hint: "the location mixes the archives of two clusters, or of a cluster before and after a point-in-time restore that went on archiving there " +
+        `(the restored cluster writes in terms past every term of the history it replaced: here ${newer.name} belongs to the later history, ${older.name} to the earlier one): ` +
+        "move the segments of the history not wanted to another directory, and give --wal-dir one history",
+      details: { segments: [a.name, b.name] },
+    });
+  }
 }
 
 /**

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import { encodeMembership, type Entry, type Membership, type SnapshotMeta } from "../raft/types.ts";
 import { markLostLog, snapshotStateFile, writeCheckpoint, writeHardState, type SnapshotEntry, type StoredHardState } from "../storage/index.ts";
-import { createSnapshotImage, encodeCommand, Store } from "../store/index.ts";
+import { backupPauseResumedText, createSnapshotImage, encodeCommand, restoreEntry, Store } from "../store/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { isPristine, type LoadedState } from "./load.ts";
 
@@ -83,6 +83,28 @@ export async function rebaseOnStore(state: LoadedState, clusterId: string, logge
   }
   state.needsSnapshotAt = null;
   logger.info("recovery: the log starts after a snapshot of the store", { index: meta.index, term: meta.term });
+}
+
+/**
+ * A lone node whose raft/ was removed starts a new history from its store (kept, or made from a
+ * snapshot put back, as SPEC §4.5 restores a full backup), right after rebaseOnStore. A write
+ * pause the store holds was the backup's (SPEC §4.4 pauses writes while it is taken), not the new
+ * history's: it is resumed by the log's first entry, committed before the node starts, so the
+ * store, a restart and any member added later all hold the same state.
+ */
+export function resumeBackupPause(state: LoadedState, logger: Logger): void {
+  const { writesPaused, writesPausedUntilMs } = state.store.meta;
+  if (!writesPaused) return;
+  const base = state.coreBase;
+  const index = (state.entries.at(-1)?.index ?? base?.index ?? 0) + 1;
+  const term = Math.max(state.hardState.term, state.entries.at(-1)?.term ?? base?.term ?? 0);
+  const entry = restoreEntry({ op: "resume_writes" }, index, term, Date.now());
+  state.wal.append([entry]);
+  state.wal.sync();
+  state.entries = [...state.entries, entry];
+  state.hardState = { ...state.hardState, term, commit: index };
+  writeHardState(state.paths.hardStatePath, state.hardState);
+  logger.warn(`recovery: ${backupPauseResumedText({ untilMs: writesPausedUntilMs }, "backup")}`, { index });
 }
 
 /**

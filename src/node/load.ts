@@ -43,6 +43,8 @@ export interface LoadedState {
   needsSnapshotAt: number | null;
   /** raft/wal/ held no segment at all: on a cluster member, the state to fetch from the leader. */
   walWasEmpty: boolean;
+  /** raft/hardstate was there: false when raft/ was removed (a restore) or never written. */
+  hadHardState: boolean;
   /** The store's SQLite page cache (storeCacheKib), for a store opened again. */
   storeCacheKib: number;
   /** The newest image when this start did not need to hash it: to check once the node serves. */
@@ -177,7 +179,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     hardState = { term, vote: null, commit: 0, clusterId: store.meta.clusterId };
   }
   return {
-    paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, coreBase, entries, needsSnapshotAt, walWasEmpty, storeCacheKib: cacheKib,
+    paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, coreBase, entries, needsSnapshotAt, walWasEmpty, hadHardState: savedHardState !== null, storeCacheKib: cacheKib,
     imageToCheck: images.wasVerified ? null : latest,
     checkpointIndex: checkpoint !== null && checkpoint.index <= applied ? checkpoint.index : 0,
   };

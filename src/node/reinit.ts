@@ -80,7 +80,7 @@ export async function reinitCluster(state: LoadedState, config: Config, logger: 
   store.setArchivedThrough(Math.max(1, store.meta.appliedIndex));
   if (store.meta.writesPaused) {
     // Paused in the data restored: the pause was the old cluster's, for its backup.
-    logger.warn("writes were paused in the restored data (a backup taken during a pause); the new cluster starts with writes resumed");
+    logger.warn("writes had been paused when the backup was taken (the restored data holds that pause); the new cluster starts with writes resumed");
     store.clearWritesPause();
   }
   store.checkpoint();

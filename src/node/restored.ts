@@ -1,9 +1,11 @@
 // A node restored from a full backup (SPEC §4.5): raft/RESTORED names the backup's snapshot.
-// Before the state is loaded, the snapshot becomes the start of this node's log: an empty WAL
-// segment after it and a hard state committed up to it, in the backup's term, with no vote.
-// Every member restored from the same backup starts from the same log and they elect a
-// leader among themselves. Without the marker, a member with a snapshot and no WAL is one
-// that lost entries (SPEC §4.6) and keeps the LOST_LOG protection.
+// Before the state is loaded, the snapshot becomes the start of this node's log: a WAL after it
+// and a hard state committed up to it, in the backup's term, with no vote. The backup was taken
+// while writes were paused: the log then starts with resume_writes, committed, made of the
+// marker alone (same index, term, time and command on every member). Every member restored from
+// the same backup starts from the same log and they elect a leader among themselves. Without
+// the marker, a member with a snapshot and no WAL is one that lost entries (SPEC §4.6) and keeps
+// the LOST_LOG protection.
 
 import * as fs from "node:fs";
 import { join } from "node:path";
@@ -13,8 +15,9 @@ import { sha256File } from "../io/file-hash.ts";
 import { readHardState, writeHardState } from "../storage/hardstate.ts";
 import type { DataPaths } from "../storage/paths.ts";
 import { logStartFile, readRestoreMarker, removeRestoreMarker, writeLogStart, type RestoreMarker } from "../storage/restore-marker.ts";
-import { SnapshotStore, readSnapshotMeta, snapshotDirName, verifySnapshot } from "../storage/snapshots.ts";
+import { SnapshotStore, readSnapshotMeta, snapshotDirName, snapshotStateFile, verifySnapshot } from "../storage/snapshots.ts";
 import { Wal, listSegments } from "../storage/wal.ts";
+import { backupPauseResumedText, imageWritesPause, restoreEntry } from "../store/index.ts";
 import { SvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 
@@ -30,8 +33,9 @@ export async function adoptRestoredBackup(paths: DataPaths, config: Config, logg
   }
   if (marker === null) return null;
   const hardState = readHardState(paths.hardStatePath);
-  // Already adopted when the hard state is the one adoption writes (a crash before the marker went).
-  const adopted = hardState !== null && hardState.term === marker.term && hardState.commit === marker.index &&
+  // Already adopted when the hard state is the one adoption writes (a crash before the marker
+  // went): committed up to the snapshot, or to the resume after it.
+  const adopted = hardState !== null && hardState.term === marker.term && (hardState.commit === marker.index || hardState.commit === marker.index + 1) &&
     hardState.vote === null && hardState.clusterId === marker.clusterId;
   const snapshotDir = join(paths.snapshotsDir, snapshotDirName(marker.term, marker.index));
   const meta = readSnapshotMeta(snapshotDir);
@@ -48,13 +52,20 @@ export async function adoptRestoredBackup(paths: DataPaths, config: Config, logg
       });
     }
     setAsidePriorState(paths, marker, logger);
-    await keepOnlyTheBackupsStore(paths, join(snapshotDir, "state.db"), meta.stateSha256, logger);
+    await keepOnlyTheBackupsStore(paths, join(snapshotDir, snapshotStateFile), meta.stateSha256, logger);
+    // The backup's pause ends with the backup: the restored log resumes it, identically on
+    // every member (the time is the marker's, not this node's clock).
+    const pause = imageWritesPause(join(snapshotDir, snapshotStateFile));
+    const createdMs = Date.parse(marker.createdAt);
+    const resume = pause === null ? [] : [restoreEntry({ op: "resume_writes" }, marker.index + 1, marker.term, Number.isFinite(createdMs) ? createdMs : 0)];
     const { wal } = Wal.open(paths.walDir, { segmentSizeBytes: config.wal.segmentSizeBytes, logger });
     wal.resetTo(marker.index + 1);
+    wal.append(resume);
     wal.sync();
     wal.close();
     fs.rmSync(join(paths.raftDir, "checkpoint"), { force: true });
-    writeHardState(paths.hardStatePath, { term: marker.term, vote: null, commit: marker.index, clusterId: marker.clusterId });
+    writeHardState(paths.hardStatePath, { term: marker.term, vote: null, commit: marker.index + resume.length, clusterId: marker.clusterId });
+    if (pause !== null) logger.warn(`recovery: ${backupPauseResumedText(pause, "backup")}`, { archive: marker.archive, index: marker.index + 1 });
   }
   writeLogStart(paths.raftDir, { index: marker.index, term: marker.term, reason: `restored from ${marker.archive}` });
   removeRestoreMarker(paths.raftDir);

@@ -13,7 +13,7 @@ import { createTransport, type MessageHandler } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
 import { createPrng } from "../util/prng.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
-import { bootstrapIfNew, clampCommit, forgetLocalState, planStart, rebaseOnStore } from "./bootstrap.ts";
+import { bootstrapIfNew, clampCommit, forgetLocalState, planStart, rebaseOnStore, resumeBackupPause } from "./bootstrap.ts";
 import { FileSnapshots } from "./file-snapshots.ts";
 import { isPristine, loadState, prepareDataDir, toHardState } from "./load.ts";
 import type { NodeParts } from "./context.ts";
@@ -104,6 +104,8 @@ export async function openNode(
           });
         }
         await rebaseOnStore(state, clusterId, log);
+        // raft/ removed: a restore (SPEC §4.5), which starts a new history from the store.
+        if (!state.hadHardState) resumeBackupPause(state, log);
         break;
     }
     const tickMs = config.raft.heartbeatIntervalMs;

@@ -3,6 +3,7 @@ export { Store, type ApplyResult, type StatementResult, type QueryResult, type S
 export { encodeCommand, decodeCommand, isRequestId, requestIdLengthMax, type Command, type Statement, type SqlValue, type MemberAddress } from "./command.ts";
 export { checkWriteStatement, checkReadStatement, abbreviate, internalTablePrefix, type StatementShape } from "./_sql.ts";
 export { createSnapshotImage, sealReceivedImage, stageStoreImage, StoreCheckpointer, type CheckpointResult, type SnapshotImage } from "./snapshot-image.ts";
+export { backupPauseResumedText, imageWritesPause, pauseSetBy, restoreEntry, type HeldPause } from "./restore-start.ts";
 export { formatSqliteTime } from "./determinism.ts";
 export type { StoreErrorCode } from "./errors.ts";
 export { MemSnapshots, type MemSnapshot } from "./mem-snapshots.ts";

@@ -4,7 +4,9 @@
 //     whatever images say), and leader changes and kill -9 during archiving leave a gap-free
 //     archive in which overlapping segments agree;
 //   - a point-in-time restore done as the SPEC writes it gives every node every row committed
-//     at or before the target, and none after;
+//     at or before the target, and none after; the restored cluster archives its new history
+//     from the entry after the replayed ones, to the old location (where a later replay refuses
+//     the two histories) or to a new, empty one;
 //   - the whole cluster killed -9 under write load and restored from the archive loses only
 //     writes acknowledged within the last archive_timeout.
 
@@ -89,6 +91,24 @@ function archiveDir(cluster: Cluster): string {
 /** Remove what is inside `dir`, keeping `dir` itself. */
 function emptyDir(dir: string): void {
   for (const name of fs.readdirSync(dir)) fs.rmSync(join(dir, name), { recursive: true, force: true });
+}
+
+/** The archived segments' ranges and terms, by first index. */
+async function archivedRanges(dir: string): Promise<{ firstIndex: number; lastIndex: number; term: number }[]> {
+  return (await openArchiveSource(dir).listArchive()).map((s) => s.range).sort((a, b) => a.firstIndex - b.firstIndex);
+}
+
+/**
+ * After a point-in-time restore the cluster archives on: the leader's mark passes the last entry
+ * replayed, no run of the command fails, and no node says it cannot read what it should archive.
+ */
+async function expectArchivingGoesOn(cluster: Cluster, replayedThrough: number): Promise<NodeProcess> {
+  const leader = await cluster.waitLeader();
+  await waitFor("the restored cluster to archive its new entries", async () =>
+    (await metric(leader.adminUrl, "tensor_chain_wal_archive_archived_through_index")) > replayedThrough, { deadlineMs: 30_000, intervalMs: 200 });
+  expect(await metric(leader.adminUrl, "tensor_chain_wal_archive_failures_total")).toBe(0);
+  for (const n of cluster.nodes) expect(n.log()).not.toContain("WAL archiving: cannot read entries");
+  return leader;
 }
 
 describe("WAL archiving on three nodes", () => {
@@ -197,7 +217,7 @@ describe("WAL archiving on three nodes", () => {
     }
     await waitArchived(arch, third);
     const restoredLeader = await cluster.waitLeader();
-    expect(restoredLeader.log()).toContain("WAL archiving goes on after entries no member holds");
+    expect(restoredLeader.log()).toMatch(/WAL archiving goes on after entries \d+…\d+, which no member holds/);
   }, 180_000);
 
   clusterTest("point-in-time restore as SPEC §4.5 writes it: every row committed at or before the target is on every node, none after", {
@@ -228,6 +248,7 @@ describe("WAL archiving on three nodes", () => {
     const ledger = new Ledger(0);
     for (const k of [...batchA, ...batchB]) ledger.outcomes.set(k, "acked");
     await waitArchived(arch, ledger);
+    const oldTermMax = Math.max(...(await archivedRanges(arch)).map((r) => r.term));
 
     // 1. Stop all nodes. 2. Remove the contents of raft/ on all. 3. Copy the latest snapshot into node1.
     const snapshotsDir = join(leader.dataDir, "raft", "snapshots");
@@ -243,7 +264,7 @@ describe("WAL archiving on three nodes", () => {
     // 4. wal-replay with the archive and the target.
     const replay = await runBinary(["admin", "wal-replay", "--wal-dir", arch, "--until", target.toISOString().replace(".000Z", "Z"), "--data-dir", node1.dataDir, "--json"]);
     expect(replay.exitCode, replay.stderr).toBe(0);
-    const report = JSON.parse(replay.stdout) as { entries: number; stoppedBefore: { index: number } | null };
+    const report = JSON.parse(replay.stdout) as { entries: number; lastIndex: number; stoppedBefore: { index: number } | null };
     expect(report.stoppedBefore).not.toBeNull();
     // 5. Start that node. 6. Start the others: they sync from it.
     node1.spawn();
@@ -255,8 +276,87 @@ describe("WAL archiving on three nodes", () => {
       for (const k of [...batchA, ...Array.from({ length: 20 }, (_, i) => `before-snapshot-${i}`)]) expect(keys.has(k) ? k : `${k} missing on ${n.nodeId}`).toBe(k);
       for (const k of batchB) expect(keys.has(k) ? `${k} present on ${n.nodeId}` : k).toBe(k);
     }
-    // The restored cluster takes writes and archives on.
+    // The restored cluster takes writes and archives on, from the entry after the replayed ones
+    // (the archive holds those), into the location that holds the history it replaced too.
     await cluster.executeAnywhere([insert("after-restore")]);
+    await expectArchivingGoesOn(cluster, report.lastIndex);
+    const restoredRanges = (await archivedRanges(arch)).filter((r) => r.term > oldTermMax);
+    expect(restoredRanges[0]?.firstIndex).toBe(report.lastIndex + 1);
+    // That location now holds two histories after the target: a later wal-replay refuses it
+    // (naming the two) rather than read entries of both as one log.
+    const scratch = join(cluster.env.dir, "scratch");
+    fs.mkdirSync(join(scratch, "raft", "snapshots"), { recursive: true });
+    fs.cpSync(saved, join(scratch, "raft", "snapshots", latest!), { recursive: true });
+    const again = await runBinary(["admin", "wal-replay", "--wal-dir", arch, "--until", new Date(Date.now() + 60_000).toISOString(), "--data-dir", scratch]);
+    expect(again.exitCode).toBe(1);
+    expect(again.stderr).toContain("two histories");
+  }, 180_000);
+
+  clusterTest("a cluster restored to a point in time from a snapshot past the archive's last mark, archiving to a new, empty location, archives its new history there from the entry after the replayed ones", {
+    overrides: { wal: { archiveCommand: failingWhileFlagged, archiveTimeoutMs, segmentSizeBytes: 1024 * 1024 } },
+  }, async (cluster) => {
+    // ../archive is a link: to the old location first, to a new empty one for the restored cluster.
+    const link = join(cluster.env.dir, "archive");
+    const before = join(cluster.env.dir, "archive-before-restore");
+    const after = join(cluster.env.dir, "archive-after-restore");
+    fs.mkdirSync(before);
+    fs.mkdirSync(after);
+    fs.symlinkSync(before, link);
+    const flag = join(cluster.env.dir, "fail");
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const insert = (key: string) => ({ sql: `INSERT INTO ${kvTable} (k, v) VALUES (?, ?)`, params: [key, `value of ${key}`] });
+    const ledger = new Ledger(0);
+    const write = async (key: string): Promise<void> => {
+      await cluster.executeAnywhere([insert(key)]);
+      ledger.outcomes.set(key, "acked");
+    };
+    // Archiving lags while the snapshot is taken and until after the target: the archive's
+    // replicated mark, in the snapshot and in every entry replayed, stays behind the snapshot.
+    fs.writeFileSync(flag, "");
+    for (let i = 0; i < 5; i++) await write(`s-${i}`);
+    const leader = await cluster.waitLeader();
+    expect((await postJson(`${leader.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
+    for (let i = 0; i < 20; i++) await write(`a-${i}`);
+    const target = new Date(Math.floor(Date.now() / 1000) * 1000);
+    await Bun.sleep(Math.max(0, target.getTime() + 1_300 - Date.now()));
+    for (let i = 0; i < 20; i++) await write(`b-${i}`);
+    fs.rmSync(flag);
+    await waitArchived(before, ledger);
+    const oldTermMax = Math.max(...(await archivedRanges(before)).map((r) => r.term));
+
+    const snapshotsDir = join(leader.dataDir, "raft", "snapshots");
+    const latest = fs.readdirSync(snapshotsDir).filter((n) => /^[0-9a-f]{16}-[0-9a-f]{16}$/.test(n)).sort().at(-1)!;
+    const saved = join(cluster.env.dir, "saved-snapshot");
+    fs.cpSync(join(snapshotsDir, latest), saved, { recursive: true });
+    for (const n of cluster.nodes) expect(await n.stop()).toBe(0);
+    for (const n of cluster.nodes) emptyDir(join(n.dataDir, "raft"));
+    const node1 = cluster.nodes[0]!;
+    fs.mkdirSync(join(node1.dataDir, "raft", "snapshots"), { recursive: true });
+    fs.cpSync(saved, join(node1.dataDir, "raft", "snapshots", latest), { recursive: true });
+    const replay = await runBinary(["admin", "wal-replay", "--wal-dir", before, "--until", target.toISOString().replace(".000Z", "Z"), "--data-dir", node1.dataDir, "--json"]);
+    expect(replay.exitCode, replay.stderr).toBe(0);
+    const report = JSON.parse(replay.stdout) as { lastIndex: number; stoppedBefore: { index: number } | null };
+    expect(report.stoppedBefore).not.toBeNull();
+    fs.rmSync(link);
+    fs.symlinkSync(after, link);
+    node1.spawn();
+    for (const n of cluster.others(node1)) n.spawn();
+    for (const n of cluster.nodes) await cluster.waitHealthy(n, 60_000);
+    for (const n of cluster.nodes) {
+      const keys = new Set((await cluster.dump(n, kvTable)).map((r) => String(r[0])));
+      expect(keys.has("a-19") && !keys.has("b-0")).toBe(true);
+    }
+    await write("after-restore");
+    await expectArchivingGoesOn(cluster, report.lastIndex);
+    // The new location holds the restored cluster's history from the entry after the replayed
+    // ones, in terms past every term of the history it replaced.
+    const restoredLedger = new Ledger(0);
+    restoredLedger.outcomes.set("after-restore", "acked");
+    const entries = await waitArchived(after, restoredLedger);
+    const indexes = [...entries.keys()].sort((a, b) => a - b);
+    expect(indexes).toEqual(Array.from({ length: indexes.length }, (_, i) => report.lastIndex + 1 + i));
+    for (const r of await archivedRanges(after)) expect(r.term).toBeGreaterThan(oldTermMax);
   }, 180_000);
 
   clusterTest("the whole cluster killed -9 under write load and restored from the archive loses only writes acknowledged in the last archive_timeout", {

@@ -2,14 +2,15 @@
 // a full backup in one command (verified, writes resumed), restore from it on every node
 // (extract, stop, copy raft and store back, start), disaster recovery on new hosts with
 // init-cluster --bootstrap, a backup interrupted by SIGINT or killed -9, a snapshot backup
-// whose latest/ a node uses, init-cluster refusing newer data, and the same through S3.
+// whose latest/ a node uses, init-cluster refusing newer data, the same through S3, and restored
+// clusters taking writes although the backup was taken while they were paused.
 
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { describe, expect } from "bun:test";
 import * as tar from "tar";
 import {
-  addressText, clusterConfigs, execute, executeRaw, freePort, getJson, metric, postJson, procTest, query, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
+  GiveUp, addressText, clusterConfigs, execute, executeRaw, freePort, getJson, metric, postJson, procTest, query, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
   type NodeProcess, type ProcEnv,
 } from "../lib/proc.ts";
 import { ensureBinary } from "../lib/proc-binary.ts";
@@ -92,6 +93,23 @@ function snapshotHoldingProxy(node: NodeProcess): { url: string; snapshotAsked: 
   } };
 }
 
+/** The log line a node restored from a backup taken while writes were paused writes once. */
+const backupPauseResumed = "writes had been paused when the backup was taken";
+
+/** Wait for a write to go through `node`; a refusal as paused fails at once (nothing would lift it). */
+async function expectWritesTaken(node: NodeProcess, id: number): Promise<void> {
+  await waitFor(`a write through ${node.nodeId}`, async () => {
+    const r = await executeRaw(node.clientUrl, [{ sql: "INSERT OR REPLACE INTO t (id, v) VALUES (?, ?)", params: [id, value(id)] }]);
+    if (r.status === 200) return true;
+    if (r.text.includes("WRITES_PAUSED")) throw new GiveUp(`the restored cluster refuses writes as paused: ${r.text}`);
+    return false;
+  }, { deadlineMs: 30_000, intervalMs: 100 });
+}
+
+function occurrences(text: string, part: string): number {
+  return text.split(part).length - 1;
+}
+
 async function totalEntries(node: NodeProcess): Promise<number> {
   return Number((await getJson<{ total_entries: number }>(`${node.adminUrl}/admin/stats`)).total_entries);
 }
@@ -102,7 +120,7 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     const backups = join(env.dir, "backups");
     const follower = nodes.find((n) => n !== leader) as NodeProcess;
     // Run beside a follower: the image is taken there once it applied the pause.
-    // A short lease: the image holds the pause, which a cluster restored from it sees until then.
+    // A short lease: the image holds the pause (a cluster restored from it resumes it).
     const made = await fullBackup(follower, backups, etcDir, ["--retain", "30d", "--lease", "3s"]);
     expect(made.status).toBe("ok");
     expect(made.archive).toMatch(/svc-backup-\d{8}\.tar\.gz$/);
@@ -246,6 +264,52 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     // The pause the backup was taken in was the old cluster's.
     expect(await writesAccepted(restored, rowsBefore + 1)).toBe(true);
   }, 240_000);
+
+  procTest("a cluster restored from a full backup whose pause lease still runs takes writes at once: the pause was the backup's, every member resumes it from the same log and says so once", async (env) => {
+    const { nodes, leader, etcDir } = await clusterWithRows(env);
+    // A lease far longer than the test: before, the restored cluster refused writes until it ended.
+    const made = await fullBackup(leader, join(env.dir, "backups"), etcDir, ["--lease", "1h"]);
+    for (const n of nodes) expect(await n.stop()).toBe(0);
+    for (const n of nodes) await tar.x({ file: made.archive, cwd: n.dataDir, filter: (p) => p.startsWith("raft/") || p.startsWith("store/") });
+    for (const n of nodes) n.spawn();
+    await Promise.all(nodes.map((n) => n.waitHealthy(60_000)));
+    const restored = await waitForLeader(nodes, 60_000);
+    await expectWritesTaken(restored, rowsBefore + 1);
+    // One replicated state: every member applied the same resume, none is paused.
+    await waitFor("every member to apply the write", async () => (await Promise.all(nodes.map(totalEntries))).every((t) => t === rowsBefore + 1), { deadlineMs: 30_000 });
+    for (const n of nodes) {
+      expect((await getJson<{ writes_paused: boolean }>(`${n.clientUrl}/health`)).writes_paused).toBe(false);
+      expect(occurrences(n.lastRunLog(), backupPauseResumed)).toBe(1);
+      await expectWritesTaken(n, rowsBefore + 2);
+    }
+  }, 240_000);
+
+  procTest("SPEC §4.4's full backup made by hand, restored on a lone node as §4.5 writes it, takes writes: the pause it was taken in was the backup's", async (env) => {
+    const node = await env.startSingleNode();
+    await execute(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"]);
+    await writeRows(node, 1, rowsBefore);
+    // §4.4 by hand: pause (no lease), snapshot, wait, tar the snapshot directory and the store, resume.
+    expect((await svc(["admin", "pause-writes", "--node", node.adminUrl])).exitCode).toBe(0);
+    expect((await postJson(`${node.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
+    const archive = join(env.dir, "by-hand.tar.gz");
+    await tar.c({ gzip: true, file: archive, cwd: node.dataDir }, ["raft/snapshots", "store"]);
+    expect((await svc(["admin", "resume-writes", "--node", node.adminUrl])).exitCode).toBe(0);
+    await writeRows(node, rowsBefore + 1, rowsBefore + 10);
+    // §4.5: stop, copy raft and store back over emptied directories, start.
+    expect(await node.stop()).toBe(0);
+    fs.rmSync(join(node.dataDir, "raft"), { recursive: true, force: true });
+    fs.rmSync(join(node.dataDir, "store"), { recursive: true, force: true });
+    await tar.x({ file: archive, cwd: node.dataDir });
+    await node.start();
+    await expectRows(node, rowsBefore);
+    await expectWritesTaken(node, rowsBefore + 1);
+    expect(occurrences(node.lastRunLog(), backupPauseResumed)).toBe(1);
+    // The resume is in its log: a restart keeps it.
+    expect(await node.stop()).toBe(0);
+    await node.start();
+    await expectWritesTaken(node, rowsBefore + 2);
+    expect(occurrences(node.lastRunLog(), backupPauseResumed)).toBe(0);
+  }, 120_000);
 
   procTest("disaster recovery on new hosts: init-cluster --bootstrap on every node gives one cluster; on one node with the others empty too", async (env) => {
     const { nodes, leader, etcDir } = await clusterWithRows(env);

@@ -1,8 +1,9 @@
 // Point-in-time replay of an archived WAL (SPEC §4.5 step 4), on real temp dirs: what is
 // replayed (every entry stamped at or before the target, nothing after, in order across
-// overlapping segments), and every refusal (a gap, damage, a target before the snapshot, a
-// bad timestamp, an empty archive, a raft/ that holds more than a snapshot) leaves the data
-// directory exactly as it was.
+// overlapping segments), what the restore adds after it (the archive mark, the resume of a
+// backup's pause), and every refusal (a gap, damage, a target before the snapshot, a bad
+// timestamp, an empty archive, two histories, a raft/ that holds more than a snapshot) leaves
+// the data directory exactly as it was.
 
 import { afterEach, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
@@ -13,6 +14,8 @@ import { openArchiveSource, parseReplayTarget, replayWalArchive, type WalReplayR
 import {
   Wal, archiveSegmentName, dataPaths, encodeArchiveSegment, readHardState, snapshotDirName, writeHardState,
 } from "../../src/storage/index.ts";
+import { readLogStart } from "../../src/storage/restore-marker.ts";
+import { Store, decodeCommand, encodeCommand, type Command } from "../../src/store/index.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { SvcError, silentLogger } from "../../src/util/index.ts";
 
@@ -33,13 +36,16 @@ function entry(index: number, term = 1): Entry {
 }
 const at = (index: number): string => new Date(t0 + index * 1000).toISOString().replace(".000Z", "Z");
 
-/** A stopped node's data dir as SPEC §4.5 step 3 leaves it: raft/ holds only a snapshot at `index`; store/ holds a newer store. */
-function nodeWithSnapshot(index: number, term = 1): string {
+/**
+ * A stopped node's data dir as SPEC §4.5 step 3 leaves it: raft/ holds only a snapshot at `index`;
+ * store/ holds a newer store. The snapshot's state.db is a stand-in, or `image`'s bytes.
+ */
+function nodeWithSnapshot(index: number, term = 1, image?: Uint8Array): string {
   const dataDir = tempDir();
   const paths = dataPaths(dataDir);
   const snapDir = join(paths.snapshotsDir, snapshotDirName(term, index));
   fs.mkdirSync(snapDir, { recursive: true });
-  const state = Buffer.from(`image at ${index}`);
+  const state = image === undefined ? Buffer.from(`image at ${index}`) : Buffer.from(image);
   fs.writeFileSync(join(snapDir, "state.db"), state);
   fs.writeFileSync(join(snapDir, "meta.json"), JSON.stringify({
     formatVersion: 1, clusterId: "c-1", index, term, membership: { voters: ["node1"], learners: [] },
@@ -89,8 +95,37 @@ async function refusal(dataDir: string, run: () => Promise<unknown>): Promise<Sv
   return e as SvcError;
 }
 
+function walEntries(dataDir: string): Entry[] {
+  const { wal, entries } = Wal.open(dataPaths(dataDir).walDir, { segmentSizeBytes: 64 * 1024, logger: silentLogger });
+  wal.close();
+  return entries;
+}
+
 function walIndexes(dataDir: string): number[] {
-  return Wal.open(dataPaths(dataDir).walDir, { segmentSizeBytes: 64 * 1024, logger: silentLogger }).entries.map((e) => e.index);
+  return walEntries(dataDir).map((e) => e.index);
+}
+
+/** first..last, and the restore's own entry after them (see "the replayed log ends with"). */
+const replayedThrough = (first: number, last: number): number[] => Array.from({ length: last - first + 2 }, (_, i) => first + i);
+
+/** The entries the restore itself wrote after the replayed ones: their commands. */
+function restoreCommands(dataDir: string, lastReplayed: number): unknown[] {
+  return walEntries(dataDir).filter((e) => e.index > lastReplayed).map((e) => decodeCommand(e.data));
+}
+
+/** A real store image (a snapshot's state.db) at `index`, applied from `commands` of term 1 stamped like entry(). */
+function storeImage(index: number, commands: Command[]): Uint8Array {
+  const path = join(tempDir(), "state.db");
+  const store = Store.open(path);
+  const entries: Entry[] = [];
+  for (let i = 1; i <= index; i++) {
+    const command: Command = commands[i - 1] ?? { op: "execute", statements: [{ sql: "SELECT 1", params: [] }] };
+    entries.push({ term: 1, index: i, kind: "normal", timestampMs: t0 + i * 1000 + 500, data: encodeCommand(command) });
+  }
+  store.apply(entries);
+  store.checkpoint();
+  store.close();
+  return new Uint8Array(fs.readFileSync(path));
 }
 
 describe("wal-replay", () => {
@@ -98,12 +133,12 @@ describe("wal-replay", () => {
     const dataDir = nodeWithSnapshot(10);
     const walDir = archive([[1, 20], [21, 40], [41, 60]]);
     const r = await replay(dataDir, walDir, at(35));
-    expect(walIndexes(dataDir)).toEqual(Array.from({ length: 25 }, (_, i) => 11 + i));
+    expect(walIndexes(dataDir)).toEqual(replayedThrough(11, 35));
     expect(r.entries).toBe(25);
     expect(r.lastIndex).toBe(35);
     expect(r.stoppedBefore?.index).toBe(36);
     const hs = readHardState(dataPaths(dataDir).hardStatePath);
-    expect(hs?.commit).toBe(35);
+    expect(hs?.commit).toBe(36);
     expect(hs?.clusterId).toBe("c-1");
     // The store held writes after the target: it goes, and the node rebuilds it from the snapshot and the WAL.
     expect(fs.existsSync(dataPaths(dataDir).storePath)).toBe(false);
@@ -136,7 +171,7 @@ describe("wal-replay", () => {
     bytes[bytes.length - 3] = (bytes[bytes.length - 3] ?? 0) ^ 0xff;
     fs.writeFileSync(join(walDir, damaged), bytes);
     const r = await replay(dataDir, walDir, at(100));
-    expect(walIndexes(dataDir)).toEqual(Array.from({ length: 45 }, (_, i) => 6 + i));
+    expect(walIndexes(dataDir)).toEqual(replayedThrough(6, 50));
     expect(r.stoppedBefore).toBeNull();
     expect(r.warnings.join("\n")).toContain("before the target");
   });
@@ -153,7 +188,7 @@ describe("wal-replay", () => {
     expect(walIndexes(await (async () => {
       await replay(dataDir, walDir, new Date(t0 + 20_499).toISOString());
       return dataDir;
-    })())).toEqual(Array.from({ length: 9 }, (_, i) => 11 + i));
+    })())).toEqual(replayedThrough(11, 19));
   });
 
   test("an archive that starts after the snapshot is a gap", async () => {
@@ -232,6 +267,55 @@ describe("wal-replay", () => {
     const walDir = archive([[1, 20]]);
     writeSegment(walDir, 21, 40, 7);
     await replay(dataDir, walDir, at(15));
-    expect(readHardState(dataPaths(dataDir).hardStatePath)?.term).toBe(7);
+    expect(readHardState(dataPaths(dataDir).hardStatePath)?.term).toBe(8);
+  });
+
+  test("the replayed log ends with the mark that the archive holds every entry replayed, in a term past the archive's: the restored cluster archives from the next entry", async () => {
+    const dataDir = nodeWithSnapshot(10);
+    const walDir = archive([[1, 20]]);
+    writeSegment(walDir, 21, 40, 7);
+    const r = await replay(dataDir, walDir, at(35));
+    expect(r.lastIndex).toBe(35);
+    const tail = walEntries(dataDir).filter((e) => e.index > 35);
+    expect(tail.map((e) => [e.index, e.term, decodeCommand(e.data)])).toEqual([[36, 8, { op: "archived_through", index: 35 }]]);
+    const hs = readHardState(dataPaths(dataDir).hardStatePath);
+    expect(hs).toMatchObject({ term: 8, commit: 36, vote: null });
+    // Where this node's log starts over: after the snapshot it was restored from.
+    expect(readLogStart(dataPaths(dataDir).raftDir)).toMatchObject({ index: 10, term: 1 });
+  });
+
+  test("a snapshot taken while writes were paused for a backup, replayed to a target inside the pause, ends with writes resumed, and says so", async () => {
+    const image = storeImage(10, [{ op: "pause_writes", untilMs: t0 + 3_600_000 }]);
+    const dataDir = nodeWithSnapshot(10, 1, image);
+    const r = await replay(dataDir, archive([[1, 40]]), at(30));
+    expect(restoreCommands(dataDir, 30)).toEqual([{ op: "archived_through", index: 30 }, { op: "resume_writes" }]);
+    expect(readHardState(dataPaths(dataDir).hardStatePath)?.commit).toBe(32);
+    expect(r.warnings.join("\n")).toContain("writes had been paused when the backup was taken");
+    // Resumed within the replayed range, or never paused: nothing to add.
+    const pausedThenResumed = nodeWithSnapshot(10, 1, image);
+    const walDir = tempDir();
+    const entries: Entry[] = [];
+    for (let i = 11; i <= 20; i++) entries.push(i === 15 ? { ...entry(i), data: encodeCommand({ op: "resume_writes" }) } : entry(i));
+    fs.writeFileSync(join(walDir, archiveSegmentName({ firstIndex: 11, lastIndex: 20, term: 1 })), encodeArchiveSegment(entries));
+    const resumed = await replay(pausedThenResumed, walDir, at(20));
+    expect(restoreCommands(pausedThenResumed, 20)).toEqual([{ op: "archived_through", index: 20 }]);
+    expect(resumed.warnings.join("\n")).not.toContain("paused");
+    const neverPaused = nodeWithSnapshot(10, 1, storeImage(10, []));
+    await replay(neverPaused, archive([[1, 40]]), at(30));
+    expect(restoreCommands(neverPaused, 30)).toEqual([{ op: "archived_through", index: 30 }]);
+  });
+
+  test("segments of a history a restore replaced and of the restored cluster's history after it are refused as two histories, never replayed as one log", async () => {
+    // The old cluster archived 1…40 in term 1; restored to entry 30, the new cluster (term 3 on)
+    // archived 31…40 and 41…50 into the same location. Read as one log, 31…40 would come from the
+    // old history and 41…50 from the new one, with no overlap to compare.
+    const dataDir = nodeWithSnapshot(5);
+    const walDir = archive([[1, 30], [31, 40]]);
+    const newer = writeSegment(walDir, 31, 40, 3);
+    writeSegment(walDir, 41, 50, 3);
+    const e = await refusal(dataDir, () => replay(dataDir, walDir, at(100)));
+    expect(e.code).toBe("ARCHIVE_CONFLICT");
+    expect(e.message).toContain(newer);
+    expect(e.message).toContain(archiveSegmentName({ firstIndex: 31, lastIndex: 40, term: 1 }));
   });
 });

@@ -57,5 +57,6 @@ function summary(r: WalReplayReport): string {
   return `wal-replay: replayed ${range} after snapshot ${r.snapshot.index} to ${r.until}, reached ${r.reachedAt ?? "-"}; ${stop}; ` +
     `${r.segmentsRead} segment(s) in ${(r.durationMs / 1000).toFixed(1)} s (${r.entriesPerSecond} entries/s). ` +
     "Next: start this node (svc serve / systemctl start svc), then the others with their raft/ emptied (SPEC §4.5 steps 5–6). " +
-    "Point wal.archive_command at a new location first: the restored cluster's history is a new one, and this archive holds the one it replaced";
+    "Point wal.archive_command at a new location first: the restored cluster's history is a new one, and this archive holds the one it replaced. " +
+    `The restored cluster archives from entry ${r.lastIndex + 1} on (this archive holds those before it)`;
 }

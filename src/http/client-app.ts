@@ -12,6 +12,16 @@ import { fallbackRoutes, type RouteEntry } from "./fallback.ts";
 import { forwardToLeader, leaderToForwardTo } from "./forward.ts";
 import { healthResponse } from "./health.ts";
 
+/** Whether a relayed answer is NOT_LEADER naming `nodeId` as the leader. */
+async function namesAsLeader(answer: { json(): Promise<unknown> }, nodeId: string): Promise<boolean> {
+  try {
+    const body = (await answer.json()) as { error?: { code?: unknown; leader?: unknown } };
+    return body.error?.code === "NOT_LEADER" && body.error.leader === nodeId;
+  } catch {
+    return false;
+  }
+}
+
 export function clientApp(node: SvcNode) {
   const nodeId = node.config.nodeId;
 
@@ -27,10 +37,21 @@ export function clientApp(node: SvcNode) {
         onError?.(e);
         return errorResponse(e);
       }
+      let answer: Response;
       try {
-        return await forwardToLeader(leader, path, text, nodeId, request);
+        answer = await forwardToLeader(leader, path, text, nodeId, request);
       } catch (forwardError) {
         return errorResponse(forwardError);
+      }
+      // The node forwarded to had lost its leadership, to this node (an election ran while the
+      // request was on its way): it answered NOT_LEADER, so it did nothing with the request, and
+      // this node, leading now, serves it (rather than tell the client to go where it went).
+      if (answer.status !== 503 || !(await namesAsLeader(answer.clone(), nodeId)) || node.status().role !== "leader") return answer;
+      try {
+        return json(await work(parseJsonText(text)));
+      } catch (again) {
+        onError?.(again);
+        return errorResponse(again);
       }
     }
   }

@@ -7,6 +7,9 @@ import { afterEach, describe, expect, test } from "bun:test";
 import * as net from "node:net";
 import { errorResponse } from "../../src/http/errors.ts";
 import { forwardToLeader } from "../../src/http/forward.ts";
+import { clientApp } from "../../src/http/client-app.ts";
+import type { SvcNode } from "../../src/node/index.ts";
+import { SvcError } from "../../src/util/errors.ts";
 
 const HOST = "127.0.0.1";
 const writeBody = JSON.stringify({ statements: ["INSERT INTO t VALUES (1)"] });
@@ -104,5 +107,60 @@ describe("forwarding a write to the leader", () => {
   test("a forwarded read whose connection resets is retryable: 503 NOT_LEADER (a read applies nothing)", async () => {
     const leader = await fakeLeader((socket) => socket.resetAndDestroy());
     expect(await forward(leader.address, "/v1/query")).toMatchObject({ status: 503, code: "NOT_LEADER" });
+  });
+});
+
+describe("a forward answered NOT_LEADER", () => {
+  /** A former leader that answers every request 503 NOT_LEADER naming `leader`. */
+  function formerLeader(leader: string): { address: string; stop: () => void } {
+    const server = Bun.serve({
+      hostname: HOST,
+      port: 0,
+      fetch: () => errorResponse(new SvcError("NOT_LEADER", `this node is not the leader; ${leader} is`, { details: { leaderId: leader } })),
+    });
+    return { address: `${HOST}:${server.port}`, stop: () => server.stop(true) };
+  }
+
+  /** A follower whose first execute says another node leads (at `leaderAddress`); it leads from then on. */
+  function follower(leaderAddress: string) {
+    let calls = 0;
+    const node = {
+      config: { nodeId: "n2" },
+      metrics: { readsTotal: { inc() {} }, readErrorsTotal: { labels: () => ({ inc() {} }) } },
+      status: () => ({ role: calls > 0 ? "leader" : "follower" }),
+      execute: async () => {
+        if (calls++ === 0) throw new SvcError("NOT_LEADER", "this node is not the leader; n1 is", { details: { leaderId: "n1", leaderClient: leaderAddress } });
+        return { results: [{ rowsAffected: 1, lastInsertId: 7 }], index: 12 };
+      },
+    } as unknown as SvcNode;
+    return { app: clientApp(node), calls: () => calls };
+  }
+
+  const write = () => new Request("http://localhost/v1/execute", { method: "POST", body: writeBody, headers: { "content-type": "application/json" } });
+
+  test("naming this node, which leads now, is served here: the former leader did nothing with it", async () => {
+    const former = formerLeader("n2");
+    try {
+      const { app, calls } = follower(former.address);
+      const r = await app.handle(write());
+      expect(r.status).toBe(200);
+      expect(await r.json()).toEqual({ results: [{ rows_affected: 1, last_insert_id: 7 }], index: 12 });
+      expect(calls()).toBe(2);
+    } finally {
+      former.stop();
+    }
+  });
+
+  test("naming another node is relayed as it came", async () => {
+    const former = formerLeader("n3");
+    try {
+      const { app, calls } = follower(former.address);
+      const r = await app.handle(write());
+      expect(r.status).toBe(503);
+      expect(((await r.json()) as { error: { code: string; leader: string } }).error).toMatchObject({ code: "NOT_LEADER", leader: "n3" });
+      expect(calls()).toBe(1);
+    } finally {
+      former.stop();
+    }
   });
 });

@@ -84,9 +84,11 @@ const harmlessInNewDataDir = new Set(["lost+found", "LOCK", "BALLAST"]);
  * that a tool pointed at the wrong place neither writes there nor reports that all is well.
  * `from` says where the path came from (--data-dir, data_dir in FILE).
  */
-export function requireDataDir(dir: string, from: string): void {
+export function requireDataDir(dir: string, from: string, options: { orFresh?: boolean } = {}): void {
   requireDir(dir, from);
   if (holdsSvcData(dir)) return;
+  // A data directory install.sh made, whose node has not started yet: nothing in it to act on.
+  if (options.orFresh === true && readdirSync(dir).every((name) => harmlessInNewDataDir.has(name))) return;
   throw usageError(
     `${dir} (${from}) is not a svc data directory: it holds no raft/ or store/, which a node makes on its first start and a restore copies back\n` +
     "  → point it at the node's data directory (data_dir in the node's configuration, e.g. /var/lib/svc); to restore a backup, copy its raft/ and store/ there first",

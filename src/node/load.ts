@@ -268,7 +268,18 @@ async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger:
       }
       const unvouched = unvouchedReason(store.meta, vouchers);
       if (unvouched !== null) {
-        logger.warn("recovery: the store is not vouched for by raft/ state; rebuilding it from the snapshot and the WAL", { reason: unvouched });
+        const behind = vouchers.checkpoint !== null && store.meta.appliedIndex < vouchers.checkpoint.index;
+        logger.warn("recovery: the store is not vouched for by raft/ state; rebuilding it from the snapshot and the WAL", {
+          reason: unvouched,
+          // The likeliest way a store goes back in time: a backup's store/ copied over a data
+          // directory that still holds the newer history's raft/ (its WAL and hard state).
+          ...(behind ? {
+            hint: "if a backup's store/ was copied over this data directory to restore it, this start undoes that: the newer history's WAL, " +
+              "hard state and snapshots are still here and win. To restore, stop the node, empty the data directory, copy the backup's raft/ and store/ " +
+              "into it and start (SPEC §4.5); on a cluster of several nodes do so on every node and run svc admin init-cluster --bootstrap on each " +
+              "before starting them (an archive made by svc admin backup full needs no such step)",
+          } : {}),
+        });
         store.close({ discard: true });
         Store.remove(paths.storePath);
         return installLatest(paths, await images.verified(), logger, vouchers.cacheKib);

@@ -153,11 +153,16 @@ describe("safe retries with request_id across a leader kill", () => {
     }
 
     // After the restarts, every node (the restarted one included) still answers a retry with the first answer.
+    // (A retry sends the same statements: the n each client gave the id.)
+    const nOf = (id: string): number => {
+      const [c, seq] = id.slice(1).split("-").map(Number);
+      return (c ?? 0) * 1_000_000 + (seq ?? 0);
+    };
     const sample = [...load.settled.entries()].filter((_, i) => i % 25 === 0);
     for (const [i, node] of cluster.nodes.entries()) {
       for (const [id, first] of sample.slice(i * 3, i * 3 + 3)) {
-        const again = await load.settle(id, -1, i);
-        expect({ id, index: again.index }).toEqual({ id, index: first.index });
+        const again = await load.settle(id, nOf(id), i);
+        expect({ id, node: node.nodeId, index: again.index }).toEqual({ id, node: node.nodeId, index: first.index });
       }
     }
   }, 240_000);

@@ -542,4 +542,24 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     const withSecrets = await fullBackup(node, join(env.dir, "with-secrets"), etcDir, ["--include-secrets"]);
     expect(await listing(withSecrets.archive)).toContain("etc/svc/gossip.key");
   }, 120_000);
+
+  procTest("a backup's store copied over a data directory that keeps the newer history: the node says that this undoes the restore, and how to restore", async (env) => {
+    const node = await env.startSingleNode({ snapshotIntervalEntries: 10 });
+    await execute(node.clientUrl, ["CREATE TABLE t (v)"]);
+    for (let i = 0; i < 5; i++) await execute(node.clientUrl, [{ sql: "INSERT INTO t VALUES (?)", params: [i] }]);
+    expect(await node.stop()).toBe(0);
+    const saved = join(env.dir, "saved-store");
+    fs.cpSync(join(node.dataDir, "store"), saved, { recursive: true });
+    await node.start();
+    // Past a few checkpoints: raft/checkpoint then vouches for a store well ahead of the saved one.
+    for (let i = 5; i < 40; i++) await execute(node.clientUrl, [{ sql: "INSERT INTO t VALUES (?)", params: [i] }]);
+    await waitFor("a checkpoint past the saved store", async () => (await metric(node.adminUrl, "tensor_chain_checkpoints_total")) >= 2);
+    expect(await node.stop()).toBe(0);
+    fs.rmSync(join(node.dataDir, "store"), { recursive: true });
+    fs.cpSync(saved, join(node.dataDir, "store"), { recursive: true });
+    await node.start();
+    expect(await query(node.clientUrl, "SELECT count(*) FROM t")).toEqual([[40]]);
+    expect(node.lastRunLog()).toContain("this start undoes that");
+    expect(node.lastRunLog()).toContain("empty the data directory");
+  }, 120_000);
 });

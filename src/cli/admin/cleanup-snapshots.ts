@@ -28,11 +28,15 @@ export const cleanupSnapshotsCommand = defineCommand({
   },
 });
 
-/** The data directory to clean; one that is not a svc data directory is refused (exit 2), not reported clean. */
+/**
+ * The data directory to clean; one that is not a svc data directory is refused (exit 2), not
+ * reported clean. One a node has not started in yet (the timer runs from install on) has
+ * nothing to clean.
+ */
 function resolveDataDir(configPath: string | undefined, dataDir: string | undefined): string {
   if (configPath !== undefined && dataDir !== undefined) throw usageError("give --config or --data-dir, not both");
   if (dataDir !== undefined) {
-    requireDataDir(dataDir, "--data-dir");
+    requireDataDir(dataDir, "--data-dir", { orFresh: true });
     return dataDir;
   }
   const fallback = defaultConfigPath();
@@ -40,6 +44,6 @@ function resolveDataDir(configPath: string | undefined, dataDir: string | undefi
   if (path === undefined) throw usageError(`no data directory: give --config FILE or --data-dir DIR (${fallback} does not exist)`);
   const loaded = loadConfigFile(path);
   if (!loaded.ok) throw usageError(`the config file has problems:\n${formatProblems(loaded.problems, path)}`);
-  requireDataDir(loaded.config.dataDir, `data_dir in ${path}`);
+  requireDataDir(loaded.config.dataDir, `data_dir in ${path}`, { orFresh: true });
   return loaded.config.dataDir;
 }

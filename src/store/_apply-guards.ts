@@ -11,11 +11,6 @@
 //     one behind fails, identically everywhere.
 //   - A batch that was checked before it entered the log (WriteChecker) was checked as the
 //     entry at one index, against the state before it: applied at another index it fails.
-//   - rowid 9223372036854775807, the largest, is reserved: once a table holds it SQLite
-//     numbers the table's new rows at random, and each replica would pick another. Every rowid
-//     table of the store gets two guards, TEMP triggers of the connection (svc's own, made
-//     alike on every node and never replicated), that fail a statement giving a row that
-//     rowid. A store that already held one from an earlier version keeps it (see the README).
 // And one concern of the process rather than the data: a write check in another process may
 // hold SQLite's write lock for a moment, so the apply's BEGIN waits for it instead of failing.
 
@@ -27,18 +22,6 @@ const schemaChange = /\b(create|drop|alter)\b/i;
 const creates = /\bcreate\b/i;
 const resetTable = `${internalTablePrefix}reset`;
 const tempObjectsSql = `SELECT type, name FROM temp.sqlite_schema WHERE name NOT LIKE '${internalTablePrefix.replaceAll("_", "\\_")}%' ESCAPE '\\' LIMIT 1`;
-const largestRowid = "9223372036854775807";
-/** What a statement that would give a row the largest rowid fails with, on every node. */
-export const largestRowidReservedMessage =
-  "rowid 9223372036854775807 (the largest) is reserved: once a table holds it, SQLite numbers the table's new rows at random, " +
-  "which the replicas would not agree on; give the row a smaller rowid or INTEGER PRIMARY KEY value";
-const guardPrefix = `${internalTablePrefix}rowid_`;
-/** The store's rowid tables (not WITHOUT ROWID, virtual, shadow or internal) that have no guards yet. */
-const unguardedTablesSql = `SELECT t.name AS name FROM pragma_table_list AS t
-  WHERE t.schema = 'main' AND t.type = 'table' AND t.wr = 0
-    AND t.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND t.name NOT LIKE '${internalTablePrefix.replaceAll("_", "\\_")}%' ESCAPE '\\'
-    AND NOT EXISTS (SELECT 1 FROM temp.sqlite_schema AS g
-      WHERE g.type = 'trigger' AND g.tbl_name = t.name COLLATE NOCASE AND g.name LIKE '${guardPrefix.replaceAll("_", "\\_")}%' ESCAPE '\\')`;
 /** How long an apply waits for another process's write lock (a write check is killed long before). */
 const busyWaitMsMax = 30_000;
 
@@ -47,10 +30,6 @@ export class ApplyGuards {
   schemaEpoch = 0;
   /** Whether a trigger, view or table names changes() or last_insert_rowid(); null: look again. */
   private schemaNamesConnState: boolean | null = null;
-  /** The schemaEpoch at which every rowid table was last seen guarded. */
-  private guardedAtEpoch = -1;
-  /** Numbers this connection's guard triggers (their names are this connection's only). */
-  private guardSeq = 0;
 
   constructor(private readonly db: Database) {}
 
@@ -68,22 +47,6 @@ export class ApplyGuards {
       }
     }
     if (named || remembered || this.schemaNames()) this.resetConnectionState();
-    if (this.guardedAtEpoch !== this.schemaEpoch) {
-      this.guardRowids();
-      this.guardedAtEpoch = this.schemaEpoch;
-    }
-  }
-
-  /** Give every rowid table that has none its guards against the largest rowid (see the top of this file). */
-  private guardRowids(): void {
-    const tables = this.db.query(unguardedTablesSql).all() as { name: string }[];
-    for (const { name } of tables) {
-      const table = `main."${name.replaceAll('"', '""')}"`;
-      const raise = `SELECT RAISE(ABORT, '${largestRowidReservedMessage.replaceAll("'", "''")}')`;
-      const n = this.guardSeq++;
-      this.db.run(`CREATE TEMP TRIGGER ${guardPrefix}${n}_insert AFTER INSERT ON ${table} WHEN NEW.rowid = ${largestRowid} BEGIN ${raise}; END`);
-      this.db.run(`CREATE TEMP TRIGGER ${guardPrefix}${n}_update AFTER UPDATE ON ${table} WHEN NEW.rowid = ${largestRowid} AND OLD.rowid IS NOT NEW.rowid BEGIN ${raise}; END`);
-    }
   }
 
   /** Statements were rolled back (a batch, or the transaction): the schema learnt since may be undone. */
@@ -97,10 +60,9 @@ export class ApplyGuards {
     return creates.test(sql);
   }
 
-  /** After a statement succeeded: throws when it left a TEMP object behind; guards a table it made. */
+  /** After a statement succeeded: throws when it left a TEMP object behind. */
   afterStatement(sql: string): void {
     if (!creates.test(sql)) return;
-    this.guardRowids();
     // query(): the connection caches the statement and finalizes it when it closes.
     const found = this.db.query(tempObjectsSql).get() as { type: string; name: string } | null;
     if (found !== null) {

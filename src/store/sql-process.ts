@@ -15,7 +15,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { SqlValue, Statement } from "./command.ts";
 import { ApplyGuards } from "./_apply-guards.ts";
 import { DeterministicFunctions, blobSize } from "./determinism.ts";
-import { changesInMemoryPragmas, isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
+import { isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
 
 export type SqlProcessRequest =
   | { id: number; kind: "query"; path: string; sql: string; params: SqlValue[]; resultBytesMax: number }
@@ -138,9 +138,8 @@ function openWriter(path: string): NonNullable<typeof writer> {
     const db = new Database(path);
     // As the applying connection has it (Store): constraints must fail here as they fail there.
     db.run("PRAGMA foreign_keys = ON");
-    // Changes stay in this process's memory and are rolled back: the file never sees them
-    // (and SQLITE_FULL from a statement is a row SQLite cannot number, as at apply).
-    for (const pragma of changesInMemoryPragmas) db.run(pragma);
+    // Changes stay in this process's memory and are rolled back: the file never sees them.
+    db.run("PRAGMA cache_spill = OFF");
     db.run("PRAGMA wal_autocheckpoint = 0");
     db.run("PRAGMA busy_timeout = 2000");
     db.run(`PRAGMA cache_size = -${cacheKib()}`);
@@ -167,7 +166,8 @@ function runCheck(req: Extract<SqlProcessRequest, { kind: "check" }>): SqlProces
           stmt.run(...(s.params as SQLQueryBindings[]));
           guards.afterStatement(s.sql);
         } catch (e) {
-          if (isRowidsUsedUp(e)) return { statementIndex: i, message: rowidsUsedUpMessage };
+          // As at apply (_rowid-limit.ts): SQLITE_FULL with room left is the row, not the disk.
+          if (isRowidsUsedUp(e, req.path)) return { statementIndex: i, message: rowidsUsedUpMessage };
           if (isEnvironmental(e)) throw e;
           return { statementIndex: i, message: errorMessage(e) };
         } finally {

@@ -42,7 +42,7 @@ import { StoreCheckpointer, type CheckpointResult } from "./snapshot-image.ts";
 import { checkReadStatement, internalTablePrefix, refusedAtApply } from "./_sql.ts";
 import { ApplyGuards, checkedElsewhereMessage } from "./_apply-guards.ts";
 import { RequestLog, requestBodyHash, requestIdReusedMessage, reusedFor, type RequestOutcome } from "./request-ids.ts";
-import { changesInMemoryPragmas, isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
+import { isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
 
 export interface StatementResult {
   rowsAffected: number;
@@ -217,10 +217,6 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     }
     this.db.run(`PRAGMA cache_size = -${cacheKib}`);
     this.db.run("PRAGMA foreign_keys = ON");
-    // A statement never writes to disk before the commit (_rowid-limit.ts: what SQLITE_FULL
-    // from a statement then means). The open transaction is bounded (CommitPolicy), and a
-    // write that is not plain was tried within a memory bound before it was logged.
-    for (const pragma of changesInMemoryPragmas) this.db.run(pragma);
     this.db.run(`CREATE TABLE IF NOT EXISTS ${metaTable} (key TEXT PRIMARY KEY, value) WITHOUT ROWID`);
     this.functions.install(this.db);
     this.setMetaStmt = this.db.prepare(`INSERT OR REPLACE INTO ${metaTable} (key, value) VALUES (?, ?)`);
@@ -945,7 +941,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         const r = this.run(only.sql, only.params);
         return { kind: "execute", ok: true, results: [{ rowsAffected: r.changes, lastInsertId: r.lastInsertId }] };
       } catch (e) {
-        if (isRowidsUsedUp(e)) return this.rowidsUsedUp(0, false);
+        if (isRowidsUsedUp(e, this.inMemory ? null : this.path)) return this.rowidsUsedUp(0, false);
         throwIfEnvironmental(e);
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
         return { kind: "execute", ok: false, statementIndex: 0, message: errorMessage(e) };
@@ -961,7 +957,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         this.guards.afterStatement(s.sql);
         results.push({ rowsAffected: r.changes, lastInsertId: r.lastInsertId });
       } catch (e) {
-        if (isRowidsUsedUp(e)) return this.rowidsUsedUp(i, true);
+        if (isRowidsUsedUp(e, this.inMemory ? null : this.path)) return this.rowidsUsedUp(i, true);
         throwIfEnvironmental(e);
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
         this.db.run("ROLLBACK TO entry");

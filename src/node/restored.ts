@@ -32,11 +32,6 @@ export async function adoptRestoredBackup(paths: DataPaths, config: Config, logg
     });
   }
   if (marker === null) return null;
-  const hardState = readHardState(paths.hardStatePath);
-  // Already adopted when the hard state is the one adoption writes (a crash before the marker
-  // went): committed up to the snapshot, or to the resume after it.
-  const adopted = hardState !== null && hardState.term === marker.term && (hardState.commit === marker.index || hardState.commit === marker.index + 1) &&
-    hardState.vote === null && hardState.clusterId === marker.clusterId;
   const snapshotDir = join(paths.snapshotsDir, snapshotDirName(marker.term, marker.index));
   const meta = readSnapshotMeta(snapshotDir);
   if (meta === null || meta.clusterId !== marker.clusterId) {
@@ -44,6 +39,15 @@ export async function adoptRestoredBackup(paths: DataPaths, config: Config, logg
       hint: "copy raft/snapshots/ from the same backup archive as raft/RESTORED",
     });
   }
+  // The backup's pause ends with the backup: the restored log resumes it, identically on every
+  // member (the time is the marker's, not this node's clock), in the term after the backup's,
+  // so that no entry of the history the backup was taken from has its index and term.
+  const pause = imageWritesPause(join(snapshotDir, snapshotStateFile));
+  const start = pause === null ? { term: marker.term, commit: marker.index } : { term: marker.term + 1, commit: marker.index + 1 };
+  const hardState = readHardState(paths.hardStatePath);
+  // Already adopted when the hard state is the one adoption writes (a crash before the marker went).
+  const adopted = hardState !== null && hardState.term === start.term && hardState.commit === start.commit &&
+    hardState.vote === null && hardState.clusterId === marker.clusterId;
   if (!adopted) {
     const check = await verifySnapshot({ name: snapshotDirName(marker.term, marker.index), dir: snapshotDir, term: marker.term, index: marker.index, meta });
     if (!check.ok) {
@@ -53,18 +57,15 @@ export async function adoptRestoredBackup(paths: DataPaths, config: Config, logg
     }
     setAsidePriorState(paths, marker, logger);
     await keepOnlyTheBackupsStore(paths, join(snapshotDir, snapshotStateFile), meta.stateSha256, logger);
-    // The backup's pause ends with the backup: the restored log resumes it, identically on
-    // every member (the time is the marker's, not this node's clock).
-    const pause = imageWritesPause(join(snapshotDir, snapshotStateFile));
     const createdMs = Date.parse(marker.createdAt);
-    const resume = pause === null ? [] : [restoreEntry({ op: "resume_writes" }, marker.index + 1, marker.term, Number.isFinite(createdMs) ? createdMs : 0)];
+    const resume = pause === null ? [] : [restoreEntry({ op: "resume_writes" }, start.commit, start.term, Number.isFinite(createdMs) ? createdMs : 0)];
     const { wal } = Wal.open(paths.walDir, { segmentSizeBytes: config.wal.segmentSizeBytes, logger });
     wal.resetTo(marker.index + 1);
     wal.append(resume);
     wal.sync();
     wal.close();
     fs.rmSync(join(paths.raftDir, "checkpoint"), { force: true });
-    writeHardState(paths.hardStatePath, { term: marker.term, vote: null, commit: marker.index + resume.length, clusterId: marker.clusterId });
+    writeHardState(paths.hardStatePath, { term: start.term, vote: null, commit: start.commit, clusterId: marker.clusterId });
     if (pause !== null) logger.warn(`recovery: ${backupPauseResumedText(pause, "backup")}`, { archive: marker.archive, index: marker.index + 1 });
   }
   writeLogStart(paths.raftDir, { index: marker.index, term: marker.term, reason: `restored from ${marker.archive}` });

@@ -3,6 +3,7 @@
 export type { Address, AuthSettings, GossipSettings, TlsSettings, Config, ConfigDraft, ConfigProblem, ConfigResult, Member, MemberDraft, AddressInput } from "./types.ts";
 export { loadConfigFile, parseConfig } from "./parse.ts";
 export { defaultConfig } from "./defaults.ts";
+export { NODE_ID_PATTERN } from "./schema.ts";
 export { renderConfigToml } from "./render.ts";
 export { formatProblem, formatProblems, summarizeConfig } from "./format.ts";
 export { addressKey, isWildcardHost, parseAddress } from "./address.ts";

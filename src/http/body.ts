@@ -1,7 +1,7 @@
 // Reading and checking request bodies. Every problem names the field, so a client can
 // fix its request without reading svc's source.
 
-import { parseAddress } from "../config/index.ts";
+import { NODE_ID_PATTERN, parseAddress } from "../config/index.ts";
 import { SvcError } from "../util/errors.ts";
 import { parseJson64Strict, WideIntegerLiteral } from "../util/json64.ts";
 import { isRequestId, requestIdLengthMax, type SqlValue, type Statement, type StatementShape } from "../store/index.ts";
@@ -191,6 +191,9 @@ export function parseMemberBody(body: unknown): { member: { id: string; peer: st
   const field = (k: string): string => {
     const v = body[k];
     if (typeof v !== "string" || v === "") throw badRequest(`"${k}" is required and must be a string`);
+    if (k === "id" && !NODE_ID_PATTERN.test(v)) {
+      throw badRequest(`"id" must be 1 to 64 characters of A-Z a-z 0-9 _ . -, got ${JSON.stringify(v)}`, "give the node_id the new node's configuration file names");
+    }
     if (k !== "id") {
       const parsed = parseAddress(v);
       if (!parsed.ok) throw badRequest(`"${k}" must be host:port: ${parsed.message}`);

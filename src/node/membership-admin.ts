@@ -23,6 +23,20 @@ export class MembershipAdmin {
     const { ctx } = this;
     ctx.checkServing();
     ctx.requireLeader();
+    // Refused before anything is replicated: the addresses go out first (the learner is dialled
+    // there), and a member's own must not change on the way to a refusal.
+    const { voters, learners } = ctx.core.status().membership;
+    const members = [...voters, ...learners];
+    if (members.includes(member.id)) {
+      throw new SvcError("INVALID_CHANGE", `${member.id} is already a ${voters.includes(member.id) ? "voter" : "learner"} of the cluster; nothing was changed`, {
+        hint: `to move it to other addresses, run \`svc admin set-member --id ${member.id} …\`; to promote a learner, \`svc admin promote --id ${member.id}\``,
+      });
+    }
+    const book = ctx.memberAddresses();
+    checkMemberAddresses(member, members.flatMap((m) => {
+      const a = book.get(m);
+      return a === undefined ? [] : [a];
+    }));
     await this.proposer.propose(encodeCommand({ op: "set_member", member }));
     let { index } = await this.proposeChange({ kind: "add_learner", id: member.id });
     if (options.learner) return { index, role: "learner" };
@@ -167,7 +181,7 @@ function checkMemberAddresses(member: MemberAddress, others: readonly MemberAddr
     for (const kind of kinds) {
       const mine = own.get(addressKeyOrNull(other[kind]) ?? "");
       if (mine !== undefined) {
-        throw new SvcError("INVALID_CHANGE", `${member[mine]} is ${other.id}'s ${kind} address`, { hint: "give the address the moved member listens on (its [listen] table)" });
+        throw new SvcError("INVALID_CHANGE", `${member[mine]} is ${other.id}'s ${kind} address`, { hint: "give the addresses the node itself listens on (its [listen] table); each member has its own" });
       }
     }
   }

@@ -33,6 +33,20 @@ describe("membership", () => {
     });
     node4.spawn();
 
+    // Refused up front, changing nothing: a member's id (its addresses stay), an id no
+    // configuration could hold, another member's address.
+    const follower = nodes.find((n) => n !== leader)!;
+    const before = JSON.stringify((await getJson<{ members: unknown[] }>(`${leader.adminUrl}/admin/cluster-info`)).members);
+    const post = (body: unknown) => fetch(`${leader.adminUrl}/admin/add-node`, { method: "POST", body: JSON.stringify(body) });
+    const member = await post({ id: follower.nodeId, peer: "127.0.0.1:1", client: "127.0.0.1:2", admin: "127.0.0.1:3" });
+    expect(member.status).toBe(400);
+    expect(await member.text()).toContain(`${follower.nodeId} is already a voter`);
+    const badId = await post({ id: "../../x y", peer: "127.0.0.1:1", client: "127.0.0.1:2", admin: "127.0.0.1:3" });
+    expect(((await badId.json()) as { error: { code: string } }).error.code).toBe("BAD_REQUEST");
+    const taken = await post({ id: "node9", peer: addressText(follower.config.cluster!.members!.find((m) => m.id === follower.nodeId)!.peer, "peer"), client: "127.0.0.1:2", admin: "127.0.0.1:3" });
+    expect({ status: taken.status, text: await taken.text() }).toMatchObject({ status: 400, text: expect.stringContaining("peer address") });
+    expect(JSON.stringify((await getJson<{ members: unknown[] }>(`${leader.adminUrl}/admin/cluster-info`)).members)).toBe(before);
+
     const add = await runBinary([
       "admin", "add-node", "--node", leader.adminUrl, "--id", "node4",
       "--peer", addressText(ownMember.peer, "peer"), "--client", addressText(ownMember.client, "client"), "--admin", addressText(ownMember.admin, "admin"),

@@ -123,6 +123,8 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
   const hashes = new Map<string, string>();
   const texts = new Map<string, string>();
   const links = new Map<string, string>();
+  /** Entries that are neither files, hard links to them, nor directories: none is svc's. */
+  const strange: string[] = [];
   let bytes = 0;
   try {
     await tar.t({
@@ -137,7 +139,12 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
           onFile(name);
           return;
         }
-        if (entry.type !== "File") return;
+        if (entry.type === "Directory") return;
+        if (entry.type !== "File" && entry.type !== "OldFile" && entry.type !== "ContiguousFile") {
+          strange.push(`${name} is a ${entry.type} entry${entry.linkpath === undefined ? "" : ` (to ${entry.linkpath})`}`);
+          entry.resume();
+          return;
+        }
         const h = createHash("sha256");
         const keepText = name === manifestName || name === metadataName || name.endsWith("/meta.json");
         const chunks: Buffer[] = [];
@@ -156,7 +163,9 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
   } catch (e) {
     return { ok: false, path, files: hashes.size, bytes, problems: [`cannot read ${path} as a gzip tar: ${(e as Error).message}`], snapshot: null, metadata: null };
   }
-  const problems: string[] = [];
+  // A symbolic link (or a device, a FIFO) in a backup is none of svc's: extracted, a link in
+  // raft/ or store/ would have the restored node write wherever it points.
+  const problems: string[] = strange.map((s) => `${s}: a backup holds only files and directories (extracted, it could make the node write outside its data directory)`);
   // A hard link entry holds the bytes of the file it names.
   for (const [name, target] of links) {
     const h = hashes.get(target);

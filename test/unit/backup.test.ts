@@ -116,6 +116,19 @@ describe("archive verification", () => {
     expect(check.problems).toContain("extra.txt is in the archive but not in the manifest");
   });
 
+  test("a symbolic link in the archive does not verify, even with every file in the manifest: extracted, the node would write where it points", async () => {
+    const { dir, archive } = await stagedArchive();
+    const out = join(dir, "out");
+    fs.mkdirSync(out);
+    await tar.x({ file: archive, cwd: out });
+    fs.symlinkSync(join(dir, "victim"), join(out, "raft", "wal"));
+    const linked = join(dir, "linked.tar.gz");
+    await tar.c({ gzip: true, file: linked, cwd: out }, fs.readdirSync(out));
+    const check = await verifyArchive(linked);
+    expect(check.ok).toBe(false);
+    expect(check.problems).toContain(`raft/wal is a SymbolicLink entry (to ${join(dir, "victim")}): a backup holds only files and directories (extracted, it could make the node write outside its data directory)`);
+  });
+
   test("a file that is not a gzip tar does not verify", async () => {
     const path = join(tempDir(), "svc-backup-20260101.tar.gz");
     fs.writeFileSync(path, "not an archive");

@@ -13,6 +13,7 @@ import { ClientLimiter } from "./client-limits.ts";
 import { guardApp, type FetchApp } from "./guard.ts";
 import type { BoundServer } from "./server.ts";
 import { filesStamp, loadTlsMaterial, tlsFilesStamp, type TlsMaterial } from "./tls.ts";
+import { refusedCertReload } from "../util/cert-validity.ts";
 import { TokenSet } from "./tokens.ts";
 
 /** How often the certificate, key, CA and tokens files are looked at for a change. */
@@ -96,6 +97,14 @@ export class HttpSecurity {
       let material: TlsMaterial | null = null;
       try {
         material = loadTlsMaterial(this.config.tls);
+        const refused = this.#tls === null ? null : refusedCertReload(String(material.server.cert), String(this.#tls.server.cert), Date.now());
+        if (refused !== null) {
+          material = null;
+          this.log.error(`TLS not reloaded (${why}); the previous certificates stay in use: ${refused}`, {
+            cert_file: this.config.tls.certFile,
+            hint: "put a certificate valid now in cert_file (with its key); it is picked up without a restart",
+          });
+        }
       } catch (e) {
         this.log.error(`TLS not reloaded (${why}); the previous certificates stay in use: ${errorMessage(e)}`);
       }

@@ -15,6 +15,7 @@ import { clusterDerivedKey, sharedKey, type GossipKey } from "../gossip/index.ts
 import type { PeerTls, Transport } from "../transport/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
+import { refusedCertReload } from "../util/cert-validity.ts";
 
 export class PeerSecrets {
   #tls: PeerTls | undefined;
@@ -60,7 +61,13 @@ export class PeerSecrets {
     if (this.#tls !== undefined) {
       try {
         const tls = readPeerTls(this.config);
-        if (tls !== undefined && !sameTls(tls, this.#tls)) {
+        const refused = tls === undefined ? null : refusedCertReload(tls.cert, this.#tls.cert, Date.now());
+        if (refused !== null) {
+          this.log.error(`peer TLS not reloaded (${why}); the previous certificates stay in use: ${refused}`, {
+            cert_file: this.config.tls?.certFile,
+            hint: "put a certificate valid now in cert_file (with its key); it is picked up without a restart",
+          });
+        } else if (tls !== undefined && !sameTls(tls, this.#tls)) {
           this.#transport?.setTls(tls);
           this.#tls = tls;
           this.log.info(`peer TLS reloaded (${why})`, { cert_file: this.config.tls?.certFile, cert_valid_to: validTo(tls.cert) });

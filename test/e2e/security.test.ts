@@ -296,6 +296,20 @@ describe("mutual TLS on the peer port: certificates rotated without a restart", 
     if (node.pid !== null) process.kill(node.pid, "SIGHUP");
     await waitFor("the refused reload logged", () => node.log().includes("peer TLS not reloaded (SIGHUP)"));
     expect(await servedCertificate(peer, bundleFile, newProbe)).toBe("node1-rotated");
+
+    // An expired certificate (with its own key) is refused as well, on every port: peers and
+    // clients would refuse it, and a leader serving it stops the cluster's writes.
+    const expired = makeLeaf(env.dir, "node1-expired", newCa, { days: -1, san: "DNS:localhost,IP:127.0.0.1,URI:svc://node1" });
+    fs.copyFileSync(expired.key, s.node.key);
+    fs.copyFileSync(expired.cert, s.node.cert);
+    const logged = node.log().length;
+    if (node.pid !== null) process.kill(node.pid, "SIGHUP");
+    await waitFor("both refusals logged", () => {
+      const since = node.log().slice(logged);
+      return since.includes("peer TLS not reloaded (SIGHUP)") && since.includes("TLS not reloaded (SIGHUP)") && since.includes("expired at");
+    });
+    expect(await servedCertificate(peer, bundleFile, newProbe)).toBe("node1-rotated");
+    expect(await servedCertificate(url(s.config, "client"), bundleFile)).toBe("node1-rotated");
   }, 120_000);
 });
 

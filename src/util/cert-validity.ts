@@ -1,0 +1,34 @@
+// Whether a certificate can be used now: a reload of [tls] refuses one that peers and clients
+// would refuse, and keeps the one in use (http/security.ts, node/peer-tls.ts).
+
+import { X509Certificate } from "node:crypto";
+
+/**
+ * Why `cert` (PEM) is not valid at `nowMs` (expired, or not yet valid), or null when it is, or
+ * cannot be read (the caller's own checks say so).
+ */
+export function certOutsideValidity(cert: string, nowMs: number): string | null {
+  try {
+    const x = new X509Certificate(cert);
+    const from = Date.parse(x.validFrom);
+    const to = Date.parse(x.validTo);
+    if (to < nowMs) return `it expired at ${new Date(to).toISOString()}`;
+    if (from > nowMs) return `it is valid only from ${new Date(from).toISOString()}`;
+    return null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether a reload should keep the certificate in use rather than take `next`: `next` is
+ * outside its validity while the one in use (`current`) is not. Peers and clients would refuse
+ * `next` (a whole cluster stopped taking writes when a leader's expired certificate was
+ * reloaded), so the reload is refused, with the reason; returns that reason, or null.
+ */
+export function refusedCertReload(next: string, current: string, nowMs: number): string | null {
+  const why = certOutsideValidity(next, nowMs);
+  if (why === null || certOutsideValidity(current, nowMs) !== null) return null;
+  return `the new certificate cannot be used: ${why}; peers and clients would refuse it`;
+}
+

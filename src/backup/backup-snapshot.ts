@@ -51,15 +51,27 @@ export async function snapshotBackup(
       }
     } else {
       const target = join(o.to, name);
-      o.progress(`copying to ${target}`);
-      copySnapshot(image.dir, join(target, dirName), files);
-      fs.writeFileSync(join(target, metadataName), metadata);
-      const sha = await sha256File(join(target, dirName, snapshotStateFile));
-      if (sha !== meta.stateSha256) throw new SvcError("BACKUP_FAILED", `the copy of ${image.dir} does not match its SHA-256`, { hint: "check the backup disk; retry" });
       const latestTemp = join(o.to, `.latest-${process.pid}`);
-      fs.rmSync(latestTemp, { recursive: true, force: true });
-      copySnapshot(image.dir, join(latestTemp, dirName), files);
-      fs.writeFileSync(join(latestTemp, metadataName), metadata);
+      try {
+        o.progress(`copying to ${target}`);
+        copySnapshot(image.dir, join(target, dirName), files);
+        fs.writeFileSync(join(target, metadataName), metadata);
+        const sha = await sha256File(join(target, dirName, snapshotStateFile));
+        if (sha !== meta.stateSha256) throw new SvcError("BACKUP_FAILED", `the copy of ${image.dir} does not match its SHA-256`, { hint: "check the backup disk; retry" });
+        fs.rmSync(latestTemp, { recursive: true, force: true });
+        copySnapshot(image.dir, join(latestTemp, dirName), files);
+        fs.writeFileSync(join(latestTemp, metadataName), metadata);
+      } catch (e) {
+        // A copy cut short (a full disk) is no backup: none is left behind to be taken for one.
+        for (const partial of [target, latestTemp]) {
+          try {
+            fs.rmSync(partial, { recursive: true, force: true });
+          } catch {
+            // A destination that refuses even this (read-only) keeps it; the error below says why.
+          }
+        }
+        throw e;
+      }
       fs.rmSync(join(o.to, "latest"), { recursive: true, force: true });
       fs.renameSync(latestTemp, join(o.to, "latest"));
     }

@@ -562,4 +562,30 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     expect(node.lastRunLog()).toContain("this start undoes that");
     expect(node.lastRunLog()).toContain("empty the data directory");
   }, 120_000);
+
+  procTest("a destination that fills up: the error names it and what to do, no partial snapshot backup is left, writes go on; fetch --out a directory says so", async (env) => {
+    // A tmpfs is mounted for the destination: as root only (CI runs so), as the disk-full tests.
+    if (process.getuid?.() !== 0) return;
+    const node = await env.startSingleNode();
+    await execute(node.clientUrl, ["CREATE TABLE t (v)"]);
+    for (let i = 0; i < 20; i++) await execute(node.clientUrl, [{ sql: "INSERT INTO t VALUES (?)", params: ["x".repeat(50_000)] }]);
+    const small = join(env.dir, "small");
+    fs.mkdirSync(small);
+    expect(Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", small]).exitCode).toBe(0);
+    try {
+      const r = await runBinary(["admin", "backup", "snapshot", "--config", node.configPath, "--to", small]);
+      expect(r.exitCode).toBe(1);
+      expect(r.stderr).toContain(`writing to ${small} failed`);
+      expect(r.stderr).toContain("free space there");
+      expect(fs.readdirSync(small)).toEqual([]);
+    } finally {
+      Bun.spawnSync(["umount", small]);
+    }
+    await execute(node.clientUrl, [{ sql: "INSERT INTO t VALUES (?)", params: ["after"] }]);
+    const dir = join(env.dir, "out-dir");
+    fs.mkdirSync(dir);
+    const fetched = await runBinary(["admin", "backup", "fetch", join(env.dir, "svc-backup-20260101.tar.gz"), "--out", dir]);
+    expect(fetched.exitCode).toBe(2);
+    expect(fetched.stderr).toContain(`${dir} is a directory`);
+  }, 120_000);
 });

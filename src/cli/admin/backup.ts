@@ -103,6 +103,31 @@ async function skipUnlessLeader(args: Common, api: BackupNodeApi, what: string):
   return true;
 }
 
+/** File-system errors of a backup's destination, with what to do about each. */
+const destinationFixes: Readonly<Record<string, string>> = {
+  ENOSPC: "free space there, or give another destination (--to); writes on the cluster were resumed",
+  EDQUOT: "the disk quota there is used up: free some, or give another destination (--to)",
+  EROFS: "that file system is mounted read-only: give a writable destination (--to)",
+  EACCES: "the user running svc admin cannot write there: fix the directory's owner or mode, or give another destination",
+  EPERM: "the user running svc admin cannot write there: fix the directory's owner or mode, or give another destination",
+  EISDIR: "a directory is in the way of the file to write: give a file path, or remove the directory",
+};
+
+/**
+ * Run `work`, which writes to `where`; a file-system error there ends the command with exit 1,
+ * naming the destination, what happened and what to do (rather than a bare "ENOSPC: … write").
+ */
+async function writingTo<T>(where: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (e) {
+    const code = (e as { code?: unknown } | null)?.code;
+    const fix = typeof code === "string" ? destinationFixes[code] : undefined;
+    if (fix === undefined) throw e;
+    throw new CliExit(ExitCode.failure, `writing to ${where} failed: ${(e as Error).message}\n  → ${fix}`);
+  }
+}
+
 function mib(bytes: number): string {
   return `${(bytes / 1048576).toFixed(1)} MiB`;
 }
@@ -161,7 +186,7 @@ const fullCommand = defineCommand({
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
     try {
-      const r = await job.run();
+      const r = await writingTo(to, () => job.run());
       clearProgress(json);
       if (json) return printJson({ status: "ok", ...r, check: { ok: r.check.ok, files: r.check.files, problems: r.check.problems } });
       process.stdout.write(`full backup ${r.archive}: ${mib(r.sizeBytes)}, ${r.files} files, snapshot ${r.snapshot.index} (term ${r.snapshot.term}), writes paused ${(r.pausedMs / 1000).toFixed(1)} s, verified` +
@@ -189,7 +214,7 @@ const snapshotCommand = defineCommand({
     if (to === "") throw usageError("no destination: pass --to DIR|s3://bucket/prefix or set dir in the [backup] table of the configuration");
     if (await skipUnlessLeader(args, api, "snapshot")) return;
     const json = args.json === true;
-    const r = await snapshotBackup(api, { to: isObjectUrl(to) ? to : resolve(to), holdMs: 3_600_000, nowMs: Date.now(), progress: progressPrinter(json) });
+    const r = await writingTo(to, () => snapshotBackup(api, { to: isObjectUrl(to) ? to : resolve(to), holdMs: 3_600_000, nowMs: Date.now(), progress: progressPrinter(json) }));
     clearProgress(json);
     if (json) return printJson({ status: "ok", ...r });
     process.stdout.write(`snapshot backup ${r.location}: snapshot ${r.snapshot.index} (term ${r.snapshot.term}), ${mib(r.sizeBytes)}; latest is ${r.latest}\n`);
@@ -284,7 +309,10 @@ const fetchCommand = defineCommand({
     const out = resolve(args.out ?? name);
     const temp = `${out}.partial-${process.pid}`;
     try {
-      await openDestination(slash < 0 ? "." : args.from.slice(0, slash)).get(name, temp);
+      if (fs.statSync(out, { throwIfNoEntry: false })?.isDirectory() === true) {
+        throw usageError(`${out} is a directory\n  → give --out the file to write, e.g. --out ${join(out, name)}`);
+      }
+      await writingTo(out, () => openDestination(slash < 0 ? "." : args.from.slice(0, slash)).get(name, temp));
       const progress = progressPrinter(json);
       const check = await verifyArchive(temp, (f) => progress(`verifying ${f}`));
       clearProgress(json);

@@ -182,7 +182,8 @@ export function adminApp(node: SvcNode) {
 /** A pause lease from the query string: whole milliseconds, one second to one day. */
 function pauseLeaseMs(text: string | null): number | undefined {
   if (text === null) return undefined;
-  const ms = Number(text);
+  // Digits only: Number() would take "1e3" and "0x3e8" as well.
+  const ms = /^[0-9]{1,9}$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isSafeInteger(ms) || ms < 1000 || ms > 86_400_000) {
     throw new SvcError("BAD_REQUEST", `lease_ms must be a whole number of milliseconds from 1000 to 86400000, not ${JSON.stringify(text)}`, {
       hint: "give ?lease_ms=60000 for a one-minute pause, or leave it out for a pause until resume-writes",

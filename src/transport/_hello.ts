@@ -76,9 +76,12 @@ export function decodeHello(payload: Uint8Array): Hello | { readonly error: stri
   return { version, clusterId, senderId, targetId };
 }
 
-function clusterMismatch(local: string, remote: string): string | null {
+/** `peerId`: the node that spoke for the other side. */
+function clusterMismatch(local: string, remote: string, peerId: string): string | null {
   if (local === "" || remote === "" || local === remote) return null;
-  return `peer belongs to cluster ${JSON.stringify(remote)}, this node to cluster ${JSON.stringify(local)}`;
+  return `peer ${JSON.stringify(peerId)} belongs to cluster ${JSON.stringify(remote)}, and this node to another, ${JSON.stringify(local)}: ` +
+    "one of the two holds another cluster's data (restored from another cluster's backup, or made anew by init-cluster --bootstrap), " +
+    "and they never exchange entries; `svc admin cluster-info` on each names its cluster";
 }
 
 /** What the accepting side knows of its members. */
@@ -90,7 +93,7 @@ export type Membership = "unknown" | { readonly has: (peerId: string) => boolean
  * arrives over it is trusted as the member's Raft messages.
  */
 export function refuseAsAcceptor(hello: Hello, localNodeId: string, localClusterId: string, members: Membership): string | null {
-  const cluster = clusterMismatch(localClusterId, hello.clusterId);
+  const cluster = clusterMismatch(localClusterId, hello.clusterId, hello.senderId);
   if (cluster !== null) return cluster;
   if (localClusterId !== "" && hello.clusterId === "") {
     return `peer ${JSON.stringify(hello.senderId)} sent no cluster id, and this node belongs to cluster ${JSON.stringify(localClusterId)}`;
@@ -106,7 +109,7 @@ export function refuseAsAcceptor(hello: Hello, localNodeId: string, localCluster
 
 /** Why the dialing side refuses the acceptor's answer, or null to accept it. */
 export function refuseAsDialer(hello: Hello, localNodeId: string, localClusterId: string, expectedPeerId: string): string | null {
-  const cluster = clusterMismatch(localClusterId, hello.clusterId);
+  const cluster = clusterMismatch(localClusterId, hello.clusterId, expectedPeerId);
   if (cluster !== null) return cluster;
   if (hello.senderId !== expectedPeerId) {
     return `the address of peer ${JSON.stringify(expectedPeerId)} answered as node ${JSON.stringify(hello.senderId)}`;

@@ -290,6 +290,14 @@ describe("a request the HTTP parser refuses", () => {
 });
 
 describe("pause-writes and resume-writes", () => {
+  it("a lease that is not whole milliseconds in digits is refused, changing nothing", async () => {
+    for (const lease of ["1e3", "0x3e8", "1000.0", "999", "-5000"]) {
+      const r = await request(`${node.adminUrl}/admin/pause-writes?lease_ms=${encodeURIComponent(lease)}`, { method: "POST" });
+      expect({ lease, status: r.status }).toEqual({ lease, status: 400 });
+    }
+    expect((await getJson<{ writes_paused: boolean }>(`${node.clientUrl}/health`)).writes_paused).toBe(false);
+  });
+
   it("writes get 503 WRITES_PAUSED while paused, reads go on, and resume-writes lets writes through again", async () => {
     const pause = await runBinary(["admin", "pause-writes", "--node", node.adminUrl]);
     expect(pause.stderr).toBe("");

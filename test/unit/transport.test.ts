@@ -4,6 +4,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import type { Socket } from "bun";
 import { createTransport, MessageType, type Transport, type TransportOptions } from "../../src/transport/index.ts";
+import { refuseAsAcceptor, refuseAsDialer } from "../../src/transport/_hello.ts";
 import { createPrng, type Logger } from "../../src/util/index.ts";
 
 const HOST = "127.0.0.1";
@@ -586,5 +587,16 @@ describe("peer transport: only members are heard", () => {
     await waitFor("refused", () => raw.closed);
     expect(refusals().length).toBe(loggedInFirstBurst + 1);
     expect(refusals().at(-1)).toMatch(/and \d+ more from 127\.0\.0\.1/);
+  });
+});
+
+describe("a handshake from another cluster", () => {
+  test("is refused naming the peer, both clusters, how that comes about and where to look", () => {
+    const hello = { version: 1, clusterId: "c-restored", senderId: "n2", targetId: "n1" };
+    const why = refuseAsAcceptor(hello, "n1", "c-live", { has: () => true });
+    expect(why).toContain('peer "n2" belongs to cluster "c-restored", and this node to another, "c-live"');
+    expect(why).toContain("restored from another cluster's backup");
+    expect(why).toContain("svc admin cluster-info");
+    expect(refuseAsDialer(hello, "n1", "c-live", "n2")).toContain('peer "n2" belongs to cluster "c-restored"');
   });
 });

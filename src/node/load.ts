@@ -21,6 +21,7 @@ import { memoryBudget } from "./memory-budget.ts";
 import type { CheckpointRecord } from "../io/index.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
+import { isOnlyMember } from "../util/log-data.ts";
 
 export interface LoadedState {
   paths: DataPaths;
@@ -210,8 +211,8 @@ function refuseLostCommittedEntries(
 ): void {
   // Lone: this node is the one voter there is (a removed member whose membership names only
   // another is not; its saved commit may reach past what it wrote).
-  const { voters, learners } = store.meta.membership;
-  const lone = voters.length === 0 ? config.cluster.members.length <= 1 : voters.length === 1 && voters[0] === config.nodeId && learners.length === 0;
+  const membership = store.meta.membership;
+  const lone = membership.voters.length === 0 ? config.cluster.members.length <= 1 : isOnlyMember(membership, config.nodeId);
   if (!lone || readEntriesLost(paths.raftDir) !== null) return;
   const committed = Math.max(held.hardState?.commit ?? 0, held.checkpoint?.index ?? 0);
   const heldThrough = Math.max(held.lastIndex, store.meta.appliedIndex, held.snapshotIndex);

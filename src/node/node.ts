@@ -31,7 +31,7 @@ import { Proposer } from "./proposer.ts";
 import { recoveryStateCode, type RecoveryState } from "./recovery.ts";
 import { SnapshotPolicy, type SnapshotOutcome } from "./snapshot-policy.ts";
 import { NodeSqlProcesses } from "./sql-processes.ts";
-import { WriteGate } from "./write-gate.ts";
+import { WriteGate, requestIdReused } from "./write-gate.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 import { openNode } from "./start.ts";
 import type { PeerSecrets } from "./peer-tls.ts";
@@ -461,12 +461,7 @@ function executeOutcome(applyResult: ApplyResult, entryIndex: number): ExecuteOu
   assert(applyResult.kind === "execute" || applyResult.kind === "unreadable", "an execute entry applies as execute");
   if (applyResult.kind !== "execute") throw new SvcError("APPLY_FAILED", "the entry could not be read back when applied");
   const index = applyResult.firstIndex ?? entryIndex;
-  if (!applyResult.ok && applyResult.requestIdReused === true) {
-    throw new SvcError("REQUEST_ID_REUSED", applyResult.message, {
-      hint: "use a new request_id for each write; reuse one only to retry the very same statements",
-      details: { firstIndex: index },
-    });
-  }
+  if (!applyResult.ok && applyResult.requestIdReused === true) throw requestIdReused(applyResult.message, index);
   if (!applyResult.ok) {
     throw new SvcError("SQL_ERROR", `statement ${applyResult.statementIndex}: ${applyResult.message}`, {
       hint: "nothing in this batch was applied",

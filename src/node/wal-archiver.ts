@@ -24,6 +24,7 @@
 
 import { encodeCommand } from "../store/index.ts";
 import type { Entry } from "../raft/index.ts";
+import { isOnlyMember } from "../util/log-data.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Counter, Gauge } from "../metrics/index.ts";
 import type { NodeContext } from "./context.ts";
@@ -185,8 +186,7 @@ export class WalArchiver implements WalArchivePart {
     if (this.ctx.store.meta.archivedThrough === 0) return "removed before archiving was enabled";
     const startedOverAt = this.io.logStartedOverAt();
     if (startedOverAt !== null && startedOverAt + 1 === firstHeld && from <= startedOverAt) return "from before the snapshot this cluster was restored or initialized from";
-    const { voters, learners } = this.ctx.core.status().membership;
-    if (voters.length === 1 && voters[0] === this.ctx.config.nodeId && learners.length === 0) {
+    if (isOnlyMember(this.ctx.core.status().membership, this.ctx.config.nodeId)) {
       return "this node is the cluster's only member and its WAL no longer holds them: see the recovery warnings at its start";
     }
     return null;

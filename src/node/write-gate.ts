@@ -13,7 +13,7 @@
 
 import { SvcError } from "../util/errors.ts";
 import {
-  encodeCommand, isPlainWrite, requestBodyHash, requestIdReusedMessage, reusedFor, type ApplyResult, type CheckVerdict, type Command, type SqlProcessPool, type Statement,
+  answerOf, encodeCommand, isPlainWrite, requestBodyHash, requestIdReusedMessage, reusedFor, type ApplyResult, type CheckVerdict, type Command, type SqlProcessPool, type Statement,
 } from "../store/index.ts";
 import type { NodeContext } from "./context.ts";
 import type { Proposer } from "./proposer.ts";
@@ -68,9 +68,8 @@ export class WriteGate {
   remembered(requestId: string, statements: readonly Statement[]): { applyResult: ApplyResult; index: number } | null {
     const outcome = this.ctx.store.rememberedRequest(requestId, this.ctx.clock.nowMs());
     if (outcome === null) return null;
-    if (reusedFor(outcome, requestBodyHash(statements))) throw requestIdReused(requestId, outcome.firstIndex);
-    const { bodyHash: _, ...answer } = outcome;
-    return { applyResult: { kind: "execute", ...answer }, index: outcome.firstIndex };
+    if (reusedFor(outcome, requestBodyHash(statements))) throw requestIdReused(requestIdReusedMessage(requestId, outcome.firstIndex), outcome.firstIndex);
+    return { applyResult: { kind: "execute", ...answerOf(outcome) }, index: outcome.firstIndex };
   }
 
   private isPlain(statements: Statement[]): boolean {
@@ -155,11 +154,14 @@ export class WriteGate {
   }
 }
 
-/** A request id used again for other statements: nothing is applied, and the client is told why. */
-export function requestIdReused(requestId: string, firstIndex: number): SvcError {
-  return new SvcError("REQUEST_ID_REUSED", requestIdReusedMessage(requestId, firstIndex), {
+/**
+ * A request id used again for other statements: nothing is applied, and the client is told why
+ * (found before proposing, here, or as the entry applied, node.ts).
+ */
+export function requestIdReused(message: string, firstIndex: number): SvcError {
+  return new SvcError("REQUEST_ID_REUSED", message, {
     hint: "use a new request_id for each write; reuse one only to retry the very same statements",
-    details: { requestId, firstIndex },
+    details: { firstIndex },
   });
 }
 

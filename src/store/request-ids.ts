@@ -47,16 +47,23 @@ const rowCostBytesMin = Math.ceil(requestOutcomesBytesMax / requestsRememberedMa
 const table = `${internalTablePrefix}requests`;
 
 /** What an execute entry answered, as remembered for its request id (`bodyHash`: null when not kept). */
-export type RequestOutcome = (
+export type RequestOutcome = RequestAnswer & { bodyHash: string | null };
+/** What a retry of a remembered request id is answered. */
+export type RequestAnswer =
   | { ok: true; results: StatementResult[]; firstIndex: number }
-  | { ok: false; statementIndex: number; message: string; firstIndex: number }
-) & { bodyHash: string | null };
+  | { ok: false; statementIndex: number; message: string; firstIndex: number };
 
 /** What identifies a request's statements: their SQL and parameters, in order. */
 export function requestBodyHash(statements: readonly Statement[]): string {
   const hasher = new Bun.CryptoHasher("sha256");
   hasher.update(stringifyJson64(statements.map((st) => [st.sql, st.params])));
   return hasher.digest("hex").slice(0, 32);
+}
+
+/** The answer a remembered outcome gives a retry (its hash is the store's business). */
+export function answerOf(outcome: RequestOutcome): RequestAnswer {
+  const { bodyHash: _, ...answer } = outcome;
+  return answer;
 }
 
 /** Whether `outcome` was remembered for other statements than those hashed to `bodyHash`. */

@@ -41,7 +41,7 @@ import { StoreFlusher } from "./flusher.ts";
 import { StoreCheckpointer, type CheckpointResult } from "./snapshot-image.ts";
 import { checkReadStatement, internalTablePrefix, refusedAtApply } from "./_sql.ts";
 import { ApplyGuards, checkedElsewhereMessage } from "./_apply-guards.ts";
-import { RequestLog, requestBodyHash, requestIdReusedMessage, reusedFor, type RequestOutcome } from "./request-ids.ts";
+import { RequestLog, answerOf, requestBodyHash, requestIdReusedMessage, reusedFor, type RequestOutcome } from "./request-ids.ts";
 import { isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
 
 export interface StatementResult {
@@ -491,6 +491,11 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     const after = entries.filter((e) => e.index > index);
     return after.length === 0 ? results : results.concat(this.apply(after, policy));
   }
+  /** The store's file, whose file system a SQLITE_FULL is judged by (_rowid-limit.ts); null in memory. */
+  private get diskPath(): string | null {
+    return this.inMemory ? null : this.path;
+  }
+
   /** The entry applied alone in its transaction by applyAround (null: none). */
   private isolatedIndex: number | null = null;
   /** The entry being applied. */
@@ -910,22 +915,21 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         return { kind: "init_cluster" };
       case "execute": {
         const { requestId } = command;
-        const bodyHash = requestId === undefined ? null : requestBodyHash(command.statements);
-        const retried = requestId === undefined ? null : this.requests.beforeEntry(requestId, entry);
-        if (retried !== null && requestId !== undefined && bodyHash !== null) {
+        const id = requestId === undefined ? null : { requestId, bodyHash: requestBodyHash(command.statements) };
+        const retried = id === null ? null : this.requests.beforeEntry(id.requestId, entry);
+        if (id !== null && retried !== null) {
           // A retry: the first answer, unless the id came with other statements.
-          if (reusedFor(retried, bodyHash)) {
-            return { kind: "execute", ok: false, statementIndex: 0, message: requestIdReusedMessage(requestId, retried.firstIndex), firstIndex: retried.firstIndex, requestIdReused: true };
+          if (reusedFor(retried, id.bodyHash)) {
+            return { kind: "execute", ok: false, statementIndex: 0, message: requestIdReusedMessage(id.requestId, retried.firstIndex), firstIndex: retried.firstIndex, requestIdReused: true };
           }
-          const { bodyHash: _, ...outcome } = retried;
-          return { kind: "execute", ...outcome };
+          return { kind: "execute", ...answerOf(retried) };
         }
         if (command.checkedIndex !== undefined && command.checkedIndex !== entry.index) {
           return { kind: "execute", ok: false, statementIndex: 0, message: checkedElsewhereMessage(command.checkedIndex, entry.index) };
         }
         this.guards.beforeEntry(command.statements, requestId !== undefined);
         const result = this.functions.withEntry(entry.term, entry.index, entry.timestampMs, () => this.executeBatch(command.statements));
-        if (requestId !== undefined && bodyHash !== null && result.kind === "execute") this.requests.remember(requestId, entry, result, bodyHash);
+        if (id !== null && result.kind === "execute") this.requests.remember(id.requestId, entry, result, id.bodyHash);
         return result;
       }
     }
@@ -941,7 +945,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         const r = this.run(only.sql, only.params);
         return { kind: "execute", ok: true, results: [{ rowsAffected: r.changes, lastInsertId: r.lastInsertId }] };
       } catch (e) {
-        if (isRowidsUsedUp(e, this.inMemory ? null : this.path)) return this.rowidsUsedUp(0, false);
+        if (isRowidsUsedUp(e, this.diskPath)) return this.rowidsUsedUp(0, false);
         throwIfEnvironmental(e);
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
         return { kind: "execute", ok: false, statementIndex: 0, message: errorMessage(e) };
@@ -957,7 +961,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         this.guards.afterStatement(s.sql);
         results.push({ rowsAffected: r.changes, lastInsertId: r.lastInsertId });
       } catch (e) {
-        if (isRowidsUsedUp(e, this.inMemory ? null : this.path)) return this.rowidsUsedUp(i, true);
+        if (isRowidsUsedUp(e, this.diskPath)) return this.rowidsUsedUp(i, true);
         throwIfEnvironmental(e);
         assert(this.db.inTransaction, "a failing statement left the batch transaction open (ROLLBACK resolution is refused before the log)");
         this.db.run("ROLLBACK TO entry");

@@ -37,6 +37,11 @@ export interface Membership {
 
 export const emptyMembership: Membership = Object.freeze({ voters: [], learners: [] });
 
+/** Whether `nodeId` is the cluster's only member: its one voter, with no learner (no other node holds its log). */
+export function isOnlyMember(m: Membership, nodeId: string): boolean {
+  return m.voters.length === 1 && m.voters[0] === nodeId && m.learners.length === 0;
+}
+
 export function encodeMembership(m: Membership): Uint8Array {
   return new TextEncoder().encode(JSON.stringify({ voters: [...m.voters], learners: [...m.learners] }));
 }

@@ -94,7 +94,7 @@ export class EffectLoop {
     const walHadEntries = ctx.io.log.lastIndex > 0;
     if (status.membership.voters.length === 0 || ctx.lostLog || (status.lastIndex === 0 && ctx.config.cluster.members.length > 1)) {
       ctx.transition("wal_missing");
-      if (!ctx.lostLog) {
+      if (ctx.clusterId === "") {
         ctx.logger.warn("this node belongs to no cluster yet: waiting for a leader to send it a snapshot", {
           hint: "set bootstrap = true on the first node of a new cluster, or add this node from the leader with `svc admin add-node`",
         });
@@ -129,6 +129,12 @@ export class EffectLoop {
     this.lostLogToldAtMs ??= nowMs;
     if (nowMs - this.lostLogToldAtMs < lostLogReminderMs) return;
     this.lostLogToldAtMs = nowMs;
+    if (ctx.clusterId === "") {
+      ctx.logger.warn("recovery: still no leader to send this node the cluster's state; it does not vote until one has (with no state, its vote could elect a member that lacks acknowledged writes)", {
+        hint: "start the other members and check that they reach this one (`svc admin cluster-status`); a new cluster needs its first node started with bootstrap = true",
+      });
+      return;
+    }
     ctx.logger.warn("recovery: still no leader to give back the entries this node lost; it does not vote until one does", {
       hint: "start the other members and check that they reach this one (`svc admin cluster-status`). If every member was restored from a " +
         "copy of the same snapshot made by hand (an archive without raft/RESTORED), none of them can vote: stop them all and run " +

@@ -63,7 +63,7 @@ export class PeerMessages {
           if (this.trace !== null) this.trace.trace("message ignored: not sent by the peer it came from, or not to this node", { type: m.type, from: m.from, to: m.to, peer: from });
           return;
         }
-        if ((m.type === "vote" || m.type === "pre_vote") && ctx.lostLog) {
+        if ((m.type === "vote" || m.type === "pre_vote") && ctx.lostLog && !firstElection(m, ctx.core.status().lastTerm)) {
           ctx.metrics.peerMessagesDropped.labels("vote_while_recovering").inc();
           if (this.trace !== null) this.trace.trace("vote request ignored: this node lost log entries and does not vote until a leader caught it up", { type: m.type, from: m.from, term: m.term });
           return;
@@ -228,3 +228,13 @@ export class PeerMessages {
     if (!queued && m.type === "append") ctx.core.reportUnreachable(m.to);
   }
 }
+
+/**
+ * A new cluster's first election: the candidate holds nothing but what bootstrap wrote (term 1),
+ * and neither does this node. Its members have no state yet and vote in it; nothing was
+ * acknowledged that a vote could lose (every leader's entries are of term 2 or later).
+ */
+function firstElection(m: { lastTerm: number }, ownLastTerm: number): boolean {
+  return m.lastTerm <= 1 && ownLastTerm <= 1;
+}
+

@@ -7,7 +7,7 @@ import type { Config } from "../config/index.ts";
 import { freeBytes, isDiskFullError, systemClock } from "../io/index.ts";
 import { RaftCore } from "../raft/index.ts";
 import {
-  FileLogStore, ballastBytes, hasLostLog, linkDataDirAliases, lockDataDir, manageBallast, verifySnapshot, type DataPaths, type SnapshotEntry,
+  FileLogStore, ballastBytes, hasLostLog, linkDataDirAliases, markLostLog, lockDataDir, manageBallast, verifySnapshot, type DataPaths, type SnapshotEntry,
 } from "../storage/index.ts";
 import { createTransport, type MessageHandler } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
@@ -107,6 +107,15 @@ export async function openNode(
         // raft/ removed: a restore (SPEC §4.5), which starts a new history from the store.
         if (!state.hadHardState) resumeBackupPause(state, log);
         break;
+    }
+    if (multiMember && clusterId === "" && !lostLog) {
+      // A member with nothing yet (a new node, or one rebuilt from nothing: SPEC §4.6) may have
+      // acknowledged entries before its state was removed. Its vote would let a member that
+      // lacks them lead, and write over them: like a member that lost its WAL, it votes only
+      // once a leader has caught it up (kept across restarts until then). See peer-messages.ts
+      // for the vote it still gives a new cluster's first election.
+      markLostLog(paths.raftDir, true);
+      lostLog = true;
     }
     const tickMs = config.raft.heartbeatIntervalMs;
     const raftLogger = logger.child("raft");

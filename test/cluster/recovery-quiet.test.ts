@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect } from "bun:test";
 import { clusterTest, expectSameData, recoveryPath, type Cluster } from "../lib/cluster.ts";
-import { Ledger, WriteLoad, ensureBinary, execute, kvSchema, postJson, useProcessCleanup, type NodeProcess } from "../lib/proc.ts";
+import { Ledger, WriteLoad, ensureBinary, execute, fetchMetrics, kvSchema, postJson, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
 
 useProcessCleanup();
 
@@ -145,5 +145,41 @@ describe("node recovery procedures on a quiet cluster (SPEC §4.6)", () => {
     // the operator sets it to false first, or the empty node would start a cluster of its own.
     leader.options.config = { ...leader.config, cluster: { ...leader.config.cluster, bootstrap: false } };
     await restartQuiet(cluster, leader, ledger);
+  });
+
+  clusterTest("full state rebuild: a member rebuilt from nothing does not vote for one that lacks the writes it had acknowledged", {
+    overrides: { snapshotIntervalEntries: 100_000 },
+  }, async (cluster) => {
+    // The rebuilt member and the leader acknowledged the second batch while the stale one was
+    // down; then the leader crashes. With its vote, the stale member would lead without them.
+    const ledger = new Ledger(32);
+    const leader = await startWithRows(cluster, ledger, 20);
+    const [stale, rebuilt] = cluster.others(leader) as [NodeProcess, NodeProcess];
+    expect(await stale.stop()).toBe(0);
+    let turn = 0;
+    const load = new WriteLoad({ target: () => [leader, rebuilt][turn++ % 2]!.clientUrl, clients: 4, keyPrefix: "b", ledger, requestTimeoutMs: 10_000 });
+    try {
+      await load.untilAcked(100);
+    } finally {
+      await load.stop();
+    }
+    await cluster.waitConverged([leader, rebuilt]);
+    expect(await rebuilt.stop()).toBe(0);
+    removeAllState(rebuilt);
+    rebuilt.options.config = { ...rebuilt.config, cluster: { ...rebuilt.config.cluster, bootstrap: false } };
+    await cluster.kill9(leader);
+    stale.spawn();
+    rebuilt.spawn();
+    // Either the stale member was elected with the rebuilt one's vote, or the rebuilt one refused it.
+    const outcome = await waitFor("the stale member to lead, or the rebuilt one to refuse its vote request", async () => {
+      const refused = (await fetchMetrics(rebuilt.adminUrl).catch(() => null))?.get('tensor_chain_peer_messages_dropped_total{reason="vote_while_recovering"}') ?? 0;
+      if (refused > 0) return "refused";
+      return (await cluster.health(stale))?.role === "leader" ? "elected" : false;
+    }, { deadlineMs: 30_000 });
+    expect(outcome).toBe("refused");
+    leader.spawn();
+    await cluster.waitHealthy(rebuilt, 30_000);
+    await cluster.waitConverged();
+    await expectSameData(cluster, ledger);
   });
 });

@@ -61,7 +61,7 @@ export class EffectLoop {
         ctx.metrics.readIndexRounds.inc();
         this.schedule();
       },
-    }, 2 * ctx.config.raft.electionTimeoutMs, () => ctx.clock.nowMs());
+    }, 2 * ctx.config.raft.electionTimeoutMs, () => ctx.clock.nowMs(), ctx.config.limits.queryTimeoutMs);
     ctx.failHooks.push((e) => this.reads.failAll(e));
     this.disk = new DiskGuard(ctx, {
       retry: (rd, stage) => this.runReady(rd, stage),
@@ -159,7 +159,7 @@ export class EffectLoop {
     ctx.metrics.catchUp.sample(ctx.recovery !== "healthy", ctx.store.meta.appliedIndex, ctx.clock.monotonicMs());
     ctx.waiters.expire(now, writeTimeoutMs);
     this.transfer?.checkStalls(now);
-    this.reads.expire(now, ctx.core.status().leaderId);
+    this.reads.expire(now, ctx.core.status().leaderId, ctx.store.meta.appliedIndex);
     this.snapshots.maybeAuto();
     this.snapshots.collectWhenIdle();
     ctx.walArchiver?.tick();

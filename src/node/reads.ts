@@ -22,7 +22,7 @@ export interface ReadBarrierHooks {
 export class ReadBarriers {
   private inFlight: { id: number; reads: PendingRead[]; startedMs: number } | null = null;
   private notYetIssued: PendingRead[] = [];
-  private awaitingApply: { index: number; reads: PendingRead[] }[] = [];
+  private awaitingApply: { index: number; reads: PendingRead[]; confirmedMs: number }[] = [];
   private nextId = 1;
 
   constructor(
@@ -30,6 +30,8 @@ export class ReadBarriers {
     private readonly hooks: ReadBarrierHooks,
     private readonly roundTimeoutMs: number,
     private readonly nowMs: () => number,
+    /** How long a confirmed read waits for this node to apply the index (query_timeout_ms). */
+    private readonly applyTimeoutMs: number = Number.POSITIVE_INFINITY,
   ) {}
 
   /** Resolves when a read may be served linearizably from this node's store. */
@@ -48,7 +50,7 @@ export class ReadBarriers {
     const round = this.inFlight;
     if (round === null || round.id !== requestId) return;
     this.inFlight = null;
-    this.awaitingApply.push({ index, reads: round.reads });
+    this.awaitingApply.push({ index, reads: round.reads, confirmedMs: this.nowMs() });
   }
 
   /** After applying: serve what is now applied, and start the next round if reads wait. */
@@ -63,7 +65,16 @@ export class ReadBarriers {
    * A round not confirmed within its time-out will not be: the leader it went to is gone or
    * cut off. Its reads fail (they returned no data) and the next round goes to whoever leads.
    */
-  expire(nowMs: number, leaderId: string | null): void {
+  expire(nowMs: number, leaderId: string | null, appliedIndex = 0): void {
+    // A node that stopped applying (cut off from its leader, removed from the cluster, or
+    // far behind) would hold a confirmed read for ever: it fails, bounded like any read.
+    while (this.awaitingApply.length > 0 && nowMs - this.awaitingApply[0]!.confirmedMs >= this.applyTimeoutMs) {
+      const batch = this.awaitingApply.shift()!;
+      const error = new SvcError("READ_TIMEOUT", `this node had not applied the leader's commit index ${batch.index} within ${this.applyTimeoutMs} ms (it is at ${appliedIndex}); the read was not served`, {
+        hint: "this node is behind its leader, or no longer receives the log (see its /health): read from another node",
+      });
+      for (const read of batch.reads) read.reject(error);
+    }
     const round = this.inFlight;
     if (round === null || nowMs - round.startedMs < this.roundTimeoutMs) return;
     this.inFlight = null;

@@ -82,10 +82,22 @@ describe("membership", () => {
       return r.status === 503 && body.problem?.includes("removed from the cluster") === true ? body : false;
     });
     expect(said.problem).toContain("add-node");
+    // A linearizable read there is answered in bounded time (no leader replicates to it any more).
+    const read = await fetch(`${victim.clientUrl}/v1/query`, { method: "POST", body: JSON.stringify({ sql: "SELECT count(*) FROM t" }), signal: AbortSignal.timeout(30_000) });
+    expect(read.status === 200 || read.status === 503).toBe(true);
     // With the removed node stopped, three voters remain and a majority of them takes writes.
     await victim.kill9();
     const more = await execute(node4.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["after-remove"] }]);
     expect(more.results[0]?.rows_affected).toBe(1);
+    // Started again, it still says it was removed (not that it waits for a leader).
+    victim.spawn();
+    await waitFor("the restarted removed node's /health to say it was removed", async () => {
+      const r = await fetch(`${victim.adminUrl}/health`).catch(() => null);
+      if (r === null) return false;
+      const body = (await r.json()) as { problem?: string };
+      return r.status === 503 && body.problem?.includes("removed from the cluster") === true;
+    }, { deadlineMs: 30_000 });
+    await victim.kill9();
   }, 120_000);
 
   procTest("a learner whose voters are gone reports itself unavailable on /health once it has heard no leader for two election timeouts", async (env) => {

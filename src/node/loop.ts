@@ -154,7 +154,13 @@ export class EffectLoop {
     this.commitStoreIfDue();
     if (!ctx.lostLog && this.disk.stalled === null && !this.disk.holdsElection()) ctx.core.tick();
     if (ctx.lostLog) this.tellLostLogWaits();
-    ctx.leaderlessMs();
+    const leaderlessMs = ctx.leaderlessMs();
+    if (ctx.waiters.size > 0 && leaderlessMs > 2 * ctx.config.raft.electionTimeoutMs) {
+      // Writes proposed while this node led, and it has heard no leader since (cut off from the
+      // majority): nothing will tell it their outcome until it is reachable again. Waiting out the
+      // write timeout would only make their clients wait to learn the same.
+      ctx.waiters.failAll(new SvcError("NOT_LEADER", `this node lost its leadership and has heard no leader for ${(leaderlessMs / 1000).toFixed(1)} s (it reaches no majority of the voters)`));
+    }
     const now = ctx.clock.nowMs();
     ctx.metrics.catchUp.sample(ctx.recovery !== "healthy", ctx.store.meta.appliedIndex, ctx.clock.monotonicMs());
     ctx.waiters.expire(now, writeTimeoutMs);

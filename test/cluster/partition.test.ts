@@ -165,4 +165,19 @@ describe("partitions of a three-node cluster", () => {
     expect(rows.filter((r) => String(r[0]).startsWith("during-")).length).toBe(20);
     await expectLinearizableReadsEverywhere(cluster);
   });
+
+  clusterTest("a write the leader took just before it was cut off is answered OUTCOME_UNKNOWN once it has stepped down and heard no leader, not after the write timeout", { proxied: true }, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [schema]);
+    const oldLeader = await cluster.waitLeader();
+    cluster.isolate(oldLeader);
+    // Proposed while it still leads: its entry reaches no one, so nothing can say what became of it.
+    const r = await executeRaw(oldLeader.clientUrl, [{ sql: upsert, params: ["in-flight", 1] }], 25_000);
+    expect(r.status).toBe(504);
+    expect(r.text).toContain("OUTCOME_UNKNOWN");
+    expect(r.text).toContain("lost its leadership");
+    cluster.heal();
+    await cluster.waitCaughtUp(oldLeader);
+    await expectConverged(cluster);
+  });
 });

@@ -12,8 +12,11 @@ export interface PeerLinkStatus {
 export interface PeerNetwork {
   /** Queue a message; false when it cannot be sent now (no link, queue full). */
   send(peerId: string, type: number, payload: Uint8Array, options?: { bulk?: boolean }): boolean;
-  /** The members to talk to, by id, with their peer addresses. */
-  setPeers(peers: Readonly<Record<string, string>>): void;
+  /**
+   * The peers to talk to, by id, with their peer addresses. `onDemand`: those among them that
+   * are not members as far as this node knows, dialled only while something is to be sent to them.
+   */
+  setPeers(peers: Readonly<Record<string, string>>, options?: { onDemand?: ReadonlySet<string> }): void;
   setClusterId(clusterId: string): void;
   /** Per-peer link state, for cluster-status. */
   linkStatus(): Record<string, PeerLinkStatus>;

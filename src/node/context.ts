@@ -218,10 +218,21 @@ export class NodeContext {
     return book;
   }
 
+  /**
+   * Every address known is a peer, heard and answered; only members are dialled ahead of need.
+   * The others (a removed member the configuration file still lists, or a member added by a
+   * change this node has not seen yet) are dialled only while something is to be sent to them:
+   * a removed member is not dialled for ever, and a new leader this node does not know as a
+   * member yet still gets its answers.
+   */
   refreshPeers(): void {
     const peers: Record<string, string> = {};
     for (const [id, m] of this.memberAddresses()) if (id !== this.config.nodeId) peers[id] = m.peer;
-    this.io.network.setPeers(peers);
+    const membership = this.core.currentMembership();
+    const members = new Set([...membership.voters, ...membership.learners]);
+    // With no membership yet (a node waiting to join), every member the configuration names is dialled.
+    const onDemand = new Set(membership.voters.length === 0 ? [] : Object.keys(peers).filter((id) => !members.has(id)));
+    this.io.network.setPeers(peers, { onDemand });
     this.tellUnknownMembers(peers);
   }
 

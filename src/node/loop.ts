@@ -10,7 +10,7 @@
 // space is retried, and nothing after it — no message claiming its entries, no answer, no
 // advance — happens until it succeeds. Messages to and from peers: peer-messages.ts.
 
-import type { Entry, Ready, SnapshotMeta } from "../raft/index.ts";
+import type { Entry, Membership, Ready, SnapshotMeta } from "../raft/index.ts";
 import { commitDelayMs, type CommitPolicy, type Store } from "../store/index.ts";
 import { isDiskFullError, type Timer } from "../io/index.ts";
 import { assert } from "../util/assert.ts";
@@ -42,6 +42,8 @@ export class EffectLoop {
   private catchUpTarget = 0;
   /** A ReadIndex round is out to learn whether this joining node has caught up. */
   private catchUpProbe = false;
+  /** The membership the peers were last set for (refreshPeers). */
+  private peersMembership: Membership | null = null;
   /** When a node that lost its log last said it still waits for a leader (monotonic ms). */
   private lostLogToldAtMs: number | null = null;
   /** A full disk: a Ready it stalled, retried every second (disk-guard.ts). */
@@ -283,6 +285,13 @@ export class EffectLoop {
     }
     if (rd.entries.length > 0) {
       ctx.io.log.append(rd.entries);
+      // A membership change counts once in the log: from then on, members are dialled and a
+      // removed one is not (see NodeContext.refreshPeers).
+      const membership = ctx.core.currentMembership();
+      if (membership !== this.peersMembership) {
+        this.peersMembership = membership;
+        ctx.refreshPeers();
+      }
       let bytes = 0;
       for (const e of rd.entries) bytes += e.data.length;
       ctx.metrics.walAppendedBytes.inc(bytes);

@@ -1227,6 +1227,11 @@ export class RaftCore {
     };
   }
 
+  /** The latest membership in the log (config entries count from when they are appended); the same object until it changes. */
+  currentMembership(): Membership {
+    return this.members.current();
+  }
+
   private membership(): Membership {
     return this.members.current();
   }

@@ -2,6 +2,8 @@
 // handshake, waits for the peer's, then writes queued frames, keeping the unwritten rest of a
 // write for the next drain. A lost or refused connection is redialled with backoff; messages stay
 // queued (within bounds) meanwhile, and the ones in a write cut short by the loss are gone.
+// A peer dialled on demand (one that is not a member as far as this node knows: removed, or
+// added by a change this node has not seen yet) is dialled only while something is queued for it.
 
 import type { Socket } from "bun";
 import { errorMessage } from "../util/index.ts";
@@ -14,7 +16,7 @@ import { connectTls, servedCertificateProblem } from "./_peer-tls.ts";
 import { SendQueue } from "./_send-queue.ts";
 import { zeroCounters, type TransportCounters } from "./_stats.ts";
 
-type State = "connecting" | "handshaking" | "ready" | "waiting" | "closed";
+type State = "connecting" | "handshaking" | "ready" | "waiting" | "idle" | "closed";
 
 /** One dial. Callbacks of an attempt that is no longer current are ignored. */
 interface Attempt {
@@ -47,6 +49,8 @@ export class OutboundPeer {
   /** Connect or handshake deadline, or the reconnect delay: one at a time. */
   #timer: Timer | null = null;
   #stallTimer: Timer | null = null;
+  /** Dialled only while messages wait (see setOnDemand). */
+  #onDemand = false;
 
   constructor(ctx: TransportContext, peerId: string, address: string) {
     this.#ctx = ctx;
@@ -77,7 +81,28 @@ export class OutboundPeer {
   }
 
   start(): void {
-    this.#dial();
+    if (this.#onDemand) this.#state = "idle";
+    else this.#dial();
+  }
+
+  /**
+   * On demand: dial only while messages are queued, and once nothing is queued leave a lost
+   * connection be. Turned on, an idle connection is closed now. Turned off, a peer left idle is
+   * dialled at once.
+   */
+  setOnDemand(onDemand: boolean): void {
+    if (this.#onDemand === onDemand || this.#state === "closed") return;
+    this.#onDemand = onDemand;
+    if (onDemand) {
+      if (this.#queue.messages === 0 && this.#pending === null && this.#state !== "idle") {
+        this.#ctx.logger.info(`peer transport: peer ${this.peerId} is not a member: dialled only when there is something to send to it`, { peer: this.peerId });
+        this.#dropAttempt();
+        this.#state = "idle";
+      }
+    } else if (this.#state === "idle") {
+      this.#failuresInRow = 0;
+      this.#dial();
+    }
   }
 
   /** Enqueues one message; false (and counted) when its lane is full. */
@@ -88,6 +113,7 @@ export class OutboundPeer {
       this.#ctx.count(this.counters, "queueDrops");
       return false;
     }
+    if (this.#state === "idle") this.#dial();
     this.#scheduleFlush();
     return true;
   }
@@ -99,12 +125,12 @@ export class OutboundPeer {
     this.#address = address;
     this.#hostname = hostname;
     this.#port = port;
-    this.redial(`address changed to ${address}`);
+    if (this.#state !== "idle") this.redial(`address changed to ${address}`);
   }
 
   /** Drops the current connection (if any) and dials again now, without backoff. */
   redial(reason: string): void {
-    if (this.#state === "closed") return;
+    if (this.#state === "closed" || this.#state === "idle") return;
     this.#ctx.logger.info(`peer transport: redialling peer ${this.peerId}: ${reason}`, { peer: this.peerId });
     this.#dropAttempt();
     this.#failuresInRow = 0;
@@ -311,6 +337,12 @@ export class OutboundPeer {
     this.#dropAttempt();
     const logger = this.#ctx.logger;
     const fields = { peer: this.peerId, remote: this.#address, reason };
+    if (this.#onDemand && this.#queue.messages === 0) {
+      // Nothing to send to a non-member: it is dialled again when there is.
+      logger.debug(`peer transport: connection to peer ${this.peerId} (not a member) ended: ${reason}`, fields);
+      this.#state = "idle";
+      return;
+    }
     if (wasReady) {
       logger.warn(`peer transport: lost connection to peer ${this.peerId} at ${this.#address}: ${reason}; reconnecting`, fields);
     } else {

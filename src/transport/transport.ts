@@ -22,6 +22,14 @@ export interface SendOptions {
   readonly bulk?: boolean;
 }
 
+export interface PeerSetOptions {
+  /**
+   * Peers accepted, but dialled only while a message is queued for them: those that are not
+   * members as far as this node knows (removed, or added by a change it has not seen yet).
+   */
+  readonly onDemand?: ReadonlySet<string>;
+}
+
 export interface Transport {
   /** The bound peer port (after start()). */
   readonly port: number;
@@ -33,7 +41,7 @@ export interface Transport {
    * are dialled, changed addresses redialled, removed peers disconnected both ways and their
    * queues dropped. Throws SvcError TRANSPORT_BAD_ADDRESS (changing nothing) on a malformed address.
    */
-  setPeers(peers: ReadonlyMap<string, string> | Readonly<Record<string, string>>): void;
+  setPeers(peers: ReadonlyMap<string, string> | Readonly<Record<string, string>>, options?: PeerSetOptions): void;
   /**
    * Queues a message of a caller type (0x10–0xff) for a peer. False, counted as a queue drop,
    * when the peer is unknown, the payload exceeds frameBytesMax or the lane is full.
@@ -127,8 +135,9 @@ class PeerTransport implements Transport {
     return this.#port;
   }
 
-  setPeers(peers: ReadonlyMap<string, string> | Readonly<Record<string, string>>): void {
+  setPeers(peers: ReadonlyMap<string, string> | Readonly<Record<string, string>>, options: PeerSetOptions = {}): void {
     assert(!this.#closed, "setPeers after close");
+    const onDemand = options.onDemand ?? new Set<string>();
     const wanted = new Map(peers instanceof Map ? peers : Object.entries(peers));
     wanted.delete(this.#options.nodeId);
     // Check everything first so that a bad entry throws before anything changes.
@@ -148,11 +157,13 @@ class PeerTransport implements Transport {
         this.#inbound.dropPeer(id);
         this.#logger.info(`peer transport: peer ${id} removed`, { peer: id });
       } else {
+        peer.setOnDemand(onDemand.has(id));
         peer.setAddress(address);
       }
     }
     for (const [id, peer] of added) {
       this.#peers.set(id, peer);
+      peer.setOnDemand(onDemand.has(id));
       peer.start();
     }
     this.#membersKnown = true;

@@ -383,6 +383,48 @@ describe("peer transport", () => {
     expect(text(b.received[0])).toBe("after");
   });
 
+  test("a peer that is not a member is heard and answered, but dialled only while something is queued for it", async () => {
+    const a = startNode("a");
+    let b = startNode("b");
+    const port = b.transport.port;
+    a.transport.setPeers({ b: b.address }, { onDemand: new Set(["b"]) });
+    b.transport.setPeers({ a: a.address });
+    // b's connection to a is up, and a has not dialled back (a barrier: b's message went through a).
+    b.transport.send("a", MessageType.raft, te.encode("from b"));
+    await waitFor("b's message arrived", () => a.received.length === 1);
+    expect(a.transport.stats().peers.b?.inboundConnected).toBe(true);
+    expect(a.transport.stats().peers.b?.connected).toBe(false);
+    expect(a.transport.stats().peers.b?.dialFailures).toBe(0);
+    // Something to send: a dials b, and the message arrives.
+    a.transport.send("b", MessageType.raft, te.encode("answer"));
+    await waitFor("a's answer arrived", () => b.received.length === 1);
+    expect(text(b.received[0])).toBe("answer");
+    // b goes away: with nothing queued, a does not dial it again (a removed member that stopped).
+    b.transport.close();
+    await waitFor("a noticed the loss", () => a.transport.stats().peers.b?.connected === false);
+    b = startNode("b", "c1", { listen: { hostname: HOST, port } });
+    b.transport.setPeers({ a: a.address });
+    b.transport.send("a", MessageType.raft, te.encode("b again"));
+    await waitFor("the restarted b's message arrived", () => a.received.length === 2);
+    expect(a.transport.stats().peers.b?.connected).toBe(false);
+    expect(a.transport.stats().peers.b?.dialFailures).toBe(0);
+    // Made a member again: dialled at once.
+    a.transport.setPeers({ b: b.address });
+    await waitFor("a dialled b once it is a member", () => a.transport.stats().peers.b?.connected === true);
+  });
+
+  test("a member that becomes a non-member has its idle connection closed and is not redialled", async () => {
+    const a = startNode("a");
+    const b = startNode("b");
+    connect(a, b);
+    await waitFor("a connected to b", () => a.transport.stats().peers.b?.connected === true);
+    a.transport.setPeers({ b: b.address }, { onDemand: new Set(["b"]) });
+    expect(a.transport.stats().peers.b?.connected).toBe(false);
+    b.transport.send("a", MessageType.raft, te.encode("still heard"));
+    await waitFor("b is still heard", () => a.received.length === 1);
+    expect(a.transport.stats().peers.b?.connected).toBe(false);
+  });
+
   test("a full queue drops and counts instead of growing", async () => {
     const port = await freePort();
     const a = startNode("a", "c1", { queueMessagesMax: 5, queueBytesMax: 1_000_000, bulkQueueMessagesMax: 2 });

@@ -3,6 +3,7 @@
 // log starts (a new cluster, a lone node whose store outlived its WAL, a member that lost
 // entries: bootstrap.ts), and builds the Raft core on what was loaded.
 
+import { existsSync } from "node:fs";
 import type { Config } from "../config/index.ts";
 import { freeBytes, isDiskFullError, systemClock } from "../io/index.ts";
 import { RaftCore } from "../raft/index.ts";
@@ -69,6 +70,9 @@ export async function openNode(
     }
     linkAliases(paths, log);
     const restored = await adoptRestoredBackup(paths, config, log);
+    // Whether the data directory still had a store: SPEC §4.5's point-in-time restore clears
+    // raft/ on every node and keeps store/; §4.6's full state rebuild removes both.
+    const hadStore = existsSync(paths.storePath);
     const state = await loadState(paths, config, logger.child("wal"));
     if (state.imageToCheck !== null) checkImageLater(state.imageToCheck, log);
     const wasPristine = isPristine(state);
@@ -108,12 +112,14 @@ export async function openNode(
         if (!state.hadHardState) resumeBackupPause(state, log);
         break;
     }
-    if (multiMember && clusterId === "" && !lostLog) {
-      // A member with nothing yet (a new node, or one rebuilt from nothing: SPEC §4.6) may have
-      // acknowledged entries before its state was removed. Its vote would let a member that
+    if (multiMember && clusterId === "" && !lostLog && !hadStore) {
+      // A member with nothing at all (a new node, or one rebuilt from nothing: SPEC §4.6) may
+      // have acknowledged entries before its state was removed. Its vote would let a member that
       // lacks them lead, and write over them: like a member that lost its WAL, it votes only
       // once a leader has caught it up (kept across restarts until then). See peer-messages.ts
-      // for the vote it still gives a new cluster's first election.
+      // for the vote it still gives a new cluster's first election. (A member that kept its
+      // store while raft/ was cleared on every node, SPEC §4.5's point-in-time restore, votes:
+      // the restored node's new history needs a majority to begin.)
       markLostLog(paths.raftDir, true);
       lostLog = true;
     }

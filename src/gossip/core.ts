@@ -40,6 +40,7 @@ interface Member {
   sinceMs: number;
   lastHeardMs: number | null;
   record: FactsRecord | null;
+  /** When `record` was last known current: it arrived, or the member itself sent it again. */
   recordAtMs: number | null;
   /** When this member last sent it an unprompted ping to tell it of a claim (receive()). */
   noticedMs: number;
@@ -301,7 +302,14 @@ export class GossipCore {
     // A member's own packet says it is alive at its incarnation.
     if (fromItself) this.applyUpdate({ id: r.id, state: "alive", incarnation: r.incarnation }, nowMs);
     const known = m.record;
-    if (known !== null && (r.incarnation < known.incarnation || (r.incarnation === known.incarnation && r.seq <= known.seq))) return;
+    if (known !== null && r.incarnation === known.incarnation && r.seq === known.seq) {
+      // The member sends its record in every packet and raises seq only when something in it
+      // changes: its own packet repeating the record says it is still current. A third member
+      // repeating it says nothing of the sort (it may hold an old one), so confirms nothing.
+      if (fromItself) m.recordAtMs = nowMs;
+      return;
+    }
+    if (known !== null && (r.incarnation < known.incarnation || (r.incarnation === known.incarnation && r.seq < known.seq))) return;
     m.record = r;
     m.recordAtMs = nowMs;
     this.records.set(r.id, { item: r, sent: 0 });

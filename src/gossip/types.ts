@@ -83,7 +83,10 @@ export interface MemberStatus {
   /** When the state last changed, and when a packet from the member last arrived (null: never). */
   readonly sinceMs: number;
   readonly lastHeardMs: number | null;
-  /** The member's newest facts known here, and when they arrived (null: none yet). */
+  /**
+   * The member's newest facts known here, and when they were last known current (null: none
+   * yet): when they arrived, or when the member itself last sent them again unchanged.
+   */
   readonly record: FactsRecord | null;
   readonly recordAtMs: number | null;
 }

@@ -7,6 +7,7 @@
 
 import { describe, expect } from "bun:test";
 import { spawnSync } from "node:child_process";
+import { staleViewAfterMs, type GossipStatusJson } from "../../src/cli/admin/_gossip-report.ts";
 import { clusterDerivedKey, encodePacket, type GossipMessage } from "../../src/gossip/index.ts";
 import { clusterTest, type Cluster } from "../lib/cluster.ts";
 import { addressText, execute, fetchMetrics, getJson, kvSchema, runBinary, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
@@ -95,6 +96,29 @@ describe("gossip between real processes", () => {
     const log = a.lastRunLog();
     expect(log).toContain("gossip: member declared dead");
   }, 180_000);
+
+  clusterTest("a quiet cluster, unchanged for longer than a view stays current unconfirmed, shows no member stale from any node", { count: 5 }, async (cluster) => {
+    await cluster.start();
+    const [a] = cluster.nodes;
+    if (a === undefined) throw new Error("five nodes");
+    await waitHealthyStatus(cluster, a);
+    // From here nothing changes in any member's facts or view: each is only sent again, unchanged.
+    const quietSinceMs = Date.now();
+    const gossip = (await getJson<GossipStatusJson>(`${a.adminUrl}/admin/gossip`)).gossip;
+    if (gossip === null) throw new Error(`${a.nodeId} runs gossip`);
+    const staleAfterMs = staleViewAfterMs(gossip);
+    await waitFor("the cluster to stay quiet past the staleness threshold", () => Date.now() - quietSinceMs > staleAfterMs + gossip.protocol_period_ms, {
+      deadlineMs: staleAfterMs + 10_000, intervalMs: 200,
+    });
+    for (const node of cluster.nodes) {
+      const r = await clusterStatus(node);
+      expect(r.stdout).not.toContain("(last known, stale)");
+      expect(r.exitCode).toBe(0);
+      const members = (await getJson<GossipStatusJson>(`${node.adminUrl}/admin/gossip`)).gossip?.members ?? [];
+      expect(members).toHaveLength(5);
+      for (const m of members) expect({ seenBy: node.nodeId, id: m.id, current: m.facts_age_ms !== null && m.facts_age_ms <= staleAfterMs }).toEqual({ seenBy: node.nodeId, id: m.id, current: true });
+    }
+  }, 120_000);
 
   clusterTest("a stray UDP sender on the peer port, with garbage or another cluster's packets, is ignored and counted", {}, async (cluster) => {
     await cluster.start();

@@ -2,7 +2,7 @@
 // other alive, members alive by gossip but cut from Raft, lag behind the leader's commit.
 
 import { describe, expect, test } from "bun:test";
-import { gossipReport, renderGossipReport, type GossipMemberJson, type GossipState, type GossipStatusJson } from "../../src/cli/admin/_gossip-report.ts";
+import { gossipReport, renderGossipReport, staleViewAfterMs, type GossipMemberJson, type GossipState, type GossipStatusJson } from "../../src/cli/admin/_gossip-report.ts";
 
 function member(id: string, state: GossipState, view: Record<string, GossipState>, facts: Partial<NonNullable<GossipMemberJson["facts"]>> = {}): GossipMemberJson {
   return {
@@ -96,6 +96,34 @@ describe("cluster-status from gossip", () => {
     ]));
     expect(r.groups).toHaveLength(1);
     expect(r.problems).toEqual(["node3 is alive by gossip but cut from Raft: it knows no leader; it has no Raft link to node1; node1 has no Raft link to it"]);
+  });
+
+  test("a quiet member heard from within two probe rounds shows a current view, even when a round outlasts the suspicion timeout", () => {
+    // Nine members: this node probes each once per round of eight periods, so it may hear
+    // nothing from a healthy one for up to two rounds (16 s), three times the suspicion timeout.
+    const ids = Array.from({ length: 9 }, (_, i) => `node${i + 1}`);
+    const everyoneAlive = (self: string): Record<string, GossipState> => Object.fromEntries(ids.filter((id) => id !== self).map((id) => [id, "alive"]));
+    const members = ids.map((id) => ({ ...member(id, "alive", everyoneAlive(id), id === "node1" ? { role: "leader" } : {}), facts_age_ms: 12_000, last_heard_ms_ago: 12_000 }));
+    const s = status(members);
+    expect(staleViewAfterMs(s.gossip as NonNullable<GossipStatusJson["gossip"]>)).toBe(16_000);
+    const r = gossipReport(s);
+    expect(r.views.filter((v) => v.stale)).toEqual([]);
+    expect(r.healthy).toBe(true);
+    expect(renderGossipReport(r)).not.toContain("stale");
+  });
+
+  test("an alive member this node has not heard from for longer than two probe rounds or a suspicion timeout shows its last known view, stale", () => {
+    const quiet = (id: string, view: Record<string, GossipState>, ageMs: number, f: Partial<NonNullable<GossipMemberJson["facts"]>> = {}): GossipMemberJson => (
+      { ...member(id, "alive", view, f), facts_age_ms: ageMs, last_heard_ms_ago: ageMs }
+    );
+    const r = gossipReport(status([
+      quiet("node1", { node2: "alive", node3: "alive" }, 0, { role: "leader" }),
+      quiet("node2", { node1: "alive", node3: "alive" }, 4_900),
+      // Alive through the others (indirect probes), but nothing of its own reaches this node.
+      quiet("node3", { node1: "alive", node2: "alive" }, 5_100),
+    ]));
+    expect(r.views.map((v) => [v.observer, v.stale])).toEqual([["node1", false], ["node2", false], ["node3", true]]);
+    expect(renderGossipReport(r)).toMatch(/^node3 .*\(last known, stale\)$/m);
   });
 
   test("a node without gossip is reported, not taken as healthy", () => {

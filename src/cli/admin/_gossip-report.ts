@@ -58,7 +58,7 @@ export interface GossipReport {
   clusterId: string;
   leader: string | null;
   members: MemberRow[];
-  /** observer → subject → state; an observer whose facts are old is marked stale. */
+  /** observer → subject → state; an observer not alive here, or unconfirmed past staleViewAfterMs, is marked stale. */
   views: { observer: string; stale: boolean; view: Record<string, GossipState | "-"> }[];
   /** Groups of members that see each other alive (the unreachable ones by their last views). */
   groups: string[][];
@@ -82,8 +82,7 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
   }
   const ids = g.members.map((m) => m.id).sort();
   const byId = new Map(g.members.map((m) => [m.id, m]));
-  // An observer's view counts as current while its facts are younger than a suspicion timeout.
-  const staleAfterMs = g.suspicion_timeout_ms;
+  const staleAfterMs = staleViewAfterMs(g);
   const stale = (m: GossipMemberJson): boolean => m.id !== s.node_id && (m.state !== "alive" || m.facts_age_ms === null || m.facts_age_ms > staleAfterMs);
 
   const leader = s.leader ?? mostNamedLeader(g.members);
@@ -160,6 +159,18 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
     }
   }
   return { answeredBy: s.node_id, clusterId: s.cluster_id, leader, members, views, groups, unreachable, partitioned, problems, healthy: problems.length === 0 };
+}
+
+/**
+ * How long a member's view stays current after its facts were last confirmed (facts_age_ms:
+ * every packet the member sends carries them, changed or not). The answering node probes each
+ * member once per round of n − 1 protocol periods, in a new order each round, so a healthy
+ * member may go unheard for up to two rounds; past that (and at least a suspicion timeout),
+ * nothing from it reaches this node and its view is only the last known.
+ */
+export function staleViewAfterMs(g: NonNullable<GossipStatusJson["gossip"]>): number {
+  const roundPeriods = Math.max(0, g.members.length - 1);
+  return Math.max(g.suspicion_timeout_ms, 2 * roundPeriods * g.protocol_period_ms);
 }
 
 /** "{node1,node2} | {node3}". */

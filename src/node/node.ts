@@ -21,7 +21,7 @@ import {
 import { writesPausedAt } from "../store/store.ts";
 import { isDiskFullError } from "../io/index.ts";
 import { assert } from "../util/assert.ts";
-import { SvcError, errorMessage } from "../util/errors.ts";
+import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import { NodeContext, type NodeIo } from "./context.ts";
 import { EffectLoop } from "./loop.ts";
@@ -51,6 +51,9 @@ export interface ExecuteOutcome {
   results: { rowsAffected: number; lastInsertId: number | bigint }[];
   index: number;
 }
+
+/** How long a node that found its store damaged while serving waits, for its answer to go out, before it stops. */
+const storeDamagedStopDelayMs = 200;
 
 export class SvcNode {
   readonly metrics: NodeMetrics;
@@ -263,6 +266,30 @@ export class SvcNode {
    * escape the transaction never reaches the log.
    */
   async execute(statements: Statement[], options: { requestId?: string } = {}): Promise<ExecuteOutcome> {
+    try {
+      return await this.executeOnce(statements, options);
+    } catch (e) {
+      throw this.stopIfStoreDamaged(e);
+    }
+  }
+
+  /**
+   * SQLite found this node's store damaged while serving a request (a read, a write's check):
+   * the store is marked already (store/damage.ts), and the node stops, so that the other members
+   * serve and one of them leads; its next start sets the store aside and rebuilds it. The
+   * request is answered the error (503 STORE_DAMAGED: nothing of a write was applied).
+   */
+  private stopIfStoreDamaged(e: unknown): unknown {
+    const { ctx } = this;
+    if (!isSvcError(e, "STORE_DAMAGED") || ctx.fatalError !== null || ctx.stopped) return e;
+    // Refused from now on: every request (503 STORE_DAMAGED), /health (unavailable, with the
+    // error), the loop and the peers. The node stops a moment later, once this answer is out.
+    ctx.fatalError = e;
+    ctx.clock.after(storeDamagedStopDelayMs, () => ctx.fail(e));
+    return e;
+  }
+
+  private async executeOnce(statements: Statement[], options: { requestId?: string }): Promise<ExecuteOutcome> {
     const { ctx } = this;
     const { requestId } = options;
     ctx.checkServing();
@@ -298,6 +325,14 @@ export class SvcNode {
    * so the node goes on serving meanwhile.
    */
   async query(sql: string, params: SqlValue[], consistency: Consistency, options: { signal?: AbortSignal; admin?: boolean } = {}): Promise<QueryResult> {
+    try {
+      return await this.queryOnce(sql, params, consistency, options);
+    } catch (e) {
+      throw this.stopIfStoreDamaged(e);
+    }
+  }
+
+  private async queryOnce(sql: string, params: SqlValue[], consistency: Consistency, options: { signal?: AbortSignal; admin?: boolean }): Promise<QueryResult> {
     const { ctx } = this;
     ctx.checkServing();
     if (consistency === "linearizable" && this.loop.stalled) {
@@ -336,7 +371,11 @@ export class SvcNode {
 
   /** A read of this node's own state as it is now (what "stale" consistency answers), at once. */
   queryLocal(sql: string, params: SqlValue[]): QueryResult {
-    return this.ctx.store.query(sql, params);
+    try {
+      return this.ctx.store.query(sql, params);
+    } catch (e) {
+      throw this.stopIfStoreDamaged(e);
+    }
   }
 
   /** `storeStats`: the store's part, when it was read elsewhere (statsBounded). */
@@ -357,9 +396,13 @@ export class SvcNode {
    * admin_query_timeout_ms (counting a large table takes a while; the node goes on meanwhile).
    */
   async statsBounded(): Promise<ReturnType<SvcNode["stats"]>> {
-    if (this.sql === null) return this.stats();
-    await this.commitForRead("stale");
-    return this.stats(await this.sql.stats(this.ctx.store, this.ctx.config.limits.adminQueryTimeoutMs));
+    try {
+      if (this.sql === null) return this.stats();
+      await this.commitForRead("stale");
+      return this.stats(await this.sql.stats(this.ctx.store, this.ctx.config.limits.adminQueryTimeoutMs));
+    } catch (e) {
+      throw this.stopIfStoreDamaged(e);
+    }
   }
 
   /** Checks what verify-checksums reports for a running node: snapshots and the store. */

@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { assert } from "../util/assert.ts";
 import { SvcError } from "../util/errors.ts";
 import type { SqlValue, Statement } from "./command.ts";
+import { storeDamagedError } from "./damage.ts";
 import { sqlProcessCacheEnvKey, sqlProcessEnvKey, type SqlProcessReply, type SqlProcessRequest } from "./sql-process.ts";
 
 export interface SqlPoolOptions {
@@ -118,14 +119,14 @@ export class SqlProcessPool {
         hint: "select fewer rows or columns (LIMIT, a narrower WHERE), or page through the result",
       });
     }
-    throw replyError(reply);
+    throw replyError(reply, this.path);
   }
 
   /** Run a write batch as the entry (term, index, timestampMs) would apply, and roll it back. */
   async check(statements: Statement[], entry: { term: number; index: number; timestampMs: number }, timeoutMs: number): Promise<CheckVerdict> {
     const reply = await this.run({ kind: "check", statements, ...entry }, timeoutMs, undefined);
     if (reply.kind === "checked") return { finished: true, failed: reply.failed };
-    throw replyError(reply);
+    throw replyError(reply, this.path);
   }
 
   /** The store file was replaced: later requests run in processes that open the new one. */
@@ -367,7 +368,9 @@ export class SqlProcessPool {
   }
 }
 
-function replyError(reply: SqlProcessReply): SvcError {
+function replyError(reply: SqlProcessReply, storePath: string): SvcError {
+  // The file's damage, found by the process: the node's, never the statement's.
+  if (reply.kind === "error" && reply.damaged === true) return storeDamagedError(storePath, reply.message);
   if (reply.kind === "error" && reply.environmental === true) {
     return new SvcError("SQL_PROCESS_FAILED", `the statement could not run: ${reply.message}`, { hint: "retry after a short wait" });
   }

@@ -16,6 +16,7 @@ import type { SqlValue, Statement } from "./command.ts";
 import { ApplyGuards } from "./_apply-guards.ts";
 import { DeterministicFunctions, blobSize } from "./determinism.ts";
 import { isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
+import { isStoreDamage } from "./damage.ts";
 
 export type SqlProcessRequest =
   | { id: number; kind: "query"; path: string; sql: string; params: SqlValue[]; resultBytesMax: number }
@@ -27,8 +28,11 @@ export type SqlProcessReply =
   | { id: number; kind: "checked"; failed: { statementIndex: number; message: string } | null }
   /** Sent once at start (id 0): the process takes requests from now on. */
   | { id: number; kind: "ready" }
-  /** `tooLarge`: the result passed resultBytesMax. `environmental`: not the statement's fault (busy, I/O). */
-  | { id: number; kind: "error"; message: string; tooLarge?: boolean; environmental?: boolean };
+  /**
+   * `tooLarge`: the result passed resultBytesMax. `environmental`: not the statement's fault (busy, I/O).
+   * `damaged`: SQLite found the store file damaged (damage.ts).
+   */
+  | { id: number; kind: "error"; message: string; tooLarge?: boolean; environmental?: boolean; damaged?: boolean };
 
 /** Set in a SQL process's environment: the compiled binary runs this instead of its commands. */
 export const sqlProcessEnvKey = "SVC_SQL_PROCESS";
@@ -64,7 +68,7 @@ export function runSqlProcess(): void {
       reply = message.kind === "query" ? runQuery(message) : runCheck(message);
     } catch (e) {
       const tooLarge = message.kind === "query" && blobTooLarge.test(errorMessage(e));
-      reply = { id: message.id, kind: "error", message: errorMessage(e), environmental: isEnvironmental(e), tooLarge };
+      reply = { id: message.id, kind: "error", message: errorMessage(e), environmental: isEnvironmental(e), tooLarge, damaged: isStoreDamage(e) };
     }
     send(reply);
   });
@@ -168,7 +172,7 @@ function runCheck(req: Extract<SqlProcessRequest, { kind: "check" }>): SqlProces
         } catch (e) {
           // As at apply (_rowid-limit.ts): SQLITE_FULL with room left is the row, not the disk.
           if (isRowidsUsedUp(e, req.path)) return { statementIndex: i, message: rowidsUsedUpMessage };
-          if (isEnvironmental(e)) throw e;
+          if (isEnvironmental(e) || isStoreDamage(e)) throw e;
           return { statementIndex: i, message: errorMessage(e) };
         } finally {
           stmt?.finalize();

@@ -43,6 +43,7 @@ import { checkReadStatement, internalTablePrefix, refusedAtApply } from "./_sql.
 import { ApplyGuards, checkedElsewhereMessage } from "./_apply-guards.ts";
 import { RequestLog, answerOf, requestBodyHash, requestIdReusedMessage, reusedFor, type RequestOutcome } from "./request-ids.ts";
 import { isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
+import { damageMarkSuffix, damagedStoreFix, isStoreDamage, readDamageMark, setStoreAside, storeDamagedError } from "./damage.ts";
 
 export interface StatementResult {
   rowsAffected: number;
@@ -165,6 +166,15 @@ const bootMarkSuffix = "-boot";
 /** A snapshot image copied beside the store, waiting to be installed (see installImage). */
 const stagedSuffix = ".staged-";
 const bootIdPath = "/proc/sys/kernel/random/boot_id";
+/**
+ * A store up to this size is quick_checked at every start (SQLite reads every page: about a
+ * second a gigabyte, 50 ms for this much from the page cache). A larger one is checked only when
+ * it was open when the machine went down; damage in it is found where a read or a write touches
+ * it, and the next start rebuilds it (damage.ts). SVC_TEST_STORE_START_CHECK_BYTES_MAX: tests.
+ */
+function startCheckBytesMax(): number {
+  return startCheckBound(process.env["SVC_TEST_STORE_START_CHECK_BYTES_MAX"]);
+}
 
 export class Store implements StateMachine<Entry, ApplyResult> {
   private readonly db: Database;
@@ -283,8 +293,16 @@ export class Store implements StateMachine<Entry, ApplyResult> {
    * rebuilds it from a snapshot and the WAL. `check`: run SQLite's quick_check (default: only
    * when the store was open when the machine went down).
    */
-  static open(path: string, options: { cacheKib?: number; check?: boolean; consistentAfterMachineCrash?: boolean } = {}): Store {
+  static open(path: string, options: { cacheKib?: number; check?: boolean; consistentAfterMachineCrash?: boolean; setAsideDamaged?: boolean } = {}): Store {
     fs.mkdirSync(dirname(path), { recursive: true, mode: 0o750 });
+    const setAside = options.setAsideDamaged ?? true;
+    // Marked by a run that found SQLite's damage in it: set aside unchecked (a quick_check does
+    // not read what an index says of its table, where the damage may be).
+    const marked = setAside ? readDamageMark(path) : null;
+    if (marked !== null) {
+      if (fs.existsSync(path)) throw Store.damaged(path, `a previous run found it damaged (${marked})`, null);
+      fs.rmSync(path + damageMarkSuffix, { force: true });
+    }
     const bootId = currentBootId();
     const openedIn = readBootMark(path);
     // A store this version wrote (synchronous=NORMAL, checkpoints made durable) is consistent
@@ -315,7 +333,9 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       // quick_check reads every page: it runs only on a store that was open when its machine
       // went down. A process that stopped, even by kill -9, left SQLite's files whole in the
       // page cache (SQLite's own guarantee), and a 10 GB store would take minutes to read.
-      if (options.check ?? (openedIn !== null && openedIn !== bootId)) {
+      // A small store is checked at every start: damage made while the node was stopped is
+      // found before anything reads it (see startCheckBytesMax).
+      if (options.check ?? ((openedIn !== null && openedIn !== bootId) || store.sizeBytes() <= startCheckBytesMax())) {
         const problems = store.integrityProblems("quick_check");
         if (problems.length > 0) throw new Error(problems.slice(0, 3).join("; "));
       }
@@ -329,11 +349,24 @@ export class Store implements StateMachine<Entry, ApplyResult> {
           cause: e,
         });
       }
-      throw new SvcError("STORE_DAMAGED", `the store ${path} is damaged: ${errorMessage(e)}`, {
-        hint: "svc rebuilds it from the latest snapshot and the WAL when the file is removed",
+      throw setAside ? Store.damaged(path, errorMessage(e), e) : new SvcError("STORE_DAMAGED", `the store ${path} is damaged: ${errorMessage(e)}`, {
+        hint: damagedStoreFix(path),
         cause: e,
       });
     }
+  }
+
+  /**
+   * A store found damaged at open: its files are moved aside (never deleted) and the caller
+   * rebuilds it from the newest snapshot and the WAL, as for a missing store.
+   */
+  private static damaged(path: string, why: string, cause: unknown): SvcError {
+    const aside = setStoreAside(path);
+    return new SvcError("STORE_DAMAGED", `the store ${path} is damaged (${why}); its files were moved to ${aside}`, {
+      hint: `nothing to do: the node rebuilds the store from the newest snapshot and the WAL (a cluster member: and from the leader). ${aside} is kept for a look; remove it once the node is healthy`,
+      details: { path, setAsideTo: aside },
+      ...(cause === null ? {} : { cause }),
+    });
   }
 
   /**
@@ -380,6 +413,8 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     fs.renameSync(tmp, storePath);
     fsyncPath(dirname(storePath));
     fs.rmSync(storePath + bootMarkSuffix, { force: true });
+    // The damage a mark names was in the file just replaced.
+    fs.rmSync(storePath + damageMarkSuffix, { force: true });
   }
 
   /** Where a copy of the snapshot named `snapshotName` waits to become the store. */
@@ -405,7 +440,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
 
   /** Remove the store and every file that goes with it (the node rebuilds it on start). */
   static remove(storePath: string): void {
-    for (const suffix of ["", "-wal", "-shm", ".installing", bootMarkSuffix]) fs.rmSync(storePath + suffix, { force: true });
+    for (const suffix of ["", "-wal", "-shm", ".installing", bootMarkSuffix, damageMarkSuffix]) fs.rmSync(storePath + suffix, { force: true });
     Store.removeStaged(storePath);
   }
 
@@ -444,6 +479,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     try {
       this.applyBatch(entries, meta, results);
     } catch (e) {
+      if (isStoreDamage(e)) throw this.damagedAtRun(e);
       if (!(e instanceof TransactionLostAt)) throw e;
       return this.applyAround(entries, e.index, policy);
     }
@@ -563,7 +599,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
       this.db.run("COMMIT");
     } catch (e) {
       this.loseTransaction();
-      throw e;
+      throw isStoreDamage(e) ? this.damagedAtRun(e) : e;
     }
     this.uncommitted = [];
     this.uncommittedBytes = 0;
@@ -790,16 +826,32 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         return { columns: stmt.columnNames, rows: rows.map((r) => r.map(toJsonValue)) };
       });
     } catch (e) {
+      // The file's damage is the node's, not the statement's: never a client error.
+      if (isStoreDamage(e)) throw this.damagedAtRun(e);
       throw new SvcError("SQL_ERROR", errorMessage(e));
     }
   }
 
+  /**
+   * SQLite found the file damaged while the node runs: the store is marked (the next start sets
+   * it aside and rebuilds it) and the error says so; the node stops on it. In memory: no mark.
+   */
+  damagedAtRun(e: unknown): SvcError {
+    if (e instanceof SvcError && e.code === "STORE_DAMAGED") return e;
+    return this.inMemory ? new SvcError("STORE_DAMAGED", `the in-memory store is damaged: ${errorMessage(e)}`, { cause: e }) : storeDamagedError(this.path, e);
+  }
+
   stats(): StoreStats {
     this.commitForReader();
-    const tables = this.userTables().map((name) => {
-      const row = this.reader.query(`SELECT count(*) AS n FROM "${name.replaceAll('"', '""')}"`).get() as { n: number };
-      return { name, rows: row.n };
-    });
+    let tables: { name: string; rows: number }[];
+    try {
+      tables = this.userTables().map((name) => {
+        const row = this.reader.query(`SELECT count(*) AS n FROM "${name.replaceAll('"', '""')}"`).get() as { n: number };
+        return { name, rows: row.n };
+      });
+    } catch (e) {
+      throw isStoreDamage(e) ? this.damagedAtRun(e) : e;
+    }
     let sizeBytes = 0;
     for (const suffix of ["", "-wal"]) {
       try {
@@ -1109,6 +1161,8 @@ class TransactionLostAt extends Error {
 }
 
 function throwIfEnvironmental(e: unknown): void {
+  // A damaged file fails a statement on this node only: never the entry's result (Store.apply).
+  if (isStoreDamage(e)) throw e;
   const code = (e as { code?: unknown } | null)?.code;
   if (typeof code === "string" && (code === "SQLITE_FULL" || code.startsWith("SQLITE_IOERR"))) throw e;
   if (e instanceof Error && /database or disk is full|disk I\/O error/.test(e.message)) throw e;
@@ -1118,6 +1172,11 @@ function throwIfEnvironmental(e: unknown): void {
 function isUnwritable(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;
   return typeof code === "string" && (unwritableCodes.has(code) || code.startsWith("SQLITE_IOERR") || code.startsWith("SQLITE_READONLY"));
+}
+
+function startCheckBound(fromEnv: string | undefined): number {
+  const bytes = Number(fromEnv ?? "");
+  return fromEnv !== undefined && fromEnv !== "" && Number.isSafeInteger(bytes) && bytes >= 0 ? bytes : 64 * 1024 * 1024;
 }
 
 /** The kernel's id for this boot; null where there is none (not Linux). */

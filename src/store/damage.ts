@@ -1,0 +1,92 @@
+// A damaged store file: SQLite says SQLITE_CORRUPT or SQLITE_NOTADB. The store is derived data
+// (the newest snapshot image plus the WAL rebuild it), so damage is never a client's error and
+// never a reason to stop for good: the node marks the store (state.db-damaged), stops, and the
+// next start moves the store's files aside, never deleting them, and rebuilds it.
+
+import * as fs from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { fsyncPath, writeFileAtomic } from "../io/durable-file.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
+
+/** Beside state.db while the store is known damaged: the next start sets it aside and rebuilds. */
+export const damageMarkSuffix = "-damaged";
+
+/** The store's own files, moved aside together (staged snapshot copies are not the store's). */
+const storeFileSuffixes = ["", "-wal", "-shm", "-boot", damageMarkSuffix];
+
+/** Whether SQLite (here, or in a SQL process whose message came back as text) found the file damaged. */
+export function isStoreDamage(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  // SQLite's own code decides when there is one: a trigger's RAISE(ABORT, 'database disk image
+  // is malformed') has that very message (SQLITE_CONSTRAINT_TRIGGER), and taken for damage it
+  // would stop every node applying it, again at every restart.
+  if (typeof code === "string" && code.startsWith("SQLITE_")) return code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB";
+  return damageMessage.test(typeof e === "string" ? e : errorMessage(e));
+}
+
+/** SQLite's messages for SQLITE_CORRUPT and SQLITE_NOTADB. */
+const damageMessage = /database disk image is malformed|file is not a database/;
+
+/** What to do about a damaged store; every message about one ends with it. */
+export function damagedStoreFix(storePath: string): string {
+  const dir = dirname(storePath);
+  return `restart the node (one that stopped on it is restarted by systemd by itself): its start moves ${dir}'s files aside to ${dir}.damaged-<time> (kept, never deleted) and rebuilds the store from the newest snapshot and the WAL; ` +
+    "a member of a multi-node cluster gets what it lacks from the leader. Meanwhile send requests to another node";
+}
+
+/**
+ * The error for damage found while the node runs. Writes the mark first, so that the next
+ * start rebuilds the store even where its check at start would not look at the damaged pages.
+ */
+export function storeDamagedError(storePath: string, cause: unknown): SvcError {
+  markStoreDamaged(storePath, cause);
+  return new SvcError("STORE_DAMAGED", `this node's store ${storePath} is damaged (SQLite: ${errorMessage(cause)}); the node stops`, {
+    hint: damagedStoreFix(storePath),
+    details: { path: storePath },
+    cause,
+  });
+}
+
+/** Leave the mark (best effort: a node that cannot write it still stops, and its start checks the store). */
+export function markStoreDamaged(storePath: string, cause: unknown): void {
+  try {
+    writeFileAtomic(storePath + damageMarkSuffix, `${new Date().toISOString()} ${errorMessage(cause)}\n`);
+  } catch {
+    // The disk refused it: the error that follows says the store is damaged all the same.
+  }
+}
+
+/** Why the store was marked damaged; null when it was not. */
+export function readDamageMark(storePath: string): string | null {
+  try {
+    return fs.readFileSync(storePath + damageMarkSuffix, "utf8").trim();
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Move the store's files into `<store dir>.damaged-<time>/` beside the store directory, so the
+ * node can rebuild the store and the damaged copy stays for a look. Returns that directory.
+ * Throws STORAGE_FAILED when a move fails: then nothing may rebuild over the file.
+ */
+export function setStoreAside(storePath: string): string {
+  const storeDir = dirname(storePath);
+  const aside = `${storeDir}.damaged-${new Date().toISOString().replace(/[:.]/g, "-")}`;
+  try {
+    fs.mkdirSync(aside, { recursive: true, mode: 0o750 });
+    for (const suffix of storeFileSuffixes) {
+      const from = storePath + suffix;
+      if (fs.existsSync(from)) fs.renameSync(from, join(aside, basename(from)));
+    }
+    fsyncPath(aside);
+    fsyncPath(storeDir);
+    fsyncPath(dirname(storeDir));
+  } catch (e) {
+    throw new SvcError("STORAGE_FAILED", `the store ${storePath} is damaged, and moving it aside to ${aside} failed: ${errorMessage(e)}`, {
+      hint: `move ${storeDir}'s files elsewhere by hand (or remove them), then start the node: it rebuilds the store from the newest snapshot and the WAL`,
+      cause: e,
+    });
+  }
+  return aside;
+}

@@ -1,0 +1,34 @@
+// What counts as a damaged store: SQLite's code, never a message a statement can choose.
+
+import { Database } from "bun:sqlite";
+import { describe, expect, test } from "bun:test";
+import { isStoreDamage } from "../../src/store/damage.ts";
+
+function errorOf(run: () => void): unknown {
+  try {
+    run();
+  } catch (e) {
+    return e;
+  }
+  throw new Error("expected an error");
+}
+
+describe("store damage detection", () => {
+  test("a trigger's RAISE with SQLite's damage message is a statement's error, not damage", () => {
+    const db = new Database(":memory:");
+    db.run("CREATE TABLE t (x)");
+    db.run("CREATE TRIGGER forged BEFORE INSERT ON t BEGIN SELECT RAISE(ABORT, 'database disk image is malformed'); END");
+    const e = errorOf(() => db.run("INSERT INTO t VALUES (1)"));
+    expect((e as Error).message).toBe("database disk image is malformed");
+    expect(isStoreDamage(e)).toBe(false);
+    db.close();
+  });
+
+  test("SQLITE_CORRUPT (and its extended codes) and SQLITE_NOTADB are damage; a bare message from a SQL process is read as such", () => {
+    expect(isStoreDamage(Object.assign(new Error("database disk image is malformed"), { code: "SQLITE_CORRUPT" }))).toBe(true);
+    expect(isStoreDamage(Object.assign(new Error("database disk image is malformed"), { code: "SQLITE_CORRUPT_INDEX" }))).toBe(true);
+    expect(isStoreDamage(Object.assign(new Error("file is not a database"), { code: "SQLITE_NOTADB" }))).toBe(true);
+    expect(isStoreDamage(Object.assign(new Error("no such table: t"), { code: "SQLITE_ERROR" }))).toBe(false);
+    expect(isStoreDamage("database disk image is malformed")).toBe(true);
+  });
+});

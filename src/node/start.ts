@@ -8,7 +8,7 @@ import type { Config } from "../config/index.ts";
 import { freeBytes, isDiskFullError, systemClock } from "../io/index.ts";
 import { RaftCore } from "../raft/index.ts";
 import {
-  FileLogStore, ballastBytes, hasLostLog, linkDataDirAliases, markLostLog, lockDataDir, manageBallast, verifySnapshot, type DataPaths, type SnapshotEntry,
+  FileLogStore, ballastBytes, ensureMemberMark, hasLostLog, hasMemberMark, linkDataDirAliases, markLostLog, lockDataDir, manageBallast, verifySnapshot, type DataPaths, type SnapshotEntry,
 } from "../storage/index.ts";
 import { createTransport, type MessageHandler } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
@@ -73,6 +73,7 @@ export async function openNode(
     // Whether the data directory still had a store: SPEC §4.5's point-in-time restore clears
     // raft/ on every node and keeps store/; §4.6's full state rebuild removes both.
     const hadStore = existsSync(paths.storePath);
+    const wasMember = hasMemberMark(paths.dataDir);
     const state = await loadState(paths, config, logger.child("wal"));
     if (state.imageToCheck !== null) checkImageLater(state.imageToCheck, log);
     const wasPristine = isPristine(state);
@@ -112,14 +113,16 @@ export async function openNode(
         if (!state.hadHardState) resumeBackupPause(state, log);
         break;
     }
-    if (multiMember && clusterId === "" && !lostLog && !hadStore) {
-      // A member with nothing at all (a new node, or one rebuilt from nothing: SPEC §4.6) may
-      // have acknowledged entries before its state was removed. Its vote would let a member that
-      // lacks them lead, and write over them: like a member that lost its WAL, it votes only
-      // once a leader has caught it up (kept across restarts until then). See peer-messages.ts
-      // for the vote it still gives a new cluster's first election. (A member that kept its
-      // store while raft/ was cleared on every node, SPEC §4.5's point-in-time restore, votes:
-      // the restored node's new history needs a majority to begin.)
+    if (clusterId !== "") ensureMemberMark(paths.dataDir, clusterId);
+    if (multiMember && clusterId === "" && !lostLog && !hadStore && wasMember) {
+      // A member rebuilt from nothing (SPEC §4.6: raft/ and store/ removed, <data_dir>/MEMBER
+      // kept) may have acknowledged entries before its state was removed. Its vote would let a
+      // member that lacks them lead, and write over them: like a member that lost its WAL, it
+      // votes only once a leader has caught it up (kept across restarts until then). See
+      // peer-messages.ts for the vote it still gives a new cluster's first election. A new
+      // host's empty data directory, and a member that kept its store while raft/ was cleared on
+      // every node (SPEC §4.5 restores), vote: a restored node's new history needs a majority
+      // to begin.
       markLostLog(paths.raftDir, true);
       lostLog = true;
     }

@@ -24,7 +24,7 @@ import type { Entry } from "../util/log-data.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import {
-  SnapshotStore, Wal, archiveFileEntries, checkArchiveFile, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, writeHardState,
+  SnapshotStore, Wal, archiveFileEntries, checkArchiveFile, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, removeReplayLeftovers, writeHardState,
   type SnapshotEntry,
 } from "../storage/index.ts";
 import { restoreMarkerPath, writeLogStart } from "../storage/restore-marker.ts";
@@ -135,6 +135,10 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     throw new SvcError("WAL_REPLAY_REFUSED", `${errorMessage(e)}`, { hint: "stop the node first (systemctl stop svc): wal-replay runs offline" });
   }
   const tmpDir = join(paths.raftDir, `wal.replay-${process.pid}`);
+  // A replay killed before it finished left its new WAL here; the lock says none runs now.
+  const leftovers = removeReplayLeftovers(paths.raftDir).map(({ path, pid }) =>
+    `removed ${path}, left by a wal-replay that did not finish (process ${pid} is not running)`);
+  for (const l of leftovers) options.logger.warn(l);
   try {
     const snapshot = await checkRaftHoldsOnlyASnapshot(paths);
     const meta = snapshot.meta;
@@ -146,7 +150,7 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
       });
     }
     checkOneHistory(options.source.location, segments);
-    const warnings: string[] = [];
+    const warnings: string[] = [...leftovers];
     await checkTargetAfterSnapshot(options, segments, snapshot, warnings);
     // The write pause as of the last entry replayed: the snapshot's, then as entries set it.
     let pause: HeldPause | null = imageWritesPause(join(snapshot.dir, snapshotStateFile));

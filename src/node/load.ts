@@ -9,9 +9,9 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
-import type { Entry, HardState, SnapshotMeta } from "../raft/types.ts";
+import type { Entry, HardState, Membership, SnapshotMeta } from "../raft/types.ts";
 import {
-  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readCheckpoint, readEntriesLost, readHardState, snapshotStateFile,
+  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readEntriesLost, readHardState, removeReplayLeftovers, snapshotStateFile,
   type DataPaths, type SnapshotEntry, type StoredHardState,
 } from "../storage/index.ts";
 import { Store } from "../store/index.ts";
@@ -22,6 +22,7 @@ import type { CheckpointRecord } from "../io/index.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import { isOnlyMember } from "../util/log-data.ts";
+import { judgeCheckpoint, refuseUnreachableCheckpoint } from "./checkpoint-trust.ts";
 
 export interface LoadedState {
   paths: DataPaths;
@@ -110,15 +111,22 @@ function ownerOf(dir: string): string {
 }
 
 export async function loadState(paths: DataPaths, config: Config, logger: Logger): Promise<LoadedState> {
+  // The new WAL of a wal-replay killed before it finished: nothing reads it, and it is big.
+  for (const { path, pid } of removeReplayLeftovers(paths.raftDir)) {
+    logger.warn("recovery: removed the unfinished work of a wal-replay that did not finish", { path, pid });
+  }
   const savedHardState = readHardState(paths.hardStatePath);
   let hardState = savedHardState ?? initialHardState;
-  const checkpoint = readCheckpoint(paths.raftDir);
   const snapshots = new SnapshotStore(paths.snapshotsDir);
   snapshots.prune(Number.MAX_SAFE_INTEGER); // only clears temp directories left by a crash
   // The newest image is hashed only when this start needs it: to rebuild or install the store,
   // or to judge damage in the WAL. A node that keeps its store starts without reading the image
   // (a full read of a store-sized file), and checks it in the background once serving.
   const images = new StartImages(snapshots, logger);
+  // Judged before the store is touched: a damaged checkpoint is ignored, and one past all raft/
+  // holds refuses a lone node's start before anything is rebuilt (checkpoint-trust.ts).
+  const checkpointTrust = judgeCheckpoint(paths, { commit: savedHardState?.commit ?? 0, snapshotIndex: images.current()?.meta?.index ?? 0 }, logger);
+  const checkpoint = checkpointTrust.checkpoint;
 
   const cacheKib = storeCacheKib(config);
   // A lone node with raft/ removed whole: its store is all there is (see unvouchedReason). With a
@@ -126,7 +134,9 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   // from; with its WAL still there, the WAL rebuilds the store.
   const lone = config.cluster.members.length <= 1 && images.current() === null && listSegments(paths.walDir).length === 0;
   // (The store's own membership must say so too: see openOrRebuildStore.)
-  const store = await openOrRebuildStore(paths, images, logger, { hardState: savedHardState, checkpoint, cacheKib, lone });
+  const refuseBeforeRebuild = (held: { appliedIndex: number; membership: Membership }): void =>
+    refuseUnreachableCheckpoint(paths, checkpointTrust, held, { nodeId: config.nodeId, configuredMembers: config.cluster.members.length });
+  const store = await openOrRebuildStore(paths, images, logger, { hardState: savedHardState, checkpoint, cacheKib, lone, refuseBeforeRebuild });
   const applied = store.meta.appliedIndex;
   const walWasEmpty = listSegments(paths.walDir).length === 0;
   logger.info("recovery: replaying the WAL", { dir: paths.walDir, after: applied });
@@ -194,6 +204,8 @@ interface StoreVouchers {
   cacheKib: number;
   /** A lone node with no snapshot and no WAL: nothing else holds its data (see unvouchedReason). */
   lone: boolean;
+  /** Called before the store is removed or made anew, with what it held: may refuse the start. */
+  refuseBeforeRebuild: (held: { appliedIndex: number; membership: Membership }) => void;
 }
 
 /**
@@ -281,6 +293,12 @@ async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger:
               "before starting them (an archive made by svc admin backup full needs no such step)",
           } : {}),
         });
+        try {
+          vouchers.refuseBeforeRebuild(store.meta);
+        } catch (e) {
+          store.close();
+          throw e;
+        }
         store.close({ discard: true });
         Store.remove(paths.storePath);
         return installLatest(paths, await images.verified(), logger, vouchers.cacheKib);
@@ -297,14 +315,19 @@ async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger:
     } catch (e) {
       // Only a damaged store is rebuilt: one the disk refuses to write stays as it is.
       if (!isSvcError(e, "STORE_DAMAGED")) throw e;
+      vouchers.refuseBeforeRebuild(emptyStore);
       logger.error("recovery: the store is damaged; rebuilding it from the snapshot and the WAL", { error: errorMessage(e) });
     }
     Store.remove(paths.storePath);
   } else {
+    vouchers.refuseBeforeRebuild(emptyStore);
     logger.info("recovery: the store is missing; rebuilding it from the snapshot and the WAL");
   }
   return installLatest(paths, await images.verified(), logger, vouchers.cacheKib);
 }
+
+/** What a missing or damaged store holds: nothing (its membership then comes from the configuration). */
+const emptyStore = { appliedIndex: 0, membership: { voters: [], learners: [] } };
 
 /** A store made from the newest image (empty without one); the WAL replays on top. */
 function installLatest(paths: DataPaths, latest: SnapshotEntry | null, logger: Logger, cacheKib: number): Store {

@@ -6,14 +6,16 @@
 // Deterministic: the new cluster id is derived from the restored snapshot (its cluster id,
 // term, index and SHA-256) and the member list, and the log's start (the new snapshot's
 // index, term and membership) from the same, so every node restored from one archive and
-// initialized with one member list makes the same cluster, not one each.
+// initialized with one member list makes the same cluster, not one each. Running it again on a
+// data directory it initialized (nothing written since) derives from the same restored snapshot
+// (kept in raft/LOG_START), so an operator unsure whether the first run finished gets the same id.
 
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import { clearEntriesLost, markLostLog, snapshotStateFile, writeHardState } from "../storage/index.ts";
-import { readRestoreMarker, removeRestoreMarker, writeLogStart } from "../storage/restore-marker.ts";
+import { readLogStart, readRestoreMarker, removeRestoreMarker, writeLogStart, type LogStart } from "../storage/restore-marker.ts";
 import { SvcError } from "../util/errors.ts";
 import { createSnapshotImage } from "../store/index.ts";
 import type { Logger } from "../util/logger.ts";
@@ -50,23 +52,63 @@ export function derivedClusterId(snapshot: { clusterId: string; index: number; t
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${((Number.parseInt(h.slice(16, 17), 16) & 0x3) | 0x8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
+const reinitReason = "init-cluster --bootstrap";
+
+/**
+ * The earlier init-cluster --bootstrap this data directory is the untouched result of (its
+ * log starts at the newest snapshot, which is of the cluster the hard state and the store
+ * name, and nothing was written after it), or null.
+ */
+function earlierInit(state: LoadedState): { start: LogStart; clusterId: string; voters: readonly string[] } | null {
+  const start = readLogStart(state.paths.raftDir);
+  if (start?.reason !== reinitReason) return null;
+  const newest = state.snapshots.list().filter((e) => e.meta !== null).at(-1)?.meta ?? null;
+  if (newest === null || newest.index !== start.index || newest.term !== start.term) return null;
+  const clusterId = state.store.meta.clusterId;
+  if (newest.clusterId !== clusterId || state.hardState.clusterId !== clusterId) return null;
+  if ((state.entries.at(-1)?.index ?? 0) > start.index || state.store.meta.appliedIndex > start.index) return null;
+  return { start, clusterId, voters: newest.membership.voters };
+}
+
+/** The source an earlier run cut short derived from, when the newest snapshot is the one it made. */
+function interruptedFrom(state: LoadedState): LogStart["derivedFrom"] | null {
+  const start = readLogStart(state.paths.raftDir);
+  const newest = state.snapshots.list().filter((e) => e.meta !== null).at(-1)?.meta ?? null;
+  if (start?.reason !== reinitReason || start.derivedFrom === undefined || newest === null) return null;
+  return newest.index === start.index && newest.term === start.term ? start.derivedFrom : null;
+}
+
+const sameMembers = (a: readonly string[], b: readonly string[]): boolean => JSON.stringify([...a].sort()) === JSON.stringify([...b].sort());
+
 export async function reinitCluster(state: LoadedState, config: Config, logger: Logger, options: { force?: boolean } = {}): Promise<ReinitResult> {
+  const voters = config.cluster.members.length > 0 ? config.cluster.members.map((m) => m.id) : [config.nodeId];
+  const earlier = earlierInit(state);
+  if (earlier !== null && sameMembers(earlier.voters, voters)) {
+    // Run before with these members, and nothing written since: the same cluster, left as it is.
+    logger.info("already initialized as this cluster by an earlier init-cluster --bootstrap; nothing changed", { clusterId: earlier.clusterId, index: earlier.start.index });
+    state.wal.close();
+    return { clusterId: earlier.clusterId, index: earlier.start.index, term: earlier.start.term, voters, rows: state.store.stats().totalEntries };
+  }
+  if (earlier !== null && earlier.start.derivedFrom === undefined) {
+    throw new SvcError("RESTORE_REFUSED", `this data directory was already made cluster ${earlier.clusterId} (members ${earlier.voters.join(", ")}) by init-cluster --bootstrap, and the configuration now names ${voters.join(", ")}`, {
+      hint: "an id for the new member list cannot be derived from what is left here: extract the archive into an emptied data directory again and run init-cluster --bootstrap there (on every node)",
+    });
+  }
   const newer = newerThanRestored(state);
   if (newer !== null && options.force !== true) {
     throw new SvcError("RESTORE_REFUSED", `this data directory holds Raft state newer than the restored snapshot: ${newer}`, {
       hint: "it was not (only) restored from a backup: extract the archive into an emptied data directory, or pass --force to make a new cluster of everything it holds (nodes initialized from the archive alone would then differ)",
     });
   }
-  const voters = config.cluster.members.length > 0 ? config.cluster.members.map((m) => m.id) : [config.nodeId];
   const membership = { voters, learners: [] };
   const { store, snapshots, wal, paths } = state;
   const restored = snapshots.list().filter((e) => e.meta !== null).at(-1)?.meta ?? null;
-  const clusterId = derivedClusterId(
-    restored === null
-      ? { clusterId: store.meta.clusterId, index: store.meta.appliedIndex, term: store.meta.appliedTerm, stateSha256: "" }
-      : { clusterId: restored.clusterId, index: restored.index, term: restored.term, stateSha256: restored.stateSha256 },
-    voters,
-  );
+  // Run again with another member list: from the snapshot restored the first time, as a node
+  // initialized only once with this list derives it.
+  const derivedFrom = earlier?.start.derivedFrom ?? interruptedFrom(state) ?? (restored === null
+    ? { clusterId: store.meta.clusterId, index: store.meta.appliedIndex, term: store.meta.appliedTerm, stateSha256: "" }
+    : { clusterId: restored.clusterId, index: restored.index, term: restored.term, stateSha256: restored.stateSha256 });
+  const clusterId = derivedClusterId(derivedFrom, voters);
   // Entries the old cluster committed but the store had not applied yet are data too.
   const committed = state.entries.filter((e) => e.index > store.meta.appliedIndex && e.index <= state.hardState.commit);
   if (committed.length > 0) store.apply(committed);
@@ -95,6 +137,9 @@ export async function reinitCluster(state: LoadedState, config: Config, logger: 
   for (const old of snapshots.list()) {
     if (old.index === index && old.term === term) fs.rmSync(old.dir, { recursive: true, force: true });
   }
+  // Before the new snapshot becomes the newest: a run cut short after it still finds what the id
+  // was derived from (interruptedFrom), and a run again derives the same one.
+  writeLogStart(paths.raftDir, { index, term, reason: reinitReason, derivedFrom });
   const entry = await snapshots.commit(tempDir, { clusterId, index, term, membership, stateSha256: image.stateSha256 });
   wal.resetTo(index + 1);
   wal.removeSegmentsCoveredBy(Number.MAX_SAFE_INTEGER);
@@ -105,7 +150,7 @@ export async function reinitCluster(state: LoadedState, config: Config, logger: 
   // copied by hand starts with LOST_LOG) is no part of it.
   markLostLog(paths.raftDir, false);
   clearEntriesLost(paths.raftDir);
-  writeLogStart(paths.raftDir, { index, term, reason: "init-cluster --bootstrap" });
+  writeLogStart(paths.raftDir, { index, term, reason: reinitReason, derivedFrom });
   removeRestoreMarker(paths.raftDir);
   const rows = store.stats().totalEntries;
   logger.info("initialized a new cluster from the data", { clusterId, index, term, voters, snapshot: entry.dir });

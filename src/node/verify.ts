@@ -4,10 +4,12 @@
 
 import * as fs from "node:fs";
 import {
-  formatRanges, listSegments, readEntriesLost, readHardState, readSegment, repairWal, SnapshotStore, verifySnapshot, type DataPaths,
+  checkpointPath, formatRanges, inspectCheckpoint, listSegments, readEntriesLost, readHardState, readSegment, repairWal, SnapshotStore, verifySnapshot, type DataPaths,
 } from "../storage/index.ts";
-import { Store } from "../store/index.ts";
-import { errorMessage, SvcError } from "../util/errors.ts";
+import { judgeCheckpoint } from "./checkpoint-trust.ts";
+import { silentLogger } from "../util/logger.ts";
+import { Store, damagedStoreFix, isStoreDamage, markStoreDamaged } from "../store/index.ts";
+import { errorMessage, isSvcError, SvcError } from "../util/errors.ts";
 
 export interface VerifyFinding {
   target: string;
@@ -29,8 +31,43 @@ export async function verifyDataDir(paths: DataPaths, options: { store?: Store; 
     findings.push({ target: entry.dir, ok: check.ok, detail: check.ok ? `snapshot index ${entry.index} term ${entry.term}: sha256 ok` : check.reason });
   }
   if (options.skipWal !== true) findings.push(...verifyLogContinuity(paths, newestValidIndex));
+  findings.push(verifyCheckpoint(paths, newestValidIndex, options.store?.meta.appliedIndex ?? 0));
   findings.push(verifyStore(paths.storePath, options.store));
   return findings;
+}
+
+/**
+ * raft/checkpoint: its CRC, and that something else (the hard state's commit, the WAL, a valid
+ * snapshot) reaches its index: the store was applied up to it, so the WAL held it.
+ */
+function verifyCheckpoint(paths: DataPaths, snapshotIndex: number, storeAppliedIndex: number): VerifyFinding {
+  const target = checkpointPath(paths.raftDir);
+  const read = inspectCheckpoint(paths.raftDir);
+  if (read.kind === "none") return { target, ok: true, detail: "absent (no checkpoint yet)" };
+  if (read.kind === "damaged") {
+    return {
+      target, ok: false,
+      detail: `damaged: ${read.reason}; a start ignores it (the WAL and raft/hardstate vouch for the store) and the next checkpoint rewrites it; to clear this now, move it aside`,
+    };
+  }
+  let commit = 0;
+  try {
+    commit = readHardState(paths.hardStatePath)?.commit ?? 0;
+  } catch {
+    // reported by the hard state's own finding
+  }
+  const cp = read.checkpoint;
+  const crc = read.checksummed ? "crc ok" : "no crc (written by an older version; the next checkpoint adds one)";
+  const reach = judgeCheckpoint(paths, { commit, snapshotIndex: Math.max(snapshotIndex, storeAppliedIndex) }, silentLogger).beyondRaft;
+  if (reach === null) return { target, ok: true, detail: `${crc}: index ${cp.index}, term ${cp.term}` };
+  const heldThrough = Math.max(reach.commit, reach.walLastIndex, reach.snapshotIndex);
+  return {
+    target, ok: false,
+    detail: `${crc}, but its index ${cp.index} lies past all raft/ holds (raft/hardstate commits ${reach.commit}, the WAL ends at ${reach.walLastIndex}, ` +
+      `the newest valid snapshot is at ${reach.snapshotIndex}): the file is damaged, or entries ${heldThrough + 1}..${cp.index} were lost ` +
+      `(unless the store still holds them after its WAL was emptied). If no WAL segment was removed and store/ was not replaced, move ${target} aside; ` +
+      "otherwise put the missing WAL segments back or restore from a backup",
+  };
 }
 
 function verifyHardState(path: string): VerifyFinding {
@@ -107,14 +144,24 @@ function verifyStore(storePath: string, open: Store | undefined): VerifyFinding 
   if (open === undefined && !fs.existsSync(storePath)) return { target: storePath, ok: true, detail: "no store yet (rebuilt on start)" };
   let store = open;
   try {
-    store ??= Store.open(storePath, { check: false });
+    // Reported, not set aside: the node does that at its start.
+    store ??= Store.open(storePath, { check: false, setAsideDamaged: false });
     const problems = store.integrityProblems("integrity_check");
-    return problems.length === 0
-      ? { target: storePath, ok: true, detail: `integrity ok, applied index ${store.meta.appliedIndex}` }
-      : { target: storePath, ok: false, detail: `integrity check failed: ${problems.slice(0, 5).join("; ")}` };
+    if (problems.length === 0) return { target: storePath, ok: true, detail: `integrity ok, applied index ${store.meta.appliedIndex}` };
+    return damagedStore(storePath, `integrity check failed: ${problems.slice(0, 5).join("; ")}`);
   } catch (e) {
+    if (isSvcError(e, "STORE_DAMAGED") || isStoreDamage(e)) return damagedStore(storePath, errorMessage(e));
     return { target: storePath, ok: false, detail: errorMessage(e) };
   } finally {
     if (open === undefined) store?.close();
   }
+}
+
+/**
+ * A damaged store, with the way out. The store is marked, so that the node's next start sets it
+ * aside and rebuilds it even where its own check at start would not read the damaged pages.
+ */
+function damagedStore(storePath: string, why: string): VerifyFinding {
+  markStoreDamaged(storePath, why);
+  return { target: storePath, ok: false, detail: `${why}; to repair: ${damagedStoreFix(storePath)}` };
 }

@@ -9,6 +9,7 @@ import type { Entry } from "../util/log-data.ts";
 import type { CheckpointRecord, HardStateRecord, LogStore, LogStoreStats } from "../io/log-store.ts";
 import { fsyncDir, fsyncPathAsync, writeFileAtomic, writeFileAtomicAsync } from "../io/durable-file.ts";
 import { writeHardState } from "./hardstate.ts";
+import { ensureMemberMark } from "./member-mark.ts";
 import type { DataPaths } from "./paths.ts";
 import type { Wal } from "./wal.ts";
 import { WalReader } from "./wal-reader.ts";
@@ -42,7 +43,15 @@ export class FileLogStore implements LogStore<Entry> {
 
   saveHardState(state: HardStateRecord): void {
     writeHardState(this.paths.hardStatePath, state);
+    // The first hard state with a cluster id (a node that joined): the data directory now belongs to one.
+    if (!this.memberMarked && state.clusterId !== "") {
+      ensureMemberMark(this.paths.dataDir, state.clusterId);
+      this.memberMarked = true;
+    }
   }
+
+  /** <data_dir>/MEMBER is known to be there (member-mark.ts). */
+  private memberMarked = false;
 
   resetTo(nextIndex: number): void {
     this.wal.resetTo(nextIndex);
@@ -107,22 +116,68 @@ export function hasLostLog(raftDir: string): boolean {
  * raft/checkpoint: the store was made durable up to this index, in this cluster. It vouches
  * for the store at start: a store behind it lost durable writes (damaged), and a store with
  * no checkpoint and no hard state beside it is not this log's (SPEC §4.5 clears raft/).
+ *
+ * One line of JSON, so that an older version still reads it: `format` 2 adds `crc32`, the
+ * CRC-32 of the same object without it (format 1, written before, has neither and is still read).
  */
 export function writeCheckpoint(raftDir: string, checkpoint: CheckpointRecord): void {
   writeFileAtomic(join(raftDir, checkpointFile), checkpointText(checkpoint));
 }
 
-function checkpointText(checkpoint: CheckpointRecord): string {
-  return `${JSON.stringify({ index: checkpoint.index, term: checkpoint.term, clusterId: checkpoint.clusterId })}\n`;
+const checkpointFormat = 2;
+
+function checkpointBody(checkpoint: CheckpointRecord): string {
+  return JSON.stringify({ format: checkpointFormat, index: checkpoint.index, term: checkpoint.term, clusterId: checkpoint.clusterId });
 }
 
-/** The recorded checkpoint, or null when there is none or it cannot be read (then nothing vouches for the store). */
-export function readCheckpoint(raftDir: string): CheckpointRecord | null {
+function checkpointText(checkpoint: CheckpointRecord): string {
+  const body = checkpointBody(checkpoint);
+  return `${body.slice(0, -1)},"crc32":${Bun.hash.crc32(body) >>> 0}}\n`;
+}
+
+export function checkpointPath(raftDir: string): string {
+  return join(raftDir, checkpointFile);
+}
+
+/**
+ * What raft/checkpoint holds. `checksummed`: its CRC matched (false for one written before the
+ * CRC was added: nothing then tells a changed digit from the truth). A file that cannot be
+ * read, fails its CRC or holds impossible fields is `damaged`, with why.
+ */
+export type CheckpointRead =
+  | { kind: "none" }
+  | { kind: "ok"; checkpoint: CheckpointRecord; checksummed: boolean }
+  | { kind: "damaged"; reason: string };
+
+export function inspectCheckpoint(raftDir: string): CheckpointRead {
+  let text: string;
   try {
-    const parsed = JSON.parse(readFileSync(join(raftDir, checkpointFile), "utf8")) as Partial<CheckpointRecord>;
-    if (typeof parsed.index !== "number" || typeof parsed.term !== "number" || typeof parsed.clusterId !== "string") return null;
-    return { index: parsed.index, term: parsed.term, clusterId: parsed.clusterId };
-  } catch {
-    return null;
+    text = readFileSync(checkpointPath(raftDir), "utf8");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return { kind: "none" };
+    return { kind: "damaged", reason: `unreadable: ${(e as Error).message}` };
   }
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return { kind: "damaged", reason: "not JSON" };
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return { kind: "damaged", reason: "not a checkpoint object" };
+  const p = v as Partial<Record<"format" | "index" | "term" | "clusterId" | "crc32", unknown>>;
+  const isIndex = (x: unknown): x is number => typeof x === "number" && Number.isSafeInteger(x) && x >= 0;
+  if (!isIndex(p.index) || !isIndex(p.term) || typeof p.clusterId !== "string") {
+    return { kind: "damaged", reason: "missing fields, or an index or term that is not a whole number from 0 to 2^53" };
+  }
+  const checkpoint = { index: p.index, term: p.term, clusterId: p.clusterId };
+  if (p.format === undefined && p.crc32 === undefined) return { kind: "ok", checkpoint, checksummed: false };
+  if (p.format !== checkpointFormat) return { kind: "damaged", reason: `unsupported format ${JSON.stringify(p.format)}` };
+  if (p.crc32 !== Bun.hash.crc32(checkpointBody(checkpoint)) >>> 0) return { kind: "damaged", reason: "its CRC does not match its contents" };
+  return { kind: "ok", checkpoint, checksummed: true };
+}
+
+/** The recorded checkpoint, or null when there is none or it is damaged (then nothing vouches for the store). */
+export function readCheckpoint(raftDir: string): CheckpointRecord | null {
+  const read = inspectCheckpoint(raftDir);
+  return read.kind === "ok" ? read.checkpoint : null;
 }

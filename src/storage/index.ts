@@ -17,8 +17,10 @@ export {
 } from "./repair.ts";
 export { manageBallast, ballastBytes, type BallastOutcome } from "./ballast.ts";
 export type { StorageErrorCode } from "./errors.ts";
-export { FileLogStore, markLostLog, hasLostLog, readCheckpoint, writeCheckpoint } from "./file-log-store.ts";
+export { FileLogStore, markLostLog, hasLostLog, readCheckpoint, writeCheckpoint, inspectCheckpoint, checkpointPath, type CheckpointRead } from "./file-log-store.ts";
 export {
   archiveSegmentName, parseArchiveSegmentName, encodeArchiveSegment, scanArchiveSegment, checkArchiveSegment, archivedEntries, checkArchiveFile, archiveFileEntries, readWalRange,
   type ArchivedRange, type ArchiveScan, type ArchiveCheck, type WalRangeRead,
 } from "./wal-archive.ts";
+export { removeReplayLeftovers } from "./replay-leftovers.ts";
+export { ensureMemberMark, hasMemberMark, memberMarkFile } from "./member-mark.ts";

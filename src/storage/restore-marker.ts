@@ -77,6 +77,11 @@ export interface LogStart {
   readonly term: number;
   /** What started it over ("restored from <archive>", "init-cluster --bootstrap"), for the log. */
   readonly reason: string;
+  /**
+   * init-cluster --bootstrap: the restored snapshot the new cluster id was derived from, so that
+   * running it again derives the same id rather than one from its own new snapshot.
+   */
+  readonly derivedFrom?: { clusterId: string; index: number; term: number; stateSha256: string };
 }
 
 export function writeLogStart(raftDir: string, start: LogStart): void {

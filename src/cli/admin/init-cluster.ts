@@ -2,6 +2,7 @@
 // new cluster (as the first start with bootstrap = true would); with --bootstrap it turns
 // restored data (a backup, a point-in-time replay) into a new cluster, keeping all data.
 // A data_dir that holds files other than svc's is refused before anything is written there.
+// --data-dir takes the place of data_dir (the configuration still gives node id and members).
 
 import { defineCommand } from "citty";
 import { createLogger } from "../../log/index.ts";
@@ -16,6 +17,7 @@ export const initClusterCommand = defineCommand({
   meta: { name: "init-cluster", description: "Create a new cluster on this (stopped) node; --bootstrap keeps restored data" },
   args: {
     config: { type: "string", description: `Configuration file (node id, data_dir, members; default ${defaultConfigPath()})`, valueHint: "FILE" },
+    "data-dir": { type: "string", description: "The data directory to initialize, instead of data_dir in the configuration", valueHint: "DIR" },
     bootstrap: { type: "boolean", description: "Turn the data in data_dir (restored from a backup) into a new cluster" },
     force: { type: "boolean", description: "With --bootstrap: go on although the Raft state is newer than the restored snapshot" },
     json: { type: "boolean", description: "Print machine-readable JSON" },
@@ -23,8 +25,10 @@ export const initClusterCommand = defineCommand({
   async run({ args }) {
     const given = givenConfigPath(args.config);
     const configPath = given?.path ?? installedConfigPath;
-    const config = loadConfigOrExit(configPath, given?.from);
-    requireNewOrDataDir(config.dataDir, `data_dir in ${configPath}`);
+    const loaded = loadConfigOrExit(configPath, given?.from);
+    const dataDirFlag = args["data-dir"];
+    const config = dataDirFlag === undefined || dataDirFlag === "" ? loaded : { ...loaded, dataDir: dataDirFlag };
+    requireNewOrDataDir(config.dataDir, config === loaded ? `data_dir in ${configPath}` : "--data-dir");
     const logger = createLogger();
     const paths = prepareDataDir(config.dataDir);
     let lock;

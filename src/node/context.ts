@@ -74,6 +74,11 @@ export interface NodeParts {
   readonly hardState: StoredHardState;
   readonly clusterId: string;
   readonly lostLog: boolean;
+  /**
+   * Whether a peer, by the cluster id of its handshake, belongs to another cluster than the one
+   * <data_dir>/MEMBER says this node was rebuilt from (node/start.ts). Absent: never.
+   */
+  readonly ofAnotherCluster?: (peerId: string) => boolean;
   /** The index raft/checkpoint vouches the store durable to (0: none). */
   readonly checkpointIndex: number;
   /** Override of when an image is due (the WAL kept since the newest image, in bytes, at least); tests use a small one. */
@@ -105,6 +110,8 @@ export class NodeContext {
    * round, that this node applied everything committed.
    */
   lostLog = false;
+  /** See NodeParts.ofAnotherCluster. */
+  ofAnotherCluster: (peerId: string) => boolean = () => false;
   /** The highest commit index a leader has told this node. */
   leaderCommitSeen = 0;
   /** Index of the newest snapshot this node holds (0: none). */

@@ -315,6 +315,14 @@ async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger:
     } catch (e) {
       // Only a damaged store is rebuilt: one the disk refuses to write stays as it is.
       if (!isSvcError(e, "STORE_DAMAGED")) throw e;
+      if (vouchers.lone) {
+        // No image and no WAL: the damaged store (set aside, kept) was the only copy of the data.
+        // Starting empty would serve a database without it.
+        throw new SvcError("STORE_DAMAGED", `${e.message}; this lone node has no snapshot and no WAL to rebuild it from: it was the only copy of the data, and the node does not start empty`, {
+          hint: "recover what SQLite can from the copy set aside (sqlite3 <copy>/state.db .recover), or restore a backup (SPEC §4.5); to start empty on purpose, remove the data directory's contents",
+          cause: e,
+        });
+      }
       vouchers.refuseBeforeRebuild(emptyStore);
       logger.error("recovery: the store is damaged; rebuilding it from the snapshot and the WAL", { error: errorMessage(e) });
     }

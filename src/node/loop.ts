@@ -161,7 +161,8 @@ export class EffectLoop {
       // Writes proposed while this node led, and it has heard no leader since (cut off from the
       // majority): nothing will tell it their outcome until it is reachable again. Waiting out the
       // write timeout would only make their clients wait to learn the same.
-      ctx.waiters.failAll(new SvcError("NOT_LEADER", `this node lost its leadership and has heard no leader for ${(leaderlessMs / 1000).toFixed(1)} s (it reaches no majority of the voters)`));
+      // (Those at or below the commit index it knows are committed: they apply, and are answered then.)
+      ctx.waiters.failAbove(ctx.core.status().commit, new SvcError("NOT_LEADER", `this node lost its leadership and has heard no leader for ${(leaderlessMs / 1000).toFixed(1)} s (it reaches no majority of the voters)`));
     }
     const now = ctx.clock.nowMs();
     ctx.metrics.catchUp.sample(ctx.recovery !== "healthy", ctx.store.meta.appliedIndex, ctx.clock.monotonicMs());
@@ -440,7 +441,7 @@ export class EffectLoop {
   private probeCatchUp(): void {
     const { ctx } = this;
     this.catchUpProbe = true;
-    this.reads.wait().then(
+    this.reads.wait({ unbounded: true }).then(
       () => {
         this.catchUpProbe = false;
         if (ctx.recovery !== "joining") return;

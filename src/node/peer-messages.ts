@@ -63,7 +63,9 @@ export class PeerMessages {
           if (this.trace !== null) this.trace.trace("message ignored: not sent by the peer it came from, or not to this node", { type: m.type, from: m.from, to: m.to, peer: from });
           return;
         }
-        if ((m.type === "vote" || m.type === "pre_vote") && ctx.lostLog && !firstElection(m, ctx.core.status().lastTerm)) {
+        // (A node rebuilt from nothing votes in a new cluster's first election, and in a cluster
+        // other than the one it belonged to: restored onto this host, where it held nothing.)
+        if ((m.type === "vote" || m.type === "pre_vote") && ctx.lostLog && !firstElection(m, ctx.core.status().lastTerm) && !ctx.ofAnotherCluster(from)) {
           ctx.metrics.peerMessagesDropped.labels("vote_while_recovering").inc();
           if (this.trace !== null) this.trace.trace("vote request ignored: this node lost log entries and does not vote until a leader caught it up", { type: m.type, from: m.from, term: m.term });
           return;

@@ -10,6 +10,8 @@ const pendingReadsMax = 100_000;
 interface PendingRead {
   resolve: () => void;
   reject: (e: SvcError) => void;
+  /** Failed when not applied within applyTimeoutMs (a client's read; not the catch-up probe). */
+  bounded: boolean;
 }
 
 export interface ReadBarrierHooks {
@@ -34,13 +36,16 @@ export class ReadBarriers {
     private readonly applyTimeoutMs: number = Number.POSITIVE_INFINITY,
   ) {}
 
-  /** Resolves when a read may be served linearizably from this node's store. */
-  wait(): Promise<void> {
+  /**
+   * Resolves when a read may be served linearizably from this node's store. `unbounded`: waits
+   * for the apply however long it takes (the catch-up probe: a node far behind applies for long).
+   */
+  wait(options: { unbounded?: boolean } = {}): Promise<void> {
     if (this.notYetIssued.length >= pendingReadsMax) {
       return Promise.reject(new SvcError("OVERLOADED", "too many reads are waiting", { hint: "retry after a short wait" }));
     }
     return new Promise<void>((resolve, reject) => {
-      this.notYetIssued.push({ resolve, reject });
+      this.notYetIssued.push({ resolve, reject, bounded: options.unbounded !== true });
       if (this.inFlight === null) this.startRound();
     });
   }
@@ -68,13 +73,16 @@ export class ReadBarriers {
   expire(nowMs: number, leaderId: string | null, appliedIndex = 0): void {
     // A node that stopped applying (cut off from its leader, removed from the cluster, or
     // far behind) would hold a confirmed read for ever: it fails, bounded like any read.
-    while (this.awaitingApply.length > 0 && nowMs - this.awaitingApply[0]!.confirmedMs >= this.applyTimeoutMs) {
-      const batch = this.awaitingApply.shift()!;
+    for (const batch of this.awaitingApply) {
+      if (nowMs - batch.confirmedMs < this.applyTimeoutMs) break;
+      if (!batch.reads.some((r) => r.bounded)) continue;
       const error = new SvcError("READ_TIMEOUT", `this node had not applied the leader's commit index ${batch.index} within ${this.applyTimeoutMs} ms (it is at ${appliedIndex}); the read was not served`, {
         hint: "this node is behind its leader, or no longer receives the log (see its /health): read from another node",
       });
-      for (const read of batch.reads) read.reject(error);
+      for (const read of batch.reads) if (read.bounded) read.reject(error);
+      batch.reads = batch.reads.filter((r) => !r.bounded);
     }
+    this.awaitingApply = this.awaitingApply.filter((b) => b.reads.length > 0);
     const round = this.inFlight;
     if (round === null || nowMs - round.startedMs < this.roundTimeoutMs) return;
     this.inFlight = null;

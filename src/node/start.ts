@@ -3,12 +3,12 @@
 // log starts (a new cluster, a lone node whose store outlived its WAL, a member that lost
 // entries: bootstrap.ts), and builds the Raft core on what was loaded.
 
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import type { Config } from "../config/index.ts";
 import { freeBytes, isDiskFullError, systemClock } from "../io/index.ts";
 import { RaftCore } from "../raft/index.ts";
 import {
-  FileLogStore, ballastBytes, ensureMemberMark, hasLostLog, hasMemberMark, linkDataDirAliases, markLostLog, lockDataDir, manageBallast, verifySnapshot, type DataPaths, type SnapshotEntry,
+  FileLogStore, ballastBytes, ensureMemberMark, hasLostLog, linkDataDirAliases, markLostLog, readMemberMark, lockDataDir, manageBallast, verifySnapshot, type DataPaths, type SnapshotEntry,
 } from "../storage/index.ts";
 import { createTransport, type MessageHandler } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
@@ -70,14 +70,38 @@ export async function openNode(
     }
     linkAliases(paths, log);
     const restored = await adoptRestoredBackup(paths, config, log);
-    // Whether the data directory still had a store: SPEC §4.5's point-in-time restore clears
-    // raft/ on every node and keeps store/; §4.6's full state rebuild removes both.
-    const hadStore = existsSync(paths.storePath);
-    const wasMember = hasMemberMark(paths.dataDir);
+    const multiMember = config.cluster.members.length > 1;
+    // A member rebuilt from nothing (SPEC §4.6: raft/ and store/ removed, <data_dir>/MEMBER
+    // kept) may have acknowledged entries before its state was removed. Its vote would let a
+    // member that lacks them lead, and write over them: like a member that lost its WAL, it
+    // votes only once a leader has caught it up, and the mark is made before anything else is
+    // written (a crash in between would leave a store, and the next start would vote). See
+    // peer-messages.ts for the votes it still gives: a new cluster's first election, and a
+    // cluster other than the one it belonged to (restored onto this host with init-cluster). A
+    // new host's empty data directory, and a member that kept its store while raft/ was cleared
+    // on every node (SPEC §4.5's point-in-time restore), vote: a restored node's new history
+    // needs a majority to begin.
+    const memberOf = readMemberMark(paths.dataDir);
+    const rebuilt = multiMember && memberOf !== null && !existsSync(paths.storePath) && !existsSync(paths.hardStatePath);
+    if (rebuilt && !hasLostLog(paths.raftDir)) {
+      mkdirSync(paths.raftDir, { recursive: true, mode: 0o750 });
+      markLostLog(paths.raftDir, true);
+      log.warn("recovery: this node belonged to a cluster (<data_dir>/MEMBER) and its raft/ and store/ are gone: it is rebuilt from the leader and does not vote until then", {
+        clusterId: memberOf, hint: "a new, empty node is made by emptying the whole data directory",
+      });
+    }
     const state = await loadState(paths, config, logger.child("wal"));
     if (state.imageToCheck !== null) checkImageLater(state.imageToCheck, log);
     const wasPristine = isPristine(state);
-    const formed = wasPristine && config.cluster.bootstrap && config.cluster.members.length > 1
+    // Rebuilt, it never starts a cluster of its own: it waits for the one it belonged to.
+    // (A lone node has no other members to wait for: emptied, it starts anew.)
+    const mayBootstrap = config.cluster.bootstrap && !(multiMember && wasPristine && memberOf !== null);
+    if (config.cluster.bootstrap && !mayBootstrap) {
+      log.warn("bootstrap = true, but this data directory belonged to a cluster (<data_dir>/MEMBER): this node waits for that cluster's leader rather than start a new one", {
+        clusterId: memberOf, hint: "set bootstrap = false on this node; to make a new cluster here, empty the whole data directory",
+      });
+    }
+    const formed = wasPristine && mayBootstrap && multiMember
       ? await clusterOfPeers(transport, config, 2 * config.raft.electionTimeoutMs)
       : null;
     if (formed !== null) {
@@ -87,8 +111,7 @@ export async function openNode(
         clusterId: formed.clusterId, hint: "bootstrap = true matters only at a new cluster's first start; set it to false on this node",
       });
     }
-    const clusterId = formed !== null ? "" : bootstrapIfNew(state, config, log);
-    const multiMember = config.cluster.members.length > 1;
+    const clusterId = formed !== null || (wasPristine && !mayBootstrap) ? "" : bootstrapIfNew(state, config, log);
     // (A lone voter has no one to catch up with: it never holds back.)
     let lostLog = multiMember && hasLostLog(paths.raftDir);
     // A restored backup's snapshot is a complete log's start, not a lost WAL.
@@ -114,18 +137,6 @@ export async function openNode(
         break;
     }
     if (clusterId !== "") ensureMemberMark(paths.dataDir, clusterId);
-    if (multiMember && clusterId === "" && !lostLog && !hadStore && wasMember) {
-      // A member rebuilt from nothing (SPEC §4.6: raft/ and store/ removed, <data_dir>/MEMBER
-      // kept) may have acknowledged entries before its state was removed. Its vote would let a
-      // member that lacks them lead, and write over them: like a member that lost its WAL, it
-      // votes only once a leader has caught it up (kept across restarts until then). See
-      // peer-messages.ts for the vote it still gives a new cluster's first election. A new
-      // host's empty data directory, and a member that kept its store while raft/ was cleared on
-      // every node (SPEC §4.5 restores), vote: a restored node's new history needs a majority
-      // to begin.
-      markLostLog(paths.raftDir, true);
-      lostLog = true;
-    }
     const tickMs = config.raft.heartbeatIntervalMs;
     const raftLogger = logger.child("raft");
     const core = new RaftCore(
@@ -193,6 +204,10 @@ export async function openNode(
       hardState: state.hardState,
       clusterId,
       lostLog,
+      ofAnotherCluster: (peerId: string) => {
+        const heard = transport.heardClusterIds().get(peerId) ?? "";
+        return memberOf !== null && heard !== "" && heard !== memberOf;
+      },
       checkpointIndex: state.checkpointIndex,
       makeTransfer: (hooks, metrics) => fileSnapshotTransfer(network, state.snapshots, paths.storePath, logger.child("snapshot"), metrics, hooks, systemClock, {
         everyBytes: memoryBudget(config.maxMemoryBytes).garbageBytes,

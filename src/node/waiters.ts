@@ -45,13 +45,19 @@ export class ApplyWaiters {
    * may have reached other members, which can still commit them: the outcome is unknown.
    */
   failAll(error: SvcError): void {
-    for (const [index, waiter] of this.byIndex) {
-      waiter.reject(new SvcError("OUTCOME_UNKNOWN", `${error.message} while the write (log index ${index}) waited to be applied; it may or may not be applied`, {
+    this.failAbove(0, error);
+  }
+
+  /** failAll for the writes past `index` only (those at or below it are committed, and will apply). */
+  failAbove(index: number, error: SvcError): void {
+    for (const [at, waiter] of this.byIndex) {
+      if (at <= index) continue;
+      this.byIndex.delete(at);
+      waiter.reject(new SvcError("OUTCOME_UNKNOWN", `${error.message} while the write (log index ${at}) waited to be applied; it may or may not be applied`, {
         hint: "retry with the same request_id (applied at most once), or read back whether it was applied before retrying a write that is not idempotent",
         cause: error,
       }));
     }
-    this.byIndex.clear();
   }
 
   /** Fail waiters older than the deadline: their outcome is unknown, not failed. */

@@ -44,14 +44,14 @@ export class FileLogStore implements LogStore<Entry> {
   saveHardState(state: HardStateRecord): void {
     writeHardState(this.paths.hardStatePath, state);
     // The first hard state with a cluster id (a node that joined): the data directory now belongs to one.
-    if (!this.memberMarked && state.clusterId !== "") {
+    if (state.clusterId !== "" && state.clusterId !== this.memberMarkedAs) {
       ensureMemberMark(this.paths.dataDir, state.clusterId);
-      this.memberMarked = true;
+      this.memberMarkedAs = state.clusterId;
     }
   }
 
-  /** <data_dir>/MEMBER is known to be there (member-mark.ts). */
-  private memberMarked = false;
+  /** The cluster <data_dir>/MEMBER is known to name (member-mark.ts). */
+  private memberMarkedAs = "";
 
   resetTo(nextIndex: number): void {
     this.wal.resetTo(nextIndex);

@@ -4,7 +4,7 @@
 // member lacks: it does not vote until a leader has caught it up (node/start.ts). A new host's
 // empty data directory has no such file, and votes (a cluster restored there needs its votes).
 
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeFileAtomic } from "../io/durable-file.ts";
 
@@ -14,8 +14,17 @@ export function hasMemberMark(dataDir: string): boolean {
   return existsSync(join(dataDir, memberMarkFile));
 }
 
-/** Write the mark, unless it is there already. */
+/** The cluster id the mark names; null without one. */
+export function readMemberMark(dataDir: string): string | null {
+  try {
+    return readFileSync(join(dataDir, memberMarkFile), "utf8").trim();
+  } catch {
+    return null;
+  }
+}
+
+/** Write the mark, unless it names this cluster already (a node that joined another cluster: rewritten). */
 export function ensureMemberMark(dataDir: string, clusterId: string): void {
-  if (clusterId === "" || hasMemberMark(dataDir)) return;
+  if (clusterId === "" || readMemberMark(dataDir) === clusterId) return;
   writeFileAtomic(join(dataDir, memberMarkFile), `${clusterId}\n`);
 }

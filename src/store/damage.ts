@@ -16,16 +16,13 @@ const storeFileSuffixes = ["", "-wal", "-shm", "-boot", damageMarkSuffix];
 
 /** Whether SQLite (here, or in a SQL process whose message came back as text) found the file damaged. */
 export function isStoreDamage(e: unknown): boolean {
+  // SQLite's code alone decides, never a message: a trigger's RAISE(ABORT, 'database disk image
+  // is malformed') has that very message (SQLITE_CONSTRAINT_TRIGGER), and so has any error that
+  // quotes a name a client chose. Taken for damage, one such write would stop every node
+  // applying it, again at every restart. (A SQL process sends the verdict, made from the code.)
   const code = (e as { code?: unknown } | null)?.code;
-  // SQLite's own code decides when there is one: a trigger's RAISE(ABORT, 'database disk image
-  // is malformed') has that very message (SQLITE_CONSTRAINT_TRIGGER), and taken for damage it
-  // would stop every node applying it, again at every restart.
-  if (typeof code === "string" && code.startsWith("SQLITE_")) return code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB";
-  return damageMessage.test(typeof e === "string" ? e : errorMessage(e));
+  return typeof code === "string" && (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB");
 }
-
-/** SQLite's messages for SQLITE_CORRUPT and SQLITE_NOTADB. */
-const damageMessage = /database disk image is malformed|file is not a database/;
 
 /** What to do about a damaged store; every message about one ends with it. */
 export function damagedStoreFix(storePath: string): string {

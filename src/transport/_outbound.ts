@@ -337,9 +337,11 @@ export class OutboundPeer {
     this.#dropAttempt();
     const logger = this.#ctx.logger;
     const fields = { peer: this.peerId, remote: this.#address, reason };
-    if (this.#onDemand && this.#queue.messages === 0) {
-      // Nothing to send to a non-member: it is dialled again when there is.
+    if (this.#onDemand && (this.#queue.messages === 0 || !wasReady)) {
+      // Nothing to send to a non-member, or it cannot be reached: what was queued for it goes
+      // (Raft sends again what still matters), and it is dialled again when there is more.
       logger.debug(`peer transport: connection to peer ${this.peerId} (not a member) ended: ${reason}`, fields);
+      this.#queue.clear();
       this.#state = "idle";
       return;
     }

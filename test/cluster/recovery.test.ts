@@ -203,7 +203,8 @@ describe("node recovery procedures (SPEC §4.6)", () => {
     emptyDir(join(first.dataDir, "store"));
     first.spawn();
     await cluster.waitHealthy(first, 30_000);
-    expect(first.log()).toContain("already belongs to a cluster: this node joins it rather than start a new one");
+    // Its data directory says it belonged to a cluster (MEMBER): it waits for that one.
+    expect(first.log()).toContain("this node waits for that cluster's leader rather than start a new one");
     await writeThrough(cluster.nodes, ledger, "b", 50);
     await expectSameData(cluster, ledger);
   });

@@ -321,11 +321,19 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     const made = await fullBackup(leader, join(env.dir, "backups"), etcDir);
     for (const n of nodes) await n.kill9();
 
-    for (const variant of ["every", "one"] as const) {
+    const oldClusterId = fs.readFileSync(join(leader.dataDir, "MEMBER"), "utf8").trim();
+    // "same": the others are old hosts whose raft/ and store/ were emptied, their MEMBER (naming
+    // the old cluster) kept: rebuilt members, yet they vote for the new cluster restored beside them.
+    for (const variant of ["every", "one", "same"] as const) {
       const configs = await clusterConfigs(join(env.dir, `new-${variant}`), 3);
       const fresh = configs.map((c) => env.node({ ...c, cluster: { ...c.cluster, bootstrap: false } }));
       for (const [i, n] of fresh.entries()) {
-        if (variant === "one" && i > 0) continue;
+        if (variant === "same" && i > 0) {
+          fs.mkdirSync(n.dataDir, { recursive: true });
+          fs.writeFileSync(join(n.dataDir, "MEMBER"), `${oldClusterId}\n`);
+          continue;
+        }
+        if (variant !== "every" && i > 0) continue;
         fs.mkdirSync(n.dataDir, { recursive: true });
         await tar.x({ file: made.archive, cwd: n.dataDir, filter: (p) => p.startsWith("raft/") || p.startsWith("store/") });
         fs.mkdirSync(env.dir, { recursive: true });

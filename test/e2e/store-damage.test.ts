@@ -71,6 +71,19 @@ async function stoppedDamagedSingleNode(env: ProcEnv, nodeEnv: Record<string, st
 }
 
 describe("a damaged store file", () => {
+  procTest("statements whose errors carry SQLite's damage message (a forged RAISE, a name a client chose) are statement errors: the node serves on", async (env) => {
+    const node = await env.startSingleNode();
+    await execute(node.clientUrl, ["CREATE TABLE t (x)", "CREATE TRIGGER forged BEFORE INSERT ON t BEGIN SELECT RAISE(ABORT, 'database disk image is malformed'); END"]);
+    for (const sql of ["INSERT INTO t VALUES (1)", 'CREATE TABLE temp."database disk image is malformed" (a)']) {
+      const r = await postJson<{ error?: { code: string } }>(`${node.clientUrl}/v1/execute`, { statements: [sql] });
+      expect({ sql, status: r.status }).toEqual({ sql, status: 400 });
+      expect(r.body?.error?.code).not.toBe("STORE_DAMAGED");
+    }
+    expect((await health(node))?.status).toBe(200);
+    expect(setAsideDirs(node.dataDir)).toEqual([]);
+    expect(await query(node.clientUrl, "SELECT count(*) FROM t")).toEqual([[0]]);
+  });
+
   procTest("a single node started on a store damaged while it was stopped sets the store aside, rebuilds it and serves every row", async (env) => {
     const node = await stoppedDamagedSingleNode(env);
     await node.start();

@@ -32,6 +32,21 @@ describe("read barriers", () => {
     expect((error as SvcError).message).toContain("it is at 7");
   });
 
+  test("an unbounded wait (the catch-up probe) outlives the apply time-out; a client read does not", async () => {
+    const clock = { ms: 0 };
+    const reads = barriers(clock, 5_000);
+    const probe = reads.wait({ unbounded: true }).then(() => "served");
+    const client = reads.wait().then(() => "served", (e: unknown) => (e as SvcError).code);
+    reads.confirmed(1, 10);
+    reads.applied(7); // starts the client's round
+    reads.confirmed(2, 11);
+    clock.ms = 60_000;
+    reads.expire(clock.ms, "n1", 7);
+    expect(await client).toBe("READ_TIMEOUT");
+    reads.applied(10);
+    expect(await probe).toBe("served");
+  });
+
   test("a confirmed read is served once applied, before its time runs out", async () => {
     const clock = { ms: 0 };
     const reads = barriers(clock, 5_000);

@@ -24,11 +24,15 @@ describe("store damage detection", () => {
     db.close();
   });
 
-  test("SQLITE_CORRUPT (and its extended codes) and SQLITE_NOTADB are damage; a bare message from a SQL process is read as such", () => {
+  test("an error without SQLite's code is never damage, whatever its message (it may quote a name a client chose)", () => {
+    expect(isStoreDamage(new Error('TEMP objects are not allowed in a write (table database disk image is malformed)'))).toBe(false);
+    expect(isStoreDamage("database disk image is malformed")).toBe(false);
+  });
+
+  test("SQLITE_CORRUPT (and its extended codes) and SQLITE_NOTADB are damage", () => {
     expect(isStoreDamage(Object.assign(new Error("database disk image is malformed"), { code: "SQLITE_CORRUPT" }))).toBe(true);
     expect(isStoreDamage(Object.assign(new Error("database disk image is malformed"), { code: "SQLITE_CORRUPT_INDEX" }))).toBe(true);
     expect(isStoreDamage(Object.assign(new Error("file is not a database"), { code: "SQLITE_NOTADB" }))).toBe(true);
     expect(isStoreDamage(Object.assign(new Error("no such table: t"), { code: "SQLITE_ERROR" }))).toBe(false);
-    expect(isStoreDamage("database disk image is malformed")).toBe(true);
   });
 });

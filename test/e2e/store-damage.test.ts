@@ -70,6 +70,22 @@ async function stoppedDamagedSingleNode(env: ProcEnv, nodeEnv: Record<string, st
   return node;
 }
 
+/** Three nodes with every row; a follower stopped, its store damaged. */
+async function stoppedDamagedFollower(env: ProcEnv, nodeEnv: Record<string, string> = {}): Promise<{ leader: NodeProcess; follower: NodeProcess }> {
+  const nodes = await startCluster(env, 3, {}, { env: nodeEnv });
+  const leader = await waitForLeader(nodes);
+  await fillRows(leader);
+  const follower = nodes.find((n) => n !== leader);
+  if (follower === undefined) throw new Error("no follower");
+  await waitFor("the follower to apply every row", async () => {
+    const r = await queryRaw(follower.clientUrl, "SELECT count(*) FROM t", [], "stale");
+    return r.body?.rows[0]?.[0] === rowsCount;
+  });
+  expect(await follower.stop()).toBe(0);
+  damageLeafPage(follower.dataDir);
+  return { leader, follower };
+}
+
 describe("a damaged store file", () => {
   procTest("statements whose errors carry SQLite's damage message (a forged RAISE, a name a client chose) are statement errors: the node serves on", async (env) => {
     const node = await env.startSingleNode();
@@ -135,17 +151,7 @@ describe("a damaged store file", () => {
   }, 120_000);
 
   procTest("a follower of a three-node cluster started on a damaged store rebuilds it and holds every row", async (env) => {
-    const nodes = await startCluster(env, 3);
-    const leader = await waitForLeader(nodes);
-    await fillRows(leader);
-    const follower = nodes.find((n) => n !== leader);
-    if (follower === undefined) throw new Error("no follower");
-    await waitFor("the follower to apply every row", async () => {
-      const r = await queryRaw(follower.clientUrl, "SELECT count(*) FROM t", [], "stale");
-      return r.body?.rows[0]?.[0] === rowsCount;
-    });
-    expect(await follower.stop()).toBe(0);
-    damageLeafPage(follower.dataDir);
+    const { leader, follower } = await stoppedDamagedFollower(env);
     await follower.start();
     expect(follower.lastRunLog()).toContain("the store is damaged");
     await waitFor("the follower to hold every row again", async () => {
@@ -163,17 +169,7 @@ describe("a damaged store file", () => {
   }, 180_000);
 
   procTest("a follower of a three-node cluster that finds damage while serving stops, and rebuilds on restart while the others serve", async (env) => {
-    const nodes = await startCluster(env, 3, {}, { env: { SVC_TEST_STORE_START_CHECK_BYTES_MAX: "0" } });
-    const leader = await waitForLeader(nodes);
-    await fillRows(leader);
-    const follower = nodes.find((n) => n !== leader);
-    if (follower === undefined) throw new Error("no follower");
-    await waitFor("the follower to apply every row", async () => {
-      const r = await queryRaw(follower.clientUrl, "SELECT count(*) FROM t", [], "stale");
-      return r.body?.rows[0]?.[0] === rowsCount;
-    });
-    expect(await follower.stop()).toBe(0);
-    damageLeafPage(follower.dataDir);
+    const { leader, follower } = await stoppedDamagedFollower(env, { SVC_TEST_STORE_START_CHECK_BYTES_MAX: "0" });
     await follower.start();
     const r = await queryRaw(follower.clientUrl, "SELECT count(*), sum(length(v)) FROM t", [], "stale");
     expect(r.status).toBe(503);

@@ -7,29 +7,17 @@
 import { afterEach, beforeEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
-import { join, relative, resolve } from "node:path";
+import { join, relative } from "node:path";
 import { renderConfigToml } from "../../src/config/index.ts";
+import { runSource, type Ran } from "../lib/source-cli.ts";
 
 // Each test starts svc as a process or two; on a loaded machine that can take seconds.
 setDefaultTimeout(60_000);
 
-const REPO = resolve(import.meta.dir, "../..");
 let dir: string;
 
-interface Ran {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 function svc(args: string[]): Ran {
-  const r = Bun.spawnSync([process.execPath, "src/main.ts", ...args], {
-    cwd: REPO,
-    env: { ...process.env, NO_COLOR: "1", SVC_CONFIG: join(dir, "absent.toml") },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  return { code: r.exitCode ?? -1, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
+  return runSource(args, dir);
 }
 
 /** Every path under `root`, relative to it, sorted: what a command must leave as it found it. */

@@ -7,31 +7,19 @@ import { afterEach, beforeEach, describe, expect, setDefaultTimeout, test } from
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
-import { join, relative, resolve } from "node:path";
+import { join, relative } from "node:path";
 import { parseConfig, renderConfigToml, type Config } from "../../src/config/index.ts";
 import { loadState } from "../../src/node/index.ts";
 import { dataPaths, inspectCheckpoint, readHardState, writeCheckpoint } from "../../src/storage/index.ts";
 import { silentLogger } from "../../src/util/index.ts";
+import { runSource, type Ran } from "../lib/source-cli.ts";
 
 setDefaultTimeout(60_000);
 
-const REPO = resolve(import.meta.dir, "../..");
 let dir: string;
 
-interface Ran {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 function svc(args: string[]): Ran {
-  const r = Bun.spawnSync([process.execPath, "src/main.ts", ...args], {
-    cwd: REPO,
-    env: { ...process.env, NO_COLOR: "1", SVC_CONFIG: join(dir, "absent.toml") },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  return { code: r.exitCode ?? -1, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
+  return runSource(args, dir);
 }
 
 function configText(dataDir: string): string {

@@ -7,6 +7,8 @@ export interface PeerLinkStatus {
   readonly connected: boolean;
   readonly inboundConnected: boolean;
   readonly address: string;
+  /** Why this node's last dial or connection to the peer failed, while not connected. */
+  readonly lastFailure?: string | null;
 }
 
 export interface PeerNetwork {

@@ -46,8 +46,14 @@ export class MembershipAdmin {
       const match = status.progress[member.id]?.match ?? 0;
       if (match >= status.commit) break;
       if (ctx.clock.nowMs() > deadlineMs) {
-        throw new SvcError("CATCH_UP_TIMEOUT", `${member.id} was added as a learner but did not catch up within ${options.catchUpTimeoutMs} ms (it holds ${match} of ${status.commit})`, {
-          hint: `check that ${member.id} runs and can reach ${ctx.config.nodeId}'s peer port, then run \`svc admin promote --id ${member.id}\``,
+        // Why the link fails, when it does: a node that belongs to another cluster, say, refuses
+        // the handshake, and no port check would show it.
+        const link = ctx.io.network.linkStatus()[member.id];
+        const failure = link !== undefined && !link.connected && link.lastFailure ? `; ${ctx.config.nodeId} cannot reach it: ${link.lastFailure}` : "";
+        throw new SvcError("CATCH_UP_TIMEOUT", `${member.id} was added as a learner but did not catch up within ${options.catchUpTimeoutMs} ms (it holds ${match} of ${status.commit})${failure}`, {
+          hint: failure !== ""
+            ? `fix what keeps ${ctx.config.nodeId} from reaching ${member.id} (above), then run \`svc admin promote --id ${member.id}\`; to undo the addition, \`svc admin remove-node --id ${member.id}\``
+            : `check that ${member.id} runs and can reach ${ctx.config.nodeId}'s peer port, then run \`svc admin promote --id ${member.id}\``,
         });
       }
       await ctx.clock.sleep(catchUpPollMs);

@@ -177,8 +177,10 @@ export async function openNode(
         gossip?.close();
       },
       linkStatus: () => {
-        const out: Record<string, { connected: boolean; inboundConnected: boolean; address: string }> = {};
-        for (const [id, p] of Object.entries(transport.stats().peers)) out[id] = { connected: p.connected, inboundConnected: p.inboundConnected, address: p.address };
+        const out: Record<string, { connected: boolean; inboundConnected: boolean; address: string; lastFailure: string | null }> = {};
+        for (const [id, p] of Object.entries(transport.stats().peers)) {
+          out[id] = { connected: p.connected, inboundConnected: p.inboundConnected, address: p.address, lastFailure: p.lastFailure };
+        }
         return out;
       },
     };

@@ -51,6 +51,8 @@ export class OutboundPeer {
   #stallTimer: Timer | null = null;
   /** Dialled only while messages wait (see setOnDemand). */
   #onDemand = false;
+  /** Why the last attempt failed; null once connected. */
+  #lastFailure: string | null = null;
 
   constructor(ctx: TransportContext, peerId: string, address: string) {
     this.#ctx = ctx;
@@ -78,6 +80,9 @@ export class OutboundPeer {
   }
   get queuedBytes(): number {
     return this.#queue.bytes;
+  }
+  get lastFailure(): string | null {
+    return this.#state === "ready" ? null : this.#lastFailure;
   }
 
   start(): void {
@@ -337,6 +342,7 @@ export class OutboundPeer {
     this.#dropAttempt();
     const logger = this.#ctx.logger;
     const fields = { peer: this.peerId, remote: this.#address, reason };
+    this.#lastFailure = reason;
     if (this.#onDemand && (this.#queue.messages === 0 || !wasReady)) {
       // Nothing to send to a non-member, or it cannot be reached: what was queued for it goes
       // (Raft sends again what still matters), and it is dialled again when there is more.

@@ -40,6 +40,8 @@ export interface PeerStats extends Readonly<TransportCounters> {
   readonly inboundConnected: boolean;
   readonly queuedMessages: number;
   readonly queuedBytes: number;
+  /** Why the last dial or connection to the peer failed, while it is not connected (null: none). */
+  readonly lastFailure: string | null;
 }
 
 export interface TransportStats {

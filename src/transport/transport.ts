@@ -222,6 +222,7 @@ class PeerTransport implements Transport {
         inboundConnected: this.#inbound.hasPeer(id),
         queuedMessages: peer.queuedMessages,
         queuedBytes: peer.queuedBytes,
+        lastFailure: peer.lastFailure,
       };
     }
     return { totals: { ...this.#totals }, peers, tlsRefusals: { ...this.#tlsRefusals } };

@@ -234,6 +234,8 @@ describe("peer transport", () => {
     expect(a.received).toEqual([]);
     expect(b.received).toEqual([]);
     expect(a.transport.stats().peers.b?.inboundConnected).toBe(false);
+    // Why the link fails stays readable (add-node's time-out names it).
+    await waitFor("a's last failure with b is the refusal", () => (a.transport.stats().peers.b?.lastFailure ?? "").includes("refus"));
   });
 
   test("a node without a cluster id yet talks to any cluster, and adopting one reconnects", async () => {

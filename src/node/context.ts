@@ -267,8 +267,13 @@ export class NodeContext {
 
   notLeader(leaderId: string | null): SvcError {
     const leader = leaderId === null ? undefined : this.memberAddresses().get(leaderId);
+    // Leaderless past two election timeouts: no election is about to end here; this node reaches
+    // no majority (as /health says), and the client had better try another node.
+    const cutOff = leaderId === null && this.leaderlessMs() > 2 * this.config.raft.electionTimeoutMs;
     return new SvcError("NOT_LEADER", leaderId === null ? "no leader is known right now" : `this node is not the leader; ${leaderId} is`, {
-      hint: leaderId === null ? "retry shortly: an election is in progress" : "send the request to the leader",
+      hint: leaderId !== null ? "send the request to the leader"
+        : cutOff ? `this node has known no leader for ${(this.leaderlessMs() / 1000).toFixed(1)} s: it reaches no majority of the voters; send the request to another node`
+        : "retry shortly: an election is in progress",
       details: { leaderId, leaderClient: leader?.client ?? null, leaderAdmin: leader?.admin ?? null },
     });
   }

@@ -46,7 +46,7 @@ export function applyChange(m: Membership, change: MembershipChange): { ok: true
       if (isMember(m, id)) return { ok: false, reason: `${id} is already a member` };
       return { ok: true, membership: { voters: [...m.voters], learners: [...m.learners, id] } };
     case "promote":
-      if (!isLearner(m, id)) return { ok: false, reason: `${id} is not a learner` };
+      if (!isLearner(m, id)) return { ok: false, reason: isVoter(m, id) ? `${id} is a voter already` : `${id} is not a member of the cluster (add it with add-node)` };
       return { ok: true, membership: { voters: [...m.voters, id], learners: m.learners.filter((x) => x !== id) } };
     case "remove":
       if (!isMember(m, id)) return { ok: false, reason: `${id} is not a member` };

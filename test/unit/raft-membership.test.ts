@@ -280,3 +280,13 @@ describe("leadership transfer", () => {
     expect(c.node("b").core.transferLeadership("b")).toEqual({ ok: false, code: "NOT_LEADER", leaderId: "a" });
   });
 });
+
+describe("membership change refusals name what is wrong", () => {
+  test("promote: a voter is one already; an id that is no member is told to be added first", async () => {
+    const { applyChange } = await import("../../src/raft/membership.ts");
+    const m = { voters: ["n1", "n2"], learners: ["n3"] };
+    expect(applyChange(m, { kind: "promote", id: "n1" })).toEqual({ ok: false, reason: "n1 is a voter already" });
+    expect(applyChange(m, { kind: "promote", id: "nz" })).toEqual({ ok: false, reason: "nz is not a member of the cluster (add it with add-node)" });
+    expect(applyChange(m, { kind: "promote", id: "n3" })).toEqual({ ok: true, membership: { voters: ["n1", "n2", "n3"], learners: [] } });
+  });
+});

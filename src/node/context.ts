@@ -316,7 +316,8 @@ export class NodeContext {
     if (full !== null) {
       const free = full.bytesFree === null ? "free space unknown" : `${full.bytesFree} bytes free`;
       throw new SvcError("DISK_FULL", `the disk holding ${full.path} is full (${free}): this node refuses writes until space is freed`, {
-        hint: "free space on that file system or grow it (snapshots and WAL segments a snapshot covers can be cleaned up: `svc admin snapshot`, `svc admin cleanup-snapshots`); writes resume by themselves within seconds",
+        // (Not `svc admin snapshot`: an image needs room the full disk does not have, and is refused.)
+        hint: "free space on that file system or grow it (older snapshots can go: `svc admin cleanup-snapshots --older-than 1h` keeps the newest valid one); writes resume by themselves within seconds",
         details: { path: full.path, bytesFree: full.bytesFree },
       });
     }

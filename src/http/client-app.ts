@@ -10,6 +10,7 @@ import { checkParamCount, parseExecuteBody, parseJsonText, parseQueryBody, parse
 import { errorResponse, json } from "./errors.ts";
 import { fallbackRoutes, type RouteEntry } from "./fallback.ts";
 import { forwardToLeader, leaderToForwardTo } from "./forward.ts";
+import { watchLeaderMoved } from "./leader-watch.ts";
 import { healthResponse } from "./health.ts";
 
 /** Whether a relayed answer is NOT_LEADER naming `nodeId` as the leader. */
@@ -38,10 +39,13 @@ export function clientApp(node: SvcNode) {
         return errorResponse(e);
       }
       let answer: Response;
+      const watch = watchLeaderMoved(node, leader, 2 * node.config.raft.electionTimeoutMs);
       try {
-        answer = await forwardToLeader(leader, path, text, nodeId, request);
+        answer = await forwardToLeader(leader, path, text, nodeId, request, watch.signal);
       } catch (forwardError) {
         return errorResponse(forwardError);
+      } finally {
+        watch.stop();
       }
       // The node forwarded to had lost its leadership, to this node (an election ran while the
       // request was on its way): it answered NOT_LEADER, so it did nothing with the request, and

@@ -28,10 +28,13 @@ export function leaderToForwardTo(e: unknown, request: Request): string | null {
   return typeof address === "string" ? address : null;
 }
 
-/** `from`: the request relayed, whose caller's token (and this node's TLS) go along. */
-export async function forwardToLeader(leaderClient: string, path: string, body: string, nodeId: string, from?: Request): Promise<Response> {
+/**
+ * `from`: the request relayed, whose caller's token (and this node's TLS) go along. `abandon`:
+ * gives the forward up before its time-out (leadership moved: leader-watch.ts).
+ */
+export async function forwardToLeader(leaderClient: string, path: string, body: string, nodeId: string, from?: Request, abandon?: AbortSignal): Promise<Response> {
   // A read changes nothing: whether or not the leader saw it, it can be sent again.
-  return relay({ to: leaderClient, port: "client", path, body, nodeId, changes: path === writePath, timeoutMs: forwardTimeoutMs, from });
+  return relay({ to: leaderClient, port: "client", path, body, nodeId, changes: path === writePath, timeoutMs: forwardTimeoutMs, from, abandon });
 }
 
 /** The leader's admin address when `e` says this node is not the leader and one is known. */
@@ -62,6 +65,7 @@ interface Relay {
   readonly timeoutMs: number;
   /** The request relayed: the guard left its caller's token and this node's TLS with it. */
   readonly from: Request | undefined;
+  readonly abandon?: AbortSignal | undefined;
 }
 
 async function relay(r: Relay): Promise<Response> {
@@ -73,7 +77,7 @@ async function relay(r: Relay): Promise<Response> {
       method: "POST",
       body: r.body,
       headers: { ...target.headers, "content-type": "application/json", [forwardedHeader]: r.nodeId },
-      signal: AbortSignal.timeout(r.timeoutMs),
+      signal: r.abandon === undefined ? AbortSignal.timeout(r.timeoutMs) : AbortSignal.any([AbortSignal.timeout(r.timeoutMs), r.abandon]),
       ...(target.tls === null ? {} : { tls: target.tls }),
     });
     const headers: Record<string, string> = { "content-type": "application/json", [forwardedHeader]: r.nodeId };

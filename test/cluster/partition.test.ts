@@ -166,6 +166,22 @@ describe("partitions of a three-node cluster", () => {
     await expectLinearizableReadsEverywhere(cluster);
   });
 
+  clusterTest("a write forwarded to a leader that then froze (SIGSTOP) is answered OUTCOME_UNKNOWN once another leader is known, not after the forward's time-out", {}, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [schema]);
+    const oldLeader = await cluster.waitLeader();
+    const follower = cluster.others(oldLeader)[0]!;
+    cluster.pause(oldLeader);
+    // The follower still names the frozen node as leader: it forwards, and the frozen node never answers.
+    const r = await executeRaw(follower.clientUrl, [{ sql: upsert, params: ["forwarded", 1] }], 25_000);
+    expect(r.status).toBe(504);
+    expect(r.text).toContain("OUTCOME_UNKNOWN");
+    expect(r.text).toContain("leadership moved to");
+    cluster.resume(oldLeader);
+    await cluster.waitCaughtUp(oldLeader);
+    await expectConverged(cluster);
+  });
+
   clusterTest("a write the leader took just before it was cut off is answered OUTCOME_UNKNOWN once it has stepped down and heard no leader, not after the write timeout", { proxied: true }, async (cluster) => {
     await cluster.start();
     await execute(cluster.nodes[0]!.clientUrl, [schema]);

@@ -125,7 +125,7 @@ describe("a forward answered NOT_LEADER", () => {
   function follower(leaderAddress: string) {
     let calls = 0;
     const node = {
-      config: { nodeId: "n2" },
+      config: { nodeId: "n2", raft: { electionTimeoutMs: 1000 } },
       metrics: { readsTotal: { inc() {} }, readErrorsTotal: { labels: () => ({ inc() {} }) } },
       status: () => ({ role: calls > 0 ? "leader" : "follower" }),
       execute: async () => {

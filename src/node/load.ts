@@ -14,7 +14,7 @@ import {
   SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readEntriesLost, readHardState, removeReplayLeftovers, snapshotStateFile,
   type DataPaths, type SnapshotEntry, type StoredHardState,
 } from "../storage/index.ts";
-import { Store } from "../store/index.ts";
+import { Store, setAsideCopies } from "../store/index.ts";
 import { openWalAroundDamage } from "./wal-damage.ts";
 import { StartImages } from "./start-images.ts";
 import { memoryBudget } from "./memory-budget.ts";
@@ -315,23 +315,31 @@ async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger:
     } catch (e) {
       // Only a damaged store is rebuilt: one the disk refuses to write stays as it is.
       if (!isSvcError(e, "STORE_DAMAGED")) throw e;
-      if (vouchers.lone) {
-        // No image and no WAL: the damaged store (set aside, kept) was the only copy of the data.
-        // Starting empty would serve a database without it.
-        throw new SvcError("STORE_DAMAGED", `${e.message}; this lone node has no snapshot and no WAL to rebuild it from: it was the only copy of the data, and the node does not start empty`, {
-          hint: "recover what SQLite can from the copy set aside (sqlite3 <copy>/state.db .recover), or restore a backup (SPEC §4.5); to start empty on purpose, remove the data directory's contents",
-          cause: e,
-        });
-      }
+      if (vouchers.lone) throw loneStoreDamaged(paths, e.message, e);
       vouchers.refuseBeforeRebuild(emptyStore);
       logger.error("recovery: the store is damaged; rebuilding it from the snapshot and the WAL", { error: errorMessage(e) });
     }
     Store.remove(paths.storePath);
   } else {
+    // A start before (or systemd's restart) set the damaged store aside and refused: this one
+    // too, rather than start empty where nothing else holds the data.
+    const aside = setAsideCopies(paths.storePath);
+    if (vouchers.lone && aside.length > 0) throw loneStoreDamaged(paths, `the store was set aside as damaged (${aside.at(-1)})`, null);
     vouchers.refuseBeforeRebuild(emptyStore);
     logger.info("recovery: the store is missing; rebuilding it from the snapshot and the WAL");
   }
   return installLatest(paths, await images.verified(), logger, vouchers.cacheKib);
+}
+
+/**
+ * A lone node's damaged store, with no image and no WAL to rebuild it from: it was the only copy
+ * of the data (set aside, kept), and the node does not start empty.
+ */
+function loneStoreDamaged(paths: DataPaths, what: string, cause: unknown): SvcError {
+  return new SvcError("STORE_DAMAGED", `${what}; this lone node has no snapshot and no WAL to rebuild it from: it was the only copy of the data, and the node does not start empty`, {
+    hint: `recover what SQLite can from the copy set aside (sqlite3 <copy>/state.db .recover), or restore a backup (SPEC §4.5); to start empty on purpose, remove the copies (${paths.storeDir}.damaged-*) or the data directory's contents`,
+    ...(cause === null ? {} : { cause }),
+  });
 }
 
 /** What a missing or damaged store holds: nothing (its membership then comes from the configuration). */

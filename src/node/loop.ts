@@ -133,7 +133,7 @@ export class EffectLoop {
     this.lostLogToldAtMs = nowMs;
     if (ctx.clusterId === "") {
       ctx.logger.warn("recovery: still no leader to send this node the cluster's state; it does not vote until one has (with no state, its vote could elect a member that lacks acknowledged writes)", {
-        hint: "start the other members and check that they reach this one (`svc admin cluster-status`); a new cluster needs its first node started with bootstrap = true. " +
+        hint: "start the other members and check that they reach this one (`svc admin cluster-status`). " +
           "After a point-in-time restore (SPEC §4.5 clears only raft/), a member whose store/ was removed too counts as rebuilt from nothing (<data_dir>/MEMBER) " +
           "and does not vote for the restored node: remove that file on it, then restart it",
       });

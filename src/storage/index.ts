@@ -23,4 +23,4 @@ export {
   type ArchivedRange, type ArchiveScan, type ArchiveCheck, type WalRangeRead,
 } from "./wal-archive.ts";
 export { removeReplayLeftovers } from "./replay-leftovers.ts";
-export { ensureMemberMark, hasMemberMark, memberMarkFile, readMemberMark } from "./member-mark.ts";
+export { ensureMemberMark, readMemberMark } from "./member-mark.ts";

@@ -4,15 +4,11 @@
 // member lacks: it does not vote until a leader has caught it up (node/start.ts). A new host's
 // empty data directory has no such file, and votes (a cluster restored there needs its votes).
 
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeFileAtomic } from "../io/durable-file.ts";
 
 export const memberMarkFile = "MEMBER";
-
-export function hasMemberMark(dataDir: string): boolean {
-  return existsSync(join(dataDir, memberMarkFile));
-}
 
 /** The cluster id the mark names; null without one. */
 export function readMemberMark(dataDir: string): string | null {

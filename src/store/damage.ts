@@ -62,6 +62,17 @@ export function readDamageMark(storePath: string): string | null {
   }
 }
 
+/** The copies of damaged stores set aside beside `storePath`'s directory (setStoreAside), oldest first. */
+export function setAsideCopies(storePath: string): string[] {
+  const storeDir = dirname(storePath);
+  const prefix = `${basename(storeDir)}.damaged-`;
+  try {
+    return fs.readdirSync(dirname(storeDir)).filter((n) => n.startsWith(prefix)).sort().map((n) => join(dirname(storeDir), n));
+  } catch {
+    return [];
+  }
+}
+
 /**
  * Move the store's files into `<store dir>.damaged-<time>/` beside the store directory, so the
  * node can rebuild the store and the damaged copy stays for a look. Returns that directory.

@@ -10,4 +10,4 @@ export { MemSnapshots, type MemSnapshot } from "./mem-snapshots.ts";
 export { SqlProcessPool, type SqlPoolOptions, type SqlRows, type CheckVerdict } from "./sql-pool.ts";
 export { isPlainWrite } from "./write-shape.ts";
 export { runSqlProcess, sqlProcessEnvKey } from "./sql-process.ts";
-export { damagedStoreFix, isStoreDamage, markStoreDamaged } from "./damage.ts";
+export { damagedStoreFix, isStoreDamage, markStoreDamaged, setAsideCopies } from "./damage.ts";

@@ -11,7 +11,7 @@ import { join, relative } from "node:path";
 import { parseConfig, renderConfigToml, type Config } from "../../src/config/index.ts";
 import { loadState } from "../../src/node/index.ts";
 import { dataPaths, inspectCheckpoint, readHardState, writeCheckpoint } from "../../src/storage/index.ts";
-import { silentLogger } from "../../src/util/index.ts";
+import { silentLogger, type SvcError } from "../../src/util/index.ts";
 import { runSource, type Ran } from "../lib/source-cli.ts";
 
 setDefaultTimeout(60_000);
@@ -183,5 +183,20 @@ describe("a wal-replay killed before it finished", () => {
     const r = svc(["admin", "wal-replay", "--wal-dir", archive, "--until", "2030-01-01T00:00:00Z", "--data-dir", dataDir, "--json"]);
     expect(r.code).not.toBe(0);
     expect(fs.existsSync(leftover)).toBe(false);
+  });
+});
+
+describe("a lone node whose store is damaged and is all there is (no snapshot, no WAL)", () => {
+  test("refuses to start, and refuses again at the next start (the store set aside), rather than start empty", async () => {
+    const dataDir = join(dir, "lone");
+    fs.mkdirSync(join(dataDir, "store"), { recursive: true });
+    fs.writeFileSync(join(dataDir, "store", "state.db"), Buffer.alloc(8192, 0x5a));
+    for (const attempt of [1, 2]) {
+      const error = await loadState(dataPaths(dataDir), configOf(dataDir), silentLogger).then(() => null, (e: unknown) => e as SvcError);
+      expect({ attempt, code: error?.code }).toEqual({ attempt, code: "STORE_DAMAGED" });
+      expect(error?.message).toContain("the only copy of the data");
+    }
+    expect(fs.readdirSync(dataDir).filter((n) => n.startsWith("store.damaged-"))).toHaveLength(1);
+    expect(fs.existsSync(join(dataDir, "store", "state.db"))).toBe(false);
   });
 });

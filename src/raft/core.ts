@@ -738,9 +738,23 @@ export class RaftCore {
     const m = this.membership();
     if (this.progress.size > allMembers(m).length) this.syncProgress(); // a removal committed
     if (!isVoter(m, this.id) && this.members.latestConfigIndex() <= this.log.commit) {
-      this.logger.info("stepping down: this node was removed from the voters", { term: this.term });
+      // Hand over rather than leave the voters to wait out an election timeout: a voter that
+      // holds the whole log (the removal included) campaigns at once, as in a transfer.
+      const successor = this.successorAfterRemoval(m);
+      this.logger.info("stepping down: this node was removed from the voters", { term: this.term, successor });
+      if (successor !== null) this.send(successor, this.term, { type: "timeout_now" });
       this.becomeFollower(this.term, null);
     }
+  }
+
+  /** The first voter (by id) of `m` that holds this leader's whole log and can take writes; null if none. */
+  private successorAfterRemoval(m: Membership): NodeId | null {
+    const last = this.log.lastIndex();
+    for (const id of [...m.voters].sort()) {
+      const pr = this.progress.get(id);
+      if (id !== this.id && pr !== undefined && pr.match === last && pr.recentActive && !pr.diskFull) return id;
+    }
+    return null;
   }
 
   private committedInTerm(): boolean {

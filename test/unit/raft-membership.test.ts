@@ -176,6 +176,22 @@ describe("membership changes", () => {
     expect(c.node("b").appliedTexts()).toEqual(["z"]);
   });
 
+  test("a removed leader hands over as it steps down: a voter holding the whole log campaigns at once, with no election timeout", () => {
+    const c = new TestCluster(["a", "b", "c"]);
+    const a = c.elect("a");
+    a.core.propose(bytes("x"), 0);
+    settle(c);
+    expect(a.core.proposeMembership({ kind: "remove", id: "a" }, 0).ok).toBe(true);
+    // No tick: only messages. Before, b and c waited out an election timeout (ticks) first.
+    c.deliverAll();
+    expect(a.core.status().role).toBe("follower");
+    const leaders = c.leaders();
+    expect(leaders.map((n) => n.id)).toEqual(["b"]);
+    leaders[0]!.core.propose(bytes("z"), 0);
+    c.deliverAll();
+    expect(c.node("c").appliedTexts()).toEqual(["x", "z"]);
+  });
+
   test("a leader that removes itself leads until the removal commits, and that takes the remaining voters: it must not be stopped before", () => {
     const c = new TestCluster(["a", "b", "c"]);
     const a = c.elect("a");

@@ -90,6 +90,8 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   BODY_TOO_LARGE: 413,
   HEADERS_TOO_LARGE: 431,
   UNSUPPORTED_MEDIA_TYPE: 415,
+  // Sent to a node that is no member of the cluster (removed): never here, ask a member.
+  NOT_A_MEMBER: 421,
   // This node cannot answer now: retry, here later or at another member.
   NOT_LEADER: 503,
   WRITES_PAUSED: 503,

@@ -13,13 +13,7 @@ export function healthResponse(node: SvcNode): Response {
   // linearizable read, so a load balancer should send it nothing. An election is shorter.
   const leaderlessMs = node.leaderlessMs();
   const noLeader = leaderlessMs > 2 * node.config.raft.electionTimeoutMs;
-  // Removed from the cluster (the change is in its log): nothing it says about a leader is news.
-  // Also when restarted after its removal: it replays its WAL, then joins, and no leader ever
-  // comes (none replicates to it). Not while a new member installs an image, which may have
-  // been made before it was added.
-  const m = s.membership;
-  const removed = (s.recovery === "healthy" || s.recovery === "replaying_wal" || s.recovery === "joining") &&
-    m.voters.length > 0 && !m.voters.includes(s.nodeId) && !m.learners.includes(s.nodeId);
+  const removed = node.removed;
   const healthy = s.recovery === "healthy" && node.fatal === null && !noLeader && !removed;
   const problem = removed
     ? "this node was removed from the cluster: stop it (its data is no longer replicated), or add it back with `svc admin add-node` on an empty data directory"

@@ -288,6 +288,30 @@ export class NodeContext {
     if (this.stopped) throw new SvcError("SHUTTING_DOWN", "the node is shutting down");
   }
 
+  /**
+   * Removed from the cluster: the latest membership in its log leaves it out. Also when
+   * restarted after its removal: it replays its WAL, then joins, and no leader ever comes (none
+   * replicates to it). Not while a new member installs an image, which may have been made
+   * before it was added.
+   */
+  get removed(): boolean {
+    if (this.recovery !== "healthy" && this.recovery !== "replaying_wal" && this.recovery !== "joining") return false;
+    const m = this.core.currentMembership();
+    return m.voters.length > 0 && !m.voters.includes(this.config.nodeId) && !m.learners.includes(this.config.nodeId);
+  }
+
+  /**
+   * Refuse a client's request on a removed node: its state is no longer replicated (a read
+   * would be stale for ever, and nothing would say so), and it is no member to forward a write
+   * for. The request never left this node.
+   */
+  checkMember(): void {
+    if (!this.removed) return;
+    throw new SvcError("NOT_A_MEMBER", `this node (${this.config.nodeId}) was removed from the cluster: it serves no reads or writes`, {
+      hint: "send requests to a member (`svc admin cluster-info` on one lists them); stop this node, or add it back with `svc admin add-node` on an empty data directory",
+    });
+  }
+
   private lastAdmissionSpaceCheckMs = Number.NEGATIVE_INFINITY;
 
   /**

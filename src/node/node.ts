@@ -218,6 +218,11 @@ export class SvcNode {
     return this.ctx.leaderlessMs();
   }
 
+  /** Removed from the cluster (see NodeContext.removed). */
+  get removed(): boolean {
+    return this.ctx.removed;
+  }
+
   /** The unrecoverable error that stopped this node from serving, if any. */
   get fatal(): SvcError | null {
     return this.ctx.fatalError;
@@ -294,6 +299,7 @@ export class SvcNode {
     const { ctx } = this;
     const { requestId } = options;
     ctx.checkServing();
+    ctx.checkMember();
     for (const s of statements) checkWriteStatement(s.sql);
     // A retry of a write that was applied gets its answer, even while writes are paused.
     const known = requestId === undefined ? null : this.writeGate.remembered(requestId, statements);
@@ -336,6 +342,8 @@ export class SvcNode {
   private async queryOnce(sql: string, params: SqlValue[], consistency: Consistency, options: { signal?: AbortSignal; admin?: boolean }): Promise<QueryResult> {
     const { ctx } = this;
     ctx.checkServing();
+    // An operator may still read a removed node's own state (stale, from the admin port).
+    if (options.admin !== true || consistency !== "stale") ctx.checkMember();
     if (consistency === "linearizable" && this.loop.stalled) {
       // Its ReadIndex round would wait behind the Ready the full disk holds, until it timed out.
       throw new SvcError("DISK_FULL", "this node's disk is full and it has stopped taking entries: it cannot serve a linearizable read", {

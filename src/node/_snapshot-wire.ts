@@ -26,6 +26,12 @@ export const windowChunks = 4;
 /** A stream with no acknowledged progress for this long is abandoned (the core retries). */
 export const stallTimeoutMs = 15_000;
 /**
+ * A stream whose acknowledged bytes have not moved for this long is sent again from them: the
+ * chunks in flight were lost with a connection (the follower restarted, or the link dropped
+ * and came back), and the follower acknowledges only the chunks it gets.
+ */
+export const resendAfterMs = 1_000;
+/**
  * While a received image is flushed, hashed and staged (seconds for a large one, written back
  * at a bounded rate), the follower tells the leader it is still there this often.
  */

@@ -10,7 +10,7 @@ import { errorMessage } from "../util/errors.ts";
 import { MessageType } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
 import {
-  checksumMismatch, chunkBytes, decodeAck, encodeChunk, stallTimeoutMs, windowChunks,
+  checksumMismatch, chunkBytes, decodeAck, encodeChunk, resendAfterMs, stallTimeoutMs, windowChunks,
   type ChunkHeader, type SnapshotMessage, type TransferMetrics,
 } from "./_snapshot-wire.ts";
 
@@ -35,7 +35,12 @@ interface OutgoingStream {
   createdAt: string;
   nextOffset: number;
   ackedBytes: number;
+  /** The follower's last acknowledgement of any kind: a follower that answers is not stalled. */
   lastProgressMs: number;
+  /** When the acknowledged bytes last moved, or the stream was last sent again (see resendAfterMs). */
+  lastAdvanceMs: number;
+  /** The offset the stream was last sent again from, on an acknowledgement that did not advance (null: none since it advanced). */
+  rewoundTo: number | null;
 }
 
 /** The leader's side: one stream per follower at a time. */
@@ -81,6 +86,8 @@ export class SnapshotSender {
       nextOffset: 0,
       ackedBytes: 0,
       lastProgressMs: this.nowMs(),
+      lastAdvanceMs: this.nowMs(),
+      rewoundTo: null,
     };
     this.streams.set(m.to, stream);
     this.metrics.inProgress.set(this.streams.size);
@@ -116,16 +123,39 @@ export class SnapshotSender {
       return;
     }
     // The follower says what it holds: continue from there (a resumed or repaired stream).
+    if (ack.receivedBytes > stream.ackedBytes) {
+      stream.lastAdvanceMs = stream.lastProgressMs;
+      stream.rewoundTo = null;
+    } else if (ack.receivedBytes < stream.nextOffset && stream.rewoundTo !== ack.receivedBytes) {
+      // No advance while chunks past it are out: the follower got one it could not use (out of
+      // order: those before it were lost with a connection, or it restarted). Send again from
+      // what it holds, once: the other chunks of the window that reach it say the same.
+      stream.nextOffset = ack.receivedBytes;
+      stream.rewoundTo = ack.receivedBytes;
+    }
     stream.ackedBytes = ack.receivedBytes;
     if (ack.receivedBytes < stream.nextOffset - windowChunks * chunkBytes || ack.receivedBytes > stream.nextOffset) stream.nextOffset = ack.receivedBytes;
     this.metrics.progressBytes.set(ack.receivedBytes);
     this.pump(from, stream);
   }
 
-  /** Called on every tick: abandon streams that stopped making progress. */
+  /**
+   * Called on every tick: send again what a stream's follower has not acknowledged for a while
+   * (resendAfterMs); abandon streams whose follower has not answered at all for stallTimeoutMs.
+   */
   checkStalls(nowMs: number): void {
     for (const [peer, stream] of this.streams) {
-      if (nowMs - stream.lastProgressMs < stallTimeoutMs) continue;
+      if (nowMs - stream.lastProgressMs < stallTimeoutMs) {
+        if (nowMs - stream.lastAdvanceMs >= resendAfterMs) {
+          // Chunks lost with a connection, or never queued (no link then): the follower only
+          // answers chunks, so nothing else would restart the stream before it is abandoned.
+          stream.lastAdvanceMs = nowMs;
+          stream.nextOffset = stream.ackedBytes;
+          stream.rewoundTo = stream.ackedBytes;
+          this.pump(peer, stream);
+        }
+        continue;
+      }
       this.logger.warn("snapshot transfer stalled; the leader will retry", { peer, sentBytes: stream.ackedBytes, totalBytes: stream.totalBytes });
       this.metrics.transfers.labels("sent_stalled").inc();
       this.close(peer, stream);

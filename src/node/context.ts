@@ -291,13 +291,14 @@ export class NodeContext {
   /**
    * Removed from the cluster: the latest membership in its log leaves it out. Also when
    * restarted after its removal: it replays its WAL, then joins, and no leader ever comes (none
-   * replicates to it). Not while a new member installs an image, which may have been made
-   * before it was added.
+   * replicates to it). Not a new member that installs an image, or copies the log, from before
+   * it was added: no configuration it holds names it yet.
    */
   get removed(): boolean {
     if (this.recovery !== "healthy" && this.recovery !== "replaying_wal" && this.recovery !== "joining") return false;
     const m = this.core.currentMembership();
-    return m.voters.length > 0 && !m.voters.includes(this.config.nodeId) && !m.learners.includes(this.config.nodeId);
+    if (m.voters.length === 0 || m.voters.includes(this.config.nodeId) || m.learners.includes(this.config.nodeId)) return false;
+    return this.recovery === "healthy" || this.core.namedInMembership();
   }
 
   /**

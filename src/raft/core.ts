@@ -1241,6 +1241,14 @@ export class RaftCore {
     };
   }
 
+  /**
+   * Whether this node is a member of any configuration it holds (its snapshot's, or one in its
+   * log): false for a new member still copying the log from before it was added.
+   */
+  namedInMembership(): boolean {
+    return this.members.named(this.id);
+  }
+
   /** The latest membership in the log (config entries count from when they are appended); the same object until it changes. */
   currentMembership(): Membership {
     return this.members.current();

@@ -89,6 +89,12 @@ export class MembershipHistory {
     return m;
   }
 
+  /** Whether `id` is a member of the base or of any configuration in the log. */
+  named(id: string): boolean {
+    const names = (m: Membership): boolean => m.voters.includes(id) || m.learners.includes(id);
+    return names(this.base) || this.configs.some((c) => names(c.membership));
+  }
+
   /** Index of the latest config entry in the log, 0 when the membership comes from the base. */
   latestConfigIndex(): number {
     return this.configs.at(-1)?.index ?? 0;

@@ -221,6 +221,18 @@ describe("membership changes", () => {
     expect(a.core.membershipAt(a.core.status().commit).voters).toEqual(["b", "c"]);
   });
 
+  test("a new member copying the log from before it was added is named by no configuration it holds; a removed one is", () => {
+    const c = new TestCluster(["a", "b", "c"]);
+    const a = c.elect("a");
+    // d holds only the log from before its addition: it was not removed, it is not there yet.
+    const early = new RaftCore(options("d"), { hardState: { term: 1, vote: null, commit: 0 }, snapshot: null, entries: [configEntry(1, 1, { voters: ["a", "b", "c"], learners: [] })] });
+    expect(early.namedInMembership()).toBe(false);
+    a.core.proposeMembership({ kind: "remove", id: "c" }, 0);
+    settle(c);
+    expect(c.node("c").core.currentMembership().voters).not.toContain("c");
+    expect(c.node("c").core.namedInMembership()).toBe(true);
+  });
+
   test("a removed follower never campaigns and no longer receives entries", () => {
     const c = new TestCluster(["a", "b", "c"]);
     const a = c.elect("a");

@@ -5,13 +5,27 @@
 import { Elysia } from "elysia";
 import type { SvcNode } from "../node/index.ts";
 import { checkReadStatement, checkWriteStatement } from "../store/index.ts";
+import { isSvcError, SvcError } from "../util/errors.ts";
 import { jsonInt } from "../util/json64.ts";
 import { checkParamCount, parseExecuteBody, parseJsonText, parseQueryBody, parseRequestId, readBodyText } from "./body.ts";
 import { errorResponse, json } from "./errors.ts";
 import { fallbackRoutes, type RouteEntry } from "./fallback.ts";
-import { forwardToLeader, leaderToForwardTo } from "./forward.ts";
+import { forwardedHeader, forwardToLeader, leaderToForwardTo } from "./forward.ts";
 import { watchLeaderMoved } from "./leader-watch.ts";
 import { healthResponse } from "./health.ts";
+
+/**
+ * A removed node asked by a member that still took it for the leader answers that member
+ * NOT_LEADER (nothing was done), which it relays: its client should retry, not stop sending
+ * to the member it asked, as NOT_A_MEMBER would tell it.
+ */
+function forForwarder(e: unknown, request: Request, nodeId: string): unknown {
+  const by = request.headers.get(forwardedHeader);
+  if (by === null || !isSvcError(e, "NOT_A_MEMBER")) return e;
+  return new SvcError("NOT_LEADER", `${by} forwarded the request to ${nodeId}, which was removed from the cluster: it is not the leader, and did nothing with it`, {
+    hint: "retry shortly: the members elect a leader among themselves",
+  });
+}
 
 /** Whether a relayed answer is NOT_LEADER naming `nodeId` as the leader. */
 async function namesAsLeader(answer: { json(): Promise<unknown> }, nodeId: string): Promise<boolean> {
@@ -36,7 +50,7 @@ export function clientApp(node: SvcNode) {
       const leader = leaderToForwardTo(e, request);
       if (leader === null) {
         onError?.(e);
-        return errorResponse(e);
+        return errorResponse(forForwarder(e, request, nodeId));
       }
       let answer: Response;
       const watch = watchLeaderMoved(node, leader, 2 * node.config.raft.electionTimeoutMs);

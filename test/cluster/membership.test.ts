@@ -99,6 +99,14 @@ describe("membership", () => {
       expect(answer.error?.message).toContain("removed from the cluster");
       expect(answer.error?.hint).toContain("send requests to a member");
     }
+    // A member that still took it for the leader and forwarded a write there is told NOT_LEADER
+    // (nothing done; it relays that, and its client retries), not that the member it asked was removed.
+    const forwarded = await fetch(`${victim.clientUrl}/v1/execute`, {
+      method: "POST", headers: { "x-svc-forwarded-by": "node4" }, body: JSON.stringify({ statements: [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["at-removed"] }] }),
+    });
+    const relayed = (await forwarded.json()) as { error?: { code: string; message: string } };
+    expect({ status: forwarded.status, code: relayed.error?.code }).toEqual({ status: 503, code: "NOT_LEADER" });
+    expect(relayed.error?.message).toContain(`node4 forwarded the request to ${victim.nodeId}, which was removed from the cluster`);
     const operatorRead = await fetch(`${victim.adminUrl}/admin/query`, { method: "POST", body: JSON.stringify({ sql: "SELECT count(*) FROM t", consistency: "stale" }) });
     expect(operatorRead.status).toBe(200);
     expect(((await query(node4.clientUrl, "SELECT count(*) FROM t WHERE v = 'at-removed'"))[0]?.[0])).toBe(0);

@@ -151,6 +151,23 @@ describe("membership", () => {
     expect(answer.problem).toContain("no leader for");
   }, 120_000);
 
+  procTest("removing the leader: the command succeeds, it hands over as it steps down, and writes go on at the others", async (env) => {
+    const nodes = await startCluster(env, 3, fastRaft);
+    const leader = await waitForLeader(nodes);
+    await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"]);
+    const remove = await runBinary(["admin", "remove-node", "--node", leader.adminUrl, "--id", leader.nodeId], { deadlineMs: 30_000 });
+    expect(remove.stderr).toBe("");
+    expect(remove.exitCode).toBe(0);
+    const others = nodes.filter((n) => n !== leader);
+    const next = await waitForLeader(others);
+    // Handed over (timeout_now), not elected after an election timeout with no leader.
+    await waitFor("the removed leader to say whom it handed over to", () => leader.log().includes(`"successor":"${next.nodeId}"`) || leader.log().includes(`successor=${next.nodeId}`));
+    await execute(others[0]!.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["after"] }]);
+    const info = await getJson<ClusterInfo>(`${next.adminUrl}/admin/cluster-info`);
+    expect(info.members.map((m) => m.id).sort()).toEqual(others.map((n) => n.nodeId).sort());
+    await leader.kill9();
+  }, 60_000);
+
   procTest("a node whose configuration leaves out a member of the cluster says so, naming it and the fix", async (env) => {
     const nodes = await startCluster(env, 3, fastRaft);
     await waitForLeader(nodes);

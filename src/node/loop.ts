@@ -10,7 +10,7 @@
 // space is retried, and nothing after it — no message claiming its entries, no answer, no
 // advance — happens until it succeeds. Messages to and from peers: peer-messages.ts.
 
-import type { Entry, Membership, Ready, SnapshotMeta } from "../raft/index.ts";
+import type { Divergence, Entry, Membership, Ready, SnapshotMeta } from "../raft/index.ts";
 import { commitDelayMs, type CommitPolicy, type Store } from "../store/index.ts";
 import { isDiskFullError, type Timer } from "../io/index.ts";
 import { assert } from "../util/assert.ts";
@@ -204,6 +204,8 @@ export class EffectLoop {
   private processReady(): void {
     const { ctx } = this;
     if (ctx.stopped || ctx.fatalError !== null || this.syncInFlight || this.disk.stalled !== null) return;
+    const diverged = ctx.core.divergence();
+    if (diverged !== null) return ctx.fail(historyDiverged(diverged));
     try {
       while (ctx.core.hasReady()) {
         if (!this.runReady(ctx.core.ready(), "persist")) return;
@@ -488,4 +490,18 @@ export class EffectLoop {
     this.ctx.waiters.failAll(error);
     this.reads.failAll(error);
   }
+}
+
+/**
+ * Raft never replaces a committed entry: a leader whose entries differ from ones this node
+ * committed leads another history. The usual cause is a restore (SPEC §4.5) that a node was
+ * left out of (this one, or the leader: a node left out with a later term can win an election
+ * over the restored members); the other, data copied from another cluster under this one's id.
+ * The node stops rather than serve or vote with a history the cluster does not share, and
+ * changes nothing on disk.
+ */
+export function historyDiverged(d: Divergence): SvcError {
+  return new SvcError("HISTORY_DIVERGED", `the leader ${d.leader} (term ${d.term}) sends entries that differ from those this node committed at index ${d.index} (its commit index is ${d.commit}): this node and ${d.leader} hold different histories`, {
+    hint: `one of them was left out of a restore (SPEC §4.5), or holds data of another cluster. Find which holds the history to keep (\`svc admin verify-checksums --offline\`, the rows you expect); stop the other, remove the contents of its raft/ and store/ (or restore it as the others were) and start it, then start this node again. This node's data is left as it was`,
+  });
 }

@@ -135,6 +135,17 @@ export interface PeerProgress {
   readonly learner: boolean;
 }
 
+/** A leader's append that would replace entries this node committed: it is of another history. */
+export interface Divergence {
+  readonly leader: NodeId;
+  /** The leader's term. */
+  readonly term: number;
+  /** The first index at which the leader's entries differ from this node's. */
+  readonly index: number;
+  /** This node's commit index then. */
+  readonly commit: number;
+}
+
 export interface RaftStatus {
   readonly id: NodeId;
   readonly role: Role;

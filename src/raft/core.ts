@@ -8,6 +8,7 @@ import { assert, SvcError } from "../util/index.ts";
 import type { Logger } from "../util/index.ts";
 import { validateMessage } from "./_validate.ts";
 import type {
+  Divergence,
   LogFetch,
   MembershipChangeResult,
   PeerProgress,
@@ -100,6 +101,11 @@ export class RaftCore {
   private applyingIndex: number;
   private outstanding: Ready | null = null;
   private readonly dropped = new Map<string, number>();
+  /**
+   * The first append from a leader whose entries differ from ones this node committed: two
+   * histories met (Raft never replaces a committed entry). Null while none came.
+   */
+  private divergedAt: Divergence | null = null;
 
   constructor(opts: RaftOptions, state: RaftState) {
     assert(opts.id.length > 0, "node id is non-empty");
@@ -585,6 +591,14 @@ export class RaftCore {
 
   private handleAppend(m: AppendMessage): void {
     const log = this.log;
+    // Entries at or below the commit index match any leader's (Leader Completeness): one that
+    // differs is of another history (see divergedAt), and nothing of the append is taken.
+    const differing = this.committedEntryDiffering(m);
+    if (differing !== null) {
+      this.logger.error("leader's entries conflict with committed ones", { conflict: differing, commit: log.commit, from: m.from });
+      this.divergedAt ??= { leader: m.from, term: m.term, index: differing, commit: log.commit };
+      return this.drop(m, "conflict_below_commit");
+    }
     if (m.prevIndex < log.commit) {
       if (this.tracing) this.logger.trace("append starts below the commit index: acknowledged up to it", { from: m.from, prevIndex: m.prevIndex, commit: log.commit });
       // Everything up to commit already matches the leader's log.
@@ -611,6 +625,7 @@ export class RaftCore {
     if (conflict !== 0) {
       if (conflict <= log.commit) {
         this.logger.error("leader's entries conflict with committed ones", { conflict, commit: log.commit, from: m.from });
+        this.divergedAt ??= { leader: m.from, term: m.term, index: conflict, commit: log.commit };
         return this.drop(m, "conflict_below_commit");
       }
       const fresh = m.entries.slice(conflict - m.prevIndex - 1);
@@ -626,6 +641,21 @@ export class RaftCore {
     }
     this.commitTo(Math.min(m.commit, lastNewIndex));
     this.respondAppend(m.from, false, lastNewIndex);
+  }
+
+  /** The first index at or below commit where `m` (its previous entry, or one it carries) differs from this log; null: none. */
+  private committedEntryDiffering(m: AppendMessage): number | null {
+    const commit = this.log.commit;
+    if (m.prevIndex <= commit) {
+      const held = this.log.term(m.prevIndex);
+      if (held !== undefined && held !== m.prevTerm) return m.prevIndex;
+    }
+    for (const e of m.entries) {
+      if (e.index > commit) break;
+      const held = this.log.term(e.index);
+      if (held !== undefined && held !== e.term) return e.index;
+    }
+    return null;
   }
 
   private respondAppend(to: NodeId, reject: boolean, index: number): void {
@@ -1201,6 +1231,11 @@ export class RaftCore {
   }
 
   // ─── status ──────────────────────────────────────────────────────────────────────────
+
+  /** A leader sent entries that differ from ones this node committed (see divergedAt); null: never. */
+  divergence(): Divergence | null {
+    return this.divergedAt;
+  }
 
   /** The current term, without building a status (asked on every write). */
   currentTerm(): number {

@@ -14,6 +14,7 @@ export type {
   NotLeader,
   PeerProgress,
   RaftStatus,
+  Divergence,
 } from "./api.ts";
 export type {
   Message,

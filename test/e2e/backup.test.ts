@@ -219,6 +219,63 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     for (const n of nodes) expect(fs.readdirSync(join(n.dataDir, "raft")).some((d) => d.startsWith("pre-restore-"))).toBe(true);
   }, 240_000);
 
+  procTest("a node left out of a restore holds another history: the two never mix; a member that meets the other history stops, saying so, and no acknowledged write is lost", async (env) => {
+    const { nodes, leader, etcDir } = await clusterWithRows(env);
+    const [first, second, stray] = nodes as [NodeProcess, NodeProcess, NodeProcess];
+    const made = await fullBackup(leader, join(env.dir, "backups"), etcDir, ["--lease", "3s"]);
+    // The history goes on past the backup, through leadership changes (its term grows).
+    let current = leader;
+    for (const to of [first, second, stray, first]) {
+      if (to !== current) {
+        const moved = await svc(["admin", "transfer-leader", "--node", current.adminUrl, "--to", to.nodeId]);
+        expect(moved.exitCode).toBe(0);
+        current = to;
+      }
+      await expectWritesTaken(current, 500 + Number(to.nodeId.slice(-1)));
+    }
+    for (const n of nodes) expect(await n.stop()).toBe(0);
+    // SPEC §4.5 on two of the three nodes: the third is left out, with its later, longer history.
+    const extracted = join(env.dir, "extracted");
+    fs.mkdirSync(extracted);
+    await tar.x({ file: made.archive, cwd: extracted });
+    for (const n of [first, second]) {
+      fs.cpSync(join(extracted, "raft"), join(n.dataDir, "raft"), { recursive: true, force: true });
+      fs.cpSync(join(extracted, "store"), join(n.dataDir, "store"), { recursive: true, force: true });
+      n.spawn();
+    }
+    const restoredLeader = await waitForLeader([first, second], 60_000);
+    await expectWritesTaken(restoredLeader, 1001);
+    for (let id = 1002; id <= 1010; id++) await execute(restoredLeader.clientUrl, [{ sql: "INSERT INTO t (id, v) VALUES (?, ?)", params: [id, value(id)] }]);
+    await waitFor("both restored members applied the acknowledged writes", async () => (await Promise.all([first, second].map(totalEntries))).every((t) => t === rowsBefore + 10), { deadlineMs: 30_000 });
+    // The left-out node meets one restored member: whichever leads, the member holding the other
+    // history stops, naming the leader and the way out; none serves the other history's rows.
+    expect(await first.stop()).toBe(0);
+    stray.spawn();
+    const stopped = await waitFor("a member to stop on meeting the other history", async () => {
+      for (const n of [second, stray]) if (n.log().includes("hold different histories")) return n;
+      return false;
+    }, { deadlineMs: 60_000, intervalMs: 100 });
+    expect(await stopped.waitExit(30_000)).not.toBe(0);
+    expect(stopped.log()).toContain("hold different histories");
+    expect(stopped.log()).toContain("left out of a restore");
+    const other = stopped === second ? stray : second;
+    const read = await fetch(`${other.clientUrl}/v1/query`, { method: "POST", body: JSON.stringify({ sql: "SELECT count(*) FROM t WHERE id > 1000" }), signal: AbortSignal.timeout(20_000) }).catch(() => null);
+    if (read?.status === 200) expect(((await read.json()) as { rows: unknown[][] }).rows[0]?.[0]).toBe(10);
+    // The way out the message gives: the left-out node emptied (raft/ and store/), all started.
+    await Promise.all([second, stray].map((n) => n.kill9()));
+    for (const dir of ["raft", "store"]) {
+      for (const name of fs.readdirSync(join(stray.dataDir, dir))) fs.rmSync(join(stray.dataDir, dir, name), { recursive: true, force: true });
+    }
+    for (const n of nodes) n.spawn();
+    await waitForLeader(nodes, 60_000);
+    for (const n of nodes) {
+      await waitFor(`${n.nodeId} to hold the restored history with its acknowledged writes`, async () => {
+        const rows = await query(n.clientUrl, "SELECT count(*), sum(id > 1000), sum(id BETWEEN 500 AND 999) FROM t").catch(() => null);
+        return rows !== null && JSON.stringify(rows[0]) === JSON.stringify([rowsBefore + 10, 10, 0]);
+      }, { deadlineMs: 60_000 });
+    }
+  }, 240_000);
+
   procTest("SPEC §4.4's full backup made by hand and restored as §4.5 writes it: the members lost their logs and wait; init-cluster --bootstrap on each then makes them one cluster with the data, taking writes", async (env) => {
     const { nodes, leader, etcDir } = await clusterWithRows(env);
     // §4.4 by hand: pause (no lease), snapshot, wait, tar the snapshot directory, the store and etc, resume.

@@ -74,14 +74,35 @@ describe("follower append", () => {
     expect(b.status().lastIndex).toBe(4);
   });
 
-  test("entries that conflict at or below the commit index are dropped and counted, never applied", () => {
+  test("entries that conflict at or below the commit index are dropped and counted, never applied, and the node learns it diverged", () => {
     const b = node("b", [1, 1], 3);
     drain(b);
-    b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 1, prevTerm: 1, commit: 1, entries: [entry(2, 4)] });
-    expect(b.status().lastTerm).toBe(1);
-    expect(b.status().droppedMessages["conflict_below_commit"]).toBeUndefined(); // prevIndex < commit: acknowledged as commit
     b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 3, prevTerm: 1, commit: 1, entries: [] });
     expect(b.status().lastIndex).toBe(3);
+    expect(b.divergence()).toBeNull();
+    b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex: 1, prevTerm: 1, commit: 1, entries: [entry(2, 4)] });
+    expect(b.status().lastTerm).toBe(1);
+    expect(b.status().droppedMessages["conflict_below_commit"]).toBe(1);
+    expect(b.divergence()).toEqual({ leader: "a", term: 5, index: 2, commit: 3 });
+  });
+
+  test("a leader whose entry at or below this node's commit index has another term is of another history, however it probes", () => {
+    // A probe below the commit index used to be acknowledged as the commit index, and one at it
+    // rejected with a hint: the leader then probed for ever, and nothing said why.
+    for (const [prevIndex, prevTerm] of [[2, 4], [3, 4]] as const) {
+      const b = node("b", [1, 1], 3);
+      drain(b);
+      b.step({ type: "append", from: "a", to: "b", term: 5, prevIndex, prevTerm, commit: 3, entries: [] });
+      expect(b.divergence()).toEqual({ leader: "a", term: 5, index: prevIndex, commit: 3 });
+      expect(b.status().lastIndex).toBe(3);
+      expect(b.hasReady() ? b.ready().messages : []).toEqual([]);
+    }
+    // Past the commit index, a differing entry is only uncommitted: replaced, as Raft does.
+    const c = node("c", [1, 1], 2);
+    drain(c);
+    c.step({ type: "append", from: "a", to: "c", term: 5, prevIndex: 2, prevTerm: 1, commit: 2, entries: [entry(3, 4)] });
+    expect(c.divergence()).toBeNull();
+    expect(c.status().lastTerm).toBe(4);
   });
 
   test("follower commit follows the leader's but never past the last entry the append matched", () => {

@@ -167,6 +167,9 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     let stoppedBefore: Entry | null = null;
     let lastProgressMs = 0;
     let restoreTerm = 0;
+    // Terms never go down along a log: an entry in a term below the one before it (the
+    // snapshot's, first) is of another history than the snapshot.
+    let termBefore = { term: meta.term, of: `the snapshot ${snapshot.dir} (index ${meta.index})` };
     const restoreOwn: Entry[] = [];
     const progress = (): void => {
       options.onProgress?.({ entries: written, lastIndex, reachedMs, elapsedMs: performance.now() - startedMs });
@@ -189,6 +192,13 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
             stoppedBefore = e;
             break;
           }
+          if (e.term < termBefore.term) {
+            throw new SvcError("ARCHIVE_CONFLICT", `the archived entry ${e.index} is in term ${e.term}, below the term ${termBefore.term} of ${termBefore.of}: the snapshot and the WAL archive ${options.source.location} are of different histories; nothing was changed`, {
+              hint: "a snapshot of a cluster restored from a backup or to a point in time goes with the archive that cluster wrote, not with the one of the history it replaced: " +
+                "give --wal-dir the archive of the snapshot's history, or use a snapshot taken from the history this archive holds",
+            });
+          }
+          termBefore = { term: e.term, of: `entry ${e.index}` };
           batch.push(e);
           if (e.timestampMs > 0) reachedMs = e.timestampMs;
           const set = pauseSetBy(e);

@@ -191,6 +191,17 @@ describe("wal-replay", () => {
     })())).toEqual(replayedThrough(11, 19));
   });
 
+  test("a snapshot of a later history (a higher term) with the archive of an earlier one is refused before anything is changed", async () => {
+    // A restored cluster's snapshot (term 12) and the archive of the history it replaced (term 1):
+    // the entries after the snapshot's index are not the snapshot's.
+    const dataDir = nodeWithSnapshot(10, 12);
+    const e = await refusal(dataDir, () => replay(dataDir, archive([[1, 40]]), at(35)));
+    expect(e.code).toBe("ARCHIVE_CONFLICT");
+    expect(e.message).toContain("the archived entry 11 is in term 1, below the term 12 of the snapshot");
+    expect(e.message).toContain("different histories");
+    expect(e.hint).toContain("--wal-dir");
+  });
+
   test("an archive that starts after the snapshot is a gap", async () => {
     const dataDir = nodeWithSnapshot(10);
     const e = await refusal(dataDir, () => replay(dataDir, archive([[15, 40]]), at(35)));

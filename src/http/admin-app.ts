@@ -202,6 +202,7 @@ function walArchiveJson(a: ReturnType<SvcNode["status"]>["walArchive"]): Record<
     last_archived_at: iso(a.lastArchivedAtMs),
     last_failure_at: iso(a.lastFailureAtMs),
     last_error: a.lastError,
+    failing_since: iso(a.failingSinceMs),
     failures: a.failures,
     segments_waiting: a.segmentsWaiting,
   };

@@ -36,6 +36,8 @@ export interface WalArchiveStatus {
   lastArchivedAtMs: number | null;
   lastFailureAtMs: number | null;
   lastError: string | null;
+  /** When the failures going on now began (the first since the last success); null while none is. */
+  failingSinceMs: number | null;
   failures: number;
   segmentsWaiting: number;
 }

@@ -64,7 +64,7 @@ export class WalArchiver implements WalArchivePart {
 
   constructor(private readonly ctx: NodeContext, private readonly io: WalArchiveIo, private readonly propose: (data: Uint8Array) => void) {
     this.status = {
-      enabled: true, archivedThrough: 0, lastArchivedSegment: null, lastArchivedAtMs: null, lastFailureAtMs: null, lastError: null, failures: 0, segmentsWaiting: 0,
+      enabled: true, archivedThrough: 0, lastArchivedSegment: null, lastArchivedAtMs: null, lastFailureAtMs: null, lastError: null, failingSinceMs: null, failures: 0, segmentsWaiting: 0,
     };
     const r = ctx.metrics.registry;
     this.lastIndexGauge = r.gauge("tensor_chain_wal_archive_last_archived_index", "Last index of the newest segment this node archived");
@@ -198,6 +198,7 @@ export class WalArchiver implements WalArchivePart {
     this.status.lastArchivedSegment = name;
     this.status.lastArchivedAtMs = at;
     this.status.lastError = null;
+    this.status.failingSinceMs = null;
     this.lastIndexGauge.set(lastIndex);
     this.retryDelayMs = retryDelayMsMin;
     this.nextAttemptAtMs = 0;
@@ -216,6 +217,7 @@ export class WalArchiver implements WalArchivePart {
     const { ctx } = this;
     this.status.failures++;
     this.status.lastFailureAtMs = ctx.clock.nowMs();
+    this.status.failingSinceMs ??= this.status.lastFailureAtMs;
     this.status.lastError = message;
     this.failuresTotal.inc();
     const since = this.sinceCut;

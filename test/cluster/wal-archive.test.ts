@@ -140,6 +140,16 @@ describe("WAL archiving on three nodes", () => {
         fs.writeFileSync(flag, "");
         let leader = await cluster.waitLeader();
         await waitFor("archive failures to be counted", async () => (await metric(leader.adminUrl, "tensor_chain_wal_archive_failures_total")) > 0, { deadlineMs: 20_000 });
+        // cluster-status calls it a problem (exit 1), and the failing began at the first failure.
+        type Archiving = { wal_archive: { failing_since: string | null; last_failure_at: string | null; failures: number } };
+        const first = ((await (await fetch(`${leader.adminUrl}/admin/stats`)).json()) as Archiving).wal_archive;
+        await waitFor("a second archive failure", async () => (await metric(leader.adminUrl, "tensor_chain_wal_archive_failures_total")) > first.failures, { deadlineMs: 20_000 });
+        const later = ((await (await fetch(`${leader.adminUrl}/admin/stats`)).json()) as Archiving).wal_archive;
+        expect(later.failing_since).toBe(first.failing_since);
+        expect(Date.parse(later.last_failure_at ?? "")).toBeGreaterThan(Date.parse(later.failing_since ?? ""));
+        const status = await runBinary(["admin", "cluster-status", "--node", leader.adminUrl], { deadlineMs: 30_000 });
+        expect(status.exitCode).toBe(1);
+        expect(status.stdout).toContain(`PROBLEM: WAL archiving on ${leader.nodeId} is failing since ${first.failing_since}`);
         await load.untilAcked(500);
         expect((await postJson(`${leader.adminUrl}/admin/snapshot?wait=true`, {})).status).toBe(200);
         expect(leader.log()).toContain("archive destination refused");

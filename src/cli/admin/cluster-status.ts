@@ -16,9 +16,17 @@ export const clusterStatusCommand = defineCommand({
   async run({ args }) {
     const base = nodeUrl(args);
     const status = (await callNode(base, "GET", "/admin/gossip")) as GossipStatusJson;
-    const report = gossipReport(status);
+    const gossip = gossipReport(status);
     // Only the leader archives WAL; ask it (its admin address comes through gossip), else this node.
-    const wal = await walArchive(base, report.leader === null ? null : (status.gossip?.members.find((m) => m.id === report.leader)?.facts?.admin ?? null));
+    const wal = await walArchive(base, gossip.leader === null ? null : (status.gossip?.members.find((m) => m.id === gossip.leader)?.facts?.admin ?? null));
+    // Archiving that fails is a problem: segments pile up unarchived, and point-in-time restore
+    // cannot reach past what was archived.
+    const failing = wal?.json?.last_error ?? null;
+    const report = failing === null ? gossip : {
+      ...gossip,
+      problems: [...gossip.problems, `WAL archiving on ${wal?.from} is failing since ${wal?.json?.failing_since ?? wal?.json?.last_failure_at}: ${failing}`],
+      healthy: false,
+    };
     if (args.json) {
       printJson({ ...gossipReportJson(report), wal_archive: wal?.json ?? null });
     } else {

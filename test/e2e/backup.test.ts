@@ -138,6 +138,11 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
 
     const verified = await svc(["admin", "backup", "verify", made.archive]);
     expect(verified.exitCode).toBe(0);
+    // The off-site copy between two given places needs no configuration file.
+    const offsite = join(env.dir, "offsite");
+    const copied = await svc(["admin", "backup", "offsite", "--from", backups, "--to", offsite]);
+    expect({ exitCode: copied.exitCode, stderr: copied.stderr }).toEqual({ exitCode: 0, stderr: "" });
+    expect(fs.existsSync(join(offsite, "latest.tar.gz"))).toBe(true);
     expect(verified.stdout).toContain(": ok,");
     // A cut archive fails verify with exit 1; a timer on a follower skips, successfully.
     const cut = join(env.dir, "cut.tar.gz");

@@ -262,9 +262,13 @@ const offsiteCommand = defineCommand({
     retain: { type: "string", description: "Remove off-site dated copies older than this (default: [backup] offsite_retain_days)", valueHint: "DURATION" },
   },
   async run({ args }) {
-    const { config, api } = setup(args);
-    const from = args.from ?? config.backup?.dir ?? "";
-    const to = args.to ?? config.backup?.offsite ?? "";
+    // Both places given, no leader to ask and no configuration named: none is needed (the
+    // default file may well be absent on the host that copies).
+    const standalone = args.from !== undefined && args.to !== undefined && args["if-leader"] !== true && args.config === undefined &&
+      !fs.existsSync(defaultConfigPath());
+    const { config, api } = standalone ? { config: null, api: null } : setup(args);
+    const from = args.from ?? config?.backup?.dir ?? "";
+    const to = args.to ?? config?.backup?.offsite ?? "";
     if (from === "" || to === "") {
       if (args["if-leader"] === true) {
         if (args.json) printJson({ status: "skipped", reason: "[backup] dir or offsite is not set" });
@@ -273,12 +277,12 @@ const offsiteCommand = defineCommand({
       }
       throw usageError("pass --from and --to, or set dir and offsite in the [backup] table of the configuration");
     }
-    if (await skipUnlessLeader(args, api, "off-site")) return;
-    const retainMs = durationArg(args.retain, "retain", config.backup?.offsiteRetainMs ?? null);
+    if (api !== null && (await skipUnlessLeader(args, api, "off-site"))) return;
+    const retainMs = durationArg(args.retain, "retain", config?.backup?.offsiteRetainMs ?? null);
     const source = openDestination(from);
     const newest = await newestFullBackup(source);
     if (newest === null) throw new CliExit(ExitCode.failure, `no svc-backup-<YYYYMMDD>.tar.gz in ${from}\n  → run \`svc admin backup full\` first`);
-    const tempDir = fs.mkdtempSync(`${config.dataDir}/.offsite-`);
+    const tempDir = fs.mkdtempSync(config === null ? join(tmpdir(), "svc-offsite-") : `${config.dataDir}/.offsite-`);
     try {
       // A local backup is read where it is; one in an object store is fetched first.
       const local = isObjectUrl(from) ? `${tempDir}/${newest}` : resolve(from, newest);

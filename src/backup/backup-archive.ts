@@ -17,7 +17,14 @@ import { createHash } from "node:crypto";
 import { dirname, join, relative } from "node:path";
 import * as tar from "tar";
 import { fsyncPath } from "../io/durable-file.ts";
+import { removeFilesOfDeadProcesses } from "../storage/replay-leftovers.ts";
 import { SvcError } from "../util/errors.ts";
+
+/**
+ * An archive being written: `<name>.partial-<pid>`, renamed once whole. One a backup killed -9
+ * left is removed by the next backup that writes to the same place.
+ */
+export const partialPattern = /\.partial-(\d+)$/;
 
 export const manifestName = "MANIFEST.sha256";
 export const metadataName = "metadata.json";
@@ -87,6 +94,7 @@ export async function writeArchive(
   }
   fs.writeFileSync(join(stagingDir, manifestName), `${lines.join("\n")}\n`);
   fs.mkdirSync(dirname(outPath), { recursive: true });
+  removeFilesOfDeadProcesses(dirname(outPath), partialPattern);
   const temp = `${outPath}.partial-${process.pid}`;
   try {
     // The manifest first: a reader meets it before the files it lists.

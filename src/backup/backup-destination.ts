@@ -7,7 +7,8 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { fsyncPath } from "../io/durable-file.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
-import { fullBackupDateMs } from "./backup-archive.ts";
+import { removeFilesOfDeadProcesses } from "../storage/replay-leftovers.ts";
+import { fullBackupDateMs, partialPattern } from "./backup-archive.ts";
 import { ObjectStore, isObjectUrl } from "./s3.ts";
 
 export interface Destination {
@@ -40,6 +41,7 @@ export function openDestination(url: string, env: Readonly<Record<string, string
       fs.mkdirSync(dir, { recursive: true });
       const target = join(dir, name);
       if (fs.realpathSync(localPath) === join(fs.realpathSync(dir), name)) return;
+      removeFilesOfDeadProcesses(dir, partialPattern);
       const temp = `${target}.partial-${process.pid}`;
       fs.copyFileSync(localPath, temp);
       fsyncPath(temp);

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import type { Entry, HardState, Membership, SnapshotMeta } from "../raft/types.ts";
 import {
-  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readEntriesLost, readHardState, removeReplayLeftovers, snapshotStateFile,
+  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readEntriesLost, readHardState, removeAtomicWriteLeftovers, removeReplayLeftovers, snapshotStateFile,
   type DataPaths, type SnapshotEntry, type StoredHardState,
 } from "../storage/index.ts";
 import { Store, setAsideCopies } from "../store/index.ts";
@@ -114,6 +114,9 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   // The new WAL of a wal-replay killed before it finished: nothing reads it, and it is big.
   for (const { path, pid } of removeReplayLeftovers(paths.raftDir)) {
     logger.warn("recovery: removed the unfinished work of a wal-replay that did not finish", { path, pid });
+  }
+  for (const path of [paths.dataDir, paths.raftDir].flatMap(removeAtomicWriteLeftovers)) {
+    logger.info("recovery: removed a temp file an interrupted write left (the file it was to replace is intact)", { path });
   }
   const savedHardState = readHardState(paths.hardStatePath);
   let hardState = savedHardState ?? initialHardState;

@@ -22,5 +22,5 @@ export {
   archiveSegmentName, parseArchiveSegmentName, encodeArchiveSegment, scanArchiveSegment, checkArchiveSegment, archivedEntries, checkArchiveFile, archiveFileEntries, readWalRange,
   type ArchivedRange, type ArchiveScan, type ArchiveCheck, type WalRangeRead,
 } from "./wal-archive.ts";
-export { removeReplayLeftovers } from "./replay-leftovers.ts";
+export { removeAtomicWriteLeftovers, removeFilesOfDeadProcesses, removeReplayLeftovers } from "./replay-leftovers.ts";
 export { ensureMemberMark, readMemberMark } from "./member-mark.ts";

@@ -26,6 +26,41 @@ export function removeReplayLeftovers(raftDir: string): { path: string; pid: num
   return removed;
 }
 
+/** What writeFileAtomic writes before its rename: `<name>.tmp-<pid>`. */
+const atomicTempPattern = /^.+\.tmp-(\d+)$/;
+
+/**
+ * Remove the temp files of atomic writes (hard state, checkpoint, marks) that processes no
+ * longer running left in `dir` when killed between the write and the rename; returns them.
+ * The file they were to replace is intact: it was never renamed over.
+ */
+export function removeAtomicWriteLeftovers(dir: string): string[] {
+  return removeFilesOfDeadProcesses(dir, atomicTempPattern);
+}
+
+/**
+ * Remove the files in `dir` whose names match `pattern`, its first group the pid of the process
+ * that wrote them, when that process no longer runs; returns them.
+ */
+export function removeFilesOfDeadProcesses(dir: string, pattern: RegExp): string[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const pid = Number(pattern.exec(name)?.[1] ?? Number.NaN);
+    if (!Number.isSafeInteger(pid) || pid === process.pid || processAlive(pid)) continue;
+    const path = join(dir, name);
+    if (!fs.statSync(path, { throwIfNoEntry: false })?.isFile()) continue;
+    fs.rmSync(path, { force: true });
+    removed.push(path);
+  }
+  return removed;
+}
+
 function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);

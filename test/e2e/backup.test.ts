@@ -127,7 +127,11 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     // A stale dated backup goes with --retain; other files stay.
     fs.writeFileSync(join(backups, "svc-backup-20000101.tar.gz"), "old");
     fs.writeFileSync(join(backups, "notes.txt"), "kept");
+    // What a backup killed -9 while writing its archive leaves (a pid no process has): removed.
+    const partial = join(backups, `${made.archive.split("/").at(-1)}.partial-${2 ** 22 + 7}`);
+    fs.writeFileSync(partial, "");
     await fullBackup(follower, backups, etcDir, ["--retain", "30d", "--lease", "3s"]);
+    expect(fs.existsSync(partial)).toBe(false);
     expect(fs.existsSync(join(backups, "svc-backup-20000101.tar.gz"))).toBe(false);
     expect(fs.existsSync(join(backups, "notes.txt"))).toBe(true);
     // Writes were resumed; rows written after the backup are not in it, nor the images every

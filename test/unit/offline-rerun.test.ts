@@ -155,6 +155,23 @@ describe("init-cluster", () => {
   });
 });
 
+describe("a process killed between an atomic write and its rename", () => {
+  test("leaves <file>.tmp-<pid>, which the next start removes; the file it was to replace is intact", async () => {
+    const dataDir = initialized();
+    const hardState = fs.readFileSync(join(dataDir, "raft", "hardstate"));
+    const leftovers = [join(dataDir, "raft", `hardstate.tmp-${deadPid()}`), join(dataDir, `MEMBER.tmp-${deadPid()}`)];
+    for (const path of leftovers) fs.writeFileSync(path, "half");
+    const ours = join(dataDir, "raft", `checkpoint.tmp-${process.pid}`); // a live process's: kept
+    fs.writeFileSync(ours, "mine");
+    const state = await loadState(dataPaths(dataDir), configOf(dataDir), silentLogger);
+    state.wal.close();
+    state.store.close();
+    for (const path of leftovers) expect(fs.existsSync(path)).toBe(false);
+    expect(fs.existsSync(ours)).toBe(true);
+    expect(fs.readFileSync(join(dataDir, "raft", "hardstate"))).toEqual(hardState);
+  });
+});
+
 describe("a wal-replay killed before it finished", () => {
   test("leaves raft/wal.replay-<pid>/, which the next start removes", async () => {
     const dataDir = initialized();

@@ -218,6 +218,11 @@ export class SvcNode {
     return this.ctx.leaderlessMs();
   }
 
+  /** The node lost log entries it held and waits, not voting, for a leader to give them back (see NodeContext.lostLog). */
+  get lostLog(): boolean {
+    return this.ctx.lostLog;
+  }
+
   /** Removed from the cluster (see NodeContext.removed). */
   get removed(): boolean {
     return this.ctx.removed;

@@ -296,7 +296,8 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     expect((await svc(["admin", "resume-writes", "--node", leader.adminUrl])).exitCode).toBe(0);
     await writeRows(leader, rowsBefore + 1, rowsBefore + 10);
 
-    // §4.5: stop, copy raft and store back (over emptied directories), start.
+    // §4.5: stop, copy raft and store back (over emptied directories: a raft/ that keeps its own
+    // WAL replays it over the archive's store, which undoes the restore), start.
     for (const n of nodes) expect(await n.stop()).toBe(0);
     for (const n of nodes) {
       fs.rmSync(join(n.dataDir, "raft"), { recursive: true, force: true });
@@ -310,6 +311,14 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     }
     const waiting = await getJson<{ recovery: string }>(`${nodes[0]?.adminUrl}/health`).catch(() => null);
     expect(waiting?.recovery).not.toBe("healthy");
+    // /health says why and what to do (not that the node reaches no majority: all are up).
+    const said = await waitFor("/health to say the node lost its log and how out", async () => {
+      const r = await fetch(`${nodes[0]?.adminUrl}/health`);
+      const body = (await r.json()) as { problem?: string };
+      return r.status === 503 && body.problem !== undefined ? body.problem : false;
+    }, { deadlineMs: 30_000 });
+    expect(said).toContain("lost log entries");
+    expect(said).toContain("init-cluster --bootstrap");
 
     for (const n of nodes) expect(await n.stop()).toBe(0);
     for (const n of nodes) {

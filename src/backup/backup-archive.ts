@@ -22,9 +22,12 @@ import { SvcError } from "../util/errors.ts";
 
 /**
  * An archive being written: `<name>.partial-<pid>`, renamed once whole. One a backup killed -9
- * left is removed by the next backup that writes to the same place.
+ * left is removed by the next backup that writes to the same place, once it is an hour old: the
+ * place may be shared (a network mount) with a backup running on another host, whose pid says
+ * nothing here.
  */
-export const partialPattern = /\.partial-(\d+)$/;
+export const partialPattern = /^(?:svc-backup-\d{8}|latest)\.tar\.gz\.partial-(\d+)$/;
+export const partialAgeMs = 3_600_000;
 
 export const manifestName = "MANIFEST.sha256";
 export const metadataName = "metadata.json";
@@ -94,7 +97,7 @@ export async function writeArchive(
   }
   fs.writeFileSync(join(stagingDir, manifestName), `${lines.join("\n")}\n`);
   fs.mkdirSync(dirname(outPath), { recursive: true });
-  removeFilesOfDeadProcesses(dirname(outPath), partialPattern);
+  removeFilesOfDeadProcesses(dirname(outPath), partialPattern, partialAgeMs);
   const temp = `${outPath}.partial-${process.pid}`;
   try {
     // The manifest first: a reader meets it before the files it lists.

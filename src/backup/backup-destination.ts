@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { fsyncPath } from "../io/durable-file.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { removeFilesOfDeadProcesses } from "../storage/replay-leftovers.ts";
-import { fullBackupDateMs, partialPattern } from "./backup-archive.ts";
+import { fullBackupDateMs, partialAgeMs, partialPattern } from "./backup-archive.ts";
 import { ObjectStore, isObjectUrl } from "./s3.ts";
 
 export interface Destination {
@@ -41,7 +41,7 @@ export function openDestination(url: string, env: Readonly<Record<string, string
       fs.mkdirSync(dir, { recursive: true });
       const target = join(dir, name);
       if (fs.realpathSync(localPath) === join(fs.realpathSync(dir), name)) return;
-      removeFilesOfDeadProcesses(dir, partialPattern);
+      removeFilesOfDeadProcesses(dir, partialPattern, partialAgeMs);
       const temp = `${target}.partial-${process.pid}`;
       fs.copyFileSync(localPath, temp);
       fsyncPath(temp);

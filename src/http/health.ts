@@ -19,7 +19,8 @@ export function healthResponse(node: SvcNode): Response {
     ? "this node was removed from the cluster: stop it (its data is no longer replicated), or add it back with `svc admin add-node` on an empty data directory"
     : noLeader && node.lostLog
       ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node lost log entries and does not vote until a leader gives them back; ` +
-        "if every member was restored from the same snapshot copied by hand (no raft/RESTORED), none can: stop them all, run `svc admin init-cluster --bootstrap` on each, start them"
+        "check that a majority of the other voters is up and reaches it (`svc admin cluster-status`). Only if every member was restored from the same snapshot " +
+        "copied by hand (no raft/RESTORED) can none of them lead: then stop them all, run `svc admin init-cluster --bootstrap` on each, and start them"
       : noLeader
         ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node reaches no majority of the voters (check the others with \`svc admin cluster-status\`)`
         : null;

@@ -30,7 +30,7 @@ export const stallTimeoutMs = 15_000;
  * chunks in flight were lost with a connection (the follower restarted, or the link dropped
  * and came back), and the follower acknowledges only the chunks it gets.
  */
-export const resendAfterMs = 1_000;
+export const resendAfterMs = 2_000;
 /**
  * While a received image is flushed, hashed and staged (seconds for a large one, written back
  * at a bounded rate), the follower tells the leader it is still there this often.

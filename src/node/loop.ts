@@ -502,6 +502,7 @@ export class EffectLoop {
  */
 export function historyDiverged(d: Divergence): SvcError {
   return new SvcError("HISTORY_DIVERGED", `the leader ${d.leader} (term ${d.term}) sends entries that differ from those this node committed at index ${d.index} (its commit index is ${d.commit}): this node and ${d.leader} hold different histories`, {
-    hint: `one of them was left out of a restore (SPEC §4.5), or holds data of another cluster. Find which holds the history to keep (\`svc admin verify-checksums --offline\`, the rows you expect); stop the other, remove the contents of its raft/ and store/ (or restore it as the others were) and start it, then start this node again. This node's data is left as it was`,
+    hint: `one of them was left out of a restore (SPEC §4.5), or holds data of another cluster. Find which holds the history to keep (the rows you expect: a stopped node's store/state.db opens read-only in sqlite3); ` +
+      "stop the node that holds the other one, remove the contents of its raft/ and store/ (or restore it as the others were) and start it, then start the rest. This node's data is left as it was",
   });
 }

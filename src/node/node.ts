@@ -304,11 +304,12 @@ export class SvcNode {
     const { ctx } = this;
     const { requestId } = options;
     ctx.checkServing();
-    ctx.checkMember();
     for (const s of statements) checkWriteStatement(s.sql);
-    // A retry of a write that was applied gets its answer, even while writes are paused.
+    // A retry of a write that was applied gets its answer, even while writes are paused, and
+    // on a node removed since.
     const known = requestId === undefined ? null : this.writeGate.remembered(requestId, statements);
     if (known !== null) return executeOutcome(known.applyResult, known.index);
+    ctx.checkMember();
     ctx.checkWritable();
     if (writesPausedAt(ctx.store.meta, ctx.clock.nowMs())) {
       throw new SvcError("WRITES_PAUSED", "writes are paused on this cluster", { hint: "run `svc admin resume-writes` when the backup is done" });

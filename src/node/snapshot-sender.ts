@@ -39,8 +39,12 @@ interface OutgoingStream {
   lastProgressMs: number;
   /** When the acknowledged bytes last moved, or the stream was last sent again (see resendAfterMs). */
   lastAdvanceMs: number;
-  /** The offset the stream was last sent again from, on an acknowledgement that did not advance (null: none since it advanced). */
-  rewoundTo: number | null;
+  /**
+   * When it was last sent again. At most once per resendAfterMs: on a slow link the chunks of a
+   * window sent again arrive after the first, each answered with what the follower already
+   * acknowledged, and rewinding on each would send every window twice.
+   */
+  lastRewindMs: number;
 }
 
 /** The leader's side: one stream per follower at a time. */
@@ -87,7 +91,7 @@ export class SnapshotSender {
       ackedBytes: 0,
       lastProgressMs: this.nowMs(),
       lastAdvanceMs: this.nowMs(),
-      rewoundTo: null,
+      lastRewindMs: Number.NEGATIVE_INFINITY,
     };
     this.streams.set(m.to, stream);
     this.metrics.inProgress.set(this.streams.size);
@@ -125,13 +129,12 @@ export class SnapshotSender {
     // The follower says what it holds: continue from there (a resumed or repaired stream).
     if (ack.receivedBytes > stream.ackedBytes) {
       stream.lastAdvanceMs = stream.lastProgressMs;
-      stream.rewoundTo = null;
-    } else if (ack.receivedBytes < stream.nextOffset && stream.rewoundTo !== ack.receivedBytes) {
+    } else if (ack.receivedBytes < stream.nextOffset && stream.lastProgressMs - stream.lastRewindMs >= resendAfterMs) {
       // No advance while chunks past it are out: the follower got one it could not use (out of
       // order: those before it were lost with a connection, or it restarted). Send again from
-      // what it holds, once: the other chunks of the window that reach it say the same.
+      // what it holds, once (see lastRewindMs): the other chunks of the window say the same.
       stream.nextOffset = ack.receivedBytes;
-      stream.rewoundTo = ack.receivedBytes;
+      stream.lastRewindMs = stream.lastProgressMs;
     }
     stream.ackedBytes = ack.receivedBytes;
     if (ack.receivedBytes < stream.nextOffset - windowChunks * chunkBytes || ack.receivedBytes > stream.nextOffset) stream.nextOffset = ack.receivedBytes;
@@ -146,12 +149,12 @@ export class SnapshotSender {
   checkStalls(nowMs: number): void {
     for (const [peer, stream] of this.streams) {
       if (nowMs - stream.lastProgressMs < stallTimeoutMs) {
-        if (nowMs - stream.lastAdvanceMs >= resendAfterMs) {
+        if (nowMs - stream.lastAdvanceMs >= resendAfterMs && nowMs - stream.lastRewindMs >= resendAfterMs) {
           // Chunks lost with a connection, or never queued (no link then): the follower only
           // answers chunks, so nothing else would restart the stream before it is abandoned.
           stream.lastAdvanceMs = nowMs;
           stream.nextOffset = stream.ackedBytes;
-          stream.rewoundTo = stream.ackedBytes;
+          stream.lastRewindMs = nowMs;
           this.pump(peer, stream);
         }
         continue;

@@ -40,9 +40,10 @@ export function removeAtomicWriteLeftovers(dir: string): string[] {
 
 /**
  * Remove the files in `dir` whose names match `pattern`, its first group the pid of the process
- * that wrote them, when that process no longer runs; returns them.
+ * that wrote them, when that process no longer runs (and, with `minAgeMs`, the file was last
+ * changed at least that long ago); returns them.
  */
-export function removeFilesOfDeadProcesses(dir: string, pattern: RegExp): string[] {
+export function removeFilesOfDeadProcesses(dir: string, pattern: RegExp, minAgeMs = 0): string[] {
   let names: string[];
   try {
     names = fs.readdirSync(dir);
@@ -54,7 +55,8 @@ export function removeFilesOfDeadProcesses(dir: string, pattern: RegExp): string
     const pid = Number(pattern.exec(name)?.[1] ?? Number.NaN);
     if (!Number.isSafeInteger(pid) || pid === process.pid || processAlive(pid)) continue;
     const path = join(dir, name);
-    if (!fs.statSync(path, { throwIfNoEntry: false })?.isFile()) continue;
+    const st = fs.statSync(path, { throwIfNoEntry: false });
+    if (st === undefined || !st.isFile() || Date.now() - st.mtimeMs < minAgeMs) continue;
     fs.rmSync(path, { force: true });
     removed.push(path);
   }

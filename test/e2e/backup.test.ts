@@ -130,8 +130,15 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     // What a backup killed -9 while writing its archive leaves (a pid no process has): removed.
     const partial = join(backups, `${made.archive.split("/").at(-1)}.partial-${2 ** 22 + 7}`);
     fs.writeFileSync(partial, "");
+    const hoursAgo = new Date(Date.now() - 2 * 3_600_000);
+    fs.utimesSync(partial, hoursAgo, hoursAgo);
+    // One just written may be another host's backup running into a shared place: kept.
+    const recent = join(backups, `latest.tar.gz.partial-${2 ** 22 + 9}`);
+    fs.writeFileSync(recent, "");
     await fullBackup(follower, backups, etcDir, ["--retain", "30d", "--lease", "3s"]);
     expect(fs.existsSync(partial)).toBe(false);
+    expect(fs.existsSync(recent)).toBe(true);
+    fs.rmSync(recent);
     expect(fs.existsSync(join(backups, "svc-backup-20000101.tar.gz"))).toBe(false);
     expect(fs.existsSync(join(backups, "notes.txt"))).toBe(true);
     // Writes were resumed; rows written after the backup are not in it, nor the images every

@@ -21,7 +21,7 @@ export const clusterStatusCommand = defineCommand({
     const wal = await walArchive(base, gossip.leader === null ? null : (status.gossip?.members.find((m) => m.id === gossip.leader)?.facts?.admin ?? null));
     // Archiving that fails is a problem: segments pile up unarchived, and point-in-time restore
     // cannot reach past what was archived.
-    const failing = wal?.json?.last_error ?? null;
+    const failing = wal?.leading === true ? (wal.json?.last_error ?? null) : null;
     const report = failing === null ? gossip : {
       ...gossip,
       problems: [...gossip.problems, `WAL archiving on ${wal?.from} is failing since ${wal?.json?.failing_since ?? wal?.json?.last_failure_at}: ${failing}`],
@@ -37,11 +37,12 @@ export const clusterStatusCommand = defineCommand({
   },
 });
 
-async function walArchive(base: string, leaderAdmin: string | null): Promise<{ from: string; json: WalArchiveJson | null } | null> {
+async function walArchive(base: string, leaderAdmin: string | null): Promise<{ from: string; leading: boolean; json: WalArchiveJson | null } | null> {
   for (const url of leaderAdmin === null ? [base] : [`http://${leaderAdmin}`, base]) {
     try {
-      const info = (await callNode(url, "GET", "/admin/cluster-info", undefined, 2_000)) as { node_id: string; wal_archive?: WalArchiveJson | null };
-      return { from: info.node_id, json: info.wal_archive ?? null };
+      const info = (await callNode(url, "GET", "/admin/cluster-info", undefined, 2_000)) as { node_id: string; role?: string; wal_archive?: WalArchiveJson | null };
+      // Only the leader archives: another node's last error may be from when it led.
+      return { from: info.node_id, leading: info.role === "leader", json: info.wal_archive ?? null };
     } catch {
       // The leader's admin port may be unreachable from here; this node's answer will do.
     }

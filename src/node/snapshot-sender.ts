@@ -37,7 +37,7 @@ interface OutgoingStream {
   ackedBytes: number;
   /** The follower's last acknowledgement of any kind: a follower that answers is not stalled. */
   lastProgressMs: number;
-  /** When the acknowledged bytes last moved, or the stream was last sent again (see resendAfterMs). */
+  /** When the acknowledged bytes last moved (see resendAfterMs). */
   lastAdvanceMs: number;
   /**
    * When it was last sent again. At most once per resendAfterMs: on a slow link the chunks of a
@@ -152,7 +152,6 @@ export class SnapshotSender {
         if (nowMs - stream.lastAdvanceMs >= resendAfterMs && nowMs - stream.lastRewindMs >= resendAfterMs) {
           // Chunks lost with a connection, or never queued (no link then): the follower only
           // answers chunks, so nothing else would restart the stream before it is abandoned.
-          stream.lastAdvanceMs = nowMs;
           stream.nextOffset = stream.ackedBytes;
           stream.lastRewindMs = nowMs;
           this.pump(peer, stream);

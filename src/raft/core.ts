@@ -623,11 +623,7 @@ export class RaftCore {
     const lastNewIndex = m.prevIndex + m.entries.length;
     const conflict = log.findConflict(m.entries);
     if (conflict !== 0) {
-      if (conflict <= log.commit) {
-        this.logger.error("leader's entries conflict with committed ones", { conflict, commit: log.commit, from: m.from });
-        this.divergedAt ??= { leader: m.from, term: m.term, index: conflict, commit: log.commit };
-        return this.drop(m, "conflict_below_commit");
-      }
+      // Past the commit index here (prevIndex >= commit): committedEntryDiffering saw the rest.
       const fresh = m.entries.slice(conflict - m.prevIndex - 1);
       if (this.tracing && conflict <= log.lastIndex()) this.logger.trace("entries that differ from the leader's removed", { from: m.from, first: conflict, last: log.lastIndex() });
       if (conflict <= log.lastIndex()) this.members.onTruncate(conflict);

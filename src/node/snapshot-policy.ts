@@ -302,8 +302,17 @@ export class SnapshotPolicy {
     try {
       const record: SnapshotRecord<Membership> | null = await ctx.io.snapshots.take(ctx.store, ctx.clusterId, ctx.snapshotIndex);
       if (record === null) {
+        // Nothing applied since the newest image, which checks: that image is this request's
+        // answer. It completes like any other, so that whoever waits on the snapshot metrics
+        // (SPEC §4.4 step 2) sees it complete rather than wait for ever.
         const latest = ctx.io.snapshots.latest();
-        return { index: ctx.snapshotIndex, term: latest?.term ?? 0, dir: latest?.location ?? "", sizeBytes: latest?.sizeBytes ?? 0, durationMs: ctx.clock.monotonicMs() - startedMs };
+        const durationMs = ctx.clock.monotonicMs() - startedMs;
+        ctx.metrics.snapshotsTotal.inc();
+        ctx.metrics.snapshotDuration.observe(durationMs / 1000);
+        ctx.metrics.snapshotLastCompletedTimestamp.set(ctx.clock.nowMs() / 1000);
+        if (latest !== null) ctx.metrics.snapshotSizeBytes.set(latest.sizeBytes);
+        ctx.logger.info("snapshot up to date: nothing applied since the newest image", { index: ctx.snapshotIndex, dir: latest?.location ?? "" });
+        return { index: ctx.snapshotIndex, term: latest?.term ?? 0, dir: latest?.location ?? "", sizeBytes: latest?.sizeBytes ?? 0, durationMs };
       }
       if (!ctx.stopped) {
         // The image is a rebuild point: the WAL it covers can go, and the core's memory too.

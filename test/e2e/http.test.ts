@@ -370,6 +370,17 @@ describe("metrics and snapshots on the admin port", () => {
     expect(done.status).toBe(200);
     expect(done.body?.status).toBe("done");
     expect(fs.existsSync(join(done.body?.dir ?? "/nonexistent", "meta.json"))).toBe(true);
+    // With nothing applied since, the newest image is the answer, and the request still shows
+    // as completed: an operator waiting on the metrics (SPEC §4.4 step 2) would wait for ever.
+    const totalBefore = (await fetchMetrics(node.adminUrl)).get("tensor_chain_snapshots_total") ?? 0;
+    const again = await request(`${node.adminUrl}/admin/snapshot`, { method: "POST" });
+    expect(again.status).toBe(202);
+    await waitFor("tensor_chain_snapshots_total to count a snapshot with nothing new", async () => {
+      const m = await fetchMetrics(node.adminUrl);
+      return (m.get("tensor_chain_snapshots_total") ?? 0) > totalBefore ? m : undefined;
+    });
+    const same = await postJson<{ status: string; index: number; dir: string }>(`${node.adminUrl}/admin/snapshot?wait=true`, undefined);
+    expect({ status: same.body?.status, index: same.body?.index, dir: same.body?.dir }).toEqual({ status: "done", index: done.body?.index, dir: done.body?.dir });
     // A yes/no parameter that is neither is refused, not read as no.
     const unclear = await postJson<{ error: { code: string; message: string } }>(`${node.adminUrl}/admin/snapshot?wait=maybe`, undefined);
     expect(unclear.status).toBe(400);

@@ -24,7 +24,7 @@ import { ensureDir, fsyncDir, writeFully } from "../io/durable-file.ts";
 import { DiskFullError, freeBytes, isDiskFullError } from "../io/disk-space.ts";
 import { nonZeroEndOfFile, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
 import { Syncer } from "./syncer.ts";
-import { writeZeroPages } from "./_zero-fill.ts";
+import { reserveZeros, writeZeroPages } from "./_zero-fill.ts";
 import type { ZeroFillReply, ZeroFillRequest } from "./zero-fill-worker.ts";
 import { workerSpecifier } from "../util/worker.ts";
 import { ReplayLog } from "./_replay.ts";
@@ -332,7 +332,7 @@ export class Wal {
     const keepBytes = Math.max(segment.sizeBytes, Math.min(fileBytes, this.options.segmentSizeBytes));
     if (fileBytes > keepBytes) fs.ftruncateSync(fd, keepBytes);
     const zeroEnd = Math.min(keepBytes, segment.sizeBytes + attemptedBytes);
-    if (zeroEnd > segment.sizeBytes) preallocate(fd, segment.sizeBytes, zeroEnd);
+    if (zeroEnd > segment.sizeBytes) zeroRange(fd, segment.sizeBytes, zeroEnd);
   }
 
   /**
@@ -513,7 +513,7 @@ export class Wal {
       if (tmpPath === spare) writeFullyAt(fd, buf, 0);
       else {
         writeFully(fd, buf);
-        preallocate(fd, buf.length, this.options.segmentSizeBytes);
+        reserveZeros(fd, buf.length, this.options.segmentSizeBytes);
       }
       fs.fdatasyncSync(fd);
       fs.renameSync(tmpPath, path);
@@ -578,14 +578,8 @@ function openOrNull(path: string): number | null {
   }
 }
 
-/**
- * Fill [fromBytes, toBytes) with zeros by writing them. Written zeros, unlike a sparse or
- * fallocated range, mean later writes change no file metadata, so an fdatasync flushes only
- * the WAL's data instead of forcing a filesystem journal commit (which on ext4 also flushes
- * every other file's dirty data, the store's included).
- */
-function preallocate(fd: number, fromBytes: number, toBytes: number): void {
-  // A page per write: see _zero-fill.ts for what larger writes cost every later append.
+/** Zero [fromBytes, toBytes), bytes the file holds, by writing zeros over them (see _zero-fill.ts). */
+function zeroRange(fd: number, fromBytes: number, toBytes: number): void {
   writeZeroPages(fd, fromBytes, toBytes);
 }
 
@@ -622,7 +616,7 @@ function cutTornTail(path: string, offset: number): number {
   const fd = fs.openSync(path, "r+");
   try {
     const end = nonZeroEndOfFile(fd, fs.fstatSync(fd).size);
-    preallocate(fd, offset, Math.max(offset, end));
+    zeroRange(fd, offset, Math.max(offset, end));
     fs.fsyncSync(fd);
     return Math.max(0, end - offset);
   } finally {

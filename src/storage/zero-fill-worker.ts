@@ -1,9 +1,9 @@
-// Runs in a Worker: makes the WAL's next segment ahead of time, a file of zeros written a page
-// at a time (see _zero-fill.ts) and synced as it goes, so that the writing thread neither
-// writes tens of megabytes itself nor makes thousands of calls to the I/O pool for them.
+// Runs in a Worker: makes the WAL's next segment ahead of time, a file of zeros (reserved, or
+// written a page at a time and synced as it goes: see _zero-fill.ts), so that the writing
+// thread neither writes tens of megabytes itself nor makes thousands of calls to the I/O pool.
 
 import * as fs from "node:fs";
-import { writeZeroPages } from "./_zero-fill.ts";
+import { reserveZeros } from "./_zero-fill.ts";
 
 declare const self: Worker;
 
@@ -24,7 +24,7 @@ self.onmessage = (event: MessageEvent<ZeroFillRequest>) => {
   try {
     const fd = fs.openSync(path, "w", 0o640);
     try {
-      writeZeroPages(fd, 0, sizeBytes, syncEveryBytes);
+      reserveZeros(fd, 0, sizeBytes, syncEveryBytes);
       fs.fdatasyncSync(fd);
     } finally {
       fs.closeSync(fd);

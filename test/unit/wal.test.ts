@@ -8,6 +8,7 @@ import { crc32OfU32LE, decodeRecordAt, encodeRecord } from "../../src/storage/_r
 import { encodeEntry, writeEntryRecord } from "../../src/storage/_entry-codec.ts";
 import { RecordType } from "../../src/storage/_segment.ts";
 import { fsyncGradually } from "../../src/io/writeback.ts";
+import { reserveZeros } from "../../src/storage/_zero-fill.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { isSvcError, silentLogger } from "../../src/util/index.ts";
 
@@ -507,5 +508,47 @@ describe("record checksums", () => {
     expect(Buffer.from(direct.subarray(3, end)).toString("hex")).toBe(Buffer.from(viaPayload).toString("hex"));
     const decoded = decodeRecordAt(direct, 3);
     expect(decoded.kind).toBe("record");
+  });
+});
+
+describe("a segment's space ahead of the records", () => {
+  const writeBytes = (): number => Number(/^write_bytes: (\d+)$/m.exec(fs.readFileSync("/proc/self/io", "utf8"))?.[1] ?? Number.NaN);
+
+  test("is reserved as zeros without writing them, and leaves the bytes before it alone", () => {
+    const path = join(tempDir(), "segment");
+    const fd = fs.openSync(path, "w+");
+    try {
+      fs.writeSync(fd, new Uint8Array([1, 2, 3, 4, 5]), 0, 5, 0);
+      const size = 16 * 1024 * 1024;
+      const before = writeBytes();
+      reserveZeros(fd, 5, size);
+      const written = writeBytes() - before;
+      // Written as zeros, this would be 16 MiB of disk writes, as many as the records to come.
+      expect(written).toBeLessThan(size / 4);
+      const st = fs.fstatSync(fd);
+      expect(st.size).toBe(size);
+      // Reserved, not sparse: a full disk shows now, not at an append.
+      expect(st.blocks * 512).toBeGreaterThanOrEqual(size);
+      const back = fs.readFileSync(path);
+      expect([...back.subarray(0, 5)]).toEqual([1, 2, 3, 4, 5]);
+      expect(back.subarray(5).every((b) => b === 0)).toBe(true);
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+
+  test("WAL segments rolled to hold their records and zeros to their full size", async () => {
+    const dir = tempDir();
+    const { wal } = Wal.open(dir, opts);
+    for (let i = 1; i <= 200; i++) wal.append([entry(i, 1, 1000)]);
+    await wal.sync();
+    wal.close();
+    const segments = listSegments(dir);
+    expect(segments.length).toBeGreaterThan(1);
+    for (const s of segments) expect(s.sizeBytes).toBeGreaterThanOrEqual(opts.segmentSizeBytes);
+    const reopened = Wal.open(dir, opts);
+    reopened.wal.close();
+    expect(reopened.entries.map((e) => e.index)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
+    expect(reopened.truncatedBytes).toBe(0);
   });
 });

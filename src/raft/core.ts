@@ -177,9 +177,12 @@ export class RaftCore {
    * lease it grants lapse now and campaigns within a tick or a few (one per voter ahead of it). Safety does not rest on it:
    * a stale report (the leader restarted, or is back) costs a pre-vote the other members refuse
    * while their lease runs, and a heartbeat from the leader ends it.
+   * To a leader it says that appends in flight to the member were lost (its transport drops
+   * what it queued for a member it cannot reach): the member goes back to probing.
    */
   peerUnreachable(id: NodeId): void {
-    if (this.role === "leader" || id !== this.leaderId) return;
+    if (this.role === "leader") return this.reportUnreachable(id);
+    if (id !== this.leaderId) return;
     const timeout = this.opts.electionTimeoutTicks;
     if (this.electionElapsed >= timeout) return;
     this.logger.info("leader unreachable (its peer port refused a connection): campaigning without waiting out the election timeout", { leader: id, term: this.term });

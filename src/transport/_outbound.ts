@@ -356,6 +356,12 @@ export class OutboundPeer {
     } else {
       this.#ctx.count(this.counters, "dialFailures");
       this.#failuresInRow++;
+      // The peer cannot be reached: what was queued for it is dropped rather than delivered when
+      // it comes back. Raft sends again what still matters (a probe as soon as the connection
+      // is up); a restarted follower otherwise first worked through seconds of stale appends
+      // and heartbeats before the entries it lacked.
+      const dropped = this.#queue.clearControl();
+      if (dropped > 0) this.#ctx.count(this.counters, "queueDrops", dropped);
       const quiet = this.#failuresInRow > 1 && level === undefined;
       logger[quiet ? "debug" : "warn"](`peer transport: cannot reach peer ${this.peerId} at ${this.#address}: ${reason}; retrying`, fields);
     }

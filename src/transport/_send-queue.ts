@@ -129,6 +129,15 @@ export class SendQueue {
     return { bytes, frames: frames.length };
   }
 
+  /** Drop the control lane's frames (the bulk lane keeps its place in a message); returns how many. */
+  clearControl(): number {
+    const dropped = this.#control.length;
+    this.#control.clear();
+    this.#controlBytes = 0;
+    this.#controlBytesSinceBulk = 0;
+    return dropped;
+  }
+
   clear(): void {
     this.#control.clear();
     this.#bulk.clear();

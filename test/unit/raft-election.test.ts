@@ -271,6 +271,19 @@ describe("leader unreachable", () => {
     expect(a.core.status().term).toBe(term);
   });
 
+  test("to a leader, a member found unreachable goes back to probing (its appends in flight were dropped)", () => {
+    const c = new TestCluster(["a", "b", "c"], { preVote: true, checkQuorum: true, electionTimeoutTicks: 10 });
+    const a = c.elect("a");
+    a.core.propose(new TextEncoder().encode("x"), 0);
+    c.deliverAll();
+    expect(a.core.status().progress["c"]?.state).toBe("replicate");
+    const term = a.core.status().term;
+    a.core.peerUnreachable("c");
+    expect(a.core.status().progress["c"]?.state).toBe("probe");
+    expect(c.leaders()).toEqual([a]);
+    expect(a.core.status().term).toBe(term);
+  });
+
   test("a stale report about a leader that is up does not depose it", () => {
     const c = new TestCluster(["a", "b", "c"], { preVote: true, checkQuorum: true, electionTimeoutTicks: 10 });
     const a = c.elect("a");

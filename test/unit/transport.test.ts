@@ -442,6 +442,23 @@ describe("peer transport", () => {
     expect(a.transport.stats().peers.b?.connected).toBe(false);
   });
 
+  test("what is queued for a peer that cannot be reached is dropped at each failed dial, not delivered when it is back", async () => {
+    const port = await freePort();
+    const a = startNode("a", "c1", { reconnectDelayMsMin: 20, reconnectDelayMsMax: 40 });
+    a.transport.setPeers({ b: `${HOST}:${port}` });
+    for (let i = 0; i < 5; i++) a.transport.send("b", MessageType.raft, te.encode(`stale ${i}`));
+    await waitFor("a dial failed", () => (a.transport.stats().peers.b?.dialFailures ?? 0) >= 1);
+    await waitFor("the queue emptied", () => a.transport.stats().peers.b?.queuedMessages === 0);
+    expect(a.transport.stats().peers.b?.queueDrops).toBeGreaterThanOrEqual(5);
+
+    const b = startNode("b", "c1", { listen: { hostname: HOST, port } });
+    b.transport.setPeers({ a: a.address });
+    await waitFor("a connected to b", () => a.transport.stats().peers.b?.connected === true);
+    a.transport.send("b", MessageType.raft, te.encode("fresh"));
+    await waitFor("the fresh message arrived", () => b.received.length >= 1);
+    expect(b.received.map(text)).toEqual(["fresh"]);
+  });
+
   test("the byte bound of a queue drops too", async () => {
     const port = await freePort();
     const a = startNode("a", "c1", { queueBytesMax: 1_000 });

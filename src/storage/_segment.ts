@@ -4,6 +4,7 @@
 // records after it is corruption.
 
 import * as fs from "node:fs";
+import { dataEndOfFile } from "../io/file-extents.ts";
 import type { Entry } from "../util/log-data.ts";
 import { decodeRecordAt, recordHeaderBytes } from "./_record.ts";
 import { decodeEntry } from "./_entry-codec.ts";
@@ -71,11 +72,15 @@ export function readSegment(path: string, options: { viewsThrough?: number } = {
 const tailChunkBytes = 1024 * 1024;
 let tailChunk: Buffer | null = null;
 
-/** One past the file's last non-zero byte (0 when it holds only zeros), read from the end backwards. */
+/**
+ * One past the file's last non-zero byte (0 when it holds only zeros), read from the end
+ * backwards, from where the file system says its data ends (a segment's space reserved ahead
+ * of its records is not read at all: see dataEndOfFile).
+ */
 export function nonZeroEndOfFile(fd: number, sizeBytes: number): number {
   tailChunk ??= Buffer.alloc(tailChunkBytes);
   const chunk = tailChunk;
-  let end = sizeBytes;
+  let end = dataEndOfFile(fd, sizeBytes);
   while (end > 0) {
     const from = Math.max(0, end - tailChunkBytes);
     const length = end - from;

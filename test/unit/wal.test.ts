@@ -6,9 +6,10 @@ import { Wal, listSegments, readSegment, repairWal, scanSegment } from "../../sr
 import { Syncer } from "../../src/storage/syncer.ts";
 import { crc32OfU32LE, decodeRecordAt, encodeRecord } from "../../src/storage/_record.ts";
 import { encodeEntry, writeEntryRecord } from "../../src/storage/_entry-codec.ts";
-import { RecordType } from "../../src/storage/_segment.ts";
+import { RecordType, nonZeroEndOfFile } from "../../src/storage/_segment.ts";
 import { fsyncGradually } from "../../src/io/writeback.ts";
-import { reserveZeros } from "../../src/storage/_zero-fill.ts";
+import { reserveZeros, writeZeroPages } from "../../src/storage/_zero-fill.ts";
+import { dataEndOfFile } from "../../src/io/file-extents.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { isSvcError, silentLogger } from "../../src/util/index.ts";
 
@@ -550,5 +551,43 @@ describe("a segment's space ahead of the records", () => {
     reopened.wal.close();
     expect(reopened.entries.map((e) => e.index)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
     expect(reopened.truncatedBytes).toBe(0);
+  });
+});
+
+describe("where a segment's records end", () => {
+  const rchar = (): number => Number(/^rchar: (\d+)$/m.exec(fs.readFileSync("/proc/self/io", "utf8"))?.[1] ?? Number.NaN);
+
+  test("is found without reading the reserved space after them, and data past a hole is still found", () => {
+    const path = join(tempDir(), "segment");
+    const fd = fs.openSync(path, "w+");
+    try {
+      const size = 16 * 1024 * 1024;
+      fs.writeSync(fd, new Uint8Array([7, 7, 7]), 0, 3, 0);
+      reserveZeros(fd, 3, size);
+      expect(dataEndOfFile(fd, size)).toBeLessThan(1024 * 1024);
+      const before = rchar();
+      expect(nonZeroEndOfFile(fd, size)).toBe(3);
+      // Read by hand, the 16 MiB of zeros would all pass through read(2).
+      expect(rchar() - before).toBeLessThan(2 * 1024 * 1024);
+
+      // Written zeros are data: they are read, and the answer is the same.
+      writeZeroPages(fd, 4096, size);
+      expect(dataEndOfFile(fd, size)).toBe(size);
+      expect(nonZeroEndOfFile(fd, size)).toBe(3);
+
+      // A byte past a hole (a sparse file) is found.
+      const sparse = join(tempDir(), "sparse");
+      const sfd = fs.openSync(sparse, "w+");
+      try {
+        fs.ftruncateSync(sfd, size);
+        expect(nonZeroEndOfFile(sfd, size)).toBe(0);
+        fs.writeSync(sfd, new Uint8Array([1]), 0, 1, 10 * 1024 * 1024);
+        expect(nonZeroEndOfFile(sfd, size)).toBe(10 * 1024 * 1024 + 1);
+      } finally {
+        fs.closeSync(sfd);
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
   });
 });

@@ -103,6 +103,7 @@ export function adminApp(node: SvcNode) {
         wal_first_index: s.wal.firstIndex,
         wal_last_index: s.wal.lastIndex,
         writes_paused: s.raft.writesPaused,
+        ...(s.raft.writesPaused && s.raft.writesPausedUntilMs > 0 ? { writes_paused_until: new Date(s.raft.writesPausedUntilMs).toISOString() } : {}),
         wal_archive: walArchiveJson(s.raft.walArchive),
       });
     }))
@@ -157,6 +158,8 @@ export function adminApp(node: SvcNode) {
         snapshot_index: s.snapshotIndex,
         role: s.role,
         recovery: s.recovery,
+        writes_paused: s.writesPaused,
+        ...(s.writesPaused && s.writesPausedUntilMs > 0 ? { writes_paused_until: new Date(s.writesPausedUntilMs).toISOString() } : {}),
         wal_archive: walArchiveJson(s.walArchive),
         members: [...s.membership.voters.map((id) => ({ id, role: "voter" })), ...s.membership.learners.map((id) => ({ id, role: "learner" }))].map((m) => {
           const addr = book.get(m.id);

@@ -308,12 +308,29 @@ describe("pause-writes and resume-writes", () => {
       expect(r.headers.get("retry-after")).not.toBeNull();
       expect(await countRows(node, "k = 'paused-1'")).toBe(0);
       expect((await getJson<{ writes_paused: boolean }>(`${node.clientUrl}/health`)).writes_paused).toBe(true);
+      // A pause with no end is a problem cluster-status names: a forgotten one refuses every write.
+      const status = await runBinary(["admin", "cluster-status", "--node", node.adminUrl]);
+      expect(status.stdout).toContain("PROBLEM: writes are paused with no end set");
+      expect(status.stdout).toContain("svc admin resume-writes");
+      expect(status.exitCode).toBe(1);
     } finally {
       const resume = await runBinary(["admin", "resume-writes", "--node", node.adminUrl]);
       expect(resume.exitCode).toBe(0);
     }
     await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["paused-1", "x"] }]);
     expect(await countRows(node, "k = 'paused-1'")).toBe(1);
+    const after = await runBinary(["admin", "cluster-status", "--node", node.adminUrl]);
+    expect(after.stdout).not.toContain("paused");
+    expect(after.exitCode).toBe(0);
+    // One with a lease ends by itself: shown, not a problem.
+    expect((await runBinary(["admin", "pause-writes", "--lease", "60s", "--node", node.adminUrl])).exitCode).toBe(0);
+    try {
+      const leased = await runBinary(["admin", "cluster-status", "--node", node.adminUrl]);
+      expect(leased.stdout).toMatch(/writes paused until \d{4}-\d\d-\d\dT/);
+      expect(leased.exitCode).toBe(0);
+    } finally {
+      expect((await runBinary(["admin", "resume-writes", "--node", node.adminUrl])).exitCode).toBe(0);
+    }
   });
 });
 

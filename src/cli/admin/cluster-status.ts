@@ -18,31 +18,49 @@ export const clusterStatusCommand = defineCommand({
     const status = (await callNode(base, "GET", "/admin/gossip")) as GossipStatusJson;
     const gossip = gossipReport(status);
     // Only the leader archives WAL; ask it (its admin address comes through gossip), else this node.
-    const wal = await walArchive(base, gossip.leader === null ? null : (status.gossip?.members.find((m) => m.id === gossip.leader)?.facts?.admin ?? null));
+    const info = await leaderInfo(base, gossip.leader === null ? null : (status.gossip?.members.find((m) => m.id === gossip.leader)?.facts?.admin ?? null));
+    const wal = info === null ? null : { from: info.from, json: info.walArchive };
+    const problems: string[] = [];
     // Archiving that fails is a problem: segments pile up unarchived, and point-in-time restore
     // cannot reach past what was archived.
-    const failing = wal?.leading === true ? (wal.json?.last_error ?? null) : null;
-    const report = failing === null ? gossip : {
-      ...gossip,
-      problems: [...gossip.problems, `WAL archiving on ${wal?.from} is failing since ${wal?.json?.failing_since ?? wal?.json?.last_failure_at}: ${failing}`],
-      healthy: false,
-    };
+    const failing = info?.leading === true ? (info.walArchive?.last_error ?? null) : null;
+    if (failing !== null) problems.push(`WAL archiving on ${info?.from} is failing since ${info?.walArchive?.failing_since ?? info?.walArchive?.last_failure_at}: ${failing}`);
+    // A pause with no end (pause-writes without --lease) stays until someone resumes: every
+    // client write is refused meanwhile. One with a lease (a backup's) ends by itself.
+    const paused = info?.writesPaused === true ? (info.writesPausedUntil ?? null) : undefined;
+    if (paused === null) problems.push("writes are paused with no end set: every client write is refused (503 WRITES_PAUSED) until `svc admin resume-writes`");
+    const report = problems.length === 0 ? gossip : { ...gossip, problems: [...gossip.problems, ...problems], healthy: false };
     if (args.json) {
-      printJson({ ...gossipReportJson(report), wal_archive: wal?.json ?? null });
+      printJson({ ...gossipReportJson(report), writes_paused: info?.writesPaused ?? null, writes_paused_until: paused ?? null, wal_archive: wal?.json ?? null });
     } else {
       process.stdout.write(renderGossipReport(report));
+      if (typeof paused === "string") process.stdout.write(`writes paused until ${paused} (a lease: they resume by themselves, or with \`svc admin resume-writes\`)\n`);
       if (wal !== null) process.stdout.write(`wal archive (${wal.from}): ${walArchiveLine(wal.json)}\n`);
     }
     if (!report.healthy) throw new CliExit(ExitCode.failure, "");
   },
 });
 
-async function walArchive(base: string, leaderAdmin: string | null): Promise<{ from: string; leading: boolean; json: WalArchiveJson | null } | null> {
+interface LeaderInfo {
+  from: string;
+  leading: boolean;
+  walArchive: WalArchiveJson | null;
+  writesPaused: boolean;
+  /** When a paused cluster's lease ends; absent for a pause with no end. */
+  writesPausedUntil?: string;
+}
+
+async function leaderInfo(base: string, leaderAdmin: string | null): Promise<LeaderInfo | null> {
   for (const url of leaderAdmin === null ? [base] : [`http://${leaderAdmin}`, base]) {
     try {
-      const info = (await callNode(url, "GET", "/admin/cluster-info", undefined, 2_000)) as { node_id: string; role?: string; wal_archive?: WalArchiveJson | null };
+      const info = (await callNode(url, "GET", "/admin/cluster-info", undefined, 2_000)) as {
+        node_id: string; role?: string; wal_archive?: WalArchiveJson | null; writes_paused?: boolean; writes_paused_until?: string;
+      };
       // Only the leader archives: another node's last error may be from when it led.
-      return { from: info.node_id, leading: info.role === "leader", json: info.wal_archive ?? null };
+      return {
+        from: info.node_id, leading: info.role === "leader", walArchive: info.wal_archive ?? null, writesPaused: info.writes_paused === true,
+        ...(info.writes_paused_until === undefined ? {} : { writesPausedUntil: info.writes_paused_until }),
+      };
     } catch {
       // The leader's admin port may be unreachable from here; this node's answer will do.
     }

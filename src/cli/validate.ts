@@ -3,9 +3,9 @@
 // and one when max_memory_mb is below what the node needs (memory-budget.ts).
 
 import { formatProblems, loadConfigFile, securityWarnings, summarizeConfig } from "../config/index.ts";
-import { TokenSet } from "../http/index.ts";
-import { memoryFloorWarning } from "../node/index.ts";
-import { SvcError } from "../util/index.ts";
+import { TokenSet, loadTlsMaterial } from "../http/index.ts";
+import { PeerSecrets, memoryFloorWarning } from "../node/index.ts";
+import { SvcError, silentLogger } from "../util/index.ts";
 import { CliExit, ExitCode, usageError } from "./_exit.ts";
 
 export async function validateCommandRun(path: string | undefined): Promise<void> {
@@ -25,6 +25,17 @@ export async function validateCommandRun(path: string | undefined): Promise<void
       process.stderr.write(`${path}: [auth] tokens_file: ${e.describe()}\n`);
       throw new CliExit(ExitCode.usage, `${path}: 1 problem`);
     }
+  }
+  // So are the TLS files, read and checked together as the node reads them at start: a key
+  // that is not the certificate's, a peer certificate its members would refuse, a gossip key
+  // file that cannot be read.
+  try {
+    if (result.config.tls != null) loadTlsMaterial(result.config.tls);
+    PeerSecrets.load(result.config, silentLogger);
+  } catch (e) {
+    if (!(e instanceof SvcError)) throw e;
+    process.stderr.write(`${path}: ${e.describe()}\n`);
+    throw new CliExit(ExitCode.usage, `${path}: 1 problem`);
   }
   for (const warning of securityWarnings(result.config)) process.stderr.write(`${path}: WARNING: UNPROTECTED LISTENER: ${warning}\n`);
   const memoryWarning = memoryFloorWarning(result.config.maxMemoryBytes);

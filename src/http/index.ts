@@ -6,3 +6,4 @@ export { requestBodyBytesMax } from "./body.ts";
 export { HttpSecurity } from "./security.ts";
 export { createToken, isHashPrefix, isRole, listTokens, revokeTokens, roles, TokenSet, type Role, type TokenListing } from "./tokens.ts";
 export { routeAccess } from "./access.ts";
+export { loadTlsMaterial } from "./tls.ts";

@@ -12,7 +12,7 @@ import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import { readGossipKeyFile, type Config } from "../config/index.ts";
 import { clusterDerivedKey, sharedKey, type GossipKey } from "../gossip/index.ts";
-import type { PeerTls, Transport } from "../transport/index.ts";
+import { certificateIds, type PeerTls, type Transport } from "../transport/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import { refusedCertReload } from "../util/cert-validity.ts";
@@ -104,16 +104,59 @@ function readPeerTls(config: Config): PeerTls | undefined {
     }
   };
   const material = { cert: read(tls.certFile, "cert_file"), key: read(tls.keyFile, "key_file"), ca: read(tls.peerCaFile, "peer_ca_file") };
+  let chain: X509Certificate[];
+  let cas: X509Certificate[];
   try {
     // Refuses a key that does not match the certificate, or a file that is not PEM.
     createSecureContext(material);
-    new X509Certificate(material.cert);
+    chain = pemCertificates(material.cert);
+    cas = pemCertificates(material.ca);
+    if (chain.length === 0 || cas.length === 0) throw new Error(chain.length === 0 ? "cert_file holds no certificate" : "peer_ca_file holds no certificate");
   } catch (e) {
     throw new SvcError("PEER_TLS_INVALID", `the [tls] files cannot be used together on the peer port: ${errorMessage(e)}`, {
       hint: "check that key_file is the private key of cert_file and that cert_file and peer_ca_file are PEM",
     });
   }
+  // What every peer checks of this node's certificate, checked here first: a node whose
+  // certificate they refuse would start, and never reach any of them.
+  const leaf = chain[0]!;
+  const ids = certificateIds(leaf.subjectAltName);
+  if (!ids.includes(config.nodeId)) {
+    throw new SvcError("PEER_TLS_INVALID", `${tls.certFile} (tls.cert_file) names ${ids.length === 0 ? "no node id" : ids.join(", ")}, not this node (${config.nodeId}): every member would refuse it on the peer port`, {
+      hint: `issue this node a certificate whose subject alternative names hold DNS:${config.nodeId} or URI:svc://${config.nodeId}`,
+    });
+  }
+  if (!issuedByAnyOf(leaf, chain.slice(1), cas)) {
+    throw new SvcError("PEER_TLS_INVALID", `${tls.certFile} (tls.cert_file) was not issued by a CA in ${tls.peerCaFile} (tls.peer_ca_file): every member would refuse it on the peer port`, {
+      hint: "issue the certificate from the cluster's CA, or put that CA in peer_ca_file on every node (beside the old one while both are in use)",
+    });
+  }
   return material;
+}
+
+/** The certificates of a PEM text, in order. */
+function pemCertificates(pem: string): X509Certificate[] {
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  return blocks.map((b) => new X509Certificate(b));
+}
+
+/** Whether `cert` chains to one of `cas`, through the intermediates `chain` (cert_file's other certificates). */
+function issuedByAnyOf(cert: X509Certificate, chain: readonly X509Certificate[], cas: readonly X509Certificate[]): boolean {
+  const signedBy = (child: X509Certificate, issuer: X509Certificate): boolean => {
+    try {
+      return child.checkIssued(issuer) && child.verify(issuer.publicKey);
+    } catch {
+      return false;
+    }
+  };
+  let current = cert;
+  for (let depth = 0; depth <= chain.length; depth++) {
+    if (cas.some((ca) => ca.fingerprint256 === current.fingerprint256 || signedBy(current, ca))) return true;
+    const next = chain.find((c) => signedBy(current, c));
+    if (next === undefined) return false;
+    current = next;
+  }
+  return false;
 }
 
 function readGossipKeys(config: Config): Uint8Array[] | null {

@@ -8,7 +8,7 @@
 
 export { createTransport, type SendOptions, type Transport } from "./transport.ts";
 export type { MessageHandler, TransportOptions } from "./_options.ts";
-export { tlsRefusalReasons, type PeerTls, type TlsRefusalReason } from "./_peer-tls.ts";
+export { certificateIds, tlsRefusalReasons, type PeerTls, type TlsRefusalReason } from "./_peer-tls.ts";
 export type { PeerStats, TransportCounters, TransportStats } from "./_stats.ts";
 export { PROTOCOL_VERSION } from "./_hello.ts";
 export { MessageType } from "./message-type.ts";

@@ -365,7 +365,7 @@ describe("the tokens file", () => {
  * gossip encrypted with one shared key.
  * `certificateOf` may hand a node another certificate (one from another CA, say).
  */
-async function securedCluster(env: ProcEnv, count: number, extraEnv: Record<string, string> = {}, certificateOf?: (nodeId: string, ca: CertFiles) => CertFiles | undefined) {
+async function securedCluster(env: ProcEnv, count: number, extraEnv: Record<string, string> = {}, certificateOf?: (nodeId: string, ca: CertFiles) => (CertFiles & { peerCa?: string }) | undefined) {
   const ca = makeCa(env.dir, "ca");
   const tokensFile = join(env.dir, "tokens");
   const tokens = {
@@ -386,7 +386,7 @@ async function securedCluster(env: ProcEnv, count: number, extraEnv: Record<stri
     if (given !== undefined) odd.add(config.nodeId);
     const cert = given ?? makeLeaf(env.dir, config.nodeId, ca);
     certs.set(config.nodeId, cert);
-    return env.node({ ...config, tls: { certFile: cert.cert, keyFile: cert.key, clientCaFile: "", caFile: ca.cert, peerCaFile: ca.cert } }, { env: extraEnv });
+    return env.node({ ...config, tls: { certFile: cert.cert, keyFile: cert.key, clientCaFile: "", caFile: ca.cert, peerCaFile: given?.peerCa ?? ca.cert } }, { env: extraEnv });
   });
   for (const n of nodes) n.spawn();
   const leader = await waitFor("a leader every node with a good certificate names", async () => {
@@ -400,7 +400,15 @@ async function securedCluster(env: ProcEnv, count: number, extraEnv: Record<stri
 
 describe("a three-node cluster with TLS on every port (mutual TLS between peers) and tokens", () => {
   procTest("the members elect a leader and replicate over mutual TLS; a node with a certificate from another CA is refused at the handshake", async (env) => {
-    const c = await securedCluster(env, 3, {}, (id) => (id === "node3" ? makeLeaf(env.dir, "node3", makeCa(env.dir, "other-ca")) : undefined));
+    // node3's certificate comes from another CA, which its own peer_ca_file trusts beside the
+    // cluster's (a node whose certificate its own peer_ca_file does not vouch for refuses to start).
+    const c = await securedCluster(env, 3, {}, (id, ca) => {
+      if (id !== "node3") return undefined;
+      const otherCa = makeCa(env.dir, "other-ca");
+      const peerCa = join(env.dir, "node3-peer-ca.crt");
+      fs.writeFileSync(peerCa, fs.readFileSync(ca.cert, "utf8") + fs.readFileSync(otherCa.cert, "utf8"));
+      return { ...makeLeaf(env.dir, "node3", otherCa), peerCa };
+    });
     const [node1, node2, node3] = c.nodes as [ReturnType<ProcEnv["node"]>, ReturnType<ProcEnv["node"]>, ReturnType<ProcEnv["node"]>];
     const leaderNode = c.leader === "node1" ? node1 : node2;
     const other = c.leader === "node1" ? node2 : node1;

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { describe, expect } from "bun:test";
 import { renderConfigToml, type ConfigDraft } from "../../src/config/index.ts";
 import pkg from "../../package.json" with { type: "json" };
+import { makeCa, makeLeaf } from "../lib/certs.ts";
 import {
   ensureBinary, execute, getJson, kvSchema, procTest, query, request, runBinary, singleNodeConfig, useCompiledBinary, useProcessCleanup,
   type ProcEnv,
@@ -102,6 +103,28 @@ describe("svc serve refuses to start, and says why", () => {
     expect(r.stderr).toContain(`chown -R`);
     expect(r.stderr).toMatch(new RegExp(`chown -R \\S+ ${dataDir.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
     expect(fs.readdirSync(dataDir)).toEqual([]);
+  });
+
+  procTest("TLS files that do not go together, or a peer certificate the members would refuse: --validate and serve say so alike", async (env) => {
+    const config = await singleNodeConfig(env.dir);
+    const ca = makeCa(env.dir, "ca");
+    const node1 = makeLeaf(env.dir, "node1", ca);
+    const other = makeLeaf(env.dir, "other", ca);
+    const foreign = makeLeaf(env.dir, "foreign", makeCa(env.dir, "foreign-ca"), { san: "URI:svc://node1" });
+    const cases = [
+      { name: "a key that is not the certificate's", tls: { certFile: node1.cert, keyFile: other.key, clientCaFile: "", caFile: "", peerCaFile: "" }, says: "cannot be used together" },
+      { name: "a peer certificate naming another node", tls: { certFile: other.cert, keyFile: other.key, clientCaFile: "", caFile: "", peerCaFile: ca.cert }, says: "not this node (node1)" },
+      { name: "a peer certificate from another CA", tls: { certFile: foreign.cert, keyFile: foreign.key, clientCaFile: "", caFile: "", peerCaFile: ca.cert }, says: "was not issued by a CA in" },
+    ];
+    for (const c of cases) {
+      const path = writeConfig(env, { ...config, tls: c.tls });
+      const validated = await runBinary(["--config", path, "--validate"], { cwd: env.dir });
+      expect({ case: c.name, exit: validated.exitCode, says: validated.stderr.includes(c.says) }).toEqual({ case: c.name, exit: 2, says: true });
+      const served = await runBinary(["serve", "--config", path], { cwd: env.dir });
+      expect({ case: c.name, exit: served.exitCode, says: served.stderr.includes(c.says) }).toEqual({ case: c.name, exit: 1, says: true });
+    }
+    const good = writeConfig(env, { ...config, tls: { certFile: node1.cert, keyFile: node1.key, clientCaFile: "", caFile: "", peerCaFile: ca.cert } });
+    expect((await runBinary(["--config", good, "--validate"], { cwd: env.dir })).exitCode).toBe(0);
   });
 
   procTest("a tokens file the service user cannot read: --validate and serve say so; token create gives a new file to the data directory's owner", async (env) => {

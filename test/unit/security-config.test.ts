@@ -196,7 +196,7 @@ describe("PeerSecrets: the peer port's certificates reloaded", () => {
 
     secrets.reload("unchanged");
     expect(given).toEqual([]);
-    const next = makeLeaf(tlsDir, "a-next", clusterCa);
+    const next = makeLeaf(tlsDir, "a-next", clusterCa, { san: "URI:svc://a" });
     copyFileSync(next.cert, leaf.cert);
     copyFileSync(next.key, leaf.key);
     secrets.reload("SIGHUP");
@@ -209,5 +209,21 @@ describe("PeerSecrets: the peer port's certificates reloaded", () => {
     expect(given.length).toBe(1);
     expect(logs.join("\n")).toContain("peer TLS not reloaded (SIGHUP); the previous certificates stay in use");
     expect(secrets.tls?.key).toBe(readFileSync(next.key, "utf8"));
+  });
+
+  test("a certificate the members would refuse stops the node at start: one naming another node, one from a CA not in peer_ca_file", () => {
+    const tlsDir = mkdtempSync(join(dir, "peer-"));
+    const clusterCa = makeCa(tlsDir, "ca");
+    const load = (cert: { cert: string; key: string }, ca = clusterCa.cert) =>
+      () => PeerSecrets.load(ok(`[tls]\ncert_file = "${cert.cert}"\nkey_file = "${cert.key}"\npeer_ca_file = "${ca}"\n`), silentLogger);
+    expect(load(makeLeaf(tlsDir, "a", clusterCa))).not.toThrow();
+    const named = makeLeaf(tlsDir, "b", clusterCa);
+    expect(load(named)).toThrow(/names localhost, b, not this node \(a\): every member would refuse it/);
+    const foreign = makeLeaf(tlsDir, "a-foreign", makeCa(tlsDir, "other-ca"), { san: "URI:svc://a" });
+    expect(load(foreign)).toThrow(/was not issued by a CA in .*peer_ca_file/);
+    // A peer_ca_file holding both CAs (a rotation) takes it.
+    const both = join(tlsDir, "both.crt");
+    writeFileSync(both, readFileSync(clusterCa.cert, "utf8") + readFileSync(join(tlsDir, "other-ca.crt"), "utf8"));
+    expect(load(foreign, both)).not.toThrow();
   });
 });

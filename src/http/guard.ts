@@ -41,16 +41,17 @@ export function guardApp(app: FetchApp, port: Port, settings: GuardSettings): Fe
       }
       const needed: Role = access === "metrics" ? "read" : access;
       if (access === "metrics" && settings.metricsOpen) return app.fetch(request);
-      if (role === null) return refusal(unauthorized(needed, request.method, url.pathname, authorization !== null));
+      if (role === null) return refusal(unauthorized(needed, request.method, url.pathname, authorization === null ? "none" : bearer(authorization) === "" ? "not_bearer" : "unknown"));
       if (!roleGrants(role, needed)) return refusal(forbidden(needed, role, request.method, url.pathname));
       return withContext();
     },
   };
 }
 
-/** The token of "Bearer <token>"; anything else is not a token svc gave out. */
+/** The token of "Bearer <token>" (the scheme in any case, RFC 7235); anything else is not a token svc gave out. */
 function bearer(header: string): string {
-  return header.startsWith("Bearer ") ? header.slice(7).trim() : "";
+  const m = /^bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+  return m === null ? "" : (m[1] ?? "");
 }
 
 async function statusOnly(answer: Response | Promise<Response>): Promise<Response> {
@@ -65,8 +66,9 @@ async function statusOnly(answer: Response | Promise<Response>): Promise<Respons
   return json({ status, hint: "send a token (Authorization: Bearer …) for the detail" }, response.status);
 }
 
-function unauthorized(needed: Role, method: string, path: string, sent: boolean): SvcError {
-  return new SvcError("UNAUTHORIZED", `${method} ${path} needs a token with role ${needed}${sent ? "; the token sent is not known to this node" : ", and none was sent"}`, {
+function unauthorized(needed: Role, method: string, path: string, sent: "none" | "not_bearer" | "unknown"): SvcError {
+  const what = sent === "none" ? ", and none was sent" : sent === "not_bearer" ? "; the Authorization header sent is not \"Bearer <token>\"" : "; the token sent is not known to this node";
+  return new SvcError("UNAUTHORIZED", `${method} ${path} needs a token with role ${needed}${what}`, {
     hint: `send "Authorization: Bearer <token>" with a token of role ${needed} or higher (svc admin token create --role ${needed} makes one)`,
     details: { neededRole: needed },
   });

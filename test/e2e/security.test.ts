@@ -147,6 +147,19 @@ describe("TLS and tokens on the client and admin ports", () => {
     expect(JSON.stringify(reader.body)).toContain("needs role write; this token has role read");
     expect((await call(client, "/v1/execute", { ca: s.ca.cert, body: create, token: s.tokens.write })).status).toBe(200);
     expect((await call(client, "/v1/query", { ca: s.ca.cert, body: { sql: "SELECT count(*) FROM kv" }, token: s.tokens.read })).status).toBe(200);
+    // The scheme is case-insensitive (RFC 7235); another scheme is named as such, not as an unknown token.
+    const raw = async (authorization: string): Promise<{ status: number; text: string }> => {
+      const r = await fetch(`${client}/v1/query`, {
+        method: "POST", headers: { authorization, "content-type": "application/json" }, body: JSON.stringify({ sql: "SELECT 1" }),
+        tls: { ca: fs.readFileSync(s.ca.cert, "utf8") }, keepalive: false,
+      });
+      return { status: r.status, text: await r.text() };
+    };
+    expect((await raw(`bearer ${s.tokens.read}`)).status).toBe(200);
+    expect((await raw(`BEARER  ${s.tokens.read}`)).status).toBe(200);
+    const basic = await raw(`Basic ${Buffer.from("u:p").toString("base64")}`);
+    expect(basic.status).toBe(401);
+    expect(basic.text).toContain("is not \\\"Bearer <token>\\\"");
 
     expect((await call(admin, "/metrics", { ca: s.ca.cert })).status).toBe(401);
     expect((await call(admin, "/metrics", { ca: s.ca.cert, token: s.tokens.read })).status).toBe(200);

@@ -76,7 +76,8 @@ async function callOnce(base: string, method: "GET" | "POST", path: string, body
       signal: AbortSignal.timeout(timeoutMs),
     });
   } catch (e) {
-    throw new CliExit(ExitCode.failure, `cannot reach the node at ${base}: ${e instanceof Error ? e.message : String(e)}\n  → is it running (\`systemctl status svc\`)? pass --node URL or --config FILE to pick the node`);
+    const why = e instanceof Error ? e.message : String(e);
+    throw new CliExit(ExitCode.failure, `cannot reach the node at ${base}: ${why}\n  → ${unreachableHint(why)}`);
   }
   const text = await response.text();
   let parsed: unknown;
@@ -117,4 +118,12 @@ export function printTable(columns: readonly string[], rows: readonly (readonly 
   process.stdout.write(`${line(columns)}\n${widths.map((w) => "-".repeat(w)).join("-+-")}\n`);
   for (const r of text) process.stdout.write(`${line(r)}\n`);
   process.stdout.write(`(${rows.length} row${rows.length === 1 ? "" : "s"})\n`);
+}
+
+/** What to try when a node did not answer: a certificate it serves that is not trusted is no "is it running". */
+function unreachableHint(why: string): string {
+  if (/certificate|self[- ]signed|UNABLE_TO_VERIFY|CERT_/i.test(why)) {
+    return "the node's certificate is not trusted: pass --cacert FILE with the CA that signed it (or set [tls] ca_file in the --config file)";
+  }
+  return "is it running (`systemctl status svc`)? pass --node URL or --config FILE to pick the node";
 }

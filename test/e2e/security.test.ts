@@ -217,6 +217,9 @@ describe("TLS and tokens on the client and admin ports", () => {
     expect(wrongRole.stderr).toContain("needs role admin; this token has role read");
     const noCa = await runBinary(["admin", "stats", "--node", adminUrl], { env: { SVC_TOKEN: s.tokens.admin } });
     expect(noCa.exitCode).not.toBe(0);
+    // Named as a certificate not trusted, with the flag that fixes it, not as a node not running.
+    expect(noCa.stderr).toContain("pass --cacert FILE");
+    expect(noCa.stderr).not.toContain("is it running");
 
     // A token made while the node runs is accepted without a restart.
     const made = await runBinary(["admin", "token", "create", "--role", "admin", "--config", node.configPath]);

@@ -51,5 +51,9 @@ describe("cluster admin from any node", () => {
     expect(r.stderr).toBe("");
     expect(r.exitCode).toBe(0);
     expect((await cluster.waitLeader()).nodeId).toBe(target.nodeId);
+    // Asked again (a retried script): it is already there, which is what was asked.
+    const again = await runBinary(["admin", "transfer-leader", "--node", follower.adminUrl, "--to", target.nodeId], { deadlineMs: 30_000 });
+    expect({ exit: again.exitCode, stderr: again.stderr }).toEqual({ exit: 0, stderr: "" });
+    expect((await cluster.waitLeader()).nodeId).toBe(target.nodeId);
   }, 120_000);
 });

@@ -127,7 +127,7 @@ export function adminApp(node: SvcNode) {
     }), { parse: "none" })
     .post("/admin/add-node", ({ request }) => atLeader(request, relayTimeoutMs.addNode, async (text) => {
       const body = parseMemberBody(parseJsonText(text));
-      return node.addMember(body.member, { learner: body.learner, catchUpTimeoutMs: 120_000 });
+      return node.addMember(body.member, { learner: body.learner, catchUpTimeoutMs: 120_000, signal: request.signal });
     }), { parse: "none" })
     .post("/admin/set-member", ({ request }) => atLeader(request, relayTimeoutMs.membership, async (text) => {
       const { id, change } = parseSetMemberBody(parseJsonText(text));

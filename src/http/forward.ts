@@ -51,7 +51,8 @@ export function leaderAdminToForwardTo(e: unknown, request: Request): string | n
  * holds: NOT_LEADER only when the request never left this node, OUTCOME_UNKNOWN once it may have.
  */
 export function forwardAdminToLeader(leaderAdmin: string, pathAndQuery: string, body: string, nodeId: string, timeoutMs: number, from?: Request): Promise<Response> {
-  return relay({ to: leaderAdmin, port: "admin", path: pathAndQuery, body, nodeId, changes: true, timeoutMs, from });
+  // A caller that goes away abandons the relay too: the leader then sees its request go.
+  return relay({ to: leaderAdmin, port: "admin", path: pathAndQuery, body, nodeId, changes: true, timeoutMs, from, abandon: from?.signal });
 }
 
 interface Relay {

@@ -19,7 +19,12 @@ export class MembershipAdmin {
    * Add a member: replicate its addresses, add it as a learner, and unless `learner` is
    * set, promote it to voter once it has caught up.
    */
-  async addMember(member: MemberAddress, options: { learner: boolean; catchUpTimeoutMs: number }): Promise<{ index: number; role: "learner" | "voter" }> {
+  /**
+   * `signal`: the request's; aborted (its caller went away, a Ctrl-C), the wait for the learner
+   * to catch up ends and it stays a learner: a promotion the caller no longer waits for would
+   * make a voter of a node the operator believes was not added.
+   */
+  async addMember(member: MemberAddress, options: { learner: boolean; catchUpTimeoutMs: number; signal?: AbortSignal }): Promise<{ index: number; role: "learner" | "voter" }> {
     const { ctx } = this;
     ctx.checkServing();
     ctx.requireLeader();
@@ -45,6 +50,12 @@ export class MembershipAdmin {
       const status = ctx.core.status();
       const match = status.progress[member.id]?.match ?? 0;
       if (match >= status.commit) break;
+      if (options.signal?.aborted === true) {
+        ctx.logger.warn(`add-node: the request was abandoned while ${member.id} caught up; it stays a learner`, { id: member.id, index, hint: `promote it with \`svc admin promote --id ${member.id}\`, or remove it with \`svc admin remove-node --id ${member.id}\`` });
+        throw new SvcError("CATCH_UP_TIMEOUT", `the add-node request was abandoned while ${member.id} caught up: it stays a learner`, {
+          hint: `svc admin promote --id ${member.id} makes it a voter; svc admin remove-node --id ${member.id} undoes the addition`,
+        });
+      }
       if (ctx.clock.nowMs() > deadlineMs) {
         // Why the link fails, when it does: a node that belongs to another cluster, say, refuses
         // the handshake, and no port check would show it.

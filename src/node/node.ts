@@ -444,7 +444,7 @@ export class SvcNode {
 
   // ─── admin ──────────────────────────────────────────────────────────────────────────
 
-  addMember(member: MemberAddress, options: { learner: boolean; catchUpTimeoutMs: number }): Promise<{ index: number; role: "learner" | "voter" }> {
+  addMember(member: MemberAddress, options: { learner: boolean; catchUpTimeoutMs: number; signal?: AbortSignal }): Promise<{ index: number; role: "learner" | "voter" }> {
     return this.admin.addMember(member, options);
   }
 

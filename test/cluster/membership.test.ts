@@ -51,7 +51,7 @@ describe("membership", () => {
       "admin", "add-node", "--node", leader.adminUrl, "--id", "node4",
       "--peer", addressText(ownMember.peer, "peer"), "--client", addressText(ownMember.client, "client"), "--admin", addressText(ownMember.admin, "admin"),
     ], { deadlineMs: 120_000 });
-    expect(add.stderr).toBe("");
+    expect(add.stderr).toBe("adding node4 as a learner; it becomes a voter once it has caught up (waiting up to 120 s; Ctrl-C leaves it a learner)\n");
     expect(add.exitCode).toBe(0);
     expect(add.stdout).toContain("voter");
     await node4.waitHealthy();
@@ -123,6 +123,30 @@ describe("membership", () => {
       return r.status === 503 && body.problem?.includes("removed from the cluster") === true;
     }, { deadlineMs: 30_000 });
     await victim.kill9();
+  }, 120_000);
+
+  procTest("an add-node its caller abandons while the node catches up leaves it a learner, through a follower's relay too", async (env) => {
+    const nodes = await startCluster(env, 3, fastRaft);
+    const leader = await waitForLeader(nodes);
+    const follower = nodes.find((n) => n !== leader)!;
+    const own = await singleNodeConfig(env.dir, fastRaft, "node4");
+    const ownMember = own.cluster?.members?.[0];
+    if (ownMember === undefined) throw new Error("no member entry for node4");
+    const node4 = env.node({ ...own, cluster: { bootstrap: false, members: [...(nodes[0]?.config.cluster?.members ?? []), ownMember] } });
+    // node4 is not running yet: the request waits for it to catch up, and its caller gives up.
+    const caller = new AbortController();
+    const pending = fetch(`${follower.adminUrl}/admin/add-node`, {
+      method: "POST", signal: caller.signal,
+      body: JSON.stringify({ id: "node4", peer: addressText(ownMember.peer, "peer"), client: addressText(ownMember.client, "client"), admin: addressText(ownMember.admin, "admin") }),
+    }).catch(() => null);
+    await waitFor("node4 to be added as a learner", async () =>
+      (await getJson<ClusterInfo>(`${leader.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === "node4")?.role === "learner");
+    caller.abort();
+    await pending;
+    await waitFor("the leader to see the request go", () => leader.log().includes("add-node: the request was abandoned while node4 caught up; it stays a learner"));
+    node4.spawn();
+    await node4.waitHealthy();
+    expect((await getJson<ClusterInfo>(`${leader.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === "node4")?.role).toBe("learner");
   }, 120_000);
 
   procTest("a learner whose voters are gone reports itself unavailable on /health once it has heard no leader for two election timeouts", async (env) => {

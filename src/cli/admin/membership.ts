@@ -19,6 +19,9 @@ export const addNodeCommand = defineCommand({
     ...nodeArgs,
   },
   async run({ args }) {
+    if (args.learner !== true) {
+      process.stderr.write(`adding ${args.id} as a learner; it becomes a voter once it has caught up (waiting up to 120 s; Ctrl-C leaves it a learner)\n`);
+    }
     const r = await callNode(nodeUrl(args), "POST", "/admin/add-node", {
       id: args.id, peer: args.peer, client: args.client, admin: args.admin, learner: args.learner === true,
     }, 180_000);

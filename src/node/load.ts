@@ -51,6 +51,12 @@ export interface LoadedState {
   storeCacheKib: number;
   /** The newest image when this start did not need to hash it: to check once the node serves. */
   imageToCheck: SnapshotEntry | null;
+  /**
+   * A cluster member whose raft/ says it had committed entries past all it still holds (WAL
+   * segments lost from its tail, a wal-repair that dropped some): it must not vote until a
+   * leader gives them back (see start.ts). null when it holds all it committed.
+   */
+  lostCommitted: { committed: number; heldThrough: number } | null;
 }
 
 /** Make the directory layout, checking that this process may write there. */
@@ -180,7 +186,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     logger.warn("recovery: the store is ahead of the WAL; its state becomes the starting snapshot", { applied, walLastIndex: lastIndex });
     needsSnapshotAt = applied;
   }
-  refuseLostCommittedEntries(paths, config, store, { hardState: savedHardState, checkpoint, lastIndex, snapshotIndex });
+  const lostCommitted = lostCommittedEntries(paths, config, store, { hardState: savedHardState, checkpoint, lastIndex, snapshotIndex });
   logger.info("recovery: loaded", {
     snapshotIndex, checkpointIndex: checkpoint?.index ?? 0, walFirstIndex: entries[0]?.index ?? 0, walLastIndex: lastIndex, applied, term: hardState.term, commit: hardState.commit,
   });
@@ -196,6 +202,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     paths, hardState, wal, snapshots, store, snapshot: snapshotMeta, coreBase, entries, needsSnapshotAt, walWasEmpty, hadHardState: savedHardState !== null, storeCacheKib: cacheKib,
     imageToCheck: images.wasVerified ? null : latest,
     checkpointIndex: checkpoint !== null && checkpoint.index <= applied ? checkpoint.index : 0,
+    lostCommitted,
   };
 }
 
@@ -220,18 +227,24 @@ interface StoreVouchers {
  * it had not synced yet, which its leader sends again: not a loss. A loss a wal-repair recorded
  * is known, and the node starts.)
  */
-function refuseLostCommittedEntries(
+/**
+ * Entries this node had committed (its saved commit, its checkpoint) past all its WAL, store
+ * and images hold. A lone node cannot get them back: its start is refused. A cluster member
+ * can, from the leader; the lost stretch is returned for its start to hold its vote back.
+ */
+function lostCommittedEntries(
   paths: DataPaths, config: Config, store: Store,
   held: { hardState: StoredHardState | null; checkpoint: CheckpointRecord | null; lastIndex: number; snapshotIndex: number },
-): void {
+): { committed: number; heldThrough: number } | null {
+  const committed = Math.max(held.hardState?.commit ?? 0, held.checkpoint?.index ?? 0);
+  const heldThrough = Math.max(held.lastIndex, store.meta.appliedIndex, held.snapshotIndex);
+  if (committed <= heldThrough) return null;
   // Lone: this node is the one voter there is (a removed member whose membership names only
   // another is not; its saved commit may reach past what it wrote).
   const membership = store.meta.membership;
   const lone = membership.voters.length === 0 ? config.cluster.members.length <= 1 : isOnlyMember(membership, config.nodeId);
-  if (!lone || readEntriesLost(paths.raftDir) !== null) return;
-  const committed = Math.max(held.hardState?.commit ?? 0, held.checkpoint?.index ?? 0);
-  const heldThrough = Math.max(held.lastIndex, store.meta.appliedIndex, held.snapshotIndex);
-  if (committed <= heldThrough) return;
+  if (!lone) return { committed, heldThrough };
+  if (readEntriesLost(paths.raftDir) !== null) return null;
   const missing = heldThrough + 1 === committed ? `entry ${committed}` : `entries ${heldThrough + 1}..${committed}`;
   throw new SvcError("LOG_GAP", `this node had committed entries through ${committed}, but its WAL ends at ${held.lastIndex}, its store at ${store.meta.appliedIndex} and its newest snapshot at ${held.snapshotIndex}: ${missing}, acknowledged writes, are missing (WAL segments were lost, or the WAL was cut with the store removed)`, {
     hint: `put the missing WAL segments back into ${paths.walDir} (a wal-repair keeps the old WAL in raft/wal-corrupt-*), or restore from a backup (SPEC §4.5). ` +

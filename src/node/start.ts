@@ -118,6 +118,17 @@ export async function openNode(
     const walWasEmpty = state.walWasEmpty && restored === null;
     switch (planStart({ multiMember, walWasEmpty, wasPristine, needsSnapshotAt: state.needsSnapshotAt })) {
       case "as_loaded":
+        // WAL segments lost from its tail (or dropped by a wal-repair): it had committed, and so
+        // acknowledged, entries it no longer holds. What it holds is a prefix of the log and
+        // stays; the rest comes from the leader. Its vote would let a member that lacks them lead.
+        if (multiMember && state.lostCommitted !== null) {
+          if (!lostLog) markLostLog(paths.raftDir, true);
+          lostLog = true;
+          log.warn("recovery: this node committed entries its WAL no longer holds (segments lost from its end?); it fetches them from the leader and does not vote until then", {
+            committedThrough: state.lostCommitted.committed, holdsThrough: state.lostCommitted.heldThrough,
+            hint: "if WAL segments were moved away by mistake, stop the node and put them back into raft/wal/",
+          });
+        }
         break;
       case "forget_local_state":
         forgetLocalState(state, log);

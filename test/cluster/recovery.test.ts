@@ -69,13 +69,13 @@ async function holdsThroughout(what: string, windowMs: number, condition: () => 
  * stopped and its WAL emptied; a is killed. b and f, restarted, are a majority by count but
  * lack acknowledged writes: neither may become leader. Then a comes back and nothing is lost.
  */
-async function wipedWalMustNotElect(cluster: Cluster): Promise<void> {
+async function wipedWalMustNotElect(cluster: Cluster, damage: (f: NodeProcess) => void = (f) => emptyDir(join(f.dataDir, "raft", "wal")), early = { writes: 20, valueBytes: 32 }): Promise<void> {
   await cluster.start();
   await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
   const a = await cluster.waitLeader();
   const [b, f] = cluster.others(a) as [NodeProcess, NodeProcess];
-  const ledger = new Ledger(32);
-  await writeThrough([a], ledger, "early", 20);
+  const ledger = new Ledger(early.valueBytes);
+  await writeThrough([a], ledger, "early", early.writes);
   await cluster.waitConverged();
 
   // b falls behind; the writes after this are held by a and f only (a quorum of two).
@@ -85,7 +85,7 @@ async function wipedWalMustNotElect(cluster: Cluster): Promise<void> {
 
   // f loses its WAL (keeping its snapshots and store), then the only other holder goes down.
   expect(await f.stop()).toBe(0);
-  emptyDir(join(f.dataDir, "raft", "wal"));
+  damage(f);
   await cluster.kill9(a);
 
   // b and f are a majority by count, but b lacks 300 acknowledged writes and f no longer
@@ -165,6 +165,18 @@ describe("node recovery procedures (SPEC §4.6)", () => {
   clusterTest("a follower whose WAL was emptied and that falls back to an older local snapshot does not campaign: it cannot become leader without the acknowledged writes after it", {
     overrides: { snapshotIntervalEntries: 50 },
   }, wipedWalMustNotElect);
+
+  // Only the end of f's WAL is lost (its newest segment), and its store with it: what it still
+  // holds is a prefix of the log, but it committed, so acknowledged, entries after it.
+  clusterTest("a follower that lost its newest WAL segment and its store refuses to vote until it holds again what it committed", {
+    overrides: { snapshotIntervalEntries: 100_000, wal: { segmentSizeBytes: 1024 * 1024 } },
+  }, (cluster) => wipedWalMustNotElect(cluster, (f) => {
+    const walDir = join(f.dataDir, "raft", "wal");
+    const segments = fs.readdirSync(walDir).filter((n) => n.endsWith(".wal")).sort();
+    expect(segments.length).toBeGreaterThan(1);
+    fs.rmSync(join(walDir, segments.at(-1)!));
+    fs.rmSync(join(f.dataDir, "store"), { recursive: true, force: true });
+  }, { writes: 3_000, valueBytes: 1024 }));
 
   clusterTest("full state rebuild: a stopped follower with raft/ and store/ removed is rebuilt from the leader with the same data", {
     overrides: { snapshotIntervalEntries: 100 },

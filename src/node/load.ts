@@ -76,7 +76,59 @@ export function prepareDataDir(dataDir: string): DataPaths {
       hint: `give the user svc runs as ownership of it (e.g. \`chown -R svc:svc ${dataDir}\`) or set data_dir to a writable place`,
     });
   }
+  checkTreeAccess(paths);
   return paths;
+}
+
+/**
+ * Every directory and file svc keeps below the data directory must be its to read and write: one
+ * left to another user (a copy made as root, a chmod) otherwise surfaced later as a bare EACCES,
+ * or only when a new WAL segment was due, hours into a run.
+ */
+function checkTreeAccess(paths: DataPaths): void {
+  const refused: string[] = [];
+  const check = (path: string, isDir: boolean): void => {
+    try {
+      fs.accessSync(path, isDir ? fs.constants.R_OK | fs.constants.W_OK | fs.constants.X_OK : fs.constants.R_OK | fs.constants.W_OK);
+    } catch {
+      let st: fs.Stats | null = null;
+      try {
+        st = fs.statSync(path);
+      } catch {
+        return; // gone meanwhile
+      }
+      refused.push(`${path} (owner uid ${st.uid}, mode ${(st.mode & 0o7777).toString(8).padStart(4, "0")})`);
+    }
+  };
+  const walk = (dir: string, depth: number): void => {
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return; // the directory itself was checked (and refused) by its parent
+    }
+    for (const entry of entries) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        check(path, true);
+        if (depth > 0) walk(path, depth - 1);
+      } else if (entry.isFile()) {
+        check(path, false);
+      }
+    }
+  };
+  for (const dir of [paths.dataDir, paths.raftDir, paths.walDir, paths.snapshotsDir, paths.storeDir]) check(dir, true);
+  walk(paths.dataDir, 0);
+  walk(paths.raftDir, 0);
+  walk(paths.walDir, 0);
+  walk(paths.snapshotsDir, 1);
+  walk(paths.storeDir, 0);
+  if (refused.length === 0) return;
+  const uid = process.getuid?.();
+  const shown = [...new Set(refused)];
+  throw new SvcError("DATA_DIR_NOT_WRITABLE", `svc${uid === undefined ? "" : ` (uid ${uid})`} cannot read and write ${shown.length === 1 ? "" : `${shown.length} paths `}below its data directory: ${shown.slice(0, 5).join(", ")}${shown.length > 5 ? ", …" : ""}`, {
+    hint: `give the user svc runs as everything below the data directory: \`chown -R svc:svc ${paths.dataDir}\` (and \`chmod -R u+rwX ${paths.dataDir}\`)`,
+  });
 }
 
 /**

@@ -84,6 +84,35 @@ describe("svc serve refuses to start, and says why", () => {
     }
   });
 
+  procTest("a file or directory below the data directory the service user cannot use stops serve at start, named with the chown that fixes it", async (env) => {
+    fs.chmodSync(env.dir, 0o755);
+    const config = await singleNodeConfig(env.dir);
+    const dataDir = dataDirOf(config);
+    const nobody = Number(Bun.spawnSync(["id", "-u", "nobody"]).stdout.toString().trim());
+    const nogroup = Number(Bun.spawnSync(["id", "-g", "nobody"]).stdout.toString().trim());
+    for (const d of ["", "raft", "raft/wal", "raft/snapshots", "store"]) {
+      fs.mkdirSync(join(dataDir, d), { recursive: true, mode: 0o750 });
+      fs.chownSync(join(dataDir, d), nobody, nogroup);
+    }
+    const path = writeConfig(env, config);
+    fs.chmodSync(path, 0o644);
+    // A WAL directory left to root: the node used to start, serve, and stop hours later when a
+    // new segment was due, with a hint about the disk.
+    fs.chownSync(join(dataDir, "raft", "wal"), 0, 0);
+    const wal = await runBinary(["serve", "--config", path], { cwd: env.dir, runAs: { user: "nobody", group: "nogroup" } });
+    expect(wal.exitCode).toBe(1);
+    expect(wal.stderr).toContain(`${join(dataDir, "raft", "wal")} (owner uid 0, mode 0750)`);
+    expect(wal.stderr).toContain(`chown -R svc:svc ${dataDir}`);
+    // A file no one may read (a chmod 000): named, not a bare EACCES from deep in the start.
+    fs.chownSync(join(dataDir, "raft", "wal"), nobody, nogroup);
+    fs.writeFileSync(join(dataDir, "raft", "hardstate"), "x", { mode: 0o000 });
+    fs.chownSync(join(dataDir, "raft", "hardstate"), nobody, nogroup);
+    const file = await runBinary(["serve", "--config", path], { cwd: env.dir, runAs: { user: "nobody", group: "nogroup" } });
+    expect(file.exitCode).toBe(1);
+    expect(file.stderr).toContain(`${join(dataDir, "raft", "hardstate")} (owner uid ${nobody}, mode 0000)`);
+    expect(file.stderr).toContain("chmod -R u+rwX");
+  });
+
   procTest("a data directory the service user cannot write stops serve, naming its owner and the chown that fixes it", async (env) => {
     // Root writes anywhere, so the node runs as nobody against a root-owned 0700 directory;
     // the test dir itself must be traversable and the config readable for nobody.

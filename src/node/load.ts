@@ -57,7 +57,12 @@ export interface LoadedState {
    * leader gives them back (see start.ts). null when it holds all it committed.
    */
   lostCommitted: { committed: number; heldThrough: number } | null;
+  /** raft/hardstate was missing beside a log past a bootstrap's first entries: the votes it cast are forgotten. */
+  hardStateLost: boolean;
 }
+
+/** The entries a new cluster's bootstrap writes (its membership, its cluster id). */
+const bootstrapEntries = 2;
 
 /** Make the directory layout, checking that this process may write there. */
 export function prepareDataDir(dataDir: string): DataPaths {
@@ -242,11 +247,15 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   logger.info("recovery: loaded", {
     snapshotIndex, checkpointIndex: checkpoint?.index ?? 0, walFirstIndex: entries[0]?.index ?? 0, walLastIndex: lastIndex, applied, term: hardState.term, commit: hardState.commit,
   });
+  // Its hard state gone but its log beyond a bootstrap's first entries: the votes it cast are
+  // forgotten, and it could vote twice in a term. It must not vote until a leader caught it up.
+  let hardStateLost = false;
   if (savedHardState === null && entries.length > 0) {
     // A crash during a cluster's bootstrap, between its first entries and the hard state:
     // no vote was cast yet (the first election comes after), so the term of the log is the
     // term to resume in.
     const term = entries.at(-1)?.term ?? 0;
+    hardStateLost = (entries.at(-1)?.index ?? 0) > bootstrapEntries || term > 1;
     logger.warn("recovery: raft/hardstate is missing; resuming in the term of the log", { term });
     hardState = { term, vote: null, commit: 0, clusterId: store.meta.clusterId };
   }
@@ -255,6 +264,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     imageToCheck: images.wasVerified ? null : latest,
     checkpointIndex: checkpoint !== null && checkpoint.index <= applied ? checkpoint.index : 0,
     lostCommitted,
+    hardStateLost,
   };
 }
 

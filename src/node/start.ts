@@ -121,6 +121,13 @@ export async function openNode(
         // WAL segments lost from its tail (or dropped by a wal-repair): it had committed, and so
         // acknowledged, entries it no longer holds. What it holds is a prefix of the log and
         // stays; the rest comes from the leader. Its vote would let a member that lacks them lead.
+        if (multiMember && state.hardStateLost) {
+          if (!lostLog) markLostLog(paths.raftDir, true);
+          lostLog = true;
+          log.warn("recovery: raft/hardstate is gone while the WAL holds a cluster's log: the votes this node cast are forgotten, so it does not vote until a leader has caught it up", {
+            hint: "raft/hardstate is only ever replaced atomically; if it was moved away, stop the node and put it back",
+          });
+        }
         if (multiMember && state.lostCommitted !== null) {
           if (!lostLog) markLostLog(paths.raftDir, true);
           lostLog = true;

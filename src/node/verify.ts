@@ -20,7 +20,7 @@ export interface VerifyFinding {
 export async function verifyDataDir(paths: DataPaths, options: { store?: Store; skipWal?: boolean } = {}): Promise<VerifyFinding[]> {
   const findings: VerifyFinding[] = [];
   if (options.skipWal !== true) findings.push(...verifyWal(paths.walDir));
-  findings.push(verifyHardState(paths.hardStatePath));
+  findings.push(verifyHardState(paths.hardStatePath, paths.walDir));
   // Read only: a SnapshotStore would make the folder where there is none.
   const snapshots = fs.existsSync(paths.snapshotsDir) ? new SnapshotStore(paths.snapshotsDir).list() : [];
   if (snapshots.length === 0) findings.push({ target: paths.snapshotsDir, ok: true, detail: "no snapshots" });
@@ -70,10 +70,29 @@ function verifyCheckpoint(paths: DataPaths, snapshotIndex: number, storeAppliedI
   };
 }
 
-function verifyHardState(path: string): VerifyFinding {
+function verifyHardState(path: string, walDir: string): VerifyFinding {
   try {
     const state = readHardState(path);
-    if (state === null) return { target: path, ok: true, detail: "absent (this node has not joined a cluster yet)" };
+    if (state === null) {
+      // Beyond a new cluster's first two entries, the WAL is a joined member's log: its hard state is lost.
+      const newest = listSegments(walDir).at(-1);
+      let last = newest?.firstIndex ?? 0;
+      if (newest !== undefined) {
+        try {
+          last = Math.max(last, readSegment(newest.path).entries.at(-1)?.index ?? 0);
+        } catch {
+          // reported by the WAL's own finding
+        }
+      }
+      if (last > 2) {
+        return {
+          target: path, ok: false,
+          detail: `absent, but the WAL holds a cluster's log (through entry ${last}): the term and the votes this node cast are lost. ` +
+            "If it was moved away, put it back; otherwise the node holds its vote until a leader has caught it up, and writes it again at its next election",
+        };
+      }
+      return { target: path, ok: true, detail: "absent (this node has not joined a cluster yet)" };
+    }
     return { target: path, ok: true, detail: `crc ok: term ${state.term}, commit ${state.commit}` };
   } catch (e) {
     const hint = e instanceof SvcError && e.hint !== undefined ? `; ${e.hint}` : "";

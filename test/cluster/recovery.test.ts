@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { beforeAll, describe, expect } from "bun:test";
 import { clusterTest, expectSameData, recoveryPath, type Cluster } from "../lib/cluster.ts";
 import {
-  Ledger, WriteLoad, ensureBinary, execute, executeRaw, fetchMetrics, kvSchema, kvTable, postJson, useProcessCleanup, waitFor, type NodeProcess,
+  Ledger, WriteLoad, ensureBinary, execute, executeRaw, fetchMetrics, kvSchema, kvTable, postJson, runBinary, useProcessCleanup, waitFor, type NodeProcess,
 } from "../lib/proc.ts";
 
 useProcessCleanup();
@@ -177,6 +177,22 @@ describe("node recovery procedures (SPEC §4.6)", () => {
     fs.rmSync(join(walDir, segments.at(-1)!));
     fs.rmSync(join(f.dataDir, "store"), { recursive: true, force: true });
   }, { writes: 3_000, valueBytes: 1024 }));
+
+  // The hard state holds the votes a member cast: with it gone the member could vote twice in
+  // a term, so it holds its vote until a leader has caught it up, then votes again.
+  clusterTest("a follower whose raft/hardstate was removed does not vote until a leader caught it up, then holds the same data", {}, async (cluster) => {
+    const { follower, ledger } = await startWithRows(cluster, 50);
+    expect(await follower.stop()).toBe(0);
+    fs.rmSync(join(follower.dataDir, "raft", "hardstate"));
+    const verified = await runBinary(["admin", "verify-checksums", "--data-dir", follower.dataDir]);
+    expect(verified.exitCode).toBe(1);
+    expect(verified.stdout + verified.stderr).toContain("absent, but the WAL holds a cluster's log");
+    follower.spawn();
+    await waitFor("the follower to say it holds its vote back", () => follower.log().includes("the votes this node cast are forgotten"));
+    await follower.waitHealthy();
+    await waitFor("LOST_LOG to be cleared once caught up", () => !fs.existsSync(join(follower.dataDir, "raft", "LOST_LOG")));
+    await expectSameData(cluster, ledger);
+  });
 
   clusterTest("full state rebuild: a stopped follower with raft/ and store/ removed is rebuilt from the leader with the same data", {
     overrides: { snapshotIntervalEntries: 100 },

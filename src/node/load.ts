@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import type { Entry, HardState, Membership, SnapshotMeta } from "../raft/types.ts";
 import {
-  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readEntriesLost, readHardState, removeAtomicWriteLeftovers, removeReplayLeftovers, snapshotStateFile,
+  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readEntriesLost, readHardState, readMemberMark, removeAtomicWriteLeftovers, removeReplayLeftovers, snapshotStateFile,
   type DataPaths, type SnapshotEntry, type StoredHardState,
 } from "../storage/index.ts";
 import { Store, setAsideCopies } from "../store/index.ts";
@@ -247,6 +247,19 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   logger.info("recovery: loaded", {
     snapshotIndex, checkpointIndex: checkpoint?.index ?? 0, walFirstIndex: entries[0]?.index ?? 0, walLastIndex: lastIndex, applied, term: hardState.term, commit: hardState.commit,
   });
+  // A hard state behind the log it sits beside is not this log's: copied from another node or
+  // cluster. The core would call the WAL damaged and send the operator to a wal-repair that
+  // finds nothing; the file is what to fix.
+  const logTerm = entries.at(-1)?.term ?? 0;
+  if (savedHardState !== null && logTerm > savedHardState.term) {
+    const ownCluster = readMemberMark(paths.dataDir) ?? (store.meta.clusterId !== "" ? store.meta.clusterId : null);
+    const foreign = ownCluster !== null && savedHardState.clusterId !== "" && savedHardState.clusterId !== ownCluster;
+    throw new SvcError("RAFT_STATE_INVALID", `${paths.hardStatePath} is not this node's: it says term ${savedHardState.term}, but its WAL holds entry ${entries.at(-1)?.index} of term ${logTerm}` +
+      (foreign ? `, and it belongs to cluster ${savedHardState.clusterId} while this node belongs to ${ownCluster} (a file copied from another cluster)` : " (a file copied from another node, or an old copy)"), {
+      hint: `put back this node's own raft/hardstate; if it is lost, move ${paths.hardStatePath} aside: the node then resumes in the term of its log` +
+        " (a cluster member also holds its vote until a leader has caught it up)",
+    });
+  }
   // Its hard state gone but its log beyond a bootstrap's first entries: the votes it cast are
   // forgotten, and it could vote twice in a term. It must not vote until a leader caught it up.
   let hardStateLost = false;

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseConfig, renderConfigToml, type Config } from "../../src/config/index.ts";
 import { SvcNode } from "../../src/node/index.ts";
-import { Wal } from "../../src/storage/index.ts";
+import { Wal, writeHardState } from "../../src/storage/index.ts";
 import { Store } from "../../src/store/index.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { silentLogger } from "../../src/util/index.ts";
@@ -122,6 +122,19 @@ describe("node durability", () => {
     expect(second.stats().totalEntries).toBe(1);
     await second.execute([{ sql: "INSERT INTO t VALUES (2)", params: [] }]);
     expect(second.stats().totalEntries).toBe(2);
+  });
+
+  test("a hard state behind the log it sits beside (copied from another cluster) is named as the file to fix, not as WAL damage", async () => {
+    const config = await testConfig();
+    const first = await startNode(config);
+    await first.execute([{ sql: "CREATE TABLE t (v)", params: [] }]);
+    const term = first.status().term;
+    await first.stop();
+    writeHardState(join(config.dataDir, "raft", "hardstate"), { term: term - 1, vote: null, commit: 0, clusterId: "another-cluster" });
+    const refused = await startNode(config).then(() => null, (e: unknown) => e as Error);
+    expect(refused?.message).toContain("hardstate is not this node's");
+    expect(refused?.message).toContain("another-cluster");
+    expect(refused?.message).not.toContain("wal-repair");
   });
 
   test("a checkpoint every snapshot_interval entries makes the store durable there; the WAL is kept until an image covers it", async () => {

@@ -123,7 +123,10 @@ function checkTreeAccess(paths: DataPaths): void {
     }
   };
   for (const dir of [paths.dataDir, paths.raftDir, paths.walDir, paths.snapshotsDir, paths.storeDir]) check(dir, true);
-  walk(paths.dataDir, 0);
+  // At the top only svc's own files: the data directory may be a mount point (lost+found is root's).
+  for (const name of ["LOCK", "MEMBER", "BALLAST"]) {
+    if (fs.existsSync(join(paths.dataDir, name))) check(join(paths.dataDir, name), false);
+  }
   walk(paths.raftDir, 0);
   walk(paths.walDir, 0);
   walk(paths.snapshotsDir, 1);

@@ -96,6 +96,8 @@ describe("svc serve refuses to start, and says why", () => {
     }
     const path = writeConfig(env, config);
     fs.chmodSync(path, 0o644);
+    // What is not svc's stays out of it: a data directory that is a mount point has root's lost+found.
+    fs.mkdirSync(join(dataDir, "lost+found"), { mode: 0o700 });
     // A WAL directory left to root: the node used to start, serve, and stop hours later when a
     // new segment was due, with a hint about the disk.
     fs.chownSync(join(dataDir, "raft", "wal"), 0, 0);
@@ -111,6 +113,12 @@ describe("svc serve refuses to start, and says why", () => {
     expect(file.exitCode).toBe(1);
     expect(file.stderr).toContain(`${join(dataDir, "raft", "hardstate")} (owner uid ${nobody}, mode 0000)`);
     expect(file.stderr).toContain("chmod -R u+rwX");
+    // Fixed, it serves, root's lost+found beside its files notwithstanding (the server runs until stopped).
+    fs.rmSync(join(dataDir, "raft", "hardstate"));
+    const ran = await runBinary(["serve", "--config", path], { cwd: env.dir, runAs: { user: "nobody", group: "nogroup" }, deadlineMs: 10_000 })
+      .then((r) => `exited ${r.exitCode}: ${r.stderr}`, (e: Error) => e.message);
+    expect(ran).toContain("serving");
+    expect(ran).not.toContain("cannot read and write");
   });
 
   procTest("a data directory the service user cannot write stops serve, naming its owner and the chown that fixes it", async (env) => {

@@ -105,7 +105,8 @@ function checkTreeAccess(paths: DataPaths): void {
       refused.push(`${path} (owner uid ${st.uid}, mode ${(st.mode & 0o7777).toString(8).padStart(4, "0")})`);
     }
   };
-  const walk = (dir: string, depth: number): void => {
+  // `readOnlyFiles`: files svc only reads there (an image's, removed with its directory).
+  const walk = (dir: string, depth: number, readOnlyFiles = false): void => {
     let entries: fs.Dirent[];
     try {
       entries = fs.readdirSync(dir, { withFileTypes: true });
@@ -116,10 +117,18 @@ function checkTreeAccess(paths: DataPaths): void {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) {
         check(path, true);
-        if (depth > 0) walk(path, depth - 1);
+        if (depth > 0) walk(path, depth - 1, true);
       } else if (entry.isFile()) {
-        check(path, false);
+        if (readOnlyFiles) checkReadable(path);
+        else check(path, false);
       }
+    }
+  };
+  const checkReadable = (path: string): void => {
+    try {
+      fs.accessSync(path, fs.constants.R_OK);
+    } catch {
+      check(path, false);
     }
   };
   for (const dir of [paths.dataDir, paths.raftDir, paths.walDir, paths.snapshotsDir, paths.storeDir]) check(dir, true);

@@ -274,13 +274,15 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   }
   // Its hard state gone but its log beyond a bootstrap's first entries: the votes it cast are
   // forgotten, and it could vote twice in a term. It must not vote until a leader caught it up.
-  let hardStateLost = false;
+  // (Decided by the WAL, not by the entries after the store: a store rebuilt from an image that
+  // covers the whole WAL leaves none. A WAL of a new cluster's first entries only: a crash in
+  // its bootstrap, before the first election, when no vote was cast.)
+  const hardStateLost = savedHardState === null && lastIndex > bootstrapEntries;
   if (savedHardState === null && entries.length > 0) {
     // A crash during a cluster's bootstrap, between its first entries and the hard state:
     // no vote was cast yet (the first election comes after), so the term of the log is the
     // term to resume in.
     const term = entries.at(-1)?.term ?? 0;
-    hardStateLost = (entries.at(-1)?.index ?? 0) > bootstrapEntries || term > 1;
     logger.warn("recovery: raft/hardstate is missing; resuming in the term of the log", { term });
     hardState = { term, vote: null, commit: 0, clusterId: store.meta.clusterId };
   }
@@ -306,30 +308,28 @@ interface StoreVouchers {
 }
 
 /**
- * A lone node commits only what its own WAL has synced, so its saved commit index (and the
- * checkpoint its store was made durable at) is a floor on what its WAL and store must still hold
- * together. Below it, acknowledged writes are gone: WAL segments lost, or the WAL cut by hand
- * with the store removed. Starting would give their indexes to new writes and say nothing, so the
- * node refuses, naming them and the ways out. (A cluster member's saved commit may cover entries
- * it had not synced yet, which its leader sends again: not a loss. A loss a wal-repair recorded
- * is known, and the node starts.)
- */
-/**
- * Entries this node had committed (its saved commit, its checkpoint) past all its WAL, store
- * and images hold. A lone node cannot get them back: its start is refused. A cluster member
- * can, from the leader; the lost stretch is returned for its start to hold its vote back.
+ * Entries this node had committed past all its WAL, store and images hold. A lone node commits
+ * only what its own WAL has synced, so its saved commit index and its checkpoint are a floor on
+ * what it must still hold: below it, acknowledged writes are gone (WAL segments lost, or the WAL
+ * cut by hand with the store removed), and its start is refused, naming them and the ways out
+ * (a loss a wal-repair recorded is known, and the node starts). A cluster member's saved commit
+ * may cover entries it had not synced yet (the hard state is written as the term or vote
+ * changes, before that Ready's entries), which its leader sends again: not evidence. Its
+ * checkpoint is: the store was made durable there, so the entries were in its log. Past it, the
+ * lost stretch is returned for its start to hold its vote back; the leader sends the entries.
  */
 function lostCommittedEntries(
   paths: DataPaths, config: Config, store: Store,
   held: { hardState: StoredHardState | null; checkpoint: CheckpointRecord | null; lastIndex: number; snapshotIndex: number },
 ): { committed: number; heldThrough: number } | null {
-  const committed = Math.max(held.hardState?.commit ?? 0, held.checkpoint?.index ?? 0);
-  const heldThrough = Math.max(held.lastIndex, store.meta.appliedIndex, held.snapshotIndex);
-  if (committed <= heldThrough) return null;
   // Lone: this node is the one voter there is (a removed member whose membership names only
   // another is not; its saved commit may reach past what it wrote).
   const membership = store.meta.membership;
   const lone = membership.voters.length === 0 ? config.cluster.members.length <= 1 : isOnlyMember(membership, config.nodeId);
+  const checkpointed = held.checkpoint?.index ?? 0;
+  const committed = lone ? Math.max(held.hardState?.commit ?? 0, checkpointed) : checkpointed;
+  const heldThrough = Math.max(held.lastIndex, store.meta.appliedIndex, held.snapshotIndex);
+  if (committed <= heldThrough) return null;
   if (!lone) return { committed, heldThrough };
   if (readEntriesLost(paths.raftDir) !== null) return null;
   const missing = heldThrough + 1 === committed ? `entry ${committed}` : `entries ${heldThrough + 1}..${committed}`;

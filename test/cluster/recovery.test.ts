@@ -167,9 +167,10 @@ describe("node recovery procedures (SPEC §4.6)", () => {
   }, wipedWalMustNotElect);
 
   // Only the end of f's WAL is lost (its newest segment), and its store with it: what it still
-  // holds is a prefix of the log, but it committed, so acknowledged, entries after it.
-  clusterTest("a follower that lost its newest WAL segment and its store refuses to vote until it holds again what it committed", {
-    overrides: { snapshotIntervalEntries: 100_000, wal: { segmentSizeBytes: 1024 * 1024 } },
+  // holds is a prefix of the log, but its checkpoint (every 100 entries) shows it held entries
+  // after it, acknowledged ones among them.
+  clusterTest("a follower that lost its newest WAL segment and its store refuses to vote until it holds again what it had checkpointed", {
+    overrides: { snapshotIntervalEntries: 100, wal: { segmentSizeBytes: 1024 * 1024 } },
   }, (cluster) => wipedWalMustNotElect(cluster, (f) => {
     const walDir = join(f.dataDir, "raft", "wal");
     const segments = fs.readdirSync(walDir).filter((n) => n.endsWith(".wal")).sort();

@@ -91,12 +91,13 @@ export function prepareDataDir(dataDir: string): DataPaths {
  * or only when a new WAL segment was due, hours into a run.
  */
 function checkTreeAccess(paths: DataPaths): void {
+  const { R_OK, W_OK, X_OK } = fs.constants;
   const refused: string[] = [];
-  const check = (path: string, isDir: boolean): void => {
+  const check = (path: string, mode: number): void => {
     try {
-      fs.accessSync(path, isDir ? fs.constants.R_OK | fs.constants.W_OK | fs.constants.X_OK : fs.constants.R_OK | fs.constants.W_OK);
+      fs.accessSync(path, mode);
     } catch {
-      let st: fs.Stats | null = null;
+      let st: fs.Stats;
       try {
         st = fs.statSync(path);
       } catch {
@@ -105,8 +106,8 @@ function checkTreeAccess(paths: DataPaths): void {
       refused.push(`${path} (owner uid ${st.uid}, mode ${(st.mode & 0o7777).toString(8).padStart(4, "0")})`);
     }
   };
-  // `readOnlyFiles`: files svc only reads there (an image's, removed with its directory).
-  const walk = (dir: string, depth: number, readOnlyFiles = false): void => {
+  // Files in a snapshot directory are only read (and removed with their directory).
+  const walk = (dir: string, depth: number, fileMode = R_OK | W_OK): void => {
     let entries: fs.Dirent[];
     try {
       entries = fs.readdirSync(dir, { withFileTypes: true });
@@ -116,26 +117,16 @@ function checkTreeAccess(paths: DataPaths): void {
     for (const entry of entries) {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) {
-        check(path, true);
-        if (depth > 0) walk(path, depth - 1, true);
+        check(path, R_OK | W_OK | X_OK);
+        if (depth > 0) walk(path, depth - 1, R_OK);
       } else if (entry.isFile()) {
-        if (readOnlyFiles) checkReadable(path);
-        else check(path, false);
+        check(path, fileMode);
       }
     }
   };
-  const checkReadable = (path: string): void => {
-    try {
-      fs.accessSync(path, fs.constants.R_OK);
-    } catch {
-      check(path, false);
-    }
-  };
-  for (const dir of [paths.dataDir, paths.raftDir, paths.walDir, paths.snapshotsDir, paths.storeDir]) check(dir, true);
+  for (const dir of [paths.dataDir, paths.raftDir, paths.walDir, paths.snapshotsDir, paths.storeDir]) check(dir, R_OK | W_OK | X_OK);
   // At the top only svc's own files: the data directory may be a mount point (lost+found is root's).
-  for (const name of ["LOCK", "MEMBER", "BALLAST"]) {
-    if (fs.existsSync(join(paths.dataDir, name))) check(join(paths.dataDir, name), false);
-  }
+  for (const name of ["LOCK", "MEMBER", "BALLAST"]) check(join(paths.dataDir, name), R_OK | W_OK);
   walk(paths.raftDir, 0);
   walk(paths.walDir, 0);
   walk(paths.snapshotsDir, 1);

@@ -117,26 +117,28 @@ export async function openNode(
     // A restored backup's snapshot is a complete log's start, not a lost WAL.
     const walWasEmpty = state.walWasEmpty && restored === null;
     switch (planStart({ multiMember, walWasEmpty, wasPristine, needsSnapshotAt: state.needsSnapshotAt })) {
-      case "as_loaded":
-        // WAL segments lost from its tail (or dropped by a wal-repair): it had committed, and so
-        // acknowledged, entries it no longer holds. What it holds is a prefix of the log and
-        // stays; the rest comes from the leader. Its vote would let a member that lacks them lead.
-        if (multiMember && state.hardStateLost) {
+      case "as_loaded": {
+        // A member that lost what it had voted or held keeps what it holds (a prefix of the log,
+        // its term from the log) and gets the rest from the leader; until then its vote could
+        // elect a member lacking acknowledged writes, or be cast twice in a term.
+        const holdVote = (message: string, fields: Record<string, unknown>): void => {
           if (!lostLog) markLostLog(paths.raftDir, true);
           lostLog = true;
-          log.warn("recovery: raft/hardstate is gone while the WAL holds a cluster's log: the votes this node cast are forgotten, so it does not vote until a leader has caught it up", {
+          log.warn(`recovery: ${message}; it does not vote until a leader has caught it up`, fields);
+        };
+        if (multiMember && state.hardStateLost) {
+          holdVote("raft/hardstate is gone while the WAL holds a cluster's log: the votes this node cast are forgotten", {
             hint: "raft/hardstate is only ever replaced atomically; if it was moved away, stop the node and put it back",
           });
         }
         if (multiMember && state.lostCommitted !== null) {
-          if (!lostLog) markLostLog(paths.raftDir, true);
-          lostLog = true;
-          log.warn("recovery: this node committed entries its WAL no longer holds (segments lost from its end?); it fetches them from the leader and does not vote until then", {
-            committedThrough: state.lostCommitted.committed, holdsThrough: state.lostCommitted.heldThrough,
+          holdVote("this node's checkpoint shows entries its WAL no longer holds (segments lost from its end?); it fetches them from the leader", {
+            checkpointedThrough: state.lostCommitted.committed, holdsThrough: state.lostCommitted.heldThrough,
             hint: "if WAL segments were moved away by mistake, stop the node and put them back into raft/wal/",
           });
         }
         break;
+      }
       case "forget_local_state":
         forgetLocalState(state, log);
         lostLog = true;

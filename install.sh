@@ -461,6 +461,11 @@ Group=$SVC_GROUP
 ExecStart=$BIN_PATH serve --config $CONFIG_PATH
 Restart=on-failure
 RestartSec=5s
+# Exit 2 (the configuration is wrong) and 3 (the message names data or files to repair: a gap
+# in the log, Raft state of another node, a data directory svc may not use, TLS files that do
+# not fit): starting again unchanged fails the same way, so the unit stays failed with the
+# message in the journal. Exit 1 (a failing disk, a port still held) is restarted.
+RestartPreventExitStatus=2 3
 # Stopping flushes the WAL and closes the store.
 TimeoutStopSec=90s
 LimitNOFILE=1048576

@@ -8,7 +8,30 @@ export const ExitCode = {
   failure: 1,
   /** The command line or the configuration is wrong; nothing was done. */
   usage: 2,
+  /**
+   * `serve` only: the node cannot start, or go on, until the operator acts on what the message
+   * names (damaged or foreign Raft state, a gap in the log, files it may not use, TLS or gossip
+   * key files that do not fit). Starting it again unchanged fails the same way, so the unit
+   * install.sh writes does not restart it (RestartPreventExitStatus).
+   */
+  needsOperator: 3,
 } as const;
+
+/**
+ * The errors after which a restart alone cannot help: each names what to repair. Everything
+ * else a node stops on (a failing disk, a port or data directory still held by a process that
+ * is going away) may pass, and a restart is what fixes it: those exit 1.
+ */
+const needsOperatorCodes: ReadonlySet<string> = new Set([
+  "LOG_GAP", "HISTORY_DIVERGED", "RAFT_STATE_INVALID", "HARDSTATE_CORRUPT", "WAL_CORRUPT",
+  "DATA_DIR_NOT_WRITABLE", "DATA_DIR_WRONG_OWNER", "TLS_INVALID", "PEER_TLS_INVALID", "GOSSIP_KEY_INVALID", "TOKENS_FILE_INVALID",
+  "TRANSPORT_BAD_ADDRESS", "TRANSPORT_BAD_OPTION",
+]);
+
+/** The exit code of `serve` for the error that stopped the node (at start, or a fatal one later). */
+export function serveExitCode(e: SvcError): number {
+  return needsOperatorCodes.has(e.code) ? ExitCode.needsOperator : ExitCode.failure;
+}
 
 /** An error that ends a command with a given exit code after printing its message. */
 export class CliExit extends Error {

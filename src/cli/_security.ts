@@ -5,7 +5,7 @@
 import { securityWarnings, type Config } from "../config/index.ts";
 import { HttpSecurity } from "../http/index.ts";
 import { SvcError, type Logger } from "../util/index.ts";
-import { CliExit, ExitCode } from "./_exit.ts";
+import { CliExit, serveExitCode } from "./_exit.ts";
 
 export function startSecurity(config: Config, log: Logger): HttpSecurity {
   for (const warning of securityWarnings(config)) log.warn(`UNPROTECTED LISTENER: ${warning}`);
@@ -13,7 +13,7 @@ export function startSecurity(config: Config, log: Logger): HttpSecurity {
   try {
     security = HttpSecurity.load(config, log);
   } catch (e) {
-    throw e instanceof SvcError ? new CliExit(ExitCode.failure, e.describe()) : e;
+    throw e instanceof SvcError ? new CliExit(serveExitCode(e), e.describe()) : e;
   }
   process.on("SIGHUP", () => security.reload("SIGHUP"));
   return security;

@@ -11,7 +11,7 @@ import { summarizeConfig } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/index.ts";
 import { version, versionLine } from "../version.ts";
 import { loadConfigOrExit } from "./_config.ts";
-import { CliExit, ExitCode } from "./_exit.ts";
+import { CliExit, ExitCode, serveExitCode } from "./_exit.ts";
 import { startSecurity } from "./_security.ts";
 
 export const serveCommand = defineCommand({
@@ -63,7 +63,7 @@ export const serveCommand = defineCommand({
       node = await SvcNode.start(config, logger, { version, peerSecrets, registerMetrics: (registry) => inFlight.registerMetrics(registry) });
     } catch (e) {
       for (const s of servers) s.stop();
-      throw e instanceof SvcError ? new CliExit(ExitCode.failure, e.describe()) : e;
+      throw e instanceof SvcError ? new CliExit(serveExitCode(e), e.describe()) : e;
     }
     const running = node;
     clientFetch = clientApp(running).fetch;
@@ -85,7 +85,7 @@ export const serveCommand = defineCommand({
       }
       process.exit(code);
     };
-    running.onFatal = () => void shutdown(ExitCode.failure, "fatal error");
+    running.onFatal = (e) => void shutdown(serveExitCode(e), "fatal error");
     process.off("SIGTERM", earlyTerm);
     process.off("SIGINT", earlyInt);
     process.on("SIGTERM", () => void shutdown(ExitCode.ok, "SIGTERM"));

@@ -84,7 +84,7 @@ describe("svc serve refuses to start, and says why", () => {
     }
   });
 
-  procTest("a file or directory below the data directory the service user cannot use stops serve at start, named with the chown that fixes it", async (env) => {
+  procTest("a file or directory below the data directory the service user cannot use stops serve at start with exit 3, named with the chown that fixes it", async (env) => {
     fs.chmodSync(env.dir, 0o755);
     const config = await singleNodeConfig(env.dir);
     const dataDir = dataDirOf(config);
@@ -102,7 +102,8 @@ describe("svc serve refuses to start, and says why", () => {
     // new segment was due, with a hint about the disk.
     fs.chownSync(join(dataDir, "raft", "wal"), 0, 0);
     const wal = await runBinary(["serve", "--config", path], { cwd: env.dir, runAs: { user: "nobody", group: "nogroup" } });
-    expect(wal.exitCode).toBe(1);
+    // Exit 3: starting it again unchanged cannot help (the unit does not restart it).
+    expect(wal.exitCode).toBe(3);
     expect(wal.stderr).toContain(`${join(dataDir, "raft", "wal")} (owner uid 0, mode 0750)`);
     expect(wal.stderr).toContain(`chown -R svc:svc ${dataDir}`);
     // A file no one may read (a chmod 000): named, not a bare EACCES from deep in the start.
@@ -110,7 +111,7 @@ describe("svc serve refuses to start, and says why", () => {
     fs.writeFileSync(join(dataDir, "raft", "hardstate"), "x", { mode: 0o000 });
     fs.chownSync(join(dataDir, "raft", "hardstate"), nobody, nogroup);
     const file = await runBinary(["serve", "--config", path], { cwd: env.dir, runAs: { user: "nobody", group: "nogroup" } });
-    expect(file.exitCode).toBe(1);
+    expect(file.exitCode).toBe(3);
     expect(file.stderr).toContain(`${join(dataDir, "raft", "hardstate")} (owner uid ${nobody}, mode 0000)`);
     expect(file.stderr).toContain("chmod -R u+rwX");
     // Fixed, it serves, root's lost+found beside its files notwithstanding (the server runs until stopped).
@@ -121,7 +122,7 @@ describe("svc serve refuses to start, and says why", () => {
     expect(ran).not.toContain("cannot read and write");
   });
 
-  procTest("a data directory the service user cannot write stops serve, naming its owner and the chown that fixes it", async (env) => {
+  procTest("a data directory the service user cannot write stops serve with exit 3, naming its owner and the chown that fixes it", async (env) => {
     // Root writes anywhere, so the node runs as nobody against a root-owned 0700 directory;
     // the test dir itself must be traversable and the config readable for nobody.
     fs.chmodSync(env.dir, 0o755);
@@ -132,7 +133,7 @@ describe("svc serve refuses to start, and says why", () => {
     const path = writeConfig(env, config);
     fs.chmodSync(path, 0o644);
     const r = await runBinary(["serve", "--config", path], { cwd: env.dir, runAs: { user: "nobody", group: "nogroup" } });
-    expect(r.exitCode).toBe(1);
+    expect(r.exitCode).toBe(3);
     expect(r.stderr).toContain(dataDir);
     // Who owns it, who svc runs as, and the chown that fixes it (the wording is svc's own).
     expect(r.stderr).toMatch(/uid 0\b/);
@@ -158,7 +159,7 @@ describe("svc serve refuses to start, and says why", () => {
       const validated = await runBinary(["--config", path, "--validate"], { cwd: env.dir });
       expect({ case: c.name, exit: validated.exitCode, says: validated.stderr.includes(c.says) }).toEqual({ case: c.name, exit: 2, says: true });
       const served = await runBinary(["serve", "--config", path], { cwd: env.dir });
-      expect({ case: c.name, exit: served.exitCode, says: served.stderr.includes(c.says) }).toEqual({ case: c.name, exit: 1, says: true });
+      expect({ case: c.name, exit: served.exitCode, says: served.stderr.includes(c.says) }).toEqual({ case: c.name, exit: 3, says: true });
     }
     const good = writeConfig(env, { ...config, tls: { certFile: node1.cert, keyFile: node1.key, clientCaFile: "", caFile: "", peerCaFile: ca.cert } });
     expect((await runBinary(["--config", good, "--validate"], { cwd: env.dir })).exitCode).toBe(0);
@@ -186,7 +187,7 @@ describe("svc serve refuses to start, and says why", () => {
     const nogroup = Number(Bun.spawnSync(["id", "-g", "nobody"]).stdout.toString().trim());
     fs.chownSync(dataDir, nobody, nogroup);
     const refused = await runBinary(["serve", "--config", path], { cwd: env.dir, runAs: { user: "nobody", group: "nogroup" } });
-    expect(refused.exitCode).not.toBe(0);
+    expect(refused.exitCode).toBe(3);
     expect(refused.stderr).toContain("cannot read the tokens file");
     expect(refused.stderr).toContain(`chown svc:svc ${tokensFile}`);
     // A new file made once the data directory exists goes to its owner.

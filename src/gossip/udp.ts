@@ -44,7 +44,32 @@ export interface GossipSnapshot {
   readonly members: readonly MemberStatus[];
   readonly counters: Readonly<GossipCounters>;
   readonly dropped: Readonly<Record<DropReason, number>>;
+  /** Senders whose packets failed authentication lately, newest first (see RefusedSender). */
+  readonly refused: readonly RefusedSender[];
 }
+
+/** The reasons a packet of this cluster (its id) fails authentication: a key that does not fit. */
+const authFailures: ReadonlySet<DropReason> = new Set<DropReason>(["key_mismatch", "decrypt_failed", "bad_mac"]);
+
+/**
+ * A sender whose packets name this cluster but fail authentication: a member whose [gossip]
+ * key_file differs (or that has one where this node has none, or the other way round). Its
+ * packets are dropped, so the member looks dead; this says why.
+ */
+export interface RefusedSender {
+  /** ip:port the packets come from. */
+  readonly address: string;
+  /** The member whose peer address that is, when one is. */
+  readonly member: string | null;
+  readonly reason: DropReason;
+  readonly count: number;
+  readonly lastMs: number;
+}
+
+/** Senders remembered at most (the least recently refused goes first): a bound against spoofed sources. */
+const refusedSendersMax = 16;
+/** A sender's refusal is logged at warn at most this often. */
+const refusedLogEveryMs = 60_000;
 
 export interface GossipService {
   start(): Promise<void>;
@@ -78,6 +103,8 @@ class UdpGossip implements GossipService {
   private readonly dropped = Object.fromEntries(dropReasons.map((r) => [r, 0])) as Record<DropReason, number>;
   private sentThisTick = 0;
   private sourceReadMs = -Infinity;
+  /** ip:port → its latest refusal; insertion order is refusal order (re-inserted on each). */
+  private readonly refusedSenders = new Map<string, RefusedSender & { loggedMs: number }>();
   /** Errors the socket reported (mostly ICMP port unreachable from a member that is down). */
   private socketErrors = 0;
   private closed = false;
@@ -93,7 +120,7 @@ class UdpGossip implements GossipService {
       port: this.opts.listen.port,
       binaryType: "uint8array",
       socket: {
-        data: (_s, data) => this.onPacket(data),
+        data: (_s, data, port, address) => this.onPacket(data, `${address.includes(":") ? `[${address}]` : address}:${port}`),
         // A send to a member that is down comes back as ECONNREFUSED (ICMP port unreachable)
         // on a later receive: that is what probes are for, not an error of the socket.
         error: (_s, e) => {
@@ -139,6 +166,7 @@ class UdpGossip implements GossipService {
       members: this.core?.status(now) ?? [],
       counters: { ...(this.core?.counters ?? empty) },
       dropped: { ...this.dropped },
+      refused: [...this.refusedSenders.values()].reverse().map(({ loggedMs: _, ...r }) => r),
     };
   }
 
@@ -181,7 +209,7 @@ class UdpGossip implements GossipService {
     core.setFacts(source.facts());
   }
 
-  private onPacket(data: Uint8Array): void {
+  private onPacket(data: Uint8Array, sender: string): void {
     const core = this.core;
     const key = this.key;
     if (core === null || key === null) {
@@ -191,7 +219,8 @@ class UdpGossip implements GossipService {
     const decoded = decodePacket(data, this.clusterId, key, this.timings.packetBytesMax);
     if (!decoded.ok) {
       this.dropped[decoded.reason] += 1;
-      if (this.log.enabled("debug")) this.log.debug("gossip: packet dropped", { reason: decoded.reason, bytes: data.length });
+      if (authFailures.has(decoded.reason)) this.refusedFrom(sender, decoded.reason);
+      else if (this.log.enabled("debug")) this.log.debug("gossip: packet dropped", { reason: decoded.reason, bytes: data.length });
       return;
     }
     const from = decoded.message.from;
@@ -202,6 +231,24 @@ class UdpGossip implements GossipService {
     if (this.opts.blocked?.().has(from) === true) return;
     if (this.log.enabled("trace")) this.log.trace("gossip: received", { type: decoded.message.type, from, seq: decoded.message.seq });
     this.send(core.receive(decoded.message, Date.now()));
+  }
+
+  private refusedFrom(address: string, reason: DropReason): void {
+    const now = Date.now();
+    const before = this.refusedSenders.get(address);
+    this.refusedSenders.delete(address);
+    if (before === undefined && this.refusedSenders.size >= refusedSendersMax) {
+      const oldest = this.refusedSenders.keys().next().value;
+      if (oldest !== undefined) this.refusedSenders.delete(oldest);
+    }
+    let member: string | null = null;
+    for (const [id, a] of this.addresses) if (a.ip !== null && `${a.ip.includes(":") ? `[${a.ip}]` : a.ip}:${a.port}` === address) member = id;
+    const logged = before !== undefined && before.reason === reason && now - before.loggedMs < refusedLogEveryMs;
+    this.refusedSenders.set(address, { address, member, reason, count: (before?.count ?? 0) + 1, lastMs: now, loggedMs: logged ? before.loggedMs : now });
+    if (logged) return;
+    this.log.warn(`gossip: packets from ${address}${member === null ? "" : ` (${member})`} fail authentication and are dropped: ${refusalCause(reason)}`, {
+      reason, hint: "give every member the same [gossip] key_file (during a rotation, every key listed on every member), or none on any; see README \"Gossip\"",
+    });
   }
 
   private send(out: readonly Outgoing[]): void {
@@ -240,4 +287,18 @@ function splitAddress(raw: string): { host: string; port: number } | null {
   if (m === null) return null;
   const port = Number(m[2]);
   return port >= 1 && port <= 65535 ? { host: m[1] ?? "", port } : null;
+}
+
+/** Why a packet of this cluster failed authentication, as an operator reads it. */
+export function refusalCause(reason: DropReason): string {
+  switch (reason) {
+    case "key_mismatch":
+      return "one of the two members has a [gossip] key_file and the other has none";
+    case "decrypt_failed":
+      return "it is encrypted with a key this node's [gossip] key_file does not hold";
+    case "bad_mac":
+      return "its authentication code does not match (altered on the way, or sealed with another cluster-derived key)";
+    default:
+      return reason;
+  }
 }

@@ -5,14 +5,23 @@
 // the test proxies: a member cut from Raft but not from gossip is called out, and a cut of the
 // whole peer port is named as a partition. The leader's WAL archiving is among the facts gossiped.
 
-import { describe, expect } from "bun:test";
+import { afterAll, describe, expect } from "bun:test";
 import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import * as fs from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { staleViewAfterMs, type GossipStatusJson } from "../../src/cli/admin/_gossip-report.ts";
 import { clusterDerivedKey, encodePacket, type GossipMessage } from "../../src/gossip/index.ts";
 import { clusterTest, type Cluster } from "../lib/cluster.ts";
 import { addressText, execute, fetchMetrics, getJson, kvSchema, runBinary, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
 
 useProcessCleanup();
+
+/** One gossip key file for every node of a test that shares it; a test may rewrite it. */
+const gossipKeyFile = join(fs.mkdtempSync(join(tmpdir(), "svc-gossip-key-")), "gossip.key");
+fs.writeFileSync(gossipKeyFile, `${randomBytes(32).toString("base64")}\n`, { mode: 0o600 });
+afterAll(() => fs.rmSync(join(gossipKeyFile, ".."), { recursive: true, force: true }));
 
 interface GossipJson {
   cluster_id: string;
@@ -153,6 +162,38 @@ describe("gossip between real processes", () => {
       expect(`${check.stdout}${check.stderr}`).toBe("");
       expect(check.status).toBe(0);
     }
+  }, 120_000);
+
+  clusterTest("a member whose gossip key differs is named by cluster-status on both sides as heard but refused, with the fix, not just as dead", {
+    overrides: { gossip: { keyFile: gossipKeyFile } },
+  }, async (cluster) => {
+    await cluster.start();
+    const [a, b, c] = cluster.nodes;
+    if (a === undefined || b === undefined || c === undefined) throw new Error("three nodes");
+    await waitHealthyStatus(cluster, a);
+    // c is restarted with a key file of its own: it seals and opens with a key the others do not hold.
+    const otherKeyFile = `${gossipKeyFile}.other`;
+    fs.writeFileSync(otherKeyFile, `${randomBytes(32).toString("base64")}\n`, { mode: 0o600 });
+    expect(await c.stop()).toBe(0);
+    c.options.config = { ...c.options.config, gossip: { ...c.options.config.gossip, keyFile: otherKeyFile } };
+    c.spawn();
+    await c.waitHealthy();
+    await waitSeen([a, b], c.nodeId, "dead");
+    const seenFromA = await waitFor(`cluster-status on ${a.nodeId} to name ${c.nodeId}'s key`, async () => {
+      const r = await clusterStatus(a);
+      return r.stdout.includes(`${c.nodeId} is dead as seen by ${a.nodeId}`) && r.stdout.includes("fail authentication") ? r : false;
+    }, { deadlineMs: 30_000, intervalMs: 500 });
+    expect(seenFromA.exitCode).toBe(1);
+    expect(seenFromA.stdout).toMatch(new RegExp(`PROBLEM: ${c.nodeId} is dead as seen by ${a.nodeId} \\(for \\d+ s\\): its gossip packets reach ${a.nodeId} but fail authentication \\(it is encrypted with a key this node's \\[gossip\\] key_file does not hold\\); give every member the same \\[gossip\\] key_file`));
+    // The other side names both members it cannot open, and the log says it once per sender.
+    const fromC = await waitFor(`cluster-status on ${c.nodeId} to name both others' keys`, async () => {
+      const r = await clusterStatus(c);
+      return [a, b].every((n) => r.stdout.includes(`${n.nodeId} is dead as seen by ${c.nodeId}`)) && (r.stdout.match(/fail authentication/g) ?? []).length >= 2 ? r : false;
+    }, { deadlineMs: 30_000, intervalMs: 500 });
+    expect(fromC.exitCode).toBe(1);
+    expect(c.log()).toContain(`(${a.nodeId}) fail authentication and are dropped`);
+    // Raft does not use gossip keys: the cluster still commits through c.
+    await execute(c.clientUrl, [kvSchema]);
   }, 120_000);
 
   clusterTest("the leader's WAL archiving reaches every member through gossip", {

@@ -46,6 +46,29 @@ describe("cluster-status from gossip", () => {
     expect(r.members.find((m) => m.id === "node3")?.role).toBe("learner");
   });
 
+  test("a member heard but refused for its gossip key is called out with the cause and the fix, and so is a refused sender that is no member", () => {
+    const s = status([
+      member("node1", "alive", { node2: "alive", node3: "dead" }, { role: "leader" }),
+      member("node2", "alive", { node1: "alive", node3: "dead" }),
+      member("node3", "dead", { node1: "alive", node2: "alive" }),
+    ]);
+    const cause = "it is encrypted with a key this node's [gossip] key_file does not hold";
+    const refused = [
+      { address: "127.0.0.1:7899", member: "node3", reason: "decrypt_failed", cause, packets: 40, last_ms_ago: 300 },
+      { address: "10.0.0.9:7879", member: null, reason: "key_mismatch", cause: "one of the two members has a [gossip] key_file and the other has none", packets: 2, last_ms_ago: 900 },
+      // Long ago (past a view's life): a key fixed since is not blamed.
+      { address: "10.0.0.8:7879", member: null, reason: "decrypt_failed", cause, packets: 2, last_ms_ago: 3_600_000 },
+    ];
+    const r = gossipReport({ ...s, gossip: { ...s.gossip!, refused_senders: refused } });
+    expect(r.healthy).toBe(false);
+    expect(r.problems).toContain(`node3 is dead as seen by node1 (for 0 s): its gossip packets reach node1 but fail authentication (${cause}); ` +
+      "give every member the same [gossip] key_file (during a rotation, every key listed on every member), or none on any");
+    expect(r.problems.filter((p) => p.includes("10.0.0.9:7879"))).toEqual([expect.stringContaining("not a member's peer address, reach node1 but fail authentication (one of the two members has a [gossip] key_file")]);
+    expect(r.problems.join("\n")).not.toContain("10.0.0.8");
+    // An answer without the field (an older node) reads as before.
+    expect(gossipReport(s).problems).toContain("node3 is dead as seen by node1 (for 0 s)");
+  });
+
   test("a member the others see dead is its own group, unreachable: stopped or cut off, which look the same from here", () => {
     const r = gossipReport(status([
       member("node1", "alive", { node2: "alive", node3: "dead" }, { role: "leader" }),

@@ -104,6 +104,13 @@ describe("gossip encrypted with a shared key", () => {
     expect(a.snapshot().members.find((m) => m.id === "m2")?.record ?? null).toBeNull();
     expect(a.snapshot().members.find((m) => m.id === "m3")?.record ?? null).toBeNull();
     expect(aliveWithRecord(c, "m0")).toBe(false);
+    // Each refused sender is remembered by address, matched to its member, with the reason.
+    const refusedAt = (g: GossipService, id: string) => g.snapshot().refused.find((r) => r.member === id);
+    expect(refusedAt(a, "m2")).toMatchObject({ reason: "decrypt_failed" });
+    expect(refusedAt(a, "m3")).toMatchObject({ reason: "key_mismatch" });
+    expect(refusedAt(a, "m1")).toBeUndefined();
+    await waitUntil("m2 refuses m0's packets too", () => refusedAt(c, "m0") !== undefined);
+    expect(refusedAt(c, "m0")?.count).toBeGreaterThan(0);
   }, 30_000);
 
   test("a key rotated in two steps (every member accepts both, then sends with the new) keeps everyone alive", async () => {

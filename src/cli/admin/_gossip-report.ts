@@ -21,6 +21,16 @@ export interface GossipMemberJson {
   view: Record<string, GossipState> | null;
 }
 
+/** A sender whose packets name the cluster but fail authentication at the answering node. */
+export interface RefusedSenderJson {
+  address: string;
+  member: string | null;
+  reason: string;
+  cause: string;
+  packets: number;
+  last_ms_ago: number;
+}
+
 export interface GossipStatusJson {
   node_id: string;
   cluster_id: string;
@@ -34,6 +44,8 @@ export interface GossipStatusJson {
     members: GossipMemberJson[];
     counters: Record<string, number>;
     packets_dropped: Record<string, number>;
+    /** Absent from a node of an older version. */
+    refused_senders?: RefusedSenderJson[];
   } | null;
 }
 
@@ -120,9 +132,18 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
   for (const id of ids) groupMap.set(root(id), [...(groupMap.get(root(id)) ?? []), id]);
   const groups = [...groupMap.values()].sort((x, y) => y.length - x.length || (x[0] as string).localeCompare(y[0] as string));
 
+  // Refusals as recent as a current view: a member whose key differs is heard, and refused.
+  const refused = (g.refused_senders ?? []).filter((r) => r.last_ms_ago <= staleAfterMs);
+  const keyHint = "give every member the same [gossip] key_file (during a rotation, every key listed on every member), or none on any";
   for (const m of g.members) {
     if (m.id === s.node_id) continue;
-    if (m.state !== "alive") problems.push(`${m.id} is ${m.state} as seen by ${s.node_id}${m.state_for_ms === null ? "" : ` (for ${Math.round(m.state_for_ms / 1000)} s)`}`);
+    if (m.state === "alive") continue;
+    const seen = `${m.id} is ${m.state} as seen by ${s.node_id}${m.state_for_ms === null ? "" : ` (for ${Math.round(m.state_for_ms / 1000)} s)`}`;
+    const its = refused.find((r) => r.member === m.id);
+    problems.push(its === undefined ? seen : `${seen}: its gossip packets reach ${s.node_id} but fail authentication (${its.cause}); ${keyHint}`);
+  }
+  for (const r of refused) {
+    if (r.member === null) problems.push(`gossip packets from ${r.address}, not a member's peer address, reach ${s.node_id} but fail authentication (${r.cause}); if it is a member, ${keyHint}`);
   }
   for (const v of views) {
     if (v.stale) continue;

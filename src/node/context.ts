@@ -6,7 +6,7 @@
 import type { Config } from "../config/index.ts";
 import type { Clock, LogStore, PeerNetwork, SnapshotStore } from "../io/index.ts";
 import type { GossipService } from "../gossip/index.ts";
-import type { Entry, Membership, RaftCore } from "../raft/index.ts";
+import type { Entry, Membership, RaftCore, Role } from "../raft/index.ts";
 import { majority } from "../raft/index.ts";
 import type { MemberAddress, Store } from "../store/index.ts";
 import { assert } from "../util/assert.ts";
@@ -188,6 +188,16 @@ export class NodeContext {
    */
   walRemovableThrough(index: number): number {
     return this.io.walArchive === undefined ? index : Math.min(index, this.store.meta.archivedThrough);
+  }
+
+  /**
+   * The role this node reports about itself (/health, cluster-info, stats, gossip): the core's,
+   * except that a learner's core runs as a follower (it takes entries, never campaigns) and
+   * the membership says what it is. Decisions read the core's role, never this.
+   */
+  reportedRole(): Role | "learner" {
+    const status = this.core.status();
+    return status.role === "follower" && status.membership.learners.includes(this.config.nodeId) ? "learner" : status.role;
   }
 
   /** Move the recovery flow; an event with no edge from the current state is a bug. */

@@ -249,7 +249,7 @@ export class SvcNode {
       nodeId: ctx.config.nodeId,
       clusterId: ctx.clusterId,
       recovery: ctx.recovery,
-      role: raft.role,
+      role: ctx.reportedRole(),
       term: raft.term,
       leaderId: raft.leaderId,
       commitIndex: raft.commit,

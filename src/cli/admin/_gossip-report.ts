@@ -91,7 +91,7 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
     const m = byId.get(id) as GossipMemberJson;
     const f = m.facts;
     return {
-      // A learner's core is a follower: the membership says what it is.
+      // A learner says so in its facts; one of an older version reports its core's role (follower): the membership says what it is.
       id, state: m.state, role: f?.role === "follower" && s.learners.includes(id) ? "learner" : f?.role ?? null, term: f?.term ?? null, leader: f?.leader ?? null,
       commitIndex: f?.commit_index ?? null, appliedIndex: f?.applied_index ?? null,
       lag: leaderCommit === null || f === null ? null : Math.max(0, leaderCommit - f.applied_index),

@@ -1,0 +1,59 @@
+// What a node says about its own place in the cluster, on real processes: a learner says it is
+// one wherever it reports its role.
+
+import { describe, expect } from "bun:test";
+import type { MemberDraft } from "../../src/config/index.ts";
+import type { ProcEnv } from "../lib/proc-env.ts";
+import type { NodeProcess } from "../lib/proc-node.ts";
+import { addressText, getJson, procTest, runBinary, singleNodeConfig, startCluster, useProcessCleanup, waitFor, waitForLeader } from "../lib/proc.ts";
+
+useProcessCleanup();
+
+const fastRaft = { raft: { heartbeatIntervalMs: 50, electionTimeoutMs: 500 } };
+
+/** node4, configured with every member, added to the running cluster as a learner. */
+async function addLearner(env: ProcEnv, nodes: readonly NodeProcess[], leader: NodeProcess): Promise<{ node4: NodeProcess; entry: MemberDraft }> {
+  const own = await singleNodeConfig(env.dir, fastRaft, "node4");
+  const ownMember = own.cluster?.members?.[0];
+  if (ownMember === undefined) throw new Error("no member entry for node4");
+  const node4 = env.node({ ...own, cluster: { bootstrap: false, members: [...(nodes[0]?.config.cluster?.members ?? []), ownMember] } });
+  node4.spawn();
+  const add = await runBinary([
+    "admin", "add-node", "--node", leader.adminUrl, "--id", "node4", "--learner",
+    "--peer", addressText(ownMember.peer, "peer"), "--client", addressText(ownMember.client, "client"), "--admin", addressText(ownMember.admin, "admin"),
+  ], { deadlineMs: 120_000 });
+  expect({ exit: add.exitCode, stderr: add.stderr }).toEqual({ exit: 0, stderr: "" });
+  await node4.waitHealthy();
+  return { node4, entry: ownMember };
+}
+
+describe("what a node says about its membership", () => {
+  procTest("a learner says it is a learner: /health on both ports, cluster-info, stats and cluster-status", async (env) => {
+    const nodes = await startCluster(env, 3, fastRaft);
+    const leader = await waitForLeader(nodes);
+    const { node4 } = await addLearner(env, nodes, leader);
+
+    for (const url of [node4.clientUrl, node4.adminUrl]) {
+      expect({ url, role: (await getJson<{ role: string }>(`${url}/health`)).role }).toEqual({ url, role: "learner" });
+    }
+    const info = await runBinary(["admin", "cluster-info", "--node", node4.adminUrl]);
+    expect(info.exitCode).toBe(0);
+    expect((JSON.parse(info.stdout) as { role: string }).role).toBe("learner");
+    const stats = await runBinary(["admin", "stats", "--node", node4.adminUrl]);
+    expect(stats.exitCode).toBe(0);
+    expect(stats.stdout).toMatch(/^role: +learner$/m);
+    // Every member's row, asked of the learner itself and of the leader.
+    for (const asked of [node4, leader]) {
+      const status = await waitFor(`cluster-status on ${asked.nodeId} to show node4's facts`, async () => {
+        const r = await runBinary(["admin", "cluster-status", "--json", "--node", asked.adminUrl]);
+        const json = JSON.parse(r.stdout) as { members: { id: string; role: string | null }[] };
+        return json.members.find((m) => m.id === "node4")?.role != null ? json : false;
+      });
+      expect(status.members.find((m) => m.id === "node4")?.role).toBe("learner");
+    }
+    // The voters still say what they are.
+    expect((await getJson<{ role: string }>(`${leader.clientUrl}/health`)).role).toBe("leader");
+    const follower = nodes.find((n) => n !== leader)!;
+    expect((await getJson<{ role: string }>(`${follower.clientUrl}/health`)).role).toBe("follower");
+  }, 120_000);
+});

@@ -10,9 +10,13 @@ export function gossipStatusJson(node: SvcNode): Record<string, unknown> {
   const g = node.gossip();
   const links: Record<string, boolean> = {};
   for (const [id, l] of Object.entries(node.peerStatus())) links[id] = l.connected && l.inboundConnected;
+  const removed = node.removedProblem;
   return {
     node_id: s.nodeId,
     cluster_id: s.clusterId,
+    // Removed, this node's gossip is no member's view of the cluster: cluster-status says so first.
+    removed: removed !== null,
+    ...(removed === null ? {} : { problem: removed }),
     leader: s.leaderId,
     voters: s.membership.voters,
     learners: s.membership.learners,

@@ -228,6 +228,16 @@ export class SvcNode {
     return this.ctx.removed;
   }
 
+  /**
+   * What a removed node says about itself, wherever it is asked (/health, cluster-info,
+   * cluster-status), with what to do; null while it is a member.
+   */
+  get removedProblem(): string | null {
+    if (!this.ctx.removed) return null;
+    return `this node (${this.ctx.config.nodeId}) was removed from the cluster: stop it (its data is no longer replicated), ` +
+      "or add it back with `svc admin add-node` on an empty data directory";
+  }
+
   /** The unrecoverable error that stopped this node from serving, if any. */
   get fatal(): SvcError | null {
     return this.ctx.fatalError;

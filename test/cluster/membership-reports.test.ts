@@ -1,5 +1,6 @@
 // What a node says about its own place in the cluster, on real processes: a learner says it is
-// one wherever it reports its role.
+// one wherever it reports its role; a removed node says it was removed in cluster-status and
+// cluster-info, not only on /health.
 
 import { describe, expect } from "bun:test";
 import type { MemberDraft } from "../../src/config/index.ts";
@@ -56,4 +57,36 @@ describe("what a node says about its membership", () => {
     const follower = nodes.find((n) => n !== leader)!;
     expect((await getJson<{ role: string }>(`${follower.clientUrl}/health`)).role).toBe("follower");
   }, 120_000);
+
+  procTest("a removed node says so in cluster-status (exit 1) and cluster-info, with what to do", async (env) => {
+    const nodes = await startCluster(env, 3, fastRaft);
+    const leader = await waitForLeader(nodes);
+    const victim = nodes.find((n) => n !== leader)!;
+    const remove = await runBinary(["admin", "remove-node", "--node", leader.adminUrl, "--id", victim.nodeId], { deadlineMs: 30_000 });
+    expect(remove.exitCode).toBe(0);
+    await waitFor("the removed node's /health to say it was removed", async () => {
+      const r = await fetch(`${victim.adminUrl}/health`);
+      return r.status === 503 && ((await r.json()) as { problem?: string }).problem?.includes("removed from the cluster") === true;
+    });
+
+    const status = await runBinary(["admin", "cluster-status", "--node", victim.adminUrl]);
+    expect(status.exitCode).toBe(1);
+    expect(status.stdout).toContain(`PROBLEM: this node (${victim.nodeId}) was removed from the cluster: stop it`);
+    expect(status.stdout).toContain("svc admin add-node");
+    const statusJson = JSON.parse((await runBinary(["admin", "cluster-status", "--json", "--node", victim.adminUrl])).stdout) as { removed: boolean; healthy: boolean };
+    expect(statusJson).toMatchObject({ removed: true, healthy: false });
+
+    // cluster-info still prints what the node holds (exit 0, as metadata), and says it is no member's.
+    const info = await runBinary(["admin", "cluster-info", "--node", victim.adminUrl]);
+    expect(info.exitCode).toBe(0);
+    expect(info.stderr).toContain(`this node (${victim.nodeId}) was removed from the cluster: stop it`);
+    const infoJson = JSON.parse(info.stdout) as { removed: boolean; problem?: string };
+    expect(infoJson.removed).toBe(true);
+    expect(infoJson.problem).toContain("svc admin add-node");
+    // A member says nothing of the kind.
+    const fine = JSON.parse((await runBinary(["admin", "cluster-info", "--node", leader.adminUrl])).stdout) as { removed: boolean; problem?: string };
+    expect(fine).toMatchObject({ removed: false });
+    expect(fine.problem).toBeUndefined();
+    await victim.kill9();
+  }, 90_000);
 });

@@ -46,6 +46,22 @@ describe("cluster-status from gossip", () => {
     expect(r.members.find((m) => m.id === "node3")?.role).toBe("learner");
   });
 
+  test("a node removed from the cluster names its removal as the one problem, with what to do, not the partition its gossip shows", () => {
+    const s = status([
+      member("node1", "alive", { node2: "suspect", node3: "alive" }, { leader: "node3" }),
+      member("node2", "suspect", { node1: "alive", node3: "alive" }, { role: "leader", leader: "node2" }),
+      member("node3", "alive", { node1: "suspect", node2: "alive" }, { role: "leader", leader: "node3" }),
+    ], null);
+    const said = "this node (node1) was removed from the cluster: stop it (its data is no longer replicated), or add it back with `svc admin add-node` on an empty data directory";
+    const r = gossipReport({ ...s, voters: ["node2", "node3"], removed: true, problem: said });
+    expect(r.removed).toBe(true);
+    expect(r.healthy).toBe(false);
+    expect(r.problems).toEqual([said]);
+    expect(renderGossipReport(r)).toContain(`PROBLEM: ${said}\n`);
+    // A member says nothing of the kind.
+    expect(gossipReport({ ...s, removed: false }).removed).toBe(false);
+  });
+
   test("a member the others see dead is its own group, unreachable: stopped or cut off, which look the same from here", () => {
     const r = gossipReport(status([
       member("node1", "alive", { node2: "alive", node3: "dead" }, { role: "leader" }),

@@ -27,6 +27,10 @@ export interface GossipStatusJson {
   leader: string | null;
   voters: string[];
   learners: string[];
+  /** The answering node was removed from the cluster (absent from a node of an older version). */
+  removed?: boolean;
+  /** What the answering node says about its removal, with what to do. */
+  problem?: string;
   raft_links: Record<string, boolean>;
   gossip: {
     protocol_period_ms: number;
@@ -69,6 +73,8 @@ export interface GossipReport {
   unreachable: string[];
   /** More than one group is still heard from: a partition seen from both sides. */
   partitioned: boolean;
+  /** The answering node was removed from the cluster: its picture is no member's. */
+  removed: boolean;
   problems: string[];
   healthy: boolean;
 }
@@ -77,8 +83,15 @@ export interface GossipReport {
 export function gossipReport(s: GossipStatusJson): GossipReport {
   const problems: string[] = [];
   const g = s.gossip;
+  const removed = s.removed === true;
+  // A removed node hears from no member as one of them: the partitions and suspicions its
+  // gossip would show are its removal, seen from outside; that is the one problem to name.
+  const removedProblem = s.problem ?? `this node (${s.node_id}) was removed from the cluster`;
   if (g === null) {
-    return { answeredBy: s.node_id, clusterId: s.cluster_id, leader: s.leader, members: [], views: [], groups: [], unreachable: [], partitioned: false, problems: [`${s.node_id} runs no gossip`], healthy: false };
+    return {
+      answeredBy: s.node_id, clusterId: s.cluster_id, leader: s.leader, members: [], views: [], groups: [], unreachable: [], partitioned: false, removed,
+      problems: [removed ? removedProblem : `${s.node_id} runs no gossip`], healthy: false,
+    };
   }
   const ids = g.members.map((m) => m.id).sort();
   const byId = new Map(g.members.map((m) => [m.id, m]));
@@ -158,7 +171,8 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
       problems.push(`${m.id}'s disk is full: it takes no entries (writes are refused once a majority of the voters cannot persist); free space on its data directory`);
     }
   }
-  return { answeredBy: s.node_id, clusterId: s.cluster_id, leader, members, views, groups, unreachable, partitioned, problems, healthy: problems.length === 0 };
+  const named = removed ? [removedProblem] : problems;
+  return { answeredBy: s.node_id, clusterId: s.cluster_id, leader, members, views, groups, unreachable, partitioned, removed, problems: named, healthy: named.length === 0 };
 }
 
 /**
@@ -190,7 +204,7 @@ function mostNamedLeader(members: GossipMemberJson[]): string | null {
 export function gossipReportJson(report: GossipReport): Record<string, unknown> {
   return {
     cluster_id: report.clusterId, answered_by: report.answeredBy, leader: report.leader, members: report.members, views: report.views,
-    groups: report.groups, partitioned: report.partitioned, unreachable: report.unreachable, problems: report.problems, healthy: report.healthy,
+    groups: report.groups, partitioned: report.partitioned, unreachable: report.unreachable, removed: report.removed, problems: report.problems, healthy: report.healthy,
   };
 }
 

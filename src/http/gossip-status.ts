@@ -21,6 +21,8 @@ export function gossipStatusJson(node: SvcNode): Record<string, unknown> {
     voters: s.membership.voters,
     learners: s.membership.learners,
     raft_links: links,
+    // Where this node's configuration file disagrees with the cluster: cluster-status says what to change.
+    config_drift: node.configDrift().map((d) => ({ id: d.id, in_file: d.inFile, replicated: d.replicated })),
     gossip: g === null ? null : {
       protocol_period_ms: g.timings.protocolPeriodMs,
       suspicion_timeout_ms: g.timings.suspicionTimeoutMs,

@@ -1,6 +1,7 @@
 // What a node says about its own place in the cluster, on real processes: a learner says it is
 // one wherever it reports its role; a removed node says it was removed in cluster-status and
-// cluster-info, not only on /health.
+// cluster-info, not only on /health; a node whose configuration file leaves out a member the
+// cluster has (added with add-node) says what to add to it.
 
 import { describe, expect } from "bun:test";
 import type { MemberDraft } from "../../src/config/index.ts";
@@ -89,4 +90,30 @@ describe("what a node says about its membership", () => {
     expect(fine.problem).toBeUndefined();
     await victim.kill9();
   }, 90_000);
+
+  procTest("a member added with add-node that a node's configuration file leaves out is named there, with the entry to add", async (env) => {
+    const nodes = await startCluster(env, 3, fastRaft);
+    const leader = await waitForLeader(nodes);
+    const { node4, entry } = await addLearner(env, nodes, leader);
+    const peer = addressText(entry.peer, "peer");
+
+    // The three first members' files do not list node4: each says so in its log, once.
+    for (const n of nodes) {
+      await waitFor(`${n.nodeId} to warn that its file leaves out node4`, () =>
+        n.log().includes("node4 is a member of the cluster, but not in this node's [cluster] members"));
+    }
+    // cluster-status on one of them: a warning naming node4 and the entry to add; nothing is
+    // wrong with the cluster itself (its replicated addresses reach node4), so it exits 0.
+    const status = await waitFor("cluster-status to be healthy but for the warning", async () => {
+      const r = await runBinary(["admin", "cluster-status", "--node", leader.adminUrl]);
+      return r.exitCode === 0 ? r : false;
+    });
+    expect(status.stdout).toContain(`WARNING: node4 is a member of the cluster, but ${leader.nodeId}'s configuration file does not list it in [cluster] members`);
+    expect(status.stdout).toContain(`{ id = "node4", peer = "${peer}"`);
+    const json = JSON.parse((await runBinary(["admin", "cluster-status", "--json", "--node", leader.adminUrl])).stdout) as { warnings: string[] };
+    expect(json.warnings.some((w) => w.includes("node4"))).toBe(true);
+    // node4's own file lists everyone: nothing to say there.
+    const own = JSON.parse((await runBinary(["admin", "cluster-status", "--json", "--node", node4.adminUrl])).stdout) as { warnings: string[] };
+    expect(own.warnings).toEqual([]);
+  }, 120_000);
 });

@@ -62,6 +62,34 @@ describe("cluster-status from gossip", () => {
     expect(gossipReport({ ...s, removed: false }).removed).toBe(false);
   });
 
+  test("the answering node's file leaving out a member it cannot reach is a problem; one the cluster replicated, or misstated, a warning with the entry to write", () => {
+    const s = status([
+      member("node1", "alive", { node2: "alive" }, { role: "leader" }),
+      member("node2", "alive", { node1: "alive" }),
+    ]);
+    const node4 = { id: "node4", peer: "10.0.0.4:7879", client: "10.0.0.4:7878", admin: "10.0.0.4:9090" };
+    const node2 = { id: "node2", peer: "10.0.0.2:7879", client: "10.0.0.2:7878", admin: "10.0.0.2:9090" };
+    const warned = gossipReport({ ...s, config_drift: [
+      { id: "node4", in_file: null, replicated: node4 },
+      { id: "node2", in_file: node2, replicated: { ...node2, peer: "10.0.0.22:7879" } },
+    ] });
+    expect(warned.healthy).toBe(true);
+    expect(warned.warnings).toEqual([
+      "node4 is a member of the cluster, but node1's configuration file does not list it in [cluster] members (the addresses the cluster replicated are used): " +
+        'add { id = "node4", peer = "10.0.0.4:7879", client = "10.0.0.4:7878", admin = "10.0.0.4:9090" } to members there (a node started on an empty data directory, and init-cluster --bootstrap, know only the file)',
+      expect.stringContaining('node1\'s configuration file gives node2 other addresses in [cluster] members than the cluster replicated (set-member; the cluster\'s are used): change { id = "node2", peer = "10.0.0.2:7879"'),
+    ]);
+    expect(warned.warnings[1]).toContain('to { id = "node2", peer = "10.0.0.22:7879"');
+    const text = renderGossipReport(warned);
+    expect(text).toContain("healthy: one leader");
+    expect(text).toContain("WARNING: node4 is a member of the cluster");
+
+    const unknown = gossipReport({ ...s, config_drift: [{ id: "node3", in_file: null, replicated: null }] });
+    expect(unknown.healthy).toBe(false);
+    expect(unknown.warnings).toEqual([]);
+    expect(unknown.problems).toEqual([expect.stringContaining("node3 is a member of the cluster, but node1's configuration file does not list it in [cluster] members and no addresses were replicated for it: node1 cannot reach it")]);
+  });
+
   test("a member the others see dead is its own group, unreachable: stopped or cut off, which look the same from here", () => {
     const r = gossipReport(status([
       member("node1", "alive", { node2: "alive", node3: "dead" }, { role: "leader" }),

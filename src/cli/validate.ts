@@ -1,4 +1,5 @@
-// `svc --config F --validate`: every problem with its line, exit 2; or a one-line summary, exit 0,
+// `svc --config F --validate`: every problem with its line (this node's own member entry against
+// its [listen] ports too, which serve does not refuse), exit 2; or a one-line summary, exit 0,
 // after a loud warning on stderr for each listener other machines reach without TLS or tokens,
 // and one when max_memory_mb is below what the node needs (memory-budget.ts).
 
@@ -10,7 +11,11 @@ import { CliExit, ExitCode, usageError } from "./_exit.ts";
 
 export async function validateCommandRun(path: string | undefined): Promise<void> {
   if (path === undefined || path === "") throw usageError("--validate needs --config FILE");
-  const result = loadConfigFile(path);
+  const loaded = loadConfigFile(path);
+  // The node would start with its own entry naming ports it does not listen on, but the others
+  // could not reach it: a problem to fix before it is started (see config/_self-entry.ts).
+  const selfEntry = loaded.ok ? (loaded.selfEntryProblems ?? []) : [];
+  const result = selfEntry.length > 0 ? { ok: false as const, problems: selfEntry } : loaded;
   if (!result.ok) {
     process.stderr.write(`${formatProblems(result.problems, path)}\n`);
     throw new CliExit(ExitCode.usage, `${path}: ${result.problems.length} problem${result.problems.length === 1 ? "" : "s"}`);

@@ -9,6 +9,7 @@ import { assert, errorMessage } from "../util/index.ts";
 import { checkListenPorts, checkMembers, checkRaftTimes, checkSelfInMembers } from "./_checks.ts";
 import { createLocator } from "./_locate.ts";
 import { readMembers } from "./_members.ts";
+import { checkSelfEntry } from "./_self-entry.ts";
 import { Problems } from "./_problems.ts";
 import { statConfigPath } from "./_stat.ts";
 import { checkUnknownKeys, readAddress, readBool, readInt, readString, readTable, type TomlTable } from "./_read.ts";
@@ -73,13 +74,16 @@ export function parseConfig(text: string, sourceName: string): ConfigResult {
     }
     return { ok: false, problems: [{ keyPath: "", message: `cannot parse ${sourceName} as TOML: ${errorMessage(e)}` }] };
   }
-  const problems = new Problems(createLocator(text));
-  const config = readConfig(document, problems);
-  if (config === undefined || problems.count > 0) return { ok: false, problems: problems.list };
-  return { ok: true, config: deepFreeze(config) };
+  const locate = createLocator(text);
+  const problems = new Problems(locate);
+  // Problems --validate reports but serve does not refuse (see _self-entry.ts).
+  const selfEntry = new Problems(locate);
+  const config = readConfig(document, problems, selfEntry);
+  if (config === undefined || problems.count > 0) return { ok: false, problems: [...problems.list, ...selfEntry.list] };
+  return { ok: true, config: deepFreeze(config), selfEntryProblems: selfEntry.list };
 }
 
-function readConfig(root: TomlTable, problems: Problems): Config | undefined {
+function readConfig(root: TomlTable, problems: Problems, selfEntry: Problems): Config | undefined {
   checkUnknownKeys(root, ROOT_FIELDS, [], problems);
   const nodeId = readString(root, "node_id", field(ROOT_FIELDS, "node_id", "string"), [], problems);
   if (nodeId !== undefined && !NODE_ID_PATTERN.test(nodeId)) {
@@ -108,6 +112,7 @@ function readConfig(root: TomlTable, problems: Problems): Config | undefined {
   const members = readMembers(clusterTable, problems);
   if (members !== undefined) checkMembers(members.members, problems);
   checkSelfInMembers(nodeId, bootstrap, members?.ids, problems);
+  if (members !== undefined) checkSelfEntry(nodeId, listen, members.members, selfEntry);
 
   const walSpec = tableFields(ROOT_FIELDS, "wal");
   const walTable = readTable(root, "wal", walSpec, problems) ?? {};

@@ -98,7 +98,15 @@ export interface ConfigProblem {
 }
 
 export type ConfigResult =
-  | { readonly ok: true; readonly config: Config }
+  | {
+    readonly ok: true;
+    readonly config: Config;
+    /**
+     * This node's own [cluster] members entry naming addresses it does not listen on: problems
+     * for --validate, which the node starts with (set-member may have moved it; see _self-entry.ts).
+     */
+    readonly selfEntryProblems?: readonly ConfigProblem[];
+  }
   | { readonly ok: false; readonly problems: readonly ConfigProblem[] };
 
 /** An address given to the renderer: either "host:port" or a parsed Address. */

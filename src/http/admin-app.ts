@@ -148,9 +148,13 @@ export function adminApp(node: SvcNode) {
       const s = node.status();
       const book = node.memberAddresses();
       const peers = node.peerStatus();
+      const removed = node.removedProblem;
       return json({
         cluster_id: s.clusterId,
         node_id: s.nodeId,
+        // A removed node still answers, from a membership that no longer names it.
+        removed: removed !== null,
+        ...(removed === null ? {} : { problem: removed }),
         leader: s.leaderId,
         term: s.term,
         commit_index: s.commitIndex,

@@ -11,13 +11,19 @@ export function gossipStatusJson(node: SvcNode): Record<string, unknown> {
   const g = node.gossip();
   const links: Record<string, boolean> = {};
   for (const [id, l] of Object.entries(node.peerStatus())) links[id] = l.connected && l.inboundConnected;
+  const removed = node.removedProblem;
   return {
     node_id: s.nodeId,
     cluster_id: s.clusterId,
+    // Removed, this node's gossip is no member's view of the cluster: cluster-status says so first.
+    removed: removed !== null,
+    ...(removed === null ? {} : { problem: removed }),
     leader: s.leaderId,
     voters: s.membership.voters,
     learners: s.membership.learners,
     raft_links: links,
+    // Where this node's configuration file disagrees with the cluster: cluster-status says what to change.
+    config_drift: node.configDrift().map((d) => ({ id: d.id, in_file: d.inFile, replicated: d.replicated })),
     gossip: g === null ? null : {
       protocol_period_ms: g.timings.protocolPeriodMs,
       suspicion_timeout_ms: g.timings.suspicionTimeoutMs,

@@ -13,10 +13,10 @@ export function healthResponse(node: SvcNode): Response {
   // linearizable read, so a load balancer should send it nothing. An election is shorter.
   const leaderlessMs = node.leaderlessMs();
   const noLeader = leaderlessMs > 2 * node.config.raft.electionTimeoutMs;
-  const removed = node.removed;
-  const healthy = s.recovery === "healthy" && node.fatal === null && !noLeader && !removed;
-  const problem = removed
-    ? "this node was removed from the cluster: stop it (its data is no longer replicated), or add it back with `svc admin add-node` on an empty data directory"
+  const removed = node.removedProblem;
+  const healthy = s.recovery === "healthy" && node.fatal === null && !noLeader && removed === null;
+  const problem = removed !== null
+    ? removed
     : noLeader && node.lostLog
       ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node lost log entries and does not vote until a leader gives them back; ` +
         "check that a majority of the other voters is up and reaches it (`svc admin cluster-status`). Only if every member was restored from the same snapshot " +

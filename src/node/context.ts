@@ -6,7 +6,7 @@
 import type { Config } from "../config/index.ts";
 import type { Clock, LogStore, PeerNetwork, SnapshotStore } from "../io/index.ts";
 import type { GossipService } from "../gossip/index.ts";
-import type { Entry, Membership, RaftCore } from "../raft/index.ts";
+import type { Entry, Membership, RaftCore, Role } from "../raft/index.ts";
 import { majority } from "../raft/index.ts";
 import type { MemberAddress, Store } from "../store/index.ts";
 import { assert } from "../util/assert.ts";
@@ -20,6 +20,7 @@ import type { DataPaths } from "../storage/index.ts";
 import { nextRecoveryState, recoveryAccepts, type RecoveryEvent, type RecoveryState } from "./recovery.ts";
 import type { ThreadPriority } from "./catch-up-priority.ts";
 import { ApplyWaiters } from "./waiters.ts";
+import { configDrift, memberEntryToml, type ConfigDrift } from "./config-drift.ts";
 import type { WalArchiveIo, WalArchivePart } from "./wal-archive-types.ts";
 
 /** The io a node runs on: production (start.ts) or the simulator's twins. */
@@ -190,6 +191,16 @@ export class NodeContext {
     return this.io.walArchive === undefined ? index : Math.min(index, this.store.meta.archivedThrough);
   }
 
+  /**
+   * The role this node reports about itself (/health, cluster-info, stats, gossip): the core's,
+   * except that a learner's core runs as a follower (it takes entries, never campaigns) and
+   * the membership says what it is. Decisions read the core's role, never this.
+   */
+  reportedRole(): Role | "learner" {
+    const status = this.core.status();
+    return status.role === "follower" && status.membership.learners.includes(this.config.nodeId) ? "learner" : status.role;
+  }
+
   /** Move the recovery flow; an event with no edge from the current state is a bug. */
   transition(event: RecoveryEvent): void {
     const next = nextRecoveryState(this.recovery, event);
@@ -240,29 +251,53 @@ export class NodeContext {
     // With no membership yet (a node waiting to join), every member the configuration names is dialled.
     const onDemand = new Set(membership.voters.length === 0 ? [] : Object.keys(peers).filter((id) => !members.has(id)));
     this.io.network.setPeers(peers, { onDemand });
-    this.tellUnknownMembers(peers);
+    this.tellConfigDrift();
   }
 
-  /** The members missing from the address book when that was last said ("": none). */
-  private unknownMembersTold = "";
+  /** The disagreements between the configuration file and the cluster when they were last said ("": none). */
+  private configDriftTold = "";
+
+  /** Where this node's [cluster] members disagrees with the cluster's membership and replicated addresses. */
+  configDrift(): ConfigDrift[] {
+    return configDrift(this.config.nodeId, this.config.cluster.members, this.core.status().membership, this.store.memberAddresses());
+  }
 
   /**
-   * A member of the replicated membership whose address this node does not know (left out of
-   * cluster.members, and not added at run time) can be neither dialled nor accepted: say so,
-   * once per change, with the fix. Otherwise the node only looks cut off from it.
+   * Say, once per change, where the configuration file disagrees with the cluster, with the
+   * fix. A member whose address this node does not know at all (left out of cluster.members,
+   * and not added at run time) can be neither dialled nor accepted: otherwise the node only
+   * looks cut off from it. One the file leaves out or misstates but the cluster replicated
+   * works while the node runs; the file is still wrong for a start on an empty data directory
+   * and for init-cluster --bootstrap.
    */
-  private tellUnknownMembers(peers: Readonly<Record<string, string>>): void {
-    const m = this.core.status().membership;
-    const unknown = [...m.voters, ...m.learners].filter((id) => id !== this.config.nodeId && peers[id] === undefined);
-    const key = unknown.join(",");
-    if (key === this.unknownMembersTold) return;
-    this.unknownMembersTold = key;
-    if (unknown.length === 0) return;
-    this.logger.warn(`${unknown.join(", ")} ${unknown.length === 1 ? "is a member" : "are members"} of the cluster, but not in this node's [cluster] members: ` +
-      "this node cannot reach them and refuses their connections", {
-      members: unknown,
-      hint: "add them to members in this node's configuration file (the same list on every node), then restart it",
-    });
+  private tellConfigDrift(): void {
+    const drift = this.configDrift();
+    const key = JSON.stringify(drift);
+    if (key === this.configDriftTold) return;
+    this.configDriftTold = key;
+    const unknown = drift.filter((d) => d.inFile === null && d.replicated === null).map((d) => d.id);
+    if (unknown.length > 0) {
+      this.logger.warn(`${unknown.join(", ")} ${unknown.length === 1 ? "is a member" : "are members"} of the cluster, but not in this node's [cluster] members: ` +
+        "this node cannot reach them and refuses their connections", {
+        members: unknown,
+        hint: "add them to members in this node's configuration file (the same list on every node), then restart it",
+      });
+    }
+    for (const d of drift) {
+      if (d.replicated === null) continue;
+      const entry = memberEntryToml(d.replicated);
+      if (d.inFile === null) {
+        this.logger.warn(`${d.id} is a member of the cluster, but not in this node's [cluster] members: it is reached at the addresses the cluster replicated (add-node, set-member)`, {
+          member: d.id,
+          hint: `add ${entry} to members in this node's configuration file (the same list on every node): a node started on an empty data directory, and init-cluster --bootstrap, know only the file`,
+        });
+      } else {
+        this.logger.warn(`this node's [cluster] members gives ${d.id} other addresses than the cluster replicated (set-member): the cluster's are used`, {
+          member: d.id, file: memberEntryToml(d.inFile),
+          hint: `change ${d.id}'s entry in members in this node's configuration file to ${entry}: a node started on an empty data directory, and init-cluster --bootstrap, know only the file`,
+        });
+      }
+    }
   }
 
   notLeader(leaderId: string | null): SvcError {

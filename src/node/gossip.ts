@@ -65,7 +65,7 @@ function ownFacts(ctx: NodeContext, version: string): MemberFacts {
   const raftLinks: Record<string, boolean> = {};
   for (const [id, l] of Object.entries(ctx.io.network.linkStatus())) raftLinks[id] = l.connected && l.inboundConnected;
   return {
-    role: raft.role,
+    role: ctx.reportedRole(),
     term: raft.term,
     leader: raft.leaderId,
     commitIndex: raft.commit,

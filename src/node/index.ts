@@ -1,4 +1,4 @@
-export { SvcNode, type Consistency, type ExecuteOutcome, type GossipSnapshot, type NodeParts, type SnapshotOutcome } from "./node.ts";
+export { SvcNode, type ConfigDrift, type Consistency, type ExecuteOutcome, type GossipSnapshot, type NodeParts, type SnapshotOutcome } from "./node.ts";
 export { recoveryStates, recoveryStateCode, recoveryEdges, nextRecoveryState, type RecoveryState, type RecoveryEvent } from "./recovery.ts";
 export { verifyDataDir, verifyWal, type VerifyFinding } from "./verify.ts";
 export { prepareDataDir } from "./load.ts";

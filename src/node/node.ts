@@ -38,10 +38,11 @@ import type { PeerSecrets } from "./peer-tls.ts";
 import { wireGossip, type GossipSnapshot } from "./gossip.ts";
 import type { NodeParts } from "./context.ts";
 import { messageTraceFields } from "./_message-trace.ts";
+import type { ConfigDrift } from "./config-drift.ts";
 import type { MetricsRegistry } from "../metrics/index.ts";
 
 export type Consistency = "linearizable" | "leader" | "stale";
-export type { SnapshotOutcome, NodeParts, GossipSnapshot };
+export type { SnapshotOutcome, NodeParts, GossipSnapshot, ConfigDrift };
 
 /** A linearizable read that a refused store commit keeps from a write waits this long for room before 507. */
 const readCommitWaitMs = 1_000;
@@ -228,6 +229,21 @@ export class SvcNode {
     return this.ctx.removed;
   }
 
+  /**
+   * What a removed node says about itself, wherever it is asked (/health, cluster-info,
+   * cluster-status), with what to do; null while it is a member.
+   */
+  get removedProblem(): string | null {
+    if (!this.ctx.removed) return null;
+    return `this node (${this.ctx.config.nodeId}) was removed from the cluster: stop it (its data is no longer replicated), ` +
+      "or add it back with `svc admin add-node` on an empty data directory";
+  }
+
+  /** Where this node's [cluster] members disagrees with the cluster (see config-drift.ts). */
+  configDrift(): ConfigDrift[] {
+    return this.ctx.configDrift();
+  }
+
   /** The unrecoverable error that stopped this node from serving, if any. */
   get fatal(): SvcError | null {
     return this.ctx.fatalError;
@@ -249,7 +265,7 @@ export class SvcNode {
       nodeId: ctx.config.nodeId,
       clusterId: ctx.clusterId,
       recovery: ctx.recovery,
-      role: raft.role,
+      role: ctx.reportedRole(),
       term: raft.term,
       leaderId: raft.leaderId,
       commitIndex: raft.commit,

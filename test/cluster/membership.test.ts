@@ -203,6 +203,10 @@ describe("membership", () => {
     restarted.spawn();
     await waitFor("node2 to name node3 as a member it does not know", () => restarted.log().includes("node3 is a member of the cluster, but not in this node's [cluster] members"));
     expect(restarted.log()).toContain("add them to members");
+    // cluster-status asked of it names node3 as a member it cannot reach, and what to add: exit 1.
+    const status = await runBinary(["admin", "cluster-status", "--node", restarted.adminUrl]);
+    expect(status.exitCode).toBe(1);
+    expect(status.stdout).toContain("PROBLEM: node3 is a member of the cluster, but node2's configuration file does not list it in [cluster] members and no addresses were replicated for it");
   }, 60_000);
 
   procTest("set-member moves a member to a new peer address: every node redials it there, and it catches up from its new place", async (env) => {

@@ -253,6 +253,20 @@ describe("configuration checks", () => {
     expect(fs.existsSync(dataDirOf(config))).toBe(false);
   });
 
+  procTest("--validate exits 2 when this node's own member entry names a port it does not listen on, naming both and the file", async (env) => {
+    const config = await singleNodeConfig(env.dir);
+    const entry = config.cluster?.members?.[0];
+    if (entry === undefined) throw new Error("no member entry");
+    const wrong = "127.0.0.1:1";
+    const path = writeConfig(env, { ...config, cluster: { ...config.cluster, members: [{ ...entry, peer: wrong }] } });
+    const r = await runBinary(["--config", path, "--validate"], { cwd: env.dir });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr.split("\n").some((l) => /^:\d+:\d+: cluster\.members\[0\]\.peer: /.test(l.slice(path.length)) && l.startsWith(path))).toBe(true);
+    expect(r.stderr).toContain(`gives peer = "${wrong}", but listen.peer = "${String(config.listen?.peer)}"`);
+    expect(r.stderr).toContain("1 problem");
+    expect(r.stdout).toBe("");
+  });
+
   procTest("--validate exits 2 for a bad file and lists every problem", async (env) => {
     const path = join(env.dir, "bad.toml");
     fs.writeFileSync(path, badConfigText.replace("DATA_DIR", join(env.dir, "data")));

@@ -313,6 +313,8 @@ describe("config: problems", () => {
       .replace("[wal]", "[wal]\narchive_comand = \"x\"");
     const keys = problemsOf(parseConfig(text, "config.toml")).map((p) => p.keyPath).sort();
     expect(keys).toEqual([
+      // Its own entry gives the admin port 9090, and it would listen on 7878.
+      "cluster.members[0].admin",
       "cluster.members[2].id",
       "listen.admin",
       "max_memory_mb",
@@ -333,6 +335,49 @@ describe("config: problems", () => {
   test("locations survive multi-line strings and comments with brackets", () => {
     const text = `node_id = "a"\ndata_dir = """\n/x\n[not a table]\n"""\n# [raft] in a comment\n[raft]\nheartbeat_interval_ms = "x"\n`;
     expect(only(text, "raft.heartbeat_interval_ms").line).toBe(8);
+  });
+});
+
+describe("config: this node's own member entry against its [listen] addresses", () => {
+  const own = (listen: string, entry: string) => THREE_NODES
+    .replace(/\[listen\][\s\S]*?\n\n/, `[listen]\n${listen}\n\n`)
+    .replace('{ id = "node1", peer = "10.0.0.1:7879", client = "10.0.0.1:7878", admin = "10.0.0.1:9090" }', entry);
+  const selfEntry = (text: string): readonly ConfigProblem[] => {
+    const r = parseConfig(text, "config.toml");
+    if (!r.ok) throw new Error(`expected the file to parse: ${JSON.stringify(r.problems)}`);
+    return r.selfEntryProblems ?? [];
+  };
+
+  test("an entry whose ports are those it listens on, on a bind-all address, is no problem", () => {
+    expect(selfEntry(THREE_NODES)).toEqual([]);
+  });
+
+  test("a port in the entry other than the one it listens on is a problem naming both, at the entry's line; the node still parses", () => {
+    const text = own('client = "0.0.0.0:7878"\nadmin = "0.0.0.0:9090"\npeer = "0.0.0.0:7879"',
+      '{ id = "node1", peer = "10.0.0.1:7999", client = "10.0.0.1:7878", admin = "10.0.0.1:9090" }');
+    const found = selfEntry(text);
+    expect(found).toHaveLength(1);
+    expect(found[0]).toMatchObject({ keyPath: "cluster.members[0].peer", line: lineOf(text, '"10.0.0.1:7999"') });
+    expect(found[0]?.message).toContain('gives peer = "10.0.0.1:7999", but listen.peer = "0.0.0.0:7879"');
+    expect(found[0]?.message).toContain("cannot reach this node");
+  });
+
+  test("hosts are compared only where that is certain: one IP address bound against another", () => {
+    const entry = '{ id = "node1", peer = "10.0.0.1:7879", client = "node1.example:7878", admin = "[::1]:9090" }';
+    // Bound to another IPv4 address: a problem. Host names and IPv6 written another way are not.
+    const bound = own('client = "10.0.0.5:7878"\nadmin = "[0:0::1]:9090"\npeer = "10.0.0.2:7879"', entry);
+    expect(selfEntry(bound).map((p) => p.keyPath)).toEqual(["cluster.members[0].peer"]);
+    expect(selfEntry(bound)[0]?.message).toContain("it listens only on 10.0.0.2");
+    // Bind-all in both families: never a host problem.
+    expect(selfEntry(own('client = "0.0.0.0:7878"\nadmin = "[::]:9090"\npeer = "0.0.0.0:7879"', entry))).toEqual([]);
+    // An IPv6 entry against an IPv4 bind: not compared.
+    expect(selfEntry(own('client = "127.0.0.1:7878"\nadmin = "127.0.0.1:9090"\npeer = "10.0.0.1:7879"', entry))).toEqual([]);
+  });
+
+  test("with other problems in the file, the entry's mismatch is listed among them", () => {
+    const text = own('client = "0.0.0.0:7878"\nadmin = "0.0.0.0:9090"\npeer = "0.0.0.0:7879"',
+      '{ id = "node1", peer = "10.0.0.1:7879", client = "10.0.0.1:7000", admin = "10.0.0.1:9090" }').replace("max_memory_mb = 2048", "max_memory_mb = -1");
+    expect(problemsOf(parseConfig(text, "config.toml")).map((p) => p.keyPath).sort()).toEqual(["cluster.members[0].client", "max_memory_mb"]);
   });
 });
 

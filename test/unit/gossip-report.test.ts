@@ -69,6 +69,50 @@ describe("cluster-status from gossip", () => {
     expect(gossipReport(s).problems).toContain("node3 is dead as seen by node1 (for 0 s)");
   });
 
+  test("a node removed from the cluster names its removal as the one problem, with what to do, not the partition its gossip shows", () => {
+    const s = status([
+      member("node1", "alive", { node2: "suspect", node3: "alive" }, { leader: "node3" }),
+      member("node2", "suspect", { node1: "alive", node3: "alive" }, { role: "leader", leader: "node2" }),
+      member("node3", "alive", { node1: "suspect", node2: "alive" }, { role: "leader", leader: "node3" }),
+    ], null);
+    const said = "this node (node1) was removed from the cluster: stop it (its data is no longer replicated), or add it back with `svc admin add-node` on an empty data directory";
+    const r = gossipReport({ ...s, voters: ["node2", "node3"], removed: true, problem: said });
+    expect(r.removed).toBe(true);
+    expect(r.healthy).toBe(false);
+    expect(r.problems).toEqual([said]);
+    expect(renderGossipReport(r)).toContain(`PROBLEM: ${said}\n`);
+    // A member says nothing of the kind.
+    expect(gossipReport({ ...s, removed: false }).removed).toBe(false);
+  });
+
+  test("the answering node's file leaving out a member it cannot reach is a problem; one the cluster replicated, or misstated, a warning with the entry to write", () => {
+    const s = status([
+      member("node1", "alive", { node2: "alive" }, { role: "leader" }),
+      member("node2", "alive", { node1: "alive" }),
+    ]);
+    const node4 = { id: "node4", peer: "10.0.0.4:7879", client: "10.0.0.4:7878", admin: "10.0.0.4:9090" };
+    const node2 = { id: "node2", peer: "10.0.0.2:7879", client: "10.0.0.2:7878", admin: "10.0.0.2:9090" };
+    const warned = gossipReport({ ...s, config_drift: [
+      { id: "node4", in_file: null, replicated: node4 },
+      { id: "node2", in_file: node2, replicated: { ...node2, peer: "10.0.0.22:7879" } },
+    ] });
+    expect(warned.healthy).toBe(true);
+    expect(warned.warnings).toEqual([
+      "node4 is a member of the cluster, but node1's configuration file does not list it in [cluster] members (the addresses the cluster replicated are used): " +
+        'add { id = "node4", peer = "10.0.0.4:7879", client = "10.0.0.4:7878", admin = "10.0.0.4:9090" } to members there (a node started on an empty data directory, and init-cluster --bootstrap, know only the file)',
+      expect.stringContaining('node1\'s configuration file gives node2 other addresses in [cluster] members than the cluster replicated (set-member; the cluster\'s are used): change { id = "node2", peer = "10.0.0.2:7879"'),
+    ]);
+    expect(warned.warnings[1]).toContain('to { id = "node2", peer = "10.0.0.22:7879"');
+    const text = renderGossipReport(warned);
+    expect(text).toContain("healthy: one leader");
+    expect(text).toContain("WARNING: node4 is a member of the cluster");
+
+    const unknown = gossipReport({ ...s, config_drift: [{ id: "node3", in_file: null, replicated: null }] });
+    expect(unknown.healthy).toBe(false);
+    expect(unknown.warnings).toEqual([]);
+    expect(unknown.problems).toEqual([expect.stringContaining("node3 is a member of the cluster, but node1's configuration file does not list it in [cluster] members and no addresses were replicated for it: node1 cannot reach it")]);
+  });
+
   test("a member the others see dead is its own group, unreachable: stopped or cut off, which look the same from here", () => {
     const r = gossipReport(status([
       member("node1", "alive", { node2: "alive", node3: "dead" }, { role: "leader" }),

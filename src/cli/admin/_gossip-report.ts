@@ -37,7 +37,13 @@ export interface GossipStatusJson {
   leader: string | null;
   voters: string[];
   learners: string[];
+  /** The answering node was removed from the cluster (absent from a node of an older version). */
+  removed?: boolean;
+  /** What the answering node says about its removal, with what to do. */
+  problem?: string;
   raft_links: Record<string, boolean>;
+  /** Where the answering node's configuration file disagrees with the cluster (absent from a node of an older version). */
+  config_drift?: ConfigDriftJson[];
   gossip: {
     protocol_period_ms: number;
     suspicion_timeout_ms: number;
@@ -47,6 +53,21 @@ export interface GossipStatusJson {
     /** Absent from a node of an older version. */
     refused_senders?: RefusedSenderJson[];
   } | null;
+}
+
+export interface MemberAddressJson {
+  id: string;
+  peer: string;
+  client: string;
+  admin: string;
+}
+
+/** A member the answering node's [cluster] members leaves out (in_file null) or misstates. */
+export interface ConfigDriftJson {
+  id: string;
+  in_file: MemberAddressJson | null;
+  /** What the cluster replicated for it (add-node, set-member); null: none. */
+  replicated: MemberAddressJson | null;
 }
 
 export interface MemberRow {
@@ -81,7 +102,11 @@ export interface GossipReport {
   unreachable: string[];
   /** More than one group is still heard from: a partition seen from both sides. */
   partitioned: boolean;
+  /** The answering node was removed from the cluster: its picture is no member's. */
+  removed: boolean;
   problems: string[];
+  /** Not wrong now, but to be put right: they do not make the cluster unhealthy. */
+  warnings: string[];
   healthy: boolean;
 }
 
@@ -89,8 +114,16 @@ export interface GossipReport {
 export function gossipReport(s: GossipStatusJson): GossipReport {
   const problems: string[] = [];
   const g = s.gossip;
+  const removed = s.removed === true;
+  // A removed node hears from no member as one of them: the partitions and suspicions its
+  // gossip would show are its removal, seen from outside; that is the one problem to name.
+  const removedProblem = s.problem ?? `this node (${s.node_id}) was removed from the cluster`;
+  const drift = configDriftLines(s);
   if (g === null) {
-    return { answeredBy: s.node_id, clusterId: s.cluster_id, leader: s.leader, members: [], views: [], groups: [], unreachable: [], partitioned: false, problems: [`${s.node_id} runs no gossip`], healthy: false };
+    return {
+      answeredBy: s.node_id, clusterId: s.cluster_id, leader: s.leader, members: [], views: [], groups: [], unreachable: [], partitioned: false, removed,
+      problems: [removed ? removedProblem : `${s.node_id} runs no gossip`], warnings: removed ? [] : drift.warnings, healthy: false,
+    };
   }
   const ids = g.members.map((m) => m.id).sort();
   const byId = new Map(g.members.map((m) => [m.id, m]));
@@ -103,7 +136,7 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
     const m = byId.get(id) as GossipMemberJson;
     const f = m.facts;
     return {
-      // A learner's core is a follower: the membership says what it is.
+      // A learner says so in its facts; one of an older version reports its core's role (follower): the membership says what it is.
       id, state: m.state, role: f?.role === "follower" && s.learners.includes(id) ? "learner" : f?.role ?? null, term: f?.term ?? null, leader: f?.leader ?? null,
       commitIndex: f?.commit_index ?? null, appliedIndex: f?.applied_index ?? null,
       lag: leaderCommit === null || f === null ? null : Math.max(0, leaderCommit - f.applied_index),
@@ -179,7 +212,39 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
       problems.push(`${m.id}'s disk is full: it takes no entries (writes are refused once a majority of the voters cannot persist); free space on its data directory`);
     }
   }
-  return { answeredBy: s.node_id, clusterId: s.cluster_id, leader, members, views, groups, unreachable, partitioned, problems, healthy: problems.length === 0 };
+  const named = removed ? [removedProblem] : [...drift.problems, ...problems];
+  const warnings = removed ? [] : drift.warnings;
+  return { answeredBy: s.node_id, clusterId: s.cluster_id, leader, members, views, groups, unreachable, partitioned, removed, problems: named, warnings, healthy: named.length === 0 };
+}
+
+/**
+ * The answering node's file against the cluster. A member whose addresses it knows neither way
+ * is a problem: it cannot reach it, and refuses its connections. One the file leaves out or
+ * misstates, but whose addresses the cluster replicated, is reached: a warning, since the file
+ * is still what a node started on an empty data directory, and init-cluster --bootstrap, know.
+ */
+function configDriftLines(s: GossipStatusJson): { problems: string[]; warnings: string[] } {
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const file = `${s.node_id}'s configuration file`;
+  const why = "a node started on an empty data directory, and init-cluster --bootstrap, know only the file";
+  for (const d of s.config_drift ?? []) {
+    if (d.replicated === null) {
+      problems.push(`${d.id} is a member of the cluster, but ${file} does not list it in [cluster] members and no addresses were replicated for it: ` +
+        `${s.node_id} cannot reach it and refuses its connections; add ${d.id}'s entry (as the other members' files have it) to [cluster] members there and restart ${s.node_id}`);
+    } else if (d.in_file === null) {
+      warnings.push(`${d.id} is a member of the cluster, but ${file} does not list it in [cluster] members (the addresses the cluster replicated are used): ` +
+        `add ${memberEntryToml(d.replicated)} to members there (${why})`);
+    } else {
+      warnings.push(`${file} gives ${d.id} other addresses in [cluster] members than the cluster replicated (set-member; the cluster's are used): ` +
+        `change ${memberEntryToml(d.in_file)} to ${memberEntryToml(d.replicated)} there (${why})`);
+    }
+  }
+  return { problems, warnings };
+}
+
+function memberEntryToml(m: MemberAddressJson): string {
+  return `{ id = ${JSON.stringify(m.id)}, peer = ${JSON.stringify(m.peer)}, client = ${JSON.stringify(m.client)}, admin = ${JSON.stringify(m.admin)} }`;
 }
 
 /**
@@ -211,7 +276,7 @@ function mostNamedLeader(members: GossipMemberJson[]): string | null {
 export function gossipReportJson(report: GossipReport): Record<string, unknown> {
   return {
     cluster_id: report.clusterId, answered_by: report.answeredBy, leader: report.leader, members: report.members, views: report.views,
-    groups: report.groups, partitioned: report.partitioned, unreachable: report.unreachable, problems: report.problems, healthy: report.healthy,
+    groups: report.groups, partitioned: report.partitioned, unreachable: report.unreachable, removed: report.removed, problems: report.problems, warnings: report.warnings, healthy: report.healthy,
   };
 }
 
@@ -231,5 +296,6 @@ export function renderGossipReport(r: GossipReport): string {
   const groupsNote = r.partitioned ? "" : r.unreachable.length > 0 ? ` (${r.unreachable.join(", ")}: unreachable, last known views)` : " (no partition)";
   out += `\ngroups: ${formatGroups(r.groups)}${groupsNote}\n`;
   out += r.healthy ? "healthy: one leader, every member alive and following it\n" : r.problems.map((p) => `PROBLEM: ${p}\n`).join("");
+  out += r.warnings.map((w) => `WARNING: ${w}\n`).join("");
   return out;
 }

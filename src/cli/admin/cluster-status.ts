@@ -29,7 +29,8 @@ export const clusterStatusCommand = defineCommand({
     // client write is refused meanwhile. One with a lease (a backup's) ends by itself.
     const paused = info?.writesPaused === true ? (info.writesPausedUntil ?? null) : undefined;
     if (paused === null) problems.push("writes are paused with no end set: every client write is refused (503 WRITES_PAUSED) until `svc admin resume-writes`");
-    const report = problems.length === 0 ? gossip : { ...gossip, problems: [...gossip.problems, ...problems], healthy: false };
+    // A removed node's archiving and pause are no longer the cluster's: its removal is what to say.
+    const report = problems.length === 0 || gossip.removed ? gossip : { ...gossip, problems: [...gossip.problems, ...problems], healthy: false };
     if (args.json) {
       printJson({ ...gossipReportJson(report), writes_paused: info?.writesPaused ?? null, writes_paused_until: paused ?? null, wal_archive: wal?.json ?? null });
     } else {

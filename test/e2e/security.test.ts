@@ -484,6 +484,11 @@ describe("a three-node cluster with TLS on every port (mutual TLS between peers)
     outputs["cluster-info (metadata.json)"] = info.stdout + info.stderr;
     const status = await runBinary(["admin", "cluster-status", "--config", first.configPath]);
     outputs["cluster-status"] = status.stdout + status.stderr;
+    // From every node, over TLS, cluster-status reaches the leader for what only it knows (its WAL archiving).
+    for (const n of c.nodes) {
+      const seen = await runBinary(["admin", "cluster-status", "--config", n.configPath]);
+      expect(seen.stdout).toContain(`wal archive (${c.leader}):`);
+    }
     const bundlePath = join(env.dir, "bundle.tar.gz");
     const bundle = await runBinary(["admin", "support-bundle", "--config", first.configPath, "--log-file", first.logPath, "--out", bundlePath]);
     expect(bundle.exitCode).toBe(0);

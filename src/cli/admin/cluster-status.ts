@@ -52,7 +52,9 @@ interface LeaderInfo {
 }
 
 async function leaderInfo(base: string, leaderAdmin: string | null): Promise<LeaderInfo | null> {
-  for (const url of leaderAdmin === null ? [base] : [`http://${leaderAdmin}`, base]) {
+  // The leader's admin port speaks what this node's does (TLS on every admin port, or on none).
+  const scheme = new URL(base).protocol;
+  for (const url of leaderAdmin === null ? [base] : [`${scheme}//${leaderAdmin}`, base]) {
     try {
       const info = (await callNode(url, "GET", "/admin/cluster-info", undefined, 2_000)) as {
         node_id: string; role?: string; wal_archive?: WalArchiveJson | null; writes_paused?: boolean; writes_paused_until?: string;

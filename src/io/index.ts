@@ -6,7 +6,7 @@
 
 export { systemClock, type Clock, type Timer } from "./clock.ts";
 export { ManualClock } from "./manual-clock.ts";
-export type { CheckpointRecord, HardStateRecord, LogRecord, LogStore, LogStoreStats } from "./log-store.ts";
+export type { CheckpointRecord, HardStateRecord, LogRecord, LogStore, LogStoreStats, RemovedRecord } from "./log-store.ts";
 export { MemLogStore, type MemLogImage } from "./mem-log-store.ts";
 export type { InstallMethod, SnapshotRecord, SnapshotStore, StateMachine } from "./state-machine.ts";
 export type { PeerNetwork, PeerLinkStatus } from "./peer-network.ts";

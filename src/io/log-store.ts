@@ -27,6 +27,13 @@ export interface CheckpointRecord {
   readonly clusterId: string;
 }
 
+/** A removal this node learned of from a member's refusal (raft/REMOVED). */
+export interface RemovedRecord {
+  readonly configIndex: number;
+  readonly by: string;
+  readonly clusterId: string;
+}
+
 export interface LogStoreStats {
   /** Files (or units) the log occupies; compaction removes whole units. */
   readonly segmentCount: number;
@@ -70,6 +77,11 @@ export interface LogStore<E extends LogRecord> {
   saveCheckpoint(checkpoint: CheckpointRecord): Promise<void>;
   /** Record, durably, whether this member lost log entries it held (see the node's vote gate). */
   setLostLog(lost: boolean): void;
+  /**
+   * Record, durably, that a member said this node was removed from the cluster (null: forget
+   * it; see RaftCore.removalNotice). Throws, changing nothing, when it cannot be written.
+   */
+  setRemoved(mark: RemovedRecord | null): void;
   stats(): LogStoreStats;
   close(): void;
 }

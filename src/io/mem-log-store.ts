@@ -3,7 +3,7 @@
 // unsynced entry torn off (a write that reached the disk only in part is cut on open, as the
 // WAL does with a torn tail); failNextSync() makes the next sync reject, as an fsync error does.
 
-import type { CheckpointRecord, HardStateRecord, LogRecord, LogStore, LogStoreStats } from "./log-store.ts";
+import type { CheckpointRecord, HardStateRecord, LogRecord, LogStore, LogStoreStats, RemovedRecord } from "./log-store.ts";
 
 export interface MemLogImage<E extends LogRecord> {
   readonly entries: readonly E[];
@@ -12,6 +12,7 @@ export interface MemLogImage<E extends LogRecord> {
   readonly hardState: HardStateRecord | null;
   readonly lostLog: boolean;
   readonly checkpoint?: CheckpointRecord | null;
+  readonly removed?: RemovedRecord | null;
 }
 
 export class MemLogStore<E extends LogRecord> implements LogStore<E> {
@@ -22,6 +23,7 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
   private hardState: HardStateRecord | null;
   private lostLog: boolean;
   private checkpoint: CheckpointRecord | null;
+  private removed: RemovedRecord | null;
   private failSync: Error | null = null;
   /** Changes when entries are replaced (a reset, a truncated suffix): a sync begun before covers none of the new ones. */
   private generation = 0;
@@ -43,6 +45,7 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
     this.hardState = image.hardState;
     this.lostLog = image.lostLog;
     this.checkpoint = image.checkpoint ?? null;
+    this.removed = image.removed ?? null;
   }
 
   get lastIndex(): number {
@@ -172,6 +175,16 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
     this.lostLog = lost;
   }
 
+  setRemoved(mark: RemovedRecord | null): void {
+    this.checkOpen();
+    this.removed = mark;
+  }
+
+  /** What setRemoved last recorded (durable when it returned). */
+  get removedMark(): RemovedRecord | null {
+    return this.removed;
+  }
+
   stats(): LogStoreStats {
     let sizeBytes = 0;
     for (const e of this.entries) sizeBytes += entryBytes(e);
@@ -193,7 +206,7 @@ export class MemLogStore<E extends LogRecord> implements LogStore<E> {
    */
   crashImage(): MemLogImage<E> {
     this.closed = true;
-    return { entries: this.entries.slice(0, this.durableCount), offset: this.offset, hardState: this.hardState, lostLog: this.lostLog, checkpoint: this.checkpoint };
+    return { entries: this.entries.slice(0, this.durableCount), offset: this.offset, hardState: this.hardState, lostLog: this.lostLog, checkpoint: this.checkpoint, removed: this.removed };
   }
 
   private checkOpen(): void {

@@ -35,6 +35,8 @@ export function messageTraceFields(m: Message, peer: "to" | "from"): Record<stri
       return { ...head, requestId: m.requestId };
     case "read_index_response":
       return { ...head, requestId: m.requestId, index: m.index };
+    case "not_member":
+      return { ...head, configIndex: m.configIndex };
     default:
       return assertNever(m);
   }

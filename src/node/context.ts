@@ -4,7 +4,7 @@
 // through the methods here, so each rule is stated once.
 
 import type { Config } from "../config/index.ts";
-import type { Clock, LogStore, PeerNetwork, SnapshotStore } from "../io/index.ts";
+import type { Clock, LogStore, PeerNetwork, RemovedRecord, SnapshotStore } from "../io/index.ts";
 import type { GossipService } from "../gossip/index.ts";
 import type { Entry, Membership, RaftCore, Role } from "../raft/index.ts";
 import { majority } from "../raft/index.ts";
@@ -75,6 +75,8 @@ export interface NodeParts {
   readonly hardState: StoredHardState;
   readonly clusterId: string;
   readonly lostLog: boolean;
+  /** What raft/REMOVED held at start (already handed to the core as RaftState.removal); absent: nothing. */
+  readonly removedMark?: RemovedRecord | null;
   /**
    * Whether a peer, by the cluster id of its handshake, belongs to another cluster than the one
    * <data_dir>/MEMBER says this node was rebuilt from (node/start.ts). Absent: never.
@@ -141,6 +143,10 @@ export class NodeContext {
   readonly failHooks: ((e: SvcError) => void)[] = [];
   /** Archives the WAL while this node leads (set by the loop when the io can archive). */
   walArchiver: WalArchivePart | null = null;
+  /** What raft/REMOVED holds (see syncRemoval). */
+  removedMark: RemovedRecord | null = null;
+  /** Whether this run said, at error level, that a member told it it was removed. */
+  private removalTold = false;
 
   constructor(
     readonly config: Config,
@@ -331,9 +337,44 @@ export class NodeContext {
    */
   get removed(): boolean {
     if (this.recovery !== "healthy" && this.recovery !== "replaying_wal" && this.recovery !== "joining") return false;
+    // Removed while cut off: its log never got the entry, a member said so (RaftCore.removalNotice).
+    if (this.core.removalNotice() !== null) return true;
     const m = this.core.currentMembership();
     if (m.voters.length === 0 || m.voters.includes(this.config.nodeId) || m.learners.includes(this.config.nodeId)) return false;
     return this.recovery === "healthy" || this.core.namedInMembership();
+  }
+
+  /**
+   * Keep raft/REMOVED in step with the core's removal notice, and say once per run, at error
+   * level, what happened and what to do. Written so that a restart goes on saying it was
+   * removed rather than campaigning again in silence; removed when the notice lapses (the
+   * node was added back and its log reached the configuration). A write that fails (a full
+   * disk) is tried again at the next call: the notice holds in memory meanwhile.
+   */
+  syncRemoval(): void {
+    const notice = this.core.removalNotice();
+    if (notice !== null && !this.removalTold) {
+      this.removalTold = true;
+      this.logger.error(`this node was removed from the cluster while it was cut off: member ${notice.by} holds the configuration committed at index ${notice.configIndex}, ` +
+        "which leaves it out, and this node's log ends before it. It no longer campaigns or votes, and answers clients 421 NOT_A_MEMBER", {
+        by: notice.by, configIndex: notice.configIndex,
+        hint: "stop this node (its data is no longer replicated); to add it back, empty its data directory, start it, and run `svc admin add-node` on a member",
+      });
+    }
+    const saved = this.removedMark;
+    if (notice === null ? saved === null : saved !== null && saved.configIndex === notice.configIndex && saved.by === notice.by) return;
+    const mark = notice === null ? null : { configIndex: notice.configIndex, by: notice.by, clusterId: this.clusterId };
+    try {
+      this.io.log.setRemoved(mark);
+    } catch (e) {
+      this.logger.warn("could not record this node's removal in raft/REMOVED; trying again shortly", { error: errorMessage(e) });
+      return;
+    }
+    this.removedMark = mark;
+    if (mark === null) {
+      this.removalTold = false;
+      this.logger.info("this node's log now reaches the configuration it was told removed it: raft/REMOVED is cleared, and its log says whether it is a member");
+    }
   }
 
   /**

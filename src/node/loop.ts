@@ -158,6 +158,7 @@ export class EffectLoop {
     this.commitStoreIfDue();
     if (!ctx.lostLog && this.disk.stalled === null && !this.disk.holdsElection()) ctx.core.tick();
     if (ctx.lostLog) this.tellLostLogWaits();
+    ctx.syncRemoval();
     const leaderlessMs = ctx.leaderlessMs();
     if (ctx.waiters.size > 0 && leaderlessMs > 2 * ctx.config.raft.electionTimeoutMs) {
       // Writes proposed while this node led, and it has heard no leader since (cut off from the

@@ -150,6 +150,7 @@ export class SvcNode {
     });
     ctx = new NodeContext(parts.config, parts.logger, parts.io, parts.core, metrics, parts.store, parts.hardState, parts.clusterId, parts.raftLogger);
     ctx.lostLog = parts.lostLog;
+    ctx.removedMark = parts.removedMark ?? null;
     if (parts.ofAnotherCluster !== undefined) ctx.ofAnotherCluster = parts.ofAnotherCluster;
     policy = new SnapshotPolicy(ctx, parts.checkpointIndex, parts.imageLogBytesMin);
     const loop = new EffectLoop(ctx, policy);

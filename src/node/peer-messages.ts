@@ -81,6 +81,8 @@ export class PeerMessages {
         if (m.type === "append" || m.type === "heartbeat") ctx.leaderCommitSeen = Math.max(ctx.leaderCommitSeen, m.commit);
         if (this.stalled() && this.answerWhileStalled(m)) return;
         ctx.core.step(m);
+        // A member's refusal may have told it that it was removed: said and recorded at once.
+        if (m.type === "not_member") ctx.syncRemoval();
         // Heard from the leader it follows (a learner, or a member that does not campaign, keeps
         // naming a leader it no longer hears: see leaderlessMs).
         if ((m.type === "append" || m.type === "heartbeat" || m.type === "snapshot") && ctx.core.status().leaderId === m.from) ctx.leaderHeardAtMs = ctx.clock.monotonicMs();

@@ -83,7 +83,7 @@ export async function adoptRestoredBackup(paths: DataPaths, config: Config, logg
  * restored snapshot is the whole log.
  */
 function setAsidePriorState(paths: DataPaths, marker: RestoreMarker, logger: Logger): void {
-  const names = ["wal", "hardstate", "checkpoint", "LOST_LOG", "ENTRIES_LOST", logStartFile].filter((n) => {
+  const names = ["wal", "hardstate", "checkpoint", "LOST_LOG", "ENTRIES_LOST", "REMOVED", logStartFile].filter((n) => {
     const p = join(paths.raftDir, n);
     return n === "wal" ? listSegments(p).length > 0 : fs.existsSync(p);
   });

@@ -8,7 +8,7 @@ import type { Config } from "../config/index.ts";
 import { freeBytes, isDiskFullError, systemClock } from "../io/index.ts";
 import { RaftCore } from "../raft/index.ts";
 import {
-  FileLogStore, ballastBytes, ensureMemberMark, hasLostLog, linkDataDirAliases, markLostLog, readMemberMark, lockDataDir, manageBallast, verifySnapshot, type DataPaths, type SnapshotEntry,
+  FileLogStore, ballastBytes, ensureMemberMark, hasLostLog, inspectRemovedMark, type RemovedMark, linkDataDirAliases, markLostLog, readMemberMark, lockDataDir, manageBallast, verifySnapshot, type DataPaths, type SnapshotEntry,
 } from "../storage/index.ts";
 import { createTransport, type MessageHandler } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
@@ -157,6 +157,7 @@ export async function openNode(
         break;
     }
     if (clusterId !== "") ensureMemberMark(paths.dataDir, clusterId);
+    const removedMark = loadRemovedMark(paths.raftDir, clusterId, log);
     const tickMs = config.raft.heartbeatIntervalMs;
     const raftLogger = logger.child("raft");
     const core = new RaftCore(
@@ -183,6 +184,7 @@ export async function openNode(
         snapshot: state.coreBase,
         entries: state.entries,
         appliedIndex: state.store.meta.appliedIndex,
+        removal: removedMark === null ? null : { configIndex: removedMark.configIndex, by: removedMark.by },
       },
     );
     const network = {
@@ -226,6 +228,7 @@ export async function openNode(
       hardState: state.hardState,
       clusterId,
       lostLog,
+      removedMark,
       ofAnotherCluster: (peerId: string) => {
         const heard = transport.heardClusterIds().get(peerId) ?? "";
         return memberOf !== null && heard !== "" && heard !== memberOf;
@@ -314,4 +317,25 @@ async function clusterOfPeers(
     if (others.every((m) => heard.get(m.id) === "") || Date.now() >= deadline) return null;
     await Bun.sleep(20);
   }
+}
+
+/**
+ * raft/REMOVED, as the core takes it: a member told this node it was removed (see
+ * NodeContext.syncRemoval). One that is damaged, or of another cluster (the data was made a new
+ * cluster since), is ignored with a warning: the node then campaigns, and a member tells it again.
+ */
+function loadRemovedMark(raftDir: string, clusterId: string, log: Logger): RemovedMark | null {
+  const read = inspectRemovedMark(raftDir);
+  if (read.kind === "none") return null;
+  if (read.kind === "damaged") {
+    log.warn(`raft/REMOVED is damaged (${read.reason}): ignored; if this node was removed from the cluster, a member tells it again once it reaches one`, {
+      hint: "move raft/REMOVED aside to silence this",
+    });
+    return null;
+  }
+  if (read.mark.clusterId !== clusterId) {
+    log.warn("raft/REMOVED names another cluster than this node's: ignored", { recorded: read.mark.clusterId, clusterId, hint: "move raft/REMOVED aside to silence this" });
+    return null;
+  }
+  return read.mark;
 }

@@ -4,7 +4,7 @@
 
 import * as fs from "node:fs";
 import {
-  checkpointPath, formatRanges, inspectCheckpoint, listSegments, readEntriesLost, readHardState, readSegment, repairWal, SnapshotStore, verifySnapshot, type DataPaths,
+  checkpointPath, formatRanges, inspectCheckpoint, inspectRemovedMark, listSegments, removedMarkPath, readEntriesLost, readHardState, readSegment, repairWal, SnapshotStore, verifySnapshot, type DataPaths,
 } from "../storage/index.ts";
 import { judgeCheckpoint } from "./checkpoint-trust.ts";
 import { silentLogger } from "../util/logger.ts";
@@ -32,6 +32,8 @@ export async function verifyDataDir(paths: DataPaths, options: { store?: Store; 
   }
   if (options.skipWal !== true) findings.push(...verifyLogContinuity(paths, newestValidIndex));
   findings.push(verifyCheckpoint(paths, newestValidIndex, options.store?.meta.appliedIndex ?? 0));
+  const removed = verifyRemovedMark(paths);
+  if (removed !== null) findings.push(removed);
   findings.push(verifyStore(paths.storePath, options.store));
   return findings;
 }
@@ -67,6 +69,21 @@ function verifyCheckpoint(paths: DataPaths, snapshotIndex: number, storeAppliedI
       `the newest valid snapshot is at ${reach.snapshotIndex}): the file is damaged, or entries ${heldThrough + 1}..${cp.index} were lost ` +
       `(unless the store still holds them after its WAL was emptied). If no WAL segment was removed and store/ was not replaced, move ${target} aside; ` +
       "otherwise put the missing WAL segments back or restore from a backup",
+  };
+}
+
+/** raft/REMOVED, when present: its CRC (a member told this node it was removed from the cluster). */
+function verifyRemovedMark(paths: DataPaths): VerifyFinding | null {
+  const target = removedMarkPath(paths.raftDir);
+  const read = inspectRemovedMark(paths.raftDir);
+  if (read.kind === "none") return null;
+  if (read.kind === "damaged") {
+    return { target, ok: false, detail: `damaged: ${read.reason}; a start ignores it (a member tells a removed node again); to clear this now, move it aside` };
+  }
+  const { mark } = read;
+  return {
+    target, ok: true,
+    detail: `crc ok: member ${mark.by} said the configuration committed at index ${mark.configIndex} leaves this node out (it was removed from the cluster: stop it, or add it back with \`svc admin add-node\` on an empty data directory)`,
   };
 }
 

@@ -61,6 +61,9 @@ export function validateMessage(m: Message): string | null {
       return isIndex(m.requestId) ? null : "malformed_read_index";
     case "read_index_response":
       return isIndex(m.requestId) && isIndex(m.index) ? null : "malformed_read_index_response";
+    case "not_member":
+      // Index 0 names no configuration entry: no refusal is made of it.
+      return isIndex(m.configIndex) && m.configIndex > 0 ? null : "malformed_not_member";
     default:
       return "unknown_type";
   }

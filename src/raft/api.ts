@@ -54,6 +54,18 @@ export interface LogFetch {
   readonly bytesMax: number;
 }
 
+/**
+ * A member told this node that the configuration committed at configIndex leaves it out, and
+ * this node held no configuration that late: it was removed from the cluster while cut off
+ * (RaftCore.handleNotMember). In force until this node's commit index reaches configIndex (its
+ * own log then says whether it is a member); persisted by the node, so that a restart keeps it.
+ */
+export interface RemovalNotice {
+  readonly configIndex: number;
+  /** The member that said so. */
+  readonly by: NodeId;
+}
+
 /** What the node loaded from disk at start. */
 export interface RaftState {
   readonly hardState: HardState;
@@ -68,6 +80,8 @@ export interface RaftState {
   readonly membership?: Membership;
   /** The index the state machine has already applied (it records it with its data). Default: snapshot index. */
   readonly appliedIndex?: number;
+  /** A removal this node learned of and persisted (see RemovalNotice); ignored once the log reaches it. */
+  readonly removal?: RemovalNotice | null;
 }
 
 export interface ReadState {

@@ -24,6 +24,8 @@ const typeCodes: Record<MessageType, number> = {
   timeout_now: 10,
   read_index: 11,
   read_index_response: 12,
+  // Unknown to nodes before it: they drop it as UNKNOWN_TYPE (counted), nothing else.
+  not_member: 13,
 };
 const typesByCode = new Map<number, MessageType>(Object.entries(typeCodes).map(([t, c]) => [c, t as MessageType]));
 
@@ -193,6 +195,9 @@ export function encodeMessage(m: Message): Uint8Array {
       w.u64(m.requestId);
       w.u64(m.index);
       break;
+    case "not_member":
+      w.u64(m.configIndex);
+      break;
   }
   return w.finish();
 }
@@ -348,6 +353,8 @@ function readBody(r: Reader, type: MessageType, env: { from: string; to: string;
       return { ...env, type, requestId: r.u64("requestId") };
     case "read_index_response":
       return { ...env, type, requestId: r.u64("requestId"), index: r.u64("index") };
+    case "not_member":
+      return { ...env, type, configIndex: r.u64("configIndex") };
   }
 }
 

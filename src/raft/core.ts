@@ -19,12 +19,13 @@ import type {
   ReadIndexResult,
   ReadState,
   Ready,
+  RemovalNotice,
   TransferResult,
 } from "./api.ts";
 import { entrySizeBytes, RaftLog } from "./log.ts";
-import type { AppendMessage, AppendResponseMessage, HeartbeatMessage, Message, SnapshotMessage, VoteMessage, PreVoteMessage } from "./messages.ts";
+import type { AppendMessage, AppendResponseMessage, HeartbeatMessage, Message, NotMemberMessage, SnapshotMessage, VoteMessage, PreVoteMessage } from "./messages.ts";
 import type { MembershipChange } from "./membership.ts";
-import { allMembers, applyChange, isLearner, isVoter, MembershipHistory, membershipEquals } from "./membership.ts";
+import { allMembers, applyChange, isLearner, isMember, isVoter, MembershipHistory, membershipEquals } from "./membership.ts";
 import { Progress } from "./progress.ts";
 import { majority, quorumIndex, voteOutcome } from "./quorum.ts";
 import { ReadIndexTracker, type PendingRead } from "./readindex.ts";
@@ -39,6 +40,11 @@ import { emptyMembership, encodeMembership } from "./types.ts";
 export const safetyDropReasons: readonly string[] = ["conflict_below_commit", "two_leaders_in_term", "heartbeat_commit_beyond_log"];
 
 const defaultMaxCommittedEntriesPerReady = 4096;
+/**
+ * Non-members refused at once (see refuseNonMember): each is sent a not_member at most once per
+ * election timeout, and past this many in one timeout the rest go unanswered until it passes.
+ */
+const refusedPeersMax = 64;
 /** Appends' worth of entries one log-store read asks for (see requestFetch). */
 const fetchAppendsMax = 2;
 
@@ -106,6 +112,15 @@ export class RaftCore {
    * histories met (Raft never replaces a committed entry). Null while none came.
    */
   private divergedAt: Divergence | null = null;
+  /**
+   * Set when a member said this node is left out of a configuration committed later than any
+   * this node holds (see handleNotMember): it was removed while cut off. It then neither
+   * campaigns nor votes. It lapses once this node's commit index reaches configIndex: its own
+   * log then says whether it is a member (added back, the leader's entries reach it).
+   */
+  private removal: RemovalNotice | null;
+  /** When each non-member was last sent a not_member, in ticks (see refuseNonMember). Bounded by refusedPeersMax. */
+  private readonly refusedAtTick = new Map<NodeId, number>();
 
   constructor(opts: RaftOptions, state: RaftState) {
     assert(opts.id.length > 0, "node id is non-empty");
@@ -139,6 +154,7 @@ export class RaftCore {
     this.applyingIndex = applied;
     this.prevHardState = { term: this.term, vote: this.vote, commit: state.hardState.commit };
     this.randomizedElectionTimeoutTicks = this.drawElectionTimeout();
+    this.removal = state.removal ?? null;
     this.logger.info("raft core started", { id: this.id, term: this.term, commit, lastIndex, snapshotIndex: snapIndex });
   }
 
@@ -305,9 +321,9 @@ export class RaftCore {
     this.hup(false);
   }
 
-  /** A node campaigns only as a voter with a log of its own (never while installing a snapshot). */
+  /** A node campaigns only as a voter with a log of its own (never while installing a snapshot, nor once it knows it was removed). */
   private promotable(): boolean {
-    return isVoter(this.membership(), this.id) && this.log.pendingSnapshot === null;
+    return isVoter(this.membership(), this.id) && this.log.pendingSnapshot === null && this.removalInForce() === null;
   }
 
   private hup(transfer: boolean): void {
@@ -404,6 +420,11 @@ export class RaftCore {
     if (invalid !== null) return this.drop(m, invalid);
     if (m.to !== this.id) return this.drop(m, "wrong_recipient");
     if (m.from === this.id) return this.drop(m, "from_self");
+    // Before any term is looked at: a refusal says nothing of terms, and a removed node's
+    // term must never move a member's (nor a member's refusal move its own).
+    if (m.type === "not_member") return this.handleNotMember(m);
+    this.refuseNonMember(m.from);
+    if ((m.type === "pre_vote" || m.type === "vote") && this.removalInForce() !== null) return this.drop(m, "vote_request_while_removed");
 
     if (m.term > this.term) {
       if (m.type === "pre_vote" || m.type === "vote") {
@@ -449,6 +470,71 @@ export class RaftCore {
       case "follower":
         return this.stepFollower(m);
     }
+  }
+
+  /**
+   * A node outside this node's committed configuration (and outside its latest one, which may
+   * be adding it) sent Raft traffic: tell it, naming the committed configuration's index, at most
+   * once per election timeout. The message is handled as before all the same: this is only an
+   * extra answer, and whether it means anything is for the receiver to judge (handleNotMember).
+   */
+  private refuseNonMember(to: NodeId): void {
+    const commit = this.log.commit;
+    const committed = this.members.at(commit);
+    if (committed.voters.length === 0 || isMember(committed, to) || isMember(this.membership(), to)) return;
+    // A configuration that came with a snapshot is in force at the snapshot's index (its entry is at or before it).
+    const configIndex = this.members.configIndexAt(commit) || this.log.snapshotIndex();
+    if (configIndex === 0) return; // a bootstrap configuration: no entry to name
+    const last = this.refusedAtTick.get(to);
+    const window = this.opts.electionTimeoutTicks;
+    if (last !== undefined && this.ticks - last < window) return;
+    if (last === undefined && this.refusedAtTick.size >= refusedPeersMax) {
+      for (const [id, at] of this.refusedAtTick) if (this.ticks - at >= window) this.refusedAtTick.delete(id);
+      if (this.refusedAtTick.size >= refusedPeersMax) return;
+    }
+    this.refusedAtTick.set(to, this.ticks);
+    if (this.tracing) this.logger.trace("message from a node outside the committed configuration: telling it", { to, configIndex, commit });
+    this.send(to, this.term, { type: "not_member", configIndex });
+  }
+
+  /**
+   * A member says the configuration in force at configIndex, which it holds committed, leaves
+   * this node out. That makes this node removed only when no configuration it holds is as late:
+   * a committed entry is in every later leader's log, so a configuration after every one this
+   * node knows, and without it, was committed after them. A member that lags (its committed
+   * configuration predates the one that added this node, or this node's latest one) names an
+   * index at or below one this node holds, and is ignored; so is it by a node that no
+   * configuration it holds names yet (a new member copying the log from before it was added).
+   * Nothing here touches the term: a refusal neither raises this node's nor answers with it.
+   */
+  private handleNotMember(m: NotMemberMessage): void {
+    if (this.removalInForce() !== null) return this.drop(m, "not_member_known");
+    if (!isMember(this.membership(), this.id)) return this.drop(m, "not_member_not_named");
+    const heldThrough = Math.max(this.members.latestConfigIndex(), this.log.snapshotIndex(), this.log.commit);
+    if (m.configIndex <= heldThrough) return this.drop(m, "not_member_stale");
+    this.removal = { configIndex: m.configIndex, by: m.from };
+    this.logger.warn("removed from the cluster: a member holds a configuration committed after every one this node holds, and it leaves this node out; not campaigning or voting", {
+      by: m.from, configIndex: m.configIndex, heldThrough, term: this.term,
+    });
+    if (this.role !== "follower") this.becomeFollower(this.term, null);
+  }
+
+  /** The removal this node learned of (handleNotMember), while its own log has not reached it; null otherwise. */
+  private removalInForce(): RemovalNotice | null {
+    const r = this.removal;
+    if (r === null) return null;
+    if (this.log.commit < r.configIndex && this.log.snapshotIndex() < r.configIndex) return r;
+    this.removal = null;
+    this.logger.info("this node's log reached the configuration it was told removed it: its log speaks for its membership now", { configIndex: r.configIndex });
+    return null;
+  }
+
+  /**
+   * The removal a member told this node of, while in force (see handleNotMember): the node
+   * persists it and reports the node removed; null when none is.
+   */
+  removalNotice(): RemovalNotice | null {
+    return this.removalInForce();
   }
 
   private handleVoteRequest(m: PreVoteMessage | VoteMessage): void {

@@ -15,6 +15,7 @@ export type {
   PeerProgress,
   RaftStatus,
   Divergence,
+  RemovalNotice,
 } from "./api.ts";
 export type {
   Message,
@@ -31,6 +32,7 @@ export type {
   TimeoutNowMessage,
   ReadIndexMessage,
   ReadIndexResponseMessage,
+  NotMemberMessage,
 } from "./messages.ts";
 export { messageTypes } from "./messages.ts";
 export type { MembershipChange } from "./membership.ts";

@@ -95,6 +95,16 @@ export class MembershipHistory {
     return names(this.base) || this.configs.some((c) => names(c.membership));
   }
 
+  /** Index of the latest config entry at or before index, 0 when the membership in force there is the base. */
+  configIndexAt(index: number): number {
+    let at = 0;
+    for (const c of this.configs) {
+      if (c.index > index) break;
+      at = c.index;
+    }
+    return at;
+  }
+
   /** Index of the latest config entry in the log, 0 when the membership comes from the base. */
   latestConfigIndex(): number {
     return this.configs.at(-1)?.index ?? 0;

@@ -101,6 +101,19 @@ export interface ReadIndexResponseMessage extends Envelope {
   readonly index: number;
 }
 
+/**
+ * Member → a node outside its committed configuration that sent it Raft traffic: "the
+ * configuration in force at configIndex, at or below my commit index, does not name you".
+ * configIndex is that configuration entry's index (its snapshot's index when the configuration
+ * came with a snapshot). It is a statement about the committed log, not about terms: the
+ * receiver never takes its term from it, and concludes it was removed only when it is certain
+ * (see RaftCore.handleNotMember). A node of a version without it drops it as an unknown type.
+ */
+export interface NotMemberMessage extends Envelope {
+  readonly type: "not_member";
+  readonly configIndex: number;
+}
+
 export type Message =
   | PreVoteMessage
   | VoteMessage
@@ -113,7 +126,8 @@ export type Message =
   | SnapshotMessage
   | TimeoutNowMessage
   | ReadIndexMessage
-  | ReadIndexResponseMessage;
+  | ReadIndexResponseMessage
+  | NotMemberMessage;
 
 export type MessageType = Message["type"];
 
@@ -130,4 +144,5 @@ export const messageTypes: readonly MessageType[] = [
   "timeout_now",
   "read_index",
   "read_index_response",
+  "not_member",
 ];

@@ -6,10 +6,11 @@
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Entry } from "../util/log-data.ts";
-import type { CheckpointRecord, HardStateRecord, LogStore, LogStoreStats } from "../io/log-store.ts";
+import type { CheckpointRecord, HardStateRecord, LogStore, LogStoreStats, RemovedRecord } from "../io/log-store.ts";
 import { fsyncDir, fsyncPathAsync, writeFileAtomic, writeFileAtomicAsync } from "../io/durable-file.ts";
 import { writeHardState } from "./hardstate.ts";
 import { ensureMemberMark } from "./member-mark.ts";
+import { writeRemovedMark } from "./removed-mark.ts";
 import type { DataPaths } from "./paths.ts";
 import type { Wal } from "./wal.ts";
 import { WalReader } from "./wal-reader.ts";
@@ -79,6 +80,10 @@ export class FileLogStore implements LogStore<Entry> {
 
   setLostLog(lost: boolean): void {
     markLostLog(this.paths.raftDir, lost);
+  }
+
+  setRemoved(mark: RemovedRecord | null): void {
+    writeRemovedMark(this.paths.raftDir, mark);
   }
 
   stats(): LogStoreStats {

@@ -24,3 +24,4 @@ export {
 } from "./wal-archive.ts";
 export { removeAtomicWriteLeftovers, removeFilesOfDeadProcesses, removeReplayLeftovers } from "./replay-leftovers.ts";
 export { ensureMemberMark, readMemberMark } from "./member-mark.ts";
+export { writeRemovedMark, inspectRemovedMark, removedMarkPath, removedMarkFile, type RemovedMark, type RemovedMarkRead } from "./removed-mark.ts";

@@ -10,7 +10,7 @@
 import type { Config, Member } from "../../src/config/index.ts";
 import { ManualClock, MemLogStore, type HardStateRecord, type MemLogImage, type PeerNetwork } from "../../src/io/index.ts";
 import { SvcNode, planStart, type SnapshotMessage, type SnapshotTransfer, type SnapshotTransferHooks } from "../../src/node/index.ts";
-import { RaftCore, encodeMembership, type Entry, type Membership } from "../../src/raft/index.ts";
+import { RaftCore, encodeMembership, isMember, type Entry, type Membership } from "../../src/raft/index.ts";
 import { MemSnapshots, Store, encodeCommand, type MemSnapshot } from "../../src/store/index.ts";
 import { createPrng, silentLogger, type Logger, type Prng } from "../../src/util/index.ts";
 
@@ -125,6 +125,8 @@ class SimMember {
   node: SvcNode | null = null;
   clock: ManualClock | null = null;
   log: MemLogStore<Entry> | null = null;
+  /** The running node's core, for the checks the simulator makes of what it believes. */
+  core: RaftCore | null = null;
   snapshots: MemSnapshots | null = null;
   transferHooks: SnapshotTransferHooks | null = null;
   downUntilMs = 0;
@@ -153,8 +155,10 @@ export class NodeSimulation {
   /** Log matching: what each (index, term) synced anywhere holds. */
   private readonly entryAt = new Map<string, number>();
   private adminInFlight = false;
+  /** Removal notices seen (member@configIndex), counted once each. */
+  private readonly noticesSeen = new Set<string>();
   /** What happened in the run, for the test's summary. */
-  readonly counts = { crashes: 0, powerLosses: 0, walLosses: 0, fsyncErrors: 0, diskFulls: 0, membershipChanges: 0, transfers: 0, snapshotsSent: 0, elections: 0, logStoreReads: 0, logStoreEntries: 0, logStoreMisses: 0 };
+  readonly counts = { crashes: 0, powerLosses: 0, walLosses: 0, fsyncErrors: 0, diskFulls: 0, membershipChanges: 0, removalNotices: 0, transfers: 0, snapshotsSent: 0, elections: 0, logStoreReads: 0, logStoreEntries: 0, logStoreMisses: 0 };
   readonly trace: string[] = [];
   private readonly memberConfig: Member[];
 
@@ -218,13 +222,13 @@ export class NodeSimulation {
     const plan = planStart({ multiMember: this.config.voterCount > 1, walWasEmpty: disk.walCleared, wasPristine: pristine, needsSnapshotAt });
     if (plan === "rebase_on_store") {
       const hs = disk.log.hardState ?? { term: 0, vote: null, commit: 0, clusterId: "" };
-      logImage = { entries: [], offset: snapshotIndex, hardState: { ...hs, commit: snapshotIndex }, lostLog: disk.log.lostLog };
+      logImage = { entries: [], offset: snapshotIndex, hardState: { ...hs, commit: snapshotIndex }, lostLog: disk.log.lostLog, removed: disk.log.removed ?? null };
       this.note(`${m.id} starts with its log after the store's snapshot ${snapshotIndex} (the log ended at ${logLastIndex})`);
     } else if (plan === "forget_local_state") {
       // As the real start does: the log restarts after the newest snapshot, the commit index
       // falls back to it, and the member neither votes nor campaigns until it caught up.
       const hs = disk.log.hardState ?? { term: 0, vote: null, commit: 0, clusterId: "" };
-      logImage = { entries: [], offset: snapshotIndex, hardState: { ...hs, commit: snapshotIndex }, lostLog: true };
+      logImage = { entries: [], offset: snapshotIndex, hardState: { ...hs, commit: snapshotIndex }, lostLog: true, removed: disk.log.removed ?? null };
       this.note(`${m.id} starts with its WAL emptied: forgets what it held past ${snapshotIndex}`);
     }
     m.disk = { ...disk, log: logImage, walCleared: false };
@@ -258,6 +262,8 @@ export class NodeSimulation {
         snapshot: latest === null ? null : { index: latest.index, term: latest.term, membership: latest.membership },
         entries,
         appliedIndex: store.meta.appliedIndex,
+        // As the real start does with raft/REMOVED.
+        removal: logImage.removed == null ? null : { configIndex: logImage.removed.configIndex, by: logImage.removed.by },
       },
     );
     // A full disk as the WAL shows it: the write fails with ENOSPC and changes nothing.
@@ -298,6 +304,7 @@ export class NodeSimulation {
     };
     m.clock = clock;
     m.log = log;
+    m.core = core;
     m.snapshots = snapshots;
     m.node = SvcNode.create({
       config: this.config_(m.id),
@@ -308,6 +315,7 @@ export class NodeSimulation {
       hardState,
       clusterId: hardState.clusterId !== "" ? hardState.clusterId : store.meta.clusterId,
       lostLog: logImage.lostLog,
+      removedMark: logImage.removed ?? null,
       checkpointIndex: 0,
       imageLogBytesMin: this.config.imageLogBytesMin,
       makeTransfer: (hooks) => {
@@ -386,6 +394,7 @@ export class NodeSimulation {
     m.disk = { log: m.log.crashImage(), snapshots: [...m.snapshots.all()], walCleared: false };
     m.clock?.reset();
     m.node = null;
+    m.core = null;
     m.clock = null;
     m.log = null;
     m.snapshots = null;
@@ -600,7 +609,34 @@ export class NodeSimulation {
     }
   }
 
+  /**
+   * A member that believes a refusal said it was removed must be right: every member that holds
+   * the index it was named, committed, has a configuration there that leaves it out. And it
+   * campaigns no more.
+   */
+  private checkRemovalNotices(): void {
+    for (const x of this.up()) {
+      const notice = x.core?.removalNotice() ?? null;
+      if (notice === null || x.node === null) continue;
+      const key = `${x.id}@${notice.configIndex}`;
+      if (!this.noticesSeen.has(key)) {
+        this.noticesSeen.add(key);
+        this.counts.removalNotices++;
+        this.note(`${x.id} learned from ${notice.by} that the configuration committed at ${notice.configIndex} leaves it out`);
+      }
+      const role = x.core?.status().role;
+      if (role !== "follower") throw new NodeSimViolation(`${x.id} holds a removal notice but is ${role}`);
+      for (const y of this.up()) {
+        const status = y.core?.status();
+        if (y.core == null || status === undefined || status.commit < notice.configIndex || status.snapshotIndex > notice.configIndex) continue;
+        const m = y.core.membershipAt(notice.configIndex);
+        if (isMember(m, x.id)) throw new NodeSimViolation(`${x.id} believes it was removed at ${notice.configIndex} (said ${notice.by}), but ${y.id}'s committed configuration there names it: ${JSON.stringify(m)}`);
+      }
+    }
+  }
+
   private check(): void {
+    this.checkRemovalNotices();
     for (const m of this.up()) {
       const node = m.node;
       if (node === null) continue;

@@ -26,6 +26,7 @@ const samples: Message[] = [
   { ...env, type: "timeout_now" },
   { ...env, type: "read_index", requestId: 77 },
   { ...env, type: "read_index_response", requestId: 77, index: 1234 },
+  { ...env, type: "not_member", configIndex: 4321 },
 ];
 
 describe("raft message codec", () => {
@@ -100,6 +101,17 @@ describe("raft message codec", () => {
     expect(decodeMessage(badType)).toMatchObject({ ok: false, error: { code: "UNKNOWN_TYPE" } });
   });
 
+  test("a not_member refusal is a type code nodes before it do not know: they refuse it as UNKNOWN_TYPE, nothing else", () => {
+    const enc = encodeMessage({ ...env, type: "not_member", configIndex: 9 });
+    expect(enc[1]).toBe(13);
+    // What a node that knows codes 1..12 only does with it: the type byte is all it reads past the version.
+    const knownBefore = new Set(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect(knownBefore.has(enc[1]!)).toBe(false);
+    const unknownToUs = enc.slice();
+    unknownToUs[1] = 14;
+    expect(decodeMessage(unknownToUs)).toMatchObject({ ok: false, error: { code: "UNKNOWN_TYPE" } });
+  });
+
   test("an entry count larger than the remaining bytes could hold is refused before allocating", () => {
     const enc = encodeMessage({ ...env, type: "append", prevIndex: 0, prevTerm: 0, commit: 0, entries: [] });
     const view = new DataView(enc.buffer, enc.byteOffset);
@@ -129,7 +141,7 @@ describe("raft message codec", () => {
       // Half of the cases start with a valid version and type to get past the header.
       if (len >= 2 && i % 2 === 0) {
         buf[0] = 1;
-        buf[1] = 1 + prng.nextInt(12);
+        buf[1] = 1 + prng.nextInt(13);
       }
       expect(() => decodeMessage(buf)).not.toThrow();
     }

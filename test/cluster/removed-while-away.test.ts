@@ -1,0 +1,102 @@
+// A node removed from the cluster while it was cut off (or stopped) never receives the entry that
+// removed it. Once it reaches a member again, the member's refusal tells it: it says it was
+// removed (on /health, to clients, in its log) instead of campaigning for ever, keeps saying so
+// across a restart, and the members' term never moves on its account.
+
+import { beforeAll, describe, expect } from "bun:test";
+import { clusterTest, type Cluster, type Health } from "../lib/cluster.ts";
+import { ensureBinary, execute, runBinary, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
+
+useProcessCleanup();
+
+
+async function removeNode(via: NodeProcess, id: string): Promise<void> {
+  const r = await runBinary(["admin", "remove-node", "--node", via.adminUrl, "--id", id], { deadlineMs: 30_000 });
+  expect({ exitCode: r.exitCode, stderr: r.stderr }).toEqual({ exitCode: 0, stderr: "" });
+}
+
+async function waitSaysRemoved(cluster: Cluster, node: NodeProcess, what: string): Promise<Health> {
+  return waitFor(what, async () => {
+    const h = await cluster.health(node);
+    return h !== null && h.status === "unavailable" && (h as Health & { problem?: string }).problem?.includes(`this node (${node.nodeId}) was removed from the cluster`) === true ? h : false;
+  }, { deadlineMs: 30_000, intervalMs: 100 });
+}
+
+async function terms(cluster: Cluster, nodes: readonly NodeProcess[]): Promise<Record<string, number | null>> {
+  const out: Record<string, number | null> = {};
+  for (const n of nodes) out[n.nodeId] = (await cluster.health(n, 5_000))?.term ?? null;
+  return out;
+}
+
+/** What the removed node says to a client, and its log, once it knows. */
+async function expectToldRemoved(node: NodeProcess): Promise<void> {
+  const r = await fetch(`${node.clientUrl}/v1/query`, { method: "POST", body: JSON.stringify({ sql: "SELECT 1" }), signal: AbortSignal.timeout(10_000) });
+  const body = (await r.json()) as { error?: { code: string } };
+  expect({ status: r.status, code: body.error?.code }).toEqual({ status: 421, code: "NOT_A_MEMBER" });
+  await waitFor(`${node.nodeId} to log what happened and what to do`, () => node.lastRunLog().includes("this node was removed from the cluster while it was cut off"));
+  expect(node.lastRunLog()).toContain("svc admin add-node");
+}
+
+describe("a node removed while it was away", () => {
+  beforeAll(() => {
+    ensureBinary();
+  });
+
+  clusterTest("cut off by the network while it is removed, it learns it once the network heals, keeps saying so after a restart, and moves no member's term", { proxied: true }, async (cluster) => {
+    await cluster.start();
+    const leader = await cluster.waitLeader();
+    await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY)"]);
+    const away = cluster.others(leader)[0]!;
+    const members = cluster.others(away);
+
+    cluster.isolate(away);
+    await removeNode(leader, away.nodeId);
+    // Cut off, it knows only that it hears no leader.
+    await waitFor(`${away.nodeId} to report no leader while cut off`, async () => (await cluster.health(away))?.status === "unavailable", { deadlineMs: 30_000 });
+    const before = await terms(cluster, members);
+
+    cluster.heal();
+    const h = await waitSaysRemoved(cluster, away, `${away.nodeId}'s /health to say it was removed once the network healed`);
+    expect((h as Health & { problem?: string }).problem).toContain("add-node");
+    expect(h.role).not.toBe("leader");
+    await expectToldRemoved(away);
+    expect(await terms(cluster, members)).toEqual(before);
+    expect((await cluster.waitLeader(members)).nodeId).toBe(leader.nodeId);
+
+    // Restarted, it says so at once (raft/REMOVED), without a member telling it again.
+    await cluster.kill9(away);
+    cluster.isolate(away);
+    away.spawn();
+    await waitSaysRemoved(cluster, away, `${away.nodeId}'s /health to say it was removed after a restart, cut off`);
+    await expectToldRemoved(away);
+    cluster.heal();
+    expect(await terms(cluster, members)).toEqual(before);
+  }, 120_000);
+
+  clusterTest("stopped while it is removed, it learns it once started again", {}, async (cluster) => {
+    await cluster.start();
+    const leader = await cluster.waitLeader();
+    await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY)"]);
+    const away = cluster.others(leader)[0]!;
+    const members = cluster.others(away);
+    expect(await away.stop()).toBe(0);
+    await removeNode(leader, away.nodeId);
+    const before = await terms(cluster, members);
+
+    away.spawn();
+    await waitSaysRemoved(cluster, away, `${away.nodeId}'s /health to say it was removed once started again`);
+    await expectToldRemoved(away);
+    // cluster-status against it says the same, as its one problem (exit 1).
+    const status = await runBinary(["admin", "cluster-status", "--node", away.adminUrl], { deadlineMs: 30_000 });
+    expect(status.exitCode).toBe(1);
+    expect(status.stdout).toContain(`PROBLEM: this node (${away.nodeId}) was removed from the cluster: stop it`);
+    expect(await terms(cluster, members)).toEqual(before);
+    expect((await cluster.waitLeader(members)).nodeId).toBe(leader.nodeId);
+
+    // Stopped, its data directory passes verify-checksums, which names the record.
+    expect(await away.stop()).toBe(0);
+    const verify = await runBinary(["admin", "verify-checksums", "--data-dir", away.dataDir], { deadlineMs: 60_000 });
+    expect(verify.exitCode).toBe(0);
+    expect(verify.stdout).toContain("REMOVED");
+  }, 120_000);
+});

@@ -14,6 +14,11 @@ export interface FetchApp {
 }
 
 export interface GuardSettings {
+  /**
+   * This node's id, named in a refusal: a request a follower relays is checked again by the
+   * leader, whose refusal reaches the client as it is, so "this node" would name the wrong one.
+   */
+  readonly nodeId: string;
   /** The tokens accepted now (replaced on reload); null: no tokens asked for. */
   tokens(): TokenSet | null;
   readonly metricsOpen: boolean;
@@ -41,8 +46,8 @@ export function guardApp(app: FetchApp, port: Port, settings: GuardSettings): Fe
       }
       const needed: Role = access === "metrics" ? "read" : access;
       if (access === "metrics" && settings.metricsOpen) return app.fetch(request);
-      if (role === null) return refusal(unauthorized(needed, request.method, url.pathname, authorization === null ? "none" : bearer(authorization) === "" ? "not_bearer" : "unknown"));
-      if (!roleGrants(role, needed)) return refusal(forbidden(needed, role, request.method, url.pathname));
+      if (role === null) return refusal(unauthorized(settings.nodeId, needed, request.method, url.pathname, authorization === null ? "none" : bearer(authorization) === "" ? "not_bearer" : "unknown"));
+      if (!roleGrants(role, needed)) return refusal(forbidden(settings.nodeId, needed, role, request.method, url.pathname));
       return withContext();
     },
   };
@@ -66,18 +71,19 @@ async function statusOnly(answer: Response | Promise<Response>): Promise<Respons
   return json({ status, hint: "send a token (Authorization: Bearer …) for the detail" }, response.status);
 }
 
-function unauthorized(needed: Role, method: string, path: string, sent: "none" | "not_bearer" | "unknown"): SvcError {
-  const what = sent === "none" ? ", and none was sent" : sent === "not_bearer" ? "; the Authorization header sent is not \"Bearer <token>\"" : "; the token sent is not known to this node";
+function unauthorized(nodeId: string, needed: Role, method: string, path: string, sent: "none" | "not_bearer" | "unknown"): SvcError {
+  const what = sent === "none" ? ", and none was sent" : sent === "not_bearer" ? "; the Authorization header sent is not \"Bearer <token>\"" : `; the token sent is not in ${nodeId}'s tokens file (auth.tokens_file)`;
   return new SvcError("UNAUTHORIZED", `${method} ${path} needs a token with role ${needed}${what}`, {
-    hint: `send "Authorization: Bearer <token>" with a token of role ${needed} or higher (svc admin token create --role ${needed} makes one)`,
-    details: { neededRole: needed },
+    hint: `send "Authorization: Bearer <token>" with a token of role ${needed} or higher (svc admin token create --role ${needed} makes one); ` +
+      "every node needs the same tokens file: a follower passes writes and admin requests on to the leader, which checks the token again",
+    details: { neededRole: needed, nodeId },
   });
 }
 
-function forbidden(needed: Role, held: Role, method: string, path: string): SvcError {
-  return new SvcError("FORBIDDEN", `${method} ${path} needs role ${needed}; this token has role ${held}`, {
-    hint: `use a token of role ${needed} or higher`,
-    details: { neededRole: needed, tokenRole: held },
+function forbidden(nodeId: string, needed: Role, held: Role, method: string, path: string): SvcError {
+  return new SvcError("FORBIDDEN", `${method} ${path} needs role ${needed}; this token has role ${held} on ${nodeId}`, {
+    hint: `use a token of role ${needed} or higher (every node needs the same tokens file)`,
+    details: { neededRole: needed, tokenRole: held, nodeId },
   });
 }
 

@@ -57,6 +57,7 @@ export class HttpSecurity {
   guard(app: FetchApp, port: Port): FetchApp {
     if (this.config.tls == null && this.config.auth == null) return app;
     return guardApp(app, port, {
+      nodeId: this.config.nodeId,
       tokens: () => this.#tokens,
       metricsOpen: this.config.auth?.metricsOpen ?? false,
       outboundTls: () => this.#tls?.outbound ?? null,

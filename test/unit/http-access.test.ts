@@ -42,7 +42,7 @@ const inner = {
 };
 
 function guarded(port: Port, metricsOpen = false) {
-  return guardApp(inner, port, { tokens: () => tokenSet, metricsOpen, outboundTls: () => null });
+  return guardApp(inner, port, { nodeId: "n1", tokens: () => tokenSet, metricsOpen, outboundTls: () => null });
 }
 
 function call(port: Port, method: string, path: string, token?: string, metricsOpen = false): Promise<Response> {
@@ -95,10 +95,13 @@ describe("every route × every caller", () => {
             expect(body.error?.code).toBe("UNAUTHORIZED");
             expect(body.error?.message).toContain(`role ${needed}`);
             expect(body.error?.needed_role).toBe(needed);
+            // The node is named: a refusal relayed from the leader must not read as this node's.
+            if (caller.token !== undefined) expect(body.error?.message).toContain("not in n1's tokens file");
           } else if (!roleGrants(caller.role, needed)) {
             expect(answer.status).toBe(403);
             expect(body.error?.code).toBe("FORBIDDEN");
             expect(body.error?.message).toContain(`needs role ${needed}`);
+            expect(body.error?.message).toContain(`on n1`);
             expect(body.error?.needed_role).toBe(needed);
           } else {
             expect(answer.status).toBe(200);
@@ -242,7 +245,7 @@ describe("tokens", () => {
     const path = join(dir, "tokens-reloaded");
     writeFileSync(path, readFileSync(tokensFile), { mode: 0o600 });
     let current = TokenSet.read(path);
-    const app = guardApp(inner, "client", { tokens: () => current, metricsOpen: false, outboundTls: () => null });
+    const app = guardApp(inner, "client", { nodeId: "n1", tokens: () => current, metricsOpen: false, outboundTls: () => null });
     const query = () => Promise.resolve(app.fetch(new Request("http://127.0.0.1/v1/query", { method: "POST", headers: { authorization: `Bearer ${tokens.read}` }, body: "{}" })));
     expect((await query()).status).toBe(200);
     writeFileSync(path, readFileSync(path, "utf8").split("\n").filter((l) => !l.endsWith(" reader")).join("\n"));

@@ -138,9 +138,8 @@ export class MembershipAdmin {
   async transferLeader(to: string, timeoutMs: number): Promise<{ leader: string; term: number }> {
     const { ctx } = this;
     ctx.checkServing();
-    // Already there: what was asked for holds (a script that moves leadership to a node retries safely).
-    const now = ctx.core.status();
-    if (now.role === "leader" && to === ctx.config.nodeId) return { leader: to, term: now.term };
+    // To the leader itself: it stays (calling off a transfer away in progress), and the wait
+    // below ends at once (a script that moves leadership to a node retries safely).
     const r = ctx.core.transferLeadership(to);
     if (!r.ok) {
       if (r.code === "NOT_LEADER") throw ctx.notLeader(r.leaderId);

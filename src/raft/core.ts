@@ -1140,7 +1140,15 @@ export class RaftCore {
 
   transferLeadership(to: NodeId): TransferResult {
     if (this.role !== "leader") return { ok: false, code: "NOT_LEADER", leaderId: this.leaderId };
-    if (to === this.id) return { ok: false, code: "INVALID_TRANSFER", reason: "this node is already the leader" };
+    if (to === this.id) {
+      // What was asked for holds. A transfer away in progress is called off: the latest request
+      // wins (as etcd's), and proposals are taken again at once.
+      if (this.leadTransferee !== null) {
+        this.logger.info("leadership transfer called off: asked to stay leader", { to: this.leadTransferee });
+        this.leadTransferee = null;
+      }
+      return { ok: true };
+    }
     if (!isVoter(this.membership(), to)) return { ok: false, code: "INVALID_TRANSFER", reason: `${to} is not a voter` };
     if (this.progress.get(to)?.diskFull === true) return { ok: false, code: "INVALID_TRANSFER", reason: `${to}'s disk is full: it could not take writes` };
     if (this.leadTransferee === to) return { ok: true };

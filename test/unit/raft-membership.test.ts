@@ -299,12 +299,31 @@ describe("leadership transfer", () => {
     expect(a.core.propose(bytes("x"), 0).ok).toBe(true);
   });
 
-  test("a transfer to a learner, a stranger or the leader itself is refused", () => {
+  test("a transfer to the leader itself holds already, and calls off a transfer away in progress", () => {
+    const c = new TestCluster(["a", "b", "c"]);
+    const a = c.elect("a");
+    expect(a.core.transferLeadership("a")).toEqual({ ok: true });
+    c.isolate("b");
+    a.core.propose(bytes("x"), 0);
+    c.deliverAll();
+    expect(a.core.transferLeadership("b").ok).toBe(true);
+    expect(a.core.propose(bytes("y"), 0).ok).toBe(false);
+    // The latest request wins: a stays, takes proposals again, and b does not take over once back.
+    expect(a.core.transferLeadership("a")).toEqual({ ok: true });
+    expect(a.core.status().leadTransferee).toBeNull();
+    expect(a.core.propose(bytes("y"), 0).ok).toBe(true);
+    c.heal();
+    c.tickAll(3);
+    c.deliverAll();
+    expect(a.core.status().role).toBe("leader");
+    expect(c.node("b").core.status().role).toBe("follower");
+  });
+
+  test("a transfer to a learner or a stranger is refused", () => {
     const c = new TestCluster(["a", "b", "c"], {}, { voters: ["a", "b"], learners: ["c"] });
     const a = c.elect("a");
     expect(a.core.transferLeadership("c")).toMatchObject({ ok: false, code: "INVALID_TRANSFER" });
     expect(a.core.transferLeadership("z")).toMatchObject({ ok: false, code: "INVALID_TRANSFER" });
-    expect(a.core.transferLeadership("a")).toMatchObject({ ok: false, code: "INVALID_TRANSFER" });
     expect(c.node("b").core.transferLeadership("b")).toEqual({ ok: false, code: "NOT_LEADER", leaderId: "a" });
   });
 });

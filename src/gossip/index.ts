@@ -5,7 +5,7 @@
 // the authority for who votes.
 
 export { GossipCore, type GossipCoreOptions } from "./core.ts";
-export { createGossip, refusalCause, type GossipDriverOptions, type GossipService, type GossipSnapshot, type GossipSource, type RefusedSender } from "./udp.ts";
+export { createGossip, type GossipDriverOptions, type GossipService, type GossipSnapshot, type GossipSource, type RefusedSender } from "./udp.ts";
 export { decodePacket, encodePacket, incarnationMax, packetOverheadBytes, dropReasons, GOSSIP_WIRE_VERSION, type Decoded, type DropReason } from "./codec.ts";
 export {
   clusterDerivedKey, hmacKey, sharedKey, GOSSIP_SHARED_KEY_BYTES, GOSSIP_SHARED_KEYS_MAX, GOSSIP_WIRE_VERSION_ENCRYPTED, type GossipKey,

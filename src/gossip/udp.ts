@@ -62,6 +62,8 @@ export interface RefusedSender {
   /** The member whose peer address that is, when one is. */
   readonly member: string | null;
   readonly reason: DropReason;
+  /** The reason as an operator reads it (refusalCause). */
+  readonly cause: string;
   readonly count: number;
   readonly lastMs: number;
 }
@@ -70,6 +72,24 @@ export interface RefusedSender {
 const refusedSendersMax = 16;
 /** A sender's refusal is logged at warn at most this often. */
 const refusedLogEveryMs = 60_000;
+/** Refusals logged at most in a minute, all senders together. */
+const refusalLogLinesPerMinuteMax = 8;
+
+/**
+ * An IP address as one form, so that a sender and a member's resolved address compare equal:
+ * an IPv4 address that arrives mapped into IPv6 (a socket bound to [::]) as itself, and IPv6
+ * in its compressed lower-case form. One with a zone id is left as it is.
+ */
+export function canonicalIp(ip: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (mapped !== null) return mapped[1] ?? ip;
+  if (!ip.includes(":") || ip.includes("%")) return ip;
+  try {
+    return new URL(`http://[${ip}]/`).hostname.slice(1, -1);
+  } catch {
+    return ip.toLowerCase();
+  }
+}
 
 export interface GossipService {
   start(): Promise<void>;
@@ -105,6 +125,9 @@ class UdpGossip implements GossipService {
   private sourceReadMs = -Infinity;
   /** ip:port → its latest refusal; insertion order is refusal order (re-inserted on each). */
   private readonly refusedSenders = new Map<string, RefusedSender & { loggedMs: number }>();
+  private refusalLogWindowMs = Number.NEGATIVE_INFINITY;
+  private refusalLogLines = 0;
+  private refusalLinesUntold = 0;
   /** Errors the socket reported (mostly ICMP port unreachable from a member that is down). */
   private socketErrors = 0;
   private closed = false;
@@ -120,7 +143,7 @@ class UdpGossip implements GossipService {
       port: this.opts.listen.port,
       binaryType: "uint8array",
       socket: {
-        data: (_s, data, port, address) => this.onPacket(data, `${address.includes(":") ? `[${address}]` : address}:${port}`),
+        data: (_s, data, port, address) => this.onPacket(data, address, port),
         // A send to a member that is down comes back as ECONNREFUSED (ICMP port unreachable)
         // on a later receive: that is what probes are for, not an error of the socket.
         error: (_s, e) => {
@@ -209,7 +232,7 @@ class UdpGossip implements GossipService {
     core.setFacts(source.facts());
   }
 
-  private onPacket(data: Uint8Array, sender: string): void {
+  private onPacket(data: Uint8Array, senderIp: string, senderPort: number): void {
     const core = this.core;
     const key = this.key;
     if (core === null || key === null) {
@@ -219,7 +242,7 @@ class UdpGossip implements GossipService {
     const decoded = decodePacket(data, this.clusterId, key, this.timings.packetBytesMax);
     if (!decoded.ok) {
       this.dropped[decoded.reason] += 1;
-      if (authFailures.has(decoded.reason)) this.refusedFrom(sender, decoded.reason);
+      if (authFailures.has(decoded.reason)) this.refusedFrom(senderIp, senderPort, decoded.reason);
       else if (this.log.enabled("debug")) this.log.debug("gossip: packet dropped", { reason: decoded.reason, bytes: data.length });
       return;
     }
@@ -233,22 +256,57 @@ class UdpGossip implements GossipService {
     this.send(core.receive(decoded.message, Date.now()));
   }
 
-  private refusedFrom(address: string, reason: DropReason): void {
+  private refusedFrom(ip: string, port: number, reason: DropReason): void {
     const now = Date.now();
+    const host = canonicalIp(ip);
+    const address = `${host.includes(":") ? `[${host}]` : host}:${port}`;
     const before = this.refusedSenders.get(address);
     this.refusedSenders.delete(address);
-    if (before === undefined && this.refusedSenders.size >= refusedSendersMax) {
-      const oldest = this.refusedSenders.keys().next().value;
-      if (oldest !== undefined) this.refusedSenders.delete(oldest);
-    }
+    if (before === undefined && this.refusedSenders.size >= refusedSendersMax) this.evictRefusedSender();
     let member: string | null = null;
-    for (const [id, a] of this.addresses) if (a.ip !== null && `${a.ip.includes(":") ? `[${a.ip}]` : a.ip}:${a.port}` === address) member = id;
-    const logged = before !== undefined && before.reason === reason && now - before.loggedMs < refusedLogEveryMs;
-    this.refusedSenders.set(address, { address, member, reason, count: (before?.count ?? 0) + 1, lastMs: now, loggedMs: logged ? before.loggedMs : now });
-    if (logged) return;
-    this.log.warn(`gossip: packets from ${address}${member === null ? "" : ` (${member})`} fail authentication and are dropped: ${refusalCause(reason)}`, {
+    for (const [id, a] of this.addresses) if (a.ip !== null && a.port === port && canonicalIp(a.ip) === host) member = id;
+    // At most once a minute per sender, whatever the reason, and a bounded number of senders a
+    // minute in all: the cluster id (all a packet needs to get this far) travels in clear.
+    const due = before === undefined || now - before.loggedMs >= refusedLogEveryMs;
+    const logNow = due && this.takeRefusalLogLine(now);
+    this.refusedSenders.set(address, {
+      address, member, reason, cause: refusalCause(reason), count: (before?.count ?? 0) + 1, lastMs: now,
+      loggedMs: logNow ? now : (before?.loggedMs ?? Number.NEGATIVE_INFINITY),
+    });
+    if (!logNow) return;
+    const untold = this.refusalLinesUntold;
+    this.refusalLinesUntold = 0;
+    this.log.warn(`gossip: packets from ${address}${member === null ? "" : ` (${member})`} fail authentication and are dropped: ${refusalCause(reason)}` +
+      (untold > 0 ? ` (and ${untold} refusal${untold === 1 ? "" : "s"} of other senders not logged in the last minute)` : ""), {
       reason, hint: "give every member the same [gossip] key_file (during a rotation, every key listed on every member), or none on any; see README \"Gossip\"",
     });
+  }
+
+  /** Whether a refusal may be logged now (refusalLogLinesPerMinuteMax a minute); counts the ones that may not. */
+  private takeRefusalLogLine(now: number): boolean {
+    if (now - this.refusalLogWindowMs >= refusedLogEveryMs) {
+      this.refusalLogWindowMs = now;
+      this.refusalLogLines = 0;
+    }
+    if (this.refusalLogLines >= refusalLogLinesPerMinuteMax) {
+      this.refusalLinesUntold += 1;
+      return false;
+    }
+    this.refusalLogLines += 1;
+    return true;
+  }
+
+  /** Make room: the least recently refused sender that is no member goes first, so that strays cannot push a member out. */
+  private evictRefusedSender(): void {
+    let victim: string | undefined;
+    for (const [address, r] of this.refusedSenders) {
+      if (r.member === null) {
+        victim = address;
+        break;
+      }
+    }
+    victim ??= this.refusedSenders.keys().next().value;
+    if (victim !== undefined) this.refusedSenders.delete(victim);
   }
 
   private send(out: readonly Outgoing[]): void {

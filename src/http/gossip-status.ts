@@ -3,7 +3,6 @@
 // addresses, Raft links) and its own view of the others — plus this node's Raft links. One
 // node's answer is enough for cluster-status: other members' admin ports are not needed.
 
-import { refusalCause } from "../gossip/index.ts";
 import type { SvcNode } from "../node/index.ts";
 
 export function gossipStatusJson(node: SvcNode): Record<string, unknown> {
@@ -61,7 +60,7 @@ export function gossipStatusJson(node: SvcNode): Record<string, unknown> {
       packets_dropped: g.dropped,
       // Senders whose packets name this cluster but fail authentication (a [gossip] key_file
       // that differs): the member they come from looks dead here, and this says why.
-      refused_senders: g.refused.map((r) => ({ address: r.address, member: r.member, reason: r.reason, cause: refusalCause(r.reason), packets: r.count, last_ms_ago: g.nowMs - r.lastMs })),
+      refused_senders: g.refused.map((r) => ({ address: r.address, member: r.member, reason: r.reason, cause: r.cause, packets: r.count, last_ms_ago: g.nowMs - r.lastMs })),
     },
   };
 }

@@ -6,8 +6,9 @@
 
 import { afterEach, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { createGossip, sharedKey, type GossipKey, type GossipService, type MemberFacts } from "../../src/gossip/index.ts";
-import { silentLogger } from "../../src/util/index.ts";
+import { createGossip, encodePacket, sharedKey, type GossipKey, type GossipService, type MemberFacts } from "../../src/gossip/index.ts";
+import { canonicalIp } from "../../src/gossip/udp.ts";
+import { silentLogger, type Logger } from "../../src/util/index.ts";
 import { freePorts } from "../lib/proc.ts";
 
 const timings = { protocolPeriodMs: 200, ackTimeoutMs: 80, indirectProbes: 2, suspicionTimeoutMs: 600, packetBytesMax: 1400 };
@@ -139,5 +140,54 @@ describe("gossip encrypted with a shared key", () => {
     await waitUntil("m0 receives more packets under the new key", () => a.snapshot().counters.packetsReceived > receivedNew + 10);
     expect(everyoneAlive()).toBe(true);
     for (const g of gs) expect(g.snapshot().dropped.decrypt_failed).toBe(0);
+  }, 30_000);
+});
+
+describe("senders refused for their key", () => {
+  test("an address is one form: IPv4 mapped into IPv6 as itself, IPv6 compressed and in lower case, a zone id left as it is", () => {
+    expect(canonicalIp("::ffff:127.0.0.1")).toBe("127.0.0.1");
+    expect(canonicalIp("10.0.0.1")).toBe("10.0.0.1");
+    expect(canonicalIp("0:0:0:0:0:0:0:1")).toBe("::1");
+    expect(canonicalIp("FD00:0::A")).toBe("fd00::a");
+    expect(canonicalIp("fe80::1%eth0")).toBe("fe80::1%eth0");
+  });
+
+  test("a flood of refused packets from many source ports is remembered and logged within bounds, and the member among them stays named", async () => {
+    const lines: string[] = [];
+    const logger: Logger = { ...silentLogger, warn: (message: string) => void lines.push(message), child: () => logger };
+    const key = newKey();
+    const other = newKey();
+    const [port0, port1] = await freePorts(2);
+    if (port0 === undefined || port1 === undefined) throw new Error("ports");
+    const members = [{ id: "m0", peer: `127.0.0.1:${port0}` }, { id: "m1", peer: `127.0.0.1:${port1}` }];
+    const g = createGossip({ self: "m0", listen: { host: "127.0.0.1", port: port0 }, logger, timings, keyFor: () => sharedKey(() => [key]) });
+    await g.start();
+    g.setClusterId("udp-test");
+    g.setSource({ members: () => members, facts: () => facts(port0) });
+    started.push(g);
+    // m1 holds another key: refused, named.
+    const m1 = createGossip({ self: "m1", listen: { host: "127.0.0.1", port: port1 }, logger: silentLogger, timings, keyFor: () => sharedKey(() => [other]) });
+    await m1.start();
+    m1.setClusterId("udp-test");
+    m1.setSource({ members: () => members, facts: () => facts(port1) });
+    started.push(m1);
+    await waitUntil("m1 refused at m0", () => g.snapshot().refused.some((r) => r.member === "m1"));
+    // Forty strays, each from a port of its own, sealed with yet another key (the cluster id is all they need to reach the check).
+    const forged = encodePacket({ type: "ping", seq: 1, from: "m1", updates: [], facts: [] }, "udp-test", sharedKey(() => [newKey()]));
+    const sockets = await Promise.all(Array.from({ length: 40 }, () => Bun.udpSocket({ hostname: "127.0.0.1", port: 0 })));
+    try {
+      for (let round = 0; round < 3; round++) for (const s of sockets) s.send(forged, port0, "127.0.0.1");
+      await waitUntil("the strays refused", () => g.snapshot().dropped.decrypt_failed >= 100);
+    } finally {
+      for (const s of sockets) s.close();
+    }
+    await waitUntil("m1 refused again after the flood", () => (g.snapshot().refused.find((r) => r.member === "m1")?.count ?? 0) > 2);
+    const refused = g.snapshot().refused;
+    expect(refused.length).toBeLessThanOrEqual(16);
+    expect(refused.filter((r) => r.member === "m1")).toHaveLength(1);
+    // Each sender at most once a minute, and at most eight lines a minute in all.
+    const refusalLines = lines.filter((l) => l.includes("fail authentication"));
+    expect(refusalLines.length).toBeLessThanOrEqual(8);
+    expect(refusalLines.filter((l) => l.includes("(m1)"))).toHaveLength(1);
   }, 30_000);
 });

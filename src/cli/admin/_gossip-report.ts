@@ -175,9 +175,11 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
     const its = refused.find((r) => r.member === m.id);
     problems.push(its === undefined ? seen : `${seen}: its gossip packets reach ${s.node_id} but fail authentication (${its.cause}); ${keyHint}`);
   }
-  for (const r of refused) {
-    if (r.member === null) problems.push(`gossip packets from ${r.address}, not a member's peer address, reach ${s.node_id} but fail authentication (${r.cause}); if it is a member, ${keyHint}`);
-  }
+  // A sender that is no member's peer address: a member behind another address (NAT, a second
+  // interface), or a stray (the cluster id its packets need is in clear). Worth a look; nothing
+  // of the cluster depends on it.
+  const strays = refused.filter((r) => r.member === null).map((r) =>
+    `gossip packets from ${r.address}, not a member's peer address, reach ${s.node_id} but fail authentication (${r.cause}); if it is a member, ${keyHint}`);
   for (const v of views) {
     if (v.stale) continue;
     for (const [subject, state] of Object.entries(v.view)) {
@@ -213,7 +215,7 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
     }
   }
   const named = removed ? [removedProblem] : [...drift.problems, ...problems];
-  const warnings = removed ? [] : drift.warnings;
+  const warnings = removed ? [] : [...drift.warnings, ...strays];
   return { answeredBy: s.node_id, clusterId: s.cluster_id, leader, members, views, groups, unreachable, partitioned, removed, problems: named, warnings, healthy: named.length === 0 };
 }
 

@@ -1,5 +1,6 @@
 // `svc --config F --validate`: every problem with its line (this node's own member entry against
-// its [listen] ports too, which serve does not refuse), exit 2; or a one-line summary, exit 0,
+// its [listen] ports too, which serve does not refuse; a mismatch NAT or a port mapping may
+// explain is a warning), exit 2; or a one-line summary, exit 0,
 // after a loud warning on stderr for each listener other machines reach without TLS or tokens,
 // and one when max_memory_mb is below what the node needs (memory-budget.ts).
 
@@ -42,6 +43,9 @@ export async function validateCommandRun(path: string | undefined): Promise<void
     process.stderr.write(`${path}: ${e.describe()}\n`);
     throw new CliExit(ExitCode.usage, `${path}: 1 problem`);
   }
+  // What may be right behind NAT or a port mapping: said, not refused.
+  const selfEntryWarnings = loaded.ok ? (loaded.selfEntryWarnings ?? []) : [];
+  if (selfEntryWarnings.length > 0) process.stderr.write(`${formatProblems(selfEntryWarnings.map((w) => ({ ...w, keyPath: `WARNING: ${w.keyPath}` })), path)}\n`);
   for (const warning of securityWarnings(result.config)) process.stderr.write(`${path}: WARNING: UNPROTECTED LISTENER: ${warning}\n`);
   const memoryWarning = memoryFloorWarning(result.config.maxMemoryBytes);
   if (memoryWarning !== null) process.stderr.write(`${path}: WARNING: MEMORY: ${memoryWarning}\n`);

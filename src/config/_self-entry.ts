@@ -11,21 +11,38 @@ import type { Address } from "./types.ts";
 
 type Listen = Readonly<Record<"client" | "admin" | "peer", Address | undefined>>;
 
-export function checkSelfEntry(nodeId: string | undefined, listen: Listen, members: readonly IndexedMember[], problems: Problems): void {
+/**
+ * A problem where the entry surely cannot reach the node: a port it does not listen on at the
+ * very address it binds (or at a loopback address of a node bound to all or to loopback). A
+ * warning where something between may forward it (NAT, a container's port mapping, a public
+ * address in front of the one bound): the entry names a port or an address other than the
+ * listener's, and only the network knows whether it leads there.
+ */
+export function checkSelfEntry(nodeId: string | undefined, listen: Listen, members: readonly IndexedMember[], problems: Problems, warnings: Problems): void {
   const own = members.find((m) => m.member.id === nodeId);
   if (own === undefined) return;
   for (const key of ["peer", "client", "admin"] as const) {
     const bound = listen[key];
     if (bound === undefined) continue;
     const entry = own.member[key];
-    const why = entry.port !== bound.port ? `port ${entry.port} is not the port it listens on`
-      : hostsSurelyDiffer(entry.host, bound.host) ? `it listens only on ${bound.host}`
-      : null;
-    if (why === null) continue;
-    problems.add(["cluster", "members", own.index, key],
-      `this node's own entry (${JSON.stringify(own.member.id)}) gives ${key} = ${JSON.stringify(entry.raw)}, but listen.${key} = ${JSON.stringify(bound.raw)}: ${why}, ` +
-        `so the other members, which dial the entry, cannot reach this node; make them agree (after \`svc admin set-member\` moved it, write its new addresses here)`);
+    const portDiffers = entry.port !== bound.port;
+    const where = ["cluster", "members", own.index, key];
+    const says = `this node's own entry (${JSON.stringify(own.member.id)}) gives ${key} = ${JSON.stringify(entry.raw)}, but listen.${key} = ${JSON.stringify(bound.raw)}`;
+    if (portDiffers && surelyThisListener(entry.host, bound.host)) {
+      problems.add(where, `${says}: port ${entry.port} is not the port it listens on, so the other members, which dial the entry, cannot reach this node; ` +
+        "make them agree (after `svc admin set-member` moved it, write its new addresses here)");
+    } else if (portDiffers || hostsSurelyDiffer(entry.host, bound.host)) {
+      warnings.add(where, `${says}: unless the network forwards ${entry.raw} to it (NAT, a container's port mapping), the other members, which dial the entry, cannot reach this node`);
+    }
   }
+}
+
+/** The entry's host is the address bound, or a loopback address of a node bound to all or to loopback. */
+function surelyThisListener(dialled: string, bound: string): boolean {
+  const d = canonicalHost(dialled);
+  const b = canonicalHost(bound);
+  if (d === b) return true;
+  return isLoopback(d) && (isWildcardHost(bound) || isLoopback(b));
 }
 
 /**
@@ -35,11 +52,25 @@ export function checkSelfEntry(nodeId: string | undefined, listen: Listen, membe
 function hostsSurelyDiffer(dialled: string, bound: string): boolean {
   if (isWildcardHost(bound)) return false;
   if (isIPv4(dialled) && isIPv4(bound)) return dialled !== bound;
-  if (isIPv6(dialled) && isIPv6(bound)) return canonicalIpv6(dialled) !== canonicalIpv6(bound);
+  if (isIPv6(stripZone(dialled)) && isIPv6(stripZone(bound))) return canonicalHost(dialled) !== canonicalHost(bound);
   return false;
 }
 
-/** "0:0::1" and "::1" are one address: the URL parser writes IPv6 hosts in their canonical form. */
-function canonicalIpv6(host: string): string {
-  return new URL(`http://[${host}]/`).hostname;
+function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || (isIPv4(host) && host.startsWith("127."));
+}
+
+/** "0:0::1" and "::1" are one address (the URL parser writes IPv6 hosts in their canonical form); one with a zone id is kept as written. */
+function canonicalHost(host: string): string {
+  if (!isIPv6(stripZone(host)) || host.includes("%")) return host.toLowerCase();
+  try {
+    return new URL(`http://[${host}]/`).hostname.slice(1, -1);
+  } catch {
+    return host.toLowerCase();
+  }
+}
+
+function stripZone(host: string): string {
+  const at = host.indexOf("%");
+  return at < 0 ? host : host.slice(0, at);
 }

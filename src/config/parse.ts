@@ -76,14 +76,14 @@ export function parseConfig(text: string, sourceName: string): ConfigResult {
   }
   const locate = createLocator(text);
   const problems = new Problems(locate);
-  // Problems --validate reports but serve does not refuse (see _self-entry.ts).
-  const selfEntry = new Problems(locate);
+  // Problems and warnings --validate reports but serve does not refuse (see _self-entry.ts).
+  const selfEntry = { problems: new Problems(locate), warnings: new Problems(locate) };
   const config = readConfig(document, problems, selfEntry);
-  if (config === undefined || problems.count > 0) return { ok: false, problems: [...problems.list, ...selfEntry.list] };
-  return { ok: true, config: deepFreeze(config), selfEntryProblems: selfEntry.list };
+  if (config === undefined || problems.count > 0) return { ok: false, problems: [...problems.list, ...selfEntry.problems.list] };
+  return { ok: true, config: deepFreeze(config), selfEntryProblems: selfEntry.problems.list, selfEntryWarnings: selfEntry.warnings.list };
 }
 
-function readConfig(root: TomlTable, problems: Problems, selfEntry: Problems): Config | undefined {
+function readConfig(root: TomlTable, problems: Problems, selfEntry: { problems: Problems; warnings: Problems }): Config | undefined {
   checkUnknownKeys(root, ROOT_FIELDS, [], problems);
   const nodeId = readString(root, "node_id", field(ROOT_FIELDS, "node_id", "string"), [], problems);
   if (nodeId !== undefined && !NODE_ID_PATTERN.test(nodeId)) {
@@ -112,7 +112,7 @@ function readConfig(root: TomlTable, problems: Problems, selfEntry: Problems): C
   const members = readMembers(clusterTable, problems);
   if (members !== undefined) checkMembers(members.members, problems);
   checkSelfInMembers(nodeId, bootstrap, members?.ids, problems);
-  if (members !== undefined) checkSelfEntry(nodeId, listen, members.members, selfEntry);
+  if (members !== undefined) checkSelfEntry(nodeId, listen, members.members, selfEntry.problems, selfEntry.warnings);
 
   const walSpec = tableFields(ROOT_FIELDS, "wal");
   const walTable = readTable(root, "wal", walSpec, problems) ?? {};

@@ -106,6 +106,8 @@ export type ConfigResult =
      * for --validate, which the node starts with (set-member may have moved it; see _self-entry.ts).
      */
     readonly selfEntryProblems?: readonly ConfigProblem[];
+    /** What may be right behind NAT or a port mapping: --validate prints it and exits 0. */
+    readonly selfEntryWarnings?: readonly ConfigProblem[];
   }
   | { readonly ok: false; readonly problems: readonly ConfigProblem[] };
 

@@ -265,6 +265,11 @@ describe("configuration checks", () => {
     expect(r.stderr).toContain(`gives peer = "${wrong}", but listen.peer = "${String(config.listen?.peer)}"`);
     expect(r.stderr).toContain("1 problem");
     expect(r.stdout).toBe("");
+    // Another address and port, which NAT or a port mapping may forward here: a warning, exit 0.
+    const mapped = writeConfig(env, { ...config, cluster: { ...config.cluster, members: [{ ...entry, peer: "203.0.113.7:17879" }] } });
+    const warned = await runBinary(["--config", mapped, "--validate"], { cwd: env.dir });
+    expect(warned.exitCode).toBe(0);
+    expect(warned.stderr).toMatch(/:\d+:\d+: WARNING: cluster\.members\[0\]\.peer: .*unless the network forwards 203\.0\.113\.7:17879 to it/);
   });
 
   procTest("--validate exits 2 for a bad file and lists every problem", async (env) => {

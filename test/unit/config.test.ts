@@ -313,8 +313,6 @@ describe("config: problems", () => {
       .replace("[wal]", "[wal]\narchive_comand = \"x\"");
     const keys = problemsOf(parseConfig(text, "config.toml")).map((p) => p.keyPath).sort();
     expect(keys).toEqual([
-      // Its own entry gives the admin port 9090, and it would listen on 7878.
-      "cluster.members[0].admin",
       "cluster.members[2].id",
       "listen.admin",
       "max_memory_mb",
@@ -342,41 +340,51 @@ describe("config: this node's own member entry against its [listen] addresses", 
   const own = (listen: string, entry: string) => THREE_NODES
     .replace(/\[listen\][\s\S]*?\n\n/, `[listen]\n${listen}\n\n`)
     .replace('{ id = "node1", peer = "10.0.0.1:7879", client = "10.0.0.1:7878", admin = "10.0.0.1:9090" }', entry);
-  const selfEntry = (text: string): readonly ConfigProblem[] => {
+  const parsed = (text: string) => {
     const r = parseConfig(text, "config.toml");
     if (!r.ok) throw new Error(`expected the file to parse: ${JSON.stringify(r.problems)}`);
-    return r.selfEntryProblems ?? [];
+    return { problems: r.selfEntryProblems ?? [], warnings: r.selfEntryWarnings ?? [] };
   };
 
-  test("an entry whose ports are those it listens on, on a bind-all address, is no problem", () => {
-    expect(selfEntry(THREE_NODES)).toEqual([]);
+  test("an entry whose ports are those it listens on, on a bind-all address, is no problem and no warning", () => {
+    expect(parsed(THREE_NODES)).toEqual({ problems: [], warnings: [] });
   });
 
-  test("a port in the entry other than the one it listens on is a problem naming both, at the entry's line; the node still parses", () => {
-    const text = own('client = "0.0.0.0:7878"\nadmin = "0.0.0.0:9090"\npeer = "0.0.0.0:7879"',
-      '{ id = "node1", peer = "10.0.0.1:7999", client = "10.0.0.1:7878", admin = "10.0.0.1:9090" }');
-    const found = selfEntry(text);
-    expect(found).toHaveLength(1);
-    expect(found[0]).toMatchObject({ keyPath: "cluster.members[0].peer", line: lineOf(text, '"10.0.0.1:7999"') });
-    expect(found[0]?.message).toContain('gives peer = "10.0.0.1:7999", but listen.peer = "0.0.0.0:7879"');
-    expect(found[0]?.message).toContain("cannot reach this node");
+  test("a port other than the one it listens on, at the very address it binds (or at loopback), is a problem naming both, at the entry's line", () => {
+    const text = own('client = "127.0.0.1:7878"\nadmin = "0.0.0.0:9090"\npeer = "10.0.0.1:7879"',
+      '{ id = "node1", peer = "10.0.0.1:7999", client = "127.0.0.1:7000", admin = "127.0.0.1:9999" }');
+    const { problems, warnings } = parsed(text);
+    expect(problems.map((p) => p.keyPath)).toEqual(["cluster.members[0].peer", "cluster.members[0].client", "cluster.members[0].admin"]);
+    expect(problems[0]).toMatchObject({ line: lineOf(text, '"10.0.0.1:7999"') });
+    expect(problems[0]?.message).toContain('gives peer = "10.0.0.1:7999", but listen.peer = "10.0.0.1:7879"');
+    expect(problems[0]?.message).toContain("cannot reach this node");
+    expect(warnings).toEqual([]);
   });
 
-  test("hosts are compared only where that is certain: one IP address bound against another", () => {
-    const entry = '{ id = "node1", peer = "10.0.0.1:7879", client = "node1.example:7878", admin = "[::1]:9090" }';
-    // Bound to another IPv4 address: a problem. Host names and IPv6 written another way are not.
-    const bound = own('client = "10.0.0.5:7878"\nadmin = "[0:0::1]:9090"\npeer = "10.0.0.2:7879"', entry);
-    expect(selfEntry(bound).map((p) => p.keyPath)).toEqual(["cluster.members[0].peer"]);
-    expect(selfEntry(bound)[0]?.message).toContain("it listens only on 10.0.0.2");
-    // Bind-all in both families: never a host problem.
-    expect(selfEntry(own('client = "0.0.0.0:7878"\nadmin = "[::]:9090"\npeer = "0.0.0.0:7879"', entry))).toEqual([]);
-    // An IPv6 entry against an IPv4 bind: not compared.
-    expect(selfEntry(own('client = "127.0.0.1:7878"\nadmin = "127.0.0.1:9090"\npeer = "10.0.0.1:7879"', entry))).toEqual([]);
+  test("where the network may forward it (NAT, a container's port mapping), another port or address is a warning, not a problem", () => {
+    // Bound to all: the entry's address may be a mapping of it (docker -p 17879:7879).
+    const mapped = parsed(own('client = "0.0.0.0:7878"\nadmin = "0.0.0.0:9090"\npeer = "0.0.0.0:7879"',
+      '{ id = "node1", peer = "10.0.0.1:17879", client = "10.0.0.1:7878", admin = "10.0.0.1:9090" }'));
+    expect(mapped.problems).toEqual([]);
+    expect(mapped.warnings.map((w) => w.keyPath)).toEqual(["cluster.members[0].peer"]);
+    expect(mapped.warnings[0]?.message).toContain("unless the network forwards 10.0.0.1:17879 to it");
+    // A public address in front of the private one bound.
+    const nat = parsed(own('client = "10.0.0.5:7878"\nadmin = "[0:0::1]:9090"\npeer = "10.0.0.2:7879"',
+      '{ id = "node1", peer = "203.0.113.7:7879", client = "node1.example:7878", admin = "[::1]:9090" }'));
+    expect(nat.problems).toEqual([]);
+    // The host name and the IPv6 address written another way say nothing.
+    expect(nat.warnings.map((w) => w.keyPath)).toEqual(["cluster.members[0].peer"]);
+  });
+
+  test("hosts that cannot be compared are not: host names, IPv6 against IPv4, a zone id", () => {
+    const entry = '{ id = "node1", peer = "[fe80::1%eth0]:7879", client = "node1.example:7878", admin = "[::1]:9090" }';
+    expect(parsed(own('client = "127.0.0.1:7878"\nadmin = "127.0.0.1:9090"\npeer = "[fe80::1%eth0]:7879"', entry))).toEqual({ problems: [], warnings: [] });
+    expect(parsed(own('client = "0.0.0.0:7878"\nadmin = "[::]:9090"\npeer = "[::]:7879"', entry))).toEqual({ problems: [], warnings: [] });
   });
 
   test("with other problems in the file, the entry's mismatch is listed among them", () => {
-    const text = own('client = "0.0.0.0:7878"\nadmin = "0.0.0.0:9090"\npeer = "0.0.0.0:7879"',
-      '{ id = "node1", peer = "10.0.0.1:7879", client = "10.0.0.1:7000", admin = "10.0.0.1:9090" }').replace("max_memory_mb = 2048", "max_memory_mb = -1");
+    const text = own('client = "127.0.0.1:7878"\nadmin = "0.0.0.0:9090"\npeer = "0.0.0.0:7879"',
+      '{ id = "node1", peer = "10.0.0.1:7879", client = "127.0.0.1:7000", admin = "10.0.0.1:9090" }').replace("max_memory_mb = 2048", "max_memory_mb = -1");
     expect(problemsOf(parseConfig(text, "config.toml")).map((p) => p.keyPath).sort()).toEqual(["cluster.members[0].client", "max_memory_mb"]);
   });
 });

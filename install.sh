@@ -450,6 +450,9 @@ service_unit() {
 Description=svc replicated SQL data store node
 Wants=network-online.target
 After=network-online.target
+# The data directory's file system, when it is a mount of its own, is there before the node
+# starts (else the node would find root's empty mount point and stop with exit 3).
+RequiresMountsFor=$DATA_DIR
 
 [Service]
 # exec, not notify: the node sends READY=1 only once it has joined its cluster (healthy), and a
@@ -461,10 +464,11 @@ Group=$SVC_GROUP
 ExecStart=$BIN_PATH serve --config $CONFIG_PATH
 Restart=on-failure
 RestartSec=5s
-# Exit 2 (the configuration is wrong) and 3 (the message names data or files to repair: a gap
-# in the log, Raft state of another node, a data directory svc may not use, TLS files that do
-# not fit): starting again unchanged fails the same way, so the unit stays failed with the
-# message in the journal. Exit 1 (a failing disk, a port still held) is restarted.
+# Exit 2 (the configuration is wrong) and 3 (the message names data to repair: a gap in the
+# log, Raft state of another node, a damaged backup being restored, a data directory svc may
+# not use): starting again unchanged fails the same way, so the unit stays failed with the
+# message in the journal. Exit 1 (a failing disk, a port still held, TLS or key files not in
+# place yet) is restarted.
 RestartPreventExitStatus=2 3
 # Stopping flushes the WAL and closes the store.
 TimeoutStopSec=90s

@@ -10,22 +10,24 @@ export const ExitCode = {
   usage: 2,
   /**
    * `serve` only: the node cannot start, or go on, until the operator acts on what the message
-   * names (damaged or foreign Raft state, a gap in the log, files it may not use, TLS or gossip
-   * key files that do not fit). Starting it again unchanged fails the same way, so the unit
+   * names (damaged or foreign Raft state, a gap in the log, a restore whose backup is damaged,
+   * files it may not use). Starting it again unchanged fails the same way, so the unit
    * install.sh writes does not restart it (RestartPreventExitStatus).
    */
   needsOperator: 3,
 } as const;
 
 /**
- * The errors after which a restart alone cannot help: each names what to repair. Everything
- * else a node stops on (a failing disk, a port or data directory still held by a process that
- * is going away) may pass, and a restart is what fixes it: those exit 1.
+ * The errors after which a restart alone cannot help: each names what to repair in the data
+ * directory or the configuration. Everything else a node stops on may pass, and a restart is
+ * what fixes it, so those exit 1: a failing or full disk, a port or data directory still held
+ * by a process going away, and the TLS, token and gossip key files, which another unit or a
+ * rotation may still be writing when the node starts (a half-rotated pair reads as a key that
+ * is not the certificate's).
  */
 const needsOperatorCodes: ReadonlySet<string> = new Set([
-  "LOG_GAP", "HISTORY_DIVERGED", "RAFT_STATE_INVALID", "HARDSTATE_CORRUPT", "WAL_CORRUPT",
-  "DATA_DIR_NOT_WRITABLE", "DATA_DIR_WRONG_OWNER", "TLS_INVALID", "PEER_TLS_INVALID", "GOSSIP_KEY_INVALID", "TOKENS_FILE_INVALID",
-  "TRANSPORT_BAD_ADDRESS", "TRANSPORT_BAD_OPTION",
+  "LOG_GAP", "HISTORY_DIVERGED", "RAFT_STATE_INVALID", "HARDSTATE_CORRUPT", "WAL_CORRUPT", "RESTORE_REFUSED",
+  "DATA_DIR_NOT_WRITABLE", "DATA_DIR_WRONG_OWNER", "TRANSPORT_BAD_ADDRESS", "TRANSPORT_BAD_OPTION",
 ]);
 
 /** The exit code of `serve` for the error that stopped the node (at start, or a fatal one later). */

@@ -76,6 +76,16 @@ export function prepareDataDir(dataDir: string): DataPaths {
     fs.writeFileSync(probe, "");
     fs.rmSync(probe);
   } catch (e) {
+    const errno = (e as NodeJS.ErrnoException).code;
+    if (errno !== "EACCES" && errno !== "EPERM") {
+      // Not a question of who may write: a full or failing disk, which may pass.
+      throw new SvcError("STORAGE_FAILED", `cannot write to the data directory ${dataDir}: ${errorMessage(e)}`, {
+        hint: errno === "ENOSPC" || errno === "EDQUOT"
+          ? "free space (or inodes) on its file system; the node starts once it can write"
+          : "check the disk and the kernel log (dmesg); the node starts once it can write",
+        cause: e,
+      });
+    }
     const owner = ownerOf(dataDir);
     throw new SvcError("DATA_DIR_NOT_WRITABLE", `cannot write to the data directory ${dataDir}: ${errorMessage(e)}${owner}`, {
       hint: `give the user svc runs as ownership of it (e.g. \`chown -R svc:svc ${dataDir}\`) or set data_dir to a writable place`,

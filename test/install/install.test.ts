@@ -156,6 +156,7 @@ describe("install.sh --root", () => {
     // A node that stops with a message naming what to repair (exit 3) or a wrong configuration
     // (exit 2) is not restarted every few seconds for ever.
     expect(unit.get("[Service]RestartPreventExitStatus")).toEqual(["2 3"]);
+    expect(unit.get("[Unit]RequiresMountsFor")).toEqual(["/var/lib/svc"]);
     expect(Number(unit.get("[Service]LimitNOFILE")?.[0])).toBeGreaterThanOrEqual(65536);
     // A follower catching up at nice 10 may go back to nice 0 (catch-up-priority.ts).
     expect(unit.get("[Service]LimitNICE")).toEqual(["20"]);

@@ -24,7 +24,7 @@ import type { Entry } from "../util/log-data.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import {
-  SnapshotStore, Wal, archiveFileEntries, checkArchiveFile, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, removeReplayLeftovers, writeHardState,
+  SnapshotStore, Wal, archiveFileEntries, checkArchiveFile, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, removedMarkPath, removeReplayLeftovers, writeHardState,
   type SnapshotEntry,
 } from "../storage/index.ts";
 import { restoreMarkerPath, writeLogStart } from "../storage/restore-marker.ts";
@@ -294,6 +294,7 @@ async function checkRaftHoldsOnlyASnapshot(paths: ReturnType<typeof dataPaths>):
       `remove the contents of ${paths.raftDir} and copy the snapshot directory into ${paths.snapshotsDir}`,
   });
   if (fs.existsSync(paths.hardStatePath)) throw refuse("holds a node's Raft state (raft/hardstate)");
+  if (fs.existsSync(removedMarkPath(paths.raftDir))) throw refuse("holds a node's Raft state (raft/REMOVED: a member once told it that it was removed)");
   for (const s of listSegments(paths.walDir)) {
     if (readSegment(s.path).entries.length > 0) throw refuse(`holds WAL entries (${s.path})`);
   }

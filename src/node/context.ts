@@ -145,6 +145,8 @@ export class NodeContext {
   walArchiver: WalArchivePart | null = null;
   /** What raft/REMOVED holds (see syncRemoval). */
   removedMark: RemovedRecord | null = null;
+  /** raft/REMOVED could not be written lately (said once until it can). */
+  private removalWriteFailing = false;
   /** Whether this run said, at error level, that a member told it it was removed. */
   private removalTold = false;
 
@@ -356,7 +358,7 @@ export class NodeContext {
     if (notice !== null && !this.removalTold) {
       this.removalTold = true;
       this.logger.error(`this node was removed from the cluster while it was cut off: member ${notice.by} holds the configuration committed at index ${notice.configIndex}, ` +
-        "which leaves it out, and this node's log ends before it. It no longer campaigns or votes, and answers clients 421 NOT_A_MEMBER", {
+        "which leaves it out, and this node's log ends before it. It no longer campaigns, and answers clients 421 NOT_A_MEMBER", {
         by: notice.by, configIndex: notice.configIndex,
         hint: "stop this node (its data is no longer replicated); to add it back, empty its data directory, start it, and run `svc admin add-node` on a member",
       });
@@ -367,9 +369,12 @@ export class NodeContext {
     try {
       this.io.log.setRemoved(mark);
     } catch (e) {
-      this.logger.warn("could not record this node's removal in raft/REMOVED; trying again shortly", { error: errorMessage(e) });
+      // Tried again at every call; said once until it succeeds (a full disk would fill the log).
+      if (!this.removalWriteFailing) this.logger.warn("could not record this node's removal in raft/REMOVED; trying again until it can", { error: errorMessage(e) });
+      this.removalWriteFailing = true;
       return;
     }
+    this.removalWriteFailing = false;
     this.removedMark = mark;
     if (mark === null) {
       this.removalTold = false;

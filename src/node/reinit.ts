@@ -14,7 +14,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/index.ts";
-import { clearEntriesLost, markLostLog, snapshotStateFile, writeHardState } from "../storage/index.ts";
+import { clearEntriesLost, markLostLog, snapshotStateFile, writeHardState, writeRemovedMark } from "../storage/index.ts";
 import { readLogStart, readRestoreMarker, removeRestoreMarker, writeLogStart, type LogStart } from "../storage/restore-marker.ts";
 import { SvcError } from "../util/errors.ts";
 import { createSnapshotImage } from "../store/index.ts";
@@ -150,6 +150,8 @@ export async function reinitCluster(state: LoadedState, config: Config, logger: 
   // copied by hand starts with LOST_LOG) is no part of it.
   markLostLog(paths.raftDir, false);
   clearEntriesLost(paths.raftDir);
+  // Nor is a removal from it: the new cluster's membership is the one just written.
+  writeRemovedMark(paths.raftDir, null);
   writeLogStart(paths.raftDir, { index, term, reason: reinitReason, derivedFrom });
   removeRestoreMarker(paths.raftDir);
   const rows = store.stats().totalEntries;

@@ -24,7 +24,7 @@ const typeCodes: Record<MessageType, number> = {
   timeout_now: 10,
   read_index: 11,
   read_index_response: 12,
-  // Unknown to nodes before it: they drop it as UNKNOWN_TYPE (counted), nothing else.
+  // Unknown to nodes before it: they cannot decode it (UNKNOWN_TYPE, counted with malformed messages) and drop it, nothing else.
   not_member: 13,
 };
 const typesByCode = new Map<number, MessageType>(Object.entries(typeCodes).map(([t, c]) => [c, t as MessageType]));

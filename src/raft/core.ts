@@ -114,9 +114,11 @@ export class RaftCore {
   private divergedAt: Divergence | null = null;
   /**
    * Set when a member said this node is left out of a configuration committed later than any
-   * this node holds (see handleNotMember): it was removed while cut off. It then neither
-   * campaigns nor votes. It lapses once this node's commit index reaches configIndex: its own
-   * log then says whether it is a member (added back, the leader's entries reach it).
+   * this node holds (see handleNotMember): it was removed while cut off. It then does not
+   * campaign; it still answers votes (Raft's votes need no membership, and a member wrongly
+   * told it was removed must still help elect a leader). It lapses once this node's commit
+   * index reaches configIndex (its own log then says whether it is a member), or once a
+   * leader replicates to it (that leader's configuration names it).
    */
   private removal: RemovalNotice | null;
   /** When each non-member was last sent a not_member, in ticks (see refuseNonMember). Bounded by refusedPeersMax. */
@@ -424,7 +426,6 @@ export class RaftCore {
     // term must never move a member's (nor a member's refusal move its own).
     if (m.type === "not_member") return this.handleNotMember(m);
     this.refuseNonMember(m.from);
-    if ((m.type === "pre_vote" || m.type === "vote") && this.removalInForce() !== null) return this.drop(m, "vote_request_while_removed");
 
     if (m.term > this.term) {
       if (m.type === "pre_vote" || m.type === "vote") {
@@ -452,6 +453,13 @@ export class RaftCore {
         this.send(m.from, this.term, { type: m.type === "vote" ? "vote_response" : "pre_vote_response", reject: true });
       }
       return this.drop(m, "stale_term");
+    }
+    // A leader of this node's term or a later one replicates to it: that leader's configuration,
+    // which holds every committed entry, names it (it was added back). What the refusal said is
+    // past; if it is not, the next refusal says it again.
+    if (this.removal !== null && (m.type === "append" || m.type === "heartbeat" || m.type === "snapshot")) {
+      this.logger.info("a leader replicates to this node: it is a member again, and the removal it was told of is past", { leader: m.from, term: m.term, configIndex: this.removal.configIndex });
+      this.removal = null;
     }
 
     switch (m.type) {
@@ -510,10 +518,12 @@ export class RaftCore {
   private handleNotMember(m: NotMemberMessage): void {
     if (this.removalInForce() !== null) return this.drop(m, "not_member_known");
     if (!isMember(this.membership(), this.id)) return this.drop(m, "not_member_not_named");
+    // Only a member of this node's own latest configuration speaks for the cluster it belongs to.
+    if (!isMember(this.membership(), m.from)) return this.drop(m, "not_member_from_stranger");
     const heldThrough = Math.max(this.members.latestConfigIndex(), this.log.snapshotIndex(), this.log.commit);
     if (m.configIndex <= heldThrough) return this.drop(m, "not_member_stale");
     this.removal = { configIndex: m.configIndex, by: m.from };
-    this.logger.warn("removed from the cluster: a member holds a configuration committed after every one this node holds, and it leaves this node out; not campaigning or voting", {
+    this.logger.warn("removed from the cluster: a member holds a configuration committed after every one this node holds, and it leaves this node out; not campaigning", {
       by: m.from, configIndex: m.configIndex, heldThrough, term: this.term,
     });
     if (this.role !== "follower") this.becomeFollower(this.term, null);

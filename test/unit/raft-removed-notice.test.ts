@@ -3,7 +3,7 @@
 
 import { describe, expect, test } from "bun:test";
 import { RaftCore } from "../../src/raft/index.ts";
-import type { Message, NotMemberMessage } from "../../src/raft/index.ts";
+import type { Entry, Message, NotMemberMessage } from "../../src/raft/index.ts";
 import { bytes, configEntry, options, TestCluster, type TestNode } from "./raft-harness.ts";
 
 const realistic = { preVote: true, checkQuorum: true };
@@ -75,7 +75,7 @@ describe("a node removed while cut off", () => {
     expect(c.node("a").core.status().role).toBe("leader");
   });
 
-  test("a removed node neither campaigns nor votes, even on leadership transfer, and a restart that loads the notice keeps it so", () => {
+  test("a removed node does not campaign, even on leadership transfer, but still answers votes; a restart that loads the notice keeps it so", () => {
     const c = new TestCluster(["a", "b", "c"], realistic);
     const removalIndex = removeWhileCutOff(c);
     c.heal();
@@ -84,10 +84,11 @@ describe("a node removed while cut off", () => {
     const notice = x.core.removalNotice();
     expect(notice?.configIndex).toBe(removalIndex);
 
-    const term = x.core.status().term;
-    expect(answer(x, { type: "vote", from: "b", to: "c", term: term + 5, lastIndex: 100, lastTerm: term + 4, transfer: false })).toEqual([]);
-    expect(answer(x, { type: "pre_vote", from: "b", to: "c", term: term + 5, lastIndex: 100, lastTerm: term + 4 })).toEqual([]);
-    expect(x.core.status().term).toBe(term);
+    // Votes need no membership in Raft: a member wrongly told it was removed must still help elect.
+    const term = x.core.status().term + 5;
+    expect(answer(x, { type: "pre_vote", from: "b", to: "c", term, lastIndex: 100, lastTerm: term - 1 }).map((m) => m.type)).toEqual(["pre_vote_response"]);
+    expect(answer(x, { type: "vote", from: "b", to: "c", term, lastIndex: 100, lastTerm: term - 1, transfer: false })).toMatchObject([{ type: "vote_response", reject: false }]);
+    expect(x.core.removalNotice()).toEqual(notice);
     x.core.step({ type: "timeout_now", from: "a", to: "c", term });
     x.core.campaign();
     x.process();
@@ -195,5 +196,73 @@ describe("a node removed while cut off", () => {
     const member = new RaftCore(options("b", realistic), { hardState: { term: 1, vote: null, commit: 1 }, snapshot: null, entries: [configEntry(1, 1, { voters: ["a", "b"], learners: [] })] });
     member.step({ type: "not_member", from: "z", to: "b", term: 1, configIndex: 1 });
     expect(member.hasReady() ? member.ready().messages : []).toEqual([]);
+  });
+});
+
+describe("a member wrongly told it was removed", () => {
+  /** Five voters a, b, c, d, x: the log up to n (config at 1), then `extra`. */
+  function log(n: number, extra: Entry[] = []): Entry[] {
+    const entries: Entry[] = [configEntry(1, 1, { voters: ["a", "b", "c", "d", "x"], learners: [] })];
+    for (let i = 2; i <= n; i++) entries.push({ index: i, term: 1, kind: "normal", timestampMs: 0, data: bytes(`${i}`) });
+    return [...entries, ...extra];
+  }
+
+  test("x, removed at 100 and added back (learner 101, voter 102) with its old log, is told removed by c, which lags at 100: b, c and x still elect a leader, whose appends lift the notice", () => {
+    const removed = configEntry(100, 1, { voters: ["a", "b", "c", "d"], learners: [] });
+    const learner = configEntry(101, 1, { voters: ["a", "b", "c", "d"], learners: ["x"] });
+    const voter = configEntry(102, 1, { voters: ["a", "b", "c", "d", "x"], learners: [] });
+    // a and d are down. x still holds its log from before its removal (through 95).
+    const nodes = new Map<string, RaftCore>([
+      ["x", new RaftCore(options("x", realistic), { hardState: { term: 1, vote: null, commit: 95 }, snapshot: null, entries: log(95) })],
+      ["c", new RaftCore(options("c", realistic), { hardState: { term: 1, vote: null, commit: 100 }, snapshot: null, entries: log(99, [removed]) })],
+      ["b", new RaftCore(options("b", realistic), { hardState: { term: 1, vote: null, commit: 102 }, snapshot: null, entries: log(99, [removed, learner, voter]) })],
+    ]);
+    let toldRemoved = false;
+    let leader: string | null = null;
+    for (let tick = 0; tick < 3000 && leader === null; tick++) {
+      for (const n of nodes.values()) n.tick();
+      for (let round = 0; round < 50; round++) {
+        const out: Message[] = [];
+        for (const n of nodes.values()) {
+          while (n.hasReady()) {
+            const rd = n.ready();
+            out.push(...rd.messages);
+            n.advance(rd);
+          }
+        }
+        if (out.length === 0) break;
+        for (const m of out) nodes.get(m.to)?.step(m);
+      }
+      if (nodes.get("x")!.removalNotice() !== null) toldRemoved = true;
+      for (const [id, n] of nodes) if (n.status().role === "leader") leader = id;
+    }
+    expect(toldRemoved).toBe(true);
+    expect(leader).toBe("b");
+    // The leader replicates to x (its configuration names x): the notice is past.
+    for (let tick = 0; tick < 50; tick++) {
+      for (const n of nodes.values()) n.tick();
+      for (let round = 0; round < 50; round++) {
+        const out: Message[] = [];
+        for (const n of nodes.values()) {
+          while (n.hasReady()) {
+            const rd = n.ready();
+            out.push(...rd.messages);
+            n.advance(rd);
+          }
+        }
+        if (out.length === 0) break;
+        for (const m of out) nodes.get(m.to)?.step(m);
+      }
+    }
+    expect(nodes.get("x")!.removalNotice()).toBeNull();
+    expect(nodes.get("x")!.status().commit).toBeGreaterThanOrEqual(102);
+  });
+
+  test("a refusal from a node outside this node's own latest configuration is not believed", () => {
+    const c = new TestCluster(["a", "b", "c"], realistic);
+    const x = c.node("c");
+    c.elect("a");
+    expect(answer(x, { type: "not_member", from: "zz", to: "c", term: x.core.status().term, configIndex: 1_000 })).toEqual([]);
+    expect(x.core.removalNotice()).toBeNull();
   });
 });

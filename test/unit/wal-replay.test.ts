@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openArchiveSource, parseReplayTarget, replayWalArchive, type WalReplayReport } from "../../src/backup/index.ts";
 import {
-  Wal, archiveSegmentName, dataPaths, encodeArchiveSegment, readHardState, snapshotDirName, writeHardState,
+  Wal, archiveSegmentName, dataPaths, encodeArchiveSegment, readHardState, snapshotDirName, writeHardState, writeRemovedMark,
 } from "../../src/storage/index.ts";
 import { readLogStart } from "../../src/storage/restore-marker.ts";
 import { Store, decodeCommand, encodeCommand, type Command } from "../../src/store/index.ts";
@@ -252,6 +252,12 @@ describe("wal-replay", () => {
     const e = await refusal(dataDir, () => replay(dataDir, archive([[1, 40]]), at(35)));
     expect(e.code).toBe("WAL_REPLAY_REFUSED");
     expect(e.message).toContain("hardstate");
+    // So is one that still records a removal from the old history: the replayed node would never campaign.
+    fs.rmSync(dataPaths(dataDir).hardStatePath);
+    writeRemovedMark(dataPaths(dataDir).raftDir, { configIndex: 99, by: "n2", clusterId: "c-1" });
+    const removed = await refusal(dataDir, () => replay(dataDir, archive([[1, 40]]), at(35)));
+    expect(removed.code).toBe("WAL_REPLAY_REFUSED");
+    expect(removed.message).toContain("raft/REMOVED");
   });
 
   test("two histories in one location (before and after an earlier restore) are refused", async () => {

@@ -263,11 +263,19 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   // A hard state behind the log it sits beside is not this log's: copied from another node or
   // cluster. The core would call the WAL damaged and send the operator to a wal-repair that
   // finds nothing; the file is what to fix.
-  const logTerm = entries.at(-1)?.term ?? 0;
-  if (savedHardState !== null && logTerm > savedHardState.term) {
+  // What the node holds counts, not only the entries after its store: a store that applied
+  // everything (the usual case) leaves none, and its own applied entry's term says as much.
+  const walLast = entries.at(-1);
+  const heldTerm = Math.max(walLast?.term ?? 0, store.meta.appliedTerm, snapshotMeta?.term ?? 0);
+  const heldWhat = walLast !== undefined && walLast.term === heldTerm
+    ? `its WAL holds entry ${walLast.index} of term ${heldTerm}`
+    : store.meta.appliedTerm === heldTerm
+      ? `its store applied entry ${store.meta.appliedIndex} of term ${heldTerm}`
+      : `its newest snapshot ends at entry ${snapshotIndex} of term ${heldTerm}`;
+  if (savedHardState !== null && heldTerm > savedHardState.term) {
     const ownCluster = readMemberMark(paths.dataDir) ?? (store.meta.clusterId !== "" ? store.meta.clusterId : null);
     const foreign = ownCluster !== null && savedHardState.clusterId !== "" && savedHardState.clusterId !== ownCluster;
-    throw new SvcError("RAFT_STATE_INVALID", `${paths.hardStatePath} is not this node's: it says term ${savedHardState.term}, but its WAL holds entry ${entries.at(-1)?.index} of term ${logTerm}` +
+    throw new SvcError("RAFT_STATE_INVALID", `${paths.hardStatePath} is not this node's: it says term ${savedHardState.term}, but ${heldWhat}` +
       (foreign ? `, and it belongs to cluster ${savedHardState.clusterId} while this node belongs to ${ownCluster} (a file copied from another cluster)` : " (a file copied from another node, or an old copy)"), {
       hint: `put back this node's own raft/hardstate; if it is lost, move ${paths.hardStatePath} aside: the node then resumes in the term of its log` +
         " (a cluster member also holds its vote until a leader has caught it up)",

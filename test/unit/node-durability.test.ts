@@ -137,6 +137,18 @@ describe("node durability", () => {
     expect(refused?.message).not.toContain("wal-repair");
   });
 
+  test("an old copy of its own hard state is refused though the store applied everything (no entry after it to compare): its vote would be forgotten", async () => {
+    const config = await testConfig();
+    const first = await startNode(config);
+    await first.execute([{ sql: "CREATE TABLE t (v)", params: [] }]);
+    const { term, clusterId } = first.status();
+    await first.stop();
+    writeHardState(join(config.dataDir, "raft", "hardstate"), { term: term - 1, vote: null, commit: 0, clusterId });
+    const refused = await startNode(config).then(() => null, (e: unknown) => e as Error);
+    expect(refused?.message).toContain(`hardstate is not this node's: it says term ${term - 1}, but its store applied entry`);
+    expect(refused?.message).toContain(`of term ${term}`);
+  });
+
   test("a checkpoint every snapshot_interval entries makes the store durable there; the WAL is kept until an image covers it", async () => {
     const config = await testConfig({ snapshotIntervalEntries: 100 });
     const node = await startNode(config);

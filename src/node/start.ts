@@ -301,10 +301,11 @@ function checkImageLater(entry: SnapshotEntry, log: Logger): void {
  * Whether the other members already form a cluster, asked of them before this node, empty and
  * told to bootstrap, makes a new one: it dials them without a cluster id, and waits up to
  * `waitMs` for one of them to show one (a member with a cluster id, refusing that dial, dials
- * back with it at once). Every other member heard with none, or none heard in time: no cluster.
+ * back with it at once; one that no longer counts this node a member refuses it saying it is in
+ * a cluster). Every other member heard with none, or none heard in time: no cluster.
  */
 async function clusterOfPeers(
-  transport: { setPeers(peers: Record<string, string>): void; heardClusterIds(): ReadonlyMap<string, string> },
+  transport: { setPeers(peers: Record<string, string>): void; heardClusterIds(): ReadonlyMap<string, string>; peersInAClusterUntold(): ReadonlySet<string> },
   config: Config,
   waitMs: number,
 ): Promise<{ clusterId: string; peer: string } | null> {
@@ -314,6 +315,8 @@ async function clusterOfPeers(
   for (;;) {
     const heard = transport.heardClusterIds();
     for (const [peer, clusterId] of heard) if (clusterId !== "") return { clusterId, peer };
+    // One that refused this node (removed from it, say) without dialling back is in a cluster all the same.
+    for (const peer of transport.peersInAClusterUntold()) return { clusterId: "(not told)", peer };
     if (others.every((m) => heard.get(m.id) === "") || Date.now() >= deadline) return null;
     await Bun.sleep(20);
   }

@@ -24,6 +24,8 @@ export interface TransportContext {
   peerReachable(peerId: string): void;
   /** A member's handshake was read, either way: the cluster id it sent ("" for none). */
   heard(peerId: string, clusterId: string): void;
+  /** The peer refused this node's handshake saying it belongs to a cluster, which it did not name. */
+  heardInACluster(peerId: string): void;
 }
 
 /**

@@ -84,6 +84,14 @@ function clusterMismatch(local: string, remote: string, peerId: string): string 
     "and they never exchange entries; `svc admin cluster-info` on each names its cluster";
 }
 
+/**
+ * The words of a refusal that says the acceptor is in a cluster (without naming it: see
+ * InboundServer's refusal): a node about to bootstrap a new cluster learns from them that a
+ * member already belongs to one, even when that member no longer counts it a member (it was
+ * removed, and comes back empty) and so never dials back.
+ */
+export const BELONGS_TO_A_CLUSTER = "and this node belongs to cluster";
+
 /** What the accepting side knows of its members. */
 export type Membership = "unknown" | { readonly has: (peerId: string) => boolean };
 
@@ -96,7 +104,7 @@ export function refuseAsAcceptor(hello: Hello, localNodeId: string, localCluster
   const cluster = clusterMismatch(localClusterId, hello.clusterId, hello.senderId);
   if (cluster !== null) return cluster;
   if (localClusterId !== "" && hello.clusterId === "") {
-    return `peer ${JSON.stringify(hello.senderId)} sent no cluster id, and this node belongs to cluster ${JSON.stringify(localClusterId)}`;
+    return `peer ${JSON.stringify(hello.senderId)} sent no cluster id, ${BELONGS_TO_A_CLUSTER} ${JSON.stringify(localClusterId)}`;
   }
   if (hello.targetId !== localNodeId) {
     return `peer ${JSON.stringify(hello.senderId)} dialed node ${JSON.stringify(hello.targetId)}, but this is node ${JSON.stringify(localNodeId)}`;

@@ -10,7 +10,7 @@ import { errorMessage } from "../util/index.ts";
 import { reconnectDelayMs } from "./_backoff.ts";
 import { guard, type TransportContext } from "./_context.ts";
 import { describeFrameError, encodeFrame, FrameDecoder, FrameType } from "./_frame.ts";
-import { decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsDialer } from "./_hello.ts";
+import { BELONGS_TO_A_CLUSTER, decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsDialer } from "./_hello.ts";
 import { parsePeerAddress } from "./_options.ts";
 import { connectTls, servedCertificateProblem } from "./_peer-tls.ts";
 import { SendQueue } from "./_send-queue.ts";
@@ -252,6 +252,7 @@ export class OutboundPeer {
     if (type === FrameType.reject) {
       count(this.counters, "handshakeRejects");
       const reason = new TextDecoder().decode(payload);
+      if (reason.includes(BELONGS_TO_A_CLUSTER)) this.#ctx.heardInACluster(this.peerId);
       this.#fail(attempt, `peer refused the handshake: ${reason}`, false, "warn");
       return false;
     }

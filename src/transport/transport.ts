@@ -64,6 +64,12 @@ export interface Transport {
    * makes one (start.ts).
    */
   heardClusterIds(): ReadonlyMap<string, string>;
+  /**
+   * Peers that refused this node's handshake because they belong to a cluster and this node
+   * sent no cluster id, without naming it: a member that no longer counts this node among its
+   * own (removed) never dials back with its id, but is in a cluster all the same.
+   */
+  peersInAClusterUntold(): ReadonlySet<string>;
   stats(): TransportStats;
   /** Closes the listener and every connection and stops redialling. */
   close(): void;
@@ -86,6 +92,8 @@ class PeerTransport implements Transport {
   #learnedClusterId = "";
   /** The cluster id each member sent in its last handshake read (see heardClusterIds). */
   readonly #heard = new Map<string, string>();
+  /** Peers that refused this node's handshake saying they belong to a cluster (not named: see peersInAClusterUntold). */
+  readonly #inAClusterUntold = new Set<string>();
   /** False until the first setPeers: no peer is accepted before the members are known. */
   #membersKnown = false;
   readonly #peers = new Map<string, OutboundPeer>();
@@ -111,6 +119,9 @@ class PeerTransport implements Transport {
       peerReachable: (peerId) => options.onPeerReachable?.(peerId),
       heard: (peerId, clusterId) => {
         if (this.#peers.has(peerId)) this.#heard.set(peerId, clusterId);
+      },
+      heardInACluster: (peerId) => {
+        if (this.#peers.has(peerId)) this.#inAClusterUntold.add(peerId);
       },
     };
     this.#inbound = new InboundServer(ctx, {
@@ -210,6 +221,10 @@ class PeerTransport implements Transport {
 
   heardClusterIds(): ReadonlyMap<string, string> {
     return this.#heard;
+  }
+
+  peersInAClusterUntold(): ReadonlySet<string> {
+    return this.#inAClusterUntold;
   }
 
   stats(): TransportStats {

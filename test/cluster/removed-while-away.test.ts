@@ -5,7 +5,9 @@
 
 import { beforeAll, describe, expect } from "bun:test";
 import { clusterTest, type Cluster, type Health } from "../lib/cluster.ts";
-import { ensureBinary, execute, runBinary, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { addressText, ensureBinary, execute, runBinary, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
 
 useProcessCleanup();
 
@@ -71,6 +73,33 @@ describe("a node removed while it was away", () => {
     await expectToldRemoved(away);
     cluster.heal();
     expect(await terms(cluster, members)).toEqual(before);
+  }, 120_000);
+
+  clusterTest("the bootstrap node, removed and started again empty with bootstrap = true left on, joins the cluster when added back rather than make one of its own", {}, async (cluster) => {
+    await cluster.start();
+    const boot = cluster.nodes.find((n) => n.config.cluster?.bootstrap === true)!;
+    let leader = await cluster.waitLeader();
+    if (leader === boot) {
+      const moved = await runBinary(["admin", "transfer-leader", "--node", boot.adminUrl, "--to", cluster.others(boot)[0]!.nodeId], { deadlineMs: 30_000 });
+      expect(moved.exitCode).toBe(0);
+      leader = await cluster.waitLeader(cluster.others(boot));
+    }
+    await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY)", "INSERT INTO t VALUES (1)"]);
+    await removeNode(leader, boot.nodeId);
+    expect(await boot.stop()).toBe(0);
+    // As the removal message says: empty its data directory, start it, add it back.
+    for (const name of fs.readdirSync(boot.dataDir)) fs.rmSync(join(boot.dataDir, name), { recursive: true, force: true });
+    boot.spawn();
+    // The members no longer count it one, so none dials back; their refusal says they are in a cluster.
+    await waitFor(`${boot.nodeId} to see that a member is in a cluster`, () => boot.lastRunLog().includes("already belongs to a cluster: this node joins it"), { deadlineMs: 30_000 });
+    expect(boot.lastRunLog()).not.toContain("bootstrapped a new cluster");
+    const m = boot.config.cluster!.members!.find((x) => x.id === boot.nodeId)!;
+    const added = await runBinary(["admin", "add-node", "--node", leader.adminUrl, "--id", boot.nodeId,
+      "--peer", addressText(m.peer, "peer"), "--client", addressText(m.client, "client"), "--admin", addressText(m.admin, "admin")], { deadlineMs: 120_000 });
+    expect({ exit: added.exitCode, stderr: added.stderr }).toEqual({ exit: 0, stderr: expect.stringContaining(`adding ${boot.nodeId}`) });
+    await boot.waitHealthy();
+    const rows = await fetch(`${boot.clientUrl}/v1/query`, { method: "POST", body: JSON.stringify({ sql: "SELECT count(*) FROM t" }) }).then((r) => r.json()) as { rows: number[][] };
+    expect(rows.rows[0]?.[0]).toBe(1);
   }, 120_000);
 
   clusterTest("stopped while it is removed, it learns it once started again", {}, async (cluster) => {

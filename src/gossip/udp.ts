@@ -19,6 +19,12 @@ export interface GossipSource {
   /** Raft's voters and learners with their peer addresses ("host:port"). */
   members(): readonly { readonly id: string; readonly peer: string }[];
   facts(): MemberFacts;
+  /**
+   * A node this one does not know sent an authenticated packet, giving its own peer address: a
+   * member added while this node was cut off, say (its address travels in entries this node
+   * lacks). Its packet is dropped all the same; what to make of it is the node's.
+   */
+  stranger?(id: string, peer: string): void;
 }
 
 export interface GossipDriverOptions {
@@ -249,6 +255,10 @@ class UdpGossip implements GossipService {
     const from = decoded.message.from;
     if (!this.addresses.has(from) || from === this.opts.self) {
       this.dropped.unknown_member += 1;
+      if (from !== this.opts.self) {
+        const own = decoded.message.facts.find((r) => r.id === from);
+        if (own !== undefined) this.source?.stranger?.(from, own.facts.addresses.peer);
+      }
       return;
     }
     if (this.opts.blocked?.().has(from) === true) return;

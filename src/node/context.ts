@@ -100,6 +100,11 @@ export interface NodeParts {
 /** How often, at most, a write's admission asks the file system for its free space. */
 const admissionSpaceCheckMs = 20;
 
+/** Nodes whose peer address gossip told (learnStrangerAddress), at most. */
+const strangersMax = 16;
+/** host:port as a member gives it: a host name or IPv4 address, or an IPv6 one in brackets. */
+const peerAddressShape = /^(\[[0-9A-Fa-f:.%\w-]{2,64}\]|[A-Za-z0-9._-]{1,253}):(\d{1,5})$/;
+
 export class NodeContext {
   recovery: RecoveryState = "starting";
   /** The state machine; replaced when a snapshot is installed. */
@@ -245,6 +250,26 @@ export class NodeContext {
   }
 
   /**
+   * Peer addresses of nodes neither the configuration file nor the replicated state names, as
+   * they gave them in authenticated gossip: a member added while this node was cut off. Without
+   * it, that member leading would be refused at the handshake and never answered, and this node
+   * could not catch up (the entries that carry the address come from it). Peers only, dialled
+   * on demand (see refreshPeers); never Raft members, which only the log makes. Bounded.
+   */
+  private readonly strangers = new Map<string, string>();
+
+  learnStrangerAddress(id: string, peer: string): void {
+    if (this.strangers.get(id) === peer || this.memberAddresses().has(id)) return;
+    if (!this.strangers.has(id) && this.strangers.size >= strangersMax) return;
+    const m = peerAddressShape.exec(peer);
+    const port = Number(m?.[2] ?? 0);
+    if (m === null || port < 1 || port > 65_535) return;
+    this.strangers.set(id, peer);
+    this.logger.info(`learned the peer address of ${id} from gossip (no member of this node's configuration or log yet: added while this node was cut off?); its connections are accepted and answered`, { peer: id, address: peer });
+    this.refreshPeers();
+  }
+
+  /**
    * Every address known is a peer, heard and answered; only members are dialled ahead of need.
    * The others (a removed member the configuration file still lists, or a member added by a
    * change this node has not seen yet) are dialled only while something is to be sent to them:
@@ -253,7 +278,12 @@ export class NodeContext {
    */
   refreshPeers(): void {
     const peers: Record<string, string> = {};
-    for (const [id, m] of this.memberAddresses()) if (id !== this.config.nodeId) peers[id] = m.peer;
+    for (const [id, peer] of this.strangers) if (id !== this.config.nodeId) peers[id] = peer;
+    for (const [id, m] of this.memberAddresses()) {
+      if (id === this.config.nodeId) continue;
+      peers[id] = m.peer;
+      this.strangers.delete(id);
+    }
     const membership = this.core.currentMembership();
     const members = new Set([...membership.voters, ...membership.learners]);
     // With no membership yet (a node waiting to join), every member the configuration names is dialled.

@@ -55,6 +55,7 @@ export function wireGossip(ctx: NodeContext, gossip: GossipService, registry: Me
       });
     },
     facts: () => ownFacts(ctx, version),
+    stranger: (id, peer) => ctx.learnStrangerAddress(id, peer),
   });
   registerGossipMetrics(registry, gossip);
 }

@@ -4,10 +4,10 @@
 // across a restart, and the members' term never moves on its account.
 
 import { beforeAll, describe, expect } from "bun:test";
-import { clusterTest, type Cluster, type Health } from "../lib/cluster.ts";
+import { clusterTest, fastRaft, type Cluster, type Health } from "../lib/cluster.ts";
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { addressText, ensureBinary, execute, runBinary, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
+import { addressText, ensureBinary, execute, runBinary, singleNodeConfig, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
 
 useProcessCleanup();
 
@@ -128,4 +128,37 @@ describe("a node removed while it was away", () => {
     expect(verify.exitCode).toBe(0);
     expect(verify.stdout).toContain("REMOVED");
   }, 120_000);
+});
+
+describe("a member that missed an add-node while it was away", () => {
+  clusterTest("started again while that member leads, it learns its address from gossip, accepts its connection and catches up", {}, async (cluster) => {
+    await cluster.start();
+    let leader = await cluster.waitLeader();
+    const away = cluster.others(leader)[0]!;
+    await execute(leader.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY)", "INSERT INTO t VALUES (1)"]);
+    // node4 is added while `away` is stopped: its address travels only in entries `away` lacks,
+    // and away's configuration file does not list it.
+    expect(await away.stop()).toBe(0);
+    const own = await singleNodeConfig(cluster.env.dir, { raft: fastRaft }, "node4");
+    const entry = own.cluster!.members![0]!;
+    const node4 = cluster.env.node({ ...own, cluster: { bootstrap: false, members: [...(leader.config.cluster?.members ?? []), entry] } });
+    node4.spawn();
+    const added = await runBinary(["admin", "add-node", "--node", leader.adminUrl, "--id", "node4",
+      "--peer", addressText(entry.peer, "peer"), "--client", addressText(entry.client, "client"), "--admin", addressText(entry.admin, "admin")], { deadlineMs: 120_000 });
+    expect(added.exitCode).toBe(0);
+    const moved = await runBinary(["admin", "transfer-leader", "--node", leader.adminUrl, "--to", "node4"], { deadlineMs: 60_000 });
+    expect(moved.exitCode).toBe(0);
+    await execute(node4.clientUrl, ["INSERT INTO t VALUES (2)"]);
+    away.spawn();
+    // It follows node4 and holds what node4 committed meanwhile.
+    await waitFor(`${away.nodeId} to follow node4 and hold its writes`, async () => {
+      const h = await cluster.health(away);
+      if (h?.leader !== "node4" || h.status !== "ok") return false;
+      const r = await fetch(`${away.clientUrl}/v1/query`, { method: "POST", body: JSON.stringify({ sql: "SELECT count(*) FROM t" }) }).then((x) => x.json(), () => null) as { rows?: number[][] } | null;
+      return r?.rows?.[0]?.[0] === 2;
+    }, { deadlineMs: 60_000, intervalMs: 200 });
+    expect(away.lastRunLog()).toContain("learned the peer address of node4 from gossip");
+    leader = node4;
+    expect((await cluster.health(leader))?.role).toBe("leader");
+  }, 180_000);
 });

@@ -191,3 +191,26 @@ describe("senders refused for their key", () => {
     expect(refusalLines.filter((l) => l.includes("(m1)"))).toHaveLength(1);
   }, 30_000);
 });
+
+describe("a sender this member does not know", () => {
+  test("its authenticated packet is dropped, and the peer address it gives for itself is handed to the node", async () => {
+    const [p0, p1] = await freePorts(2);
+    if (p0 === undefined || p1 === undefined) throw new Error("ports");
+    const strangers: [string, string][] = [];
+    const a = createGossip({ self: "m0", listen: { host: "127.0.0.1", port: p0 }, logger: silentLogger, timings });
+    await a.start();
+    a.setClusterId("udp-test");
+    // m0 knows only itself; m1 (added while m0 was away, say) knows both.
+    a.setSource({ members: () => [{ id: "m0", peer: `127.0.0.1:${p0}` }], facts: () => facts(p0), stranger: (id, peer) => void strangers.push([id, peer]) });
+    started.push(a);
+    const b = createGossip({ self: "m1", listen: { host: "127.0.0.1", port: p1 }, logger: silentLogger, timings });
+    await b.start();
+    b.setClusterId("udp-test");
+    b.setSource({ members: () => [{ id: "m0", peer: `127.0.0.1:${p0}` }, { id: "m1", peer: `127.0.0.1:${p1}` }], facts: () => facts(p1) });
+    started.push(b);
+    await waitUntil("m0 told of m1", () => strangers.length > 0);
+    expect(strangers[0]).toEqual(["m1", `127.0.0.1:${p1}`]);
+    expect(a.snapshot().dropped.unknown_member).toBeGreaterThan(0);
+    expect(a.snapshot().members.some((m) => m.id === "m1")).toBe(false);
+  }, 30_000);
+});

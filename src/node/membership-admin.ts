@@ -48,6 +48,14 @@ export class MembershipAdmin {
     const deadlineMs = ctx.clock.nowMs() + options.catchUpTimeoutMs;
     for (;;) {
       const status = ctx.core.status();
+      // Only a leader sees how far a member got: once leadership moved (a transfer, an election),
+      // this node's view stands still, and waiting on it would end in a false timeout.
+      if (status.role !== "leader") {
+        ctx.logger.warn(`add-node: leadership moved to ${status.leaderId ?? "another member"} while ${member.id} caught up; it stays a learner`, { id: member.id, index });
+        throw new SvcError("CATCH_UP_TIMEOUT", `${member.id} was added as a learner, but leadership moved to ${status.leaderId ?? "another member"} while it caught up: it stays a learner`, {
+          hint: `svc admin promote --id ${member.id} (on any node) makes it a voter once it has caught up; svc admin remove-node --id ${member.id} undoes the addition`,
+        });
+      }
       const match = status.progress[member.id]?.match ?? 0;
       if (match >= status.commit) break;
       if (options.signal?.aborted === true) {

@@ -117,3 +117,22 @@ describe("what a node says about its membership", () => {
     expect(own.warnings).toEqual([]);
   }, 120_000);
 });
+
+describe("add-node while leadership moves", () => {
+  procTest("an add-node waiting for its learner to catch up fails at once, saying so, when leadership moves: the node stays a learner to promote", async (env) => {
+    const nodes = await startCluster(env, 3, fastRaft);
+    const leader = await waitForLeader(nodes);
+    // node4 is not started: the learner cannot catch up, so add-node waits.
+    const own = await singleNodeConfig(env.dir, fastRaft, "node4");
+    const m = own.cluster!.members![0]!;
+    const adding = runBinary(["admin", "add-node", "--node", leader.adminUrl, "--id", "node4",
+      "--peer", addressText(m.peer, "peer"), "--client", addressText(m.client, "client"), "--admin", addressText(m.admin, "admin")], { deadlineMs: 150_000 });
+    await waitFor("node4 to be a learner", async () => (await getJson<{ members: { id: string; role: string }[] }>(`${leader.adminUrl}/admin/cluster-info`)).members.some((x) => x.id === "node4" && x.role === "learner"), { deadlineMs: 30_000 });
+    const to = nodes.find((n) => n !== leader)!;
+    expect((await runBinary(["admin", "transfer-leader", "--node", leader.adminUrl, "--to", to.nodeId], { deadlineMs: 60_000 })).exitCode).toBe(0);
+    const r = await adding;
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toContain(`node4 was added as a learner, but leadership moved to ${to.nodeId} while it caught up: it stays a learner`);
+    expect(r.stderr).toContain("svc admin promote --id node4");
+  }, 120_000);
+});

@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import type { Config } from "../config/index.ts";
 import { createGossip, dropReasons, memberStates, type GossipKey, type GossipService, type GossipSnapshot, type MemberFacts } from "../gossip/index.ts";
 import type { MetricsRegistry } from "../metrics/index.ts";
-import { errorMessage } from "../util/errors.ts";
+import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import type { NodeContext } from "./context.ts";
 
@@ -33,12 +33,13 @@ export async function openGossip(config: Config, logger: Logger, keyFor?: (clust
     await gossip.start();
     return gossip;
   } catch (e) {
-    // Raft does not need gossip: the node serves, and cluster-status says this node has none.
-    log.error(`gossip: cannot listen on UDP ${config.listen.peer.raw}; this node runs without gossip`, {
-      error: errorMessage(e), hint: "free the UDP port of the peer address (another process holds it) and restart the node",
-    });
+    // Refused like a TCP port in use: without gossip the others would call this node dead, and
+    // whatever holds the port would receive what they send it.
     gossip.close();
-    return null;
+    throw new SvcError("TRANSPORT_LISTEN_FAILED", `cannot listen for gossip on UDP ${config.listen.peer.raw} (the peer port's number): ${errorMessage(e)}`, {
+      hint: `another process holds UDP port ${config.listen.peer.port} (\`ss -ulpn 'sport = :${config.listen.peer.port}'\` names it): stop it, or give this node another listen.peer`,
+      cause: e,
+    });
   }
 }
 

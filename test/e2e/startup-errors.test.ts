@@ -64,6 +64,20 @@ describe("svc serve refuses to start, and says why", () => {
     });
   }
 
+  procTest("the peer port's number held over UDP (gossip) stops serve with exit 1, naming it, rather than serve without gossip", async (env) => {
+    const config = await singleNodeConfig(env.dir);
+    const port = portOf(config.listen?.peer);
+    const holder = await Bun.udpSocket({ hostname: "127.0.0.1", port });
+    try {
+      const r = await runBinary(["serve", "--config", writeConfig(env, config)], { cwd: env.dir, deadlineMs: 30_000 });
+      expect(r.exitCode).toBe(1);
+      expect(r.stderr).toContain(`cannot listen for gossip on UDP 127.0.0.1:${port}`);
+      expect(r.stderr).toContain("another process holds UDP port");
+    } finally {
+      holder.close();
+    }
+  });
+
   procTest("a peer port already in use stops serve with exit 1, names the address, and writes no Raft or store data", async (env) => {
     const config = await singleNodeConfig(env.dir);
     const port = portOf(config.listen?.peer);

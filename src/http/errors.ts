@@ -111,6 +111,8 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   SNAPSHOT_FAILED: 503,
   CHECKPOINT_FAILED: 503,
   STORE_DAMAGED: 503,
+  STORE_UNRECOVERABLE: 503,
+  DATA_GONE: 503,
   HISTORY_DIVERGED: 503,
   WAL_CORRUPT: 503,
   HARDSTATE_CORRUPT: 503,

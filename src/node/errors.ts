@@ -42,6 +42,10 @@ export type NodeErrorCode =
   | "DATA_DIR_WRONG_OWNER"
   /** At start: entries between the newest snapshot and the WAL are missing. */
   | "LOG_GAP"
+  /** At start: a lone node's store is damaged and nothing can rebuild it (no image, no WAL). */
+  | "STORE_UNRECOVERABLE"
+  /** At start: a lone node that belonged to a cluster (MEMBER) holds nothing of it any more. */
+  | "DATA_GONE"
   /** At start: a file of the peer port's mutual TLS ([tls] with peer_ca_file) cannot be used. */
   | "PEER_TLS_INVALID"
   /** At start: the gossip key file ([gossip] key_file) cannot be read or holds no valid key. */

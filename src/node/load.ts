@@ -448,7 +448,7 @@ async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger:
  * of the data (set aside, kept), and the node does not start empty.
  */
 function loneStoreDamaged(paths: DataPaths, what: string, cause: unknown): SvcError {
-  return new SvcError("STORE_DAMAGED", `${what}; this lone node has no snapshot and no WAL to rebuild it from: it was the only copy of the data, and the node does not start empty`, {
+  return new SvcError("STORE_UNRECOVERABLE", `${what}; this lone node has no snapshot and no WAL to rebuild it from: it was the only copy of the data, and the node does not start empty`, {
     hint: `recover what SQLite can from the copy set aside (sqlite3 <copy>/state.db .recover), or restore a backup (SPEC §4.5); to start empty on purpose, remove the copies (${paths.storeDir}.damaged-*) or the data directory's contents`,
     ...(cause === null ? {} : { cause }),
   });

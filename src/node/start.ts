@@ -4,6 +4,7 @@
 // entries: bootstrap.ts), and builds the Raft core on what was loaded.
 
 import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
 import type { Config } from "../config/index.ts";
 import { freeBytes, isDiskFullError, systemClock } from "../io/index.ts";
 import { RaftCore } from "../raft/index.ts";
@@ -93,8 +94,17 @@ export async function openNode(
     const state = await loadState(paths, config, logger.child("wal"));
     if (state.imageToCheck !== null) checkImageLater(state.imageToCheck, log);
     const wasPristine = isPristine(state);
+    // A lone node has no other member to rebuild it: with its raft/ and store/ gone but MEMBER
+    // kept (SPEC §4.6's full rebuild, done on a single node), it would start a new, empty
+    // cluster, and the data would be gone without a word. Emptying the whole data directory
+    // (MEMBER too) is how a new, empty node is asked for.
+    if (!multiMember && wasPristine && memberOf !== null) {
+      throw new SvcError("DATA_GONE", `this lone node belonged to cluster ${memberOf} (${join(paths.dataDir, "MEMBER")}), but its raft/ and store/ are gone: ` +
+        "no other member holds its data, and starting would make a new, empty cluster", {
+        hint: `restore a backup (SPEC §4.5; see README "Backup and restore"); to start empty on purpose, remove ${join(paths.dataDir, "MEMBER")} too`,
+      });
+    }
     // Rebuilt, it never starts a cluster of its own: it waits for the one it belonged to.
-    // (A lone node has no other members to wait for: emptied, it starts anew.)
     const mayBootstrap = config.cluster.bootstrap && !(multiMember && wasPristine && memberOf !== null);
     if (config.cluster.bootstrap && !mayBootstrap) {
       log.warn("bootstrap = true, but this data directory belonged to a cluster (<data_dir>/MEMBER): this node waits for that cluster's leader rather than start a new one", {

@@ -137,6 +137,23 @@ describe("node durability", () => {
     expect(refused?.message).not.toContain("wal-repair");
   });
 
+  test("a lone node whose raft/ and store/ are gone but whose MEMBER says it belonged to a cluster refuses to start empty, until MEMBER goes too", async () => {
+    const config = await testConfig();
+    const first = await startNode(config);
+    await first.execute([{ sql: "CREATE TABLE t (v)", params: [] }]);
+    const clusterId = first.status().clusterId;
+    await first.stop();
+    for (const d of ["raft", "store"]) fs.rmSync(join(config.dataDir, d), { recursive: true, force: true });
+    const refused = await startNode(config).then(() => null, (e: unknown) => e as Error & { code?: string });
+    expect(refused?.code).toBe("DATA_GONE");
+    expect(refused?.message).toContain(`this lone node belonged to cluster ${clusterId}`);
+    // Asked for on purpose: a new, empty cluster.
+    fs.rmSync(join(config.dataDir, "MEMBER"));
+    const fresh = await startNode(config);
+    expect(fresh.status().clusterId).not.toBe(clusterId);
+    await fresh.stop();
+  });
+
   test("an old copy of its own hard state is refused though the store applied everything (no entry after it to compare): its vote would be forgotten", async () => {
     const config = await testConfig();
     const first = await startNode(config);

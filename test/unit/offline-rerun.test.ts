@@ -210,7 +210,7 @@ describe("a lone node whose store is damaged and is all there is (no snapshot, n
     fs.writeFileSync(join(dataDir, "store", "state.db"), Buffer.alloc(8192, 0x5a));
     for (const attempt of [1, 2]) {
       const error = await loadState(dataPaths(dataDir), configOf(dataDir), silentLogger).then(() => null, (e: unknown) => e as SvcError);
-      expect({ attempt, code: error?.code }).toEqual({ attempt, code: "STORE_DAMAGED" });
+      expect({ attempt, code: error?.code }).toEqual({ attempt, code: "STORE_UNRECOVERABLE" });
       expect(error?.message).toContain("the only copy of the data");
     }
     expect(fs.readdirSync(dataDir).filter((n) => n.startsWith("store.damaged-"))).toHaveLength(1);

@@ -78,6 +78,8 @@ export interface RefusedSender {
 const refusedSendersMax = 16;
 /** A sender's refusal is logged at warn at most this often. */
 const refusedLogEveryMs = 60_000;
+/** A refused sender not heard for this long is forgotten. */
+const refusedForgetAfterMs = 10 * 60_000;
 /** Refusals logged at most in a minute, all senders together. */
 const refusalLogLinesPerMinuteMax = 8;
 
@@ -195,7 +197,7 @@ class UdpGossip implements GossipService {
       members: this.core?.status(now) ?? [],
       counters: { ...(this.core?.counters ?? empty) },
       dropped: { ...this.dropped },
-      refused: [...this.refusedSenders.values()].reverse().map(({ loggedMs: _, ...r }) => r),
+      refused: this.currentRefusals(now),
     };
   }
 
@@ -290,6 +292,12 @@ class UdpGossip implements GossipService {
       (untold > 0 ? ` (and ${untold} refusal${untold === 1 ? "" : "s"} of other senders not logged in the last minute)` : ""), {
       reason, hint: "give every member the same [gossip] key_file (during a rotation, every key listed on every member), or none on any; see README \"Gossip\"",
     });
+  }
+
+  /** The refused senders, newest first; one not heard for refusedForgetAfterMs is forgotten (its key was fixed, say). */
+  private currentRefusals(now: number): RefusedSender[] {
+    for (const [address, r] of this.refusedSenders) if (now - r.lastMs > refusedForgetAfterMs) this.refusedSenders.delete(address);
+    return [...this.refusedSenders.values()].reverse().map(({ loggedMs: _, ...r }) => r);
   }
 
   /** Whether a refusal may be logged now (refusalLogLinesPerMinuteMax a minute); counts the ones that may not. */

@@ -136,3 +136,22 @@ describe("add-node while leadership moves", () => {
     expect(r.stderr).toContain("svc admin promote --id node4");
   }, 120_000);
 });
+
+describe("cluster-status when the leader's admin port does not answer", () => {
+  procTest("it says that the leader's WAL archiving was not checked, and whose answer it gives, rather than seem to vouch for it", async (env) => {
+    // A long election timeout: the frozen leader is still the one the others name while cluster-status asks.
+    const nodes = await startCluster(env, 3, { raft: { heartbeatIntervalMs: 100, electionTimeoutMs: 5_000 } });
+    const leader = await waitForLeader(nodes, 60_000);
+    const follower = nodes.find((n) => n !== leader)!;
+    await waitFor("cluster-status healthy from the follower", async () => (await runBinary(["admin", "cluster-status", "--node", follower.adminUrl])).exitCode === 0, { deadlineMs: 30_000, intervalMs: 200 });
+    if (leader.pid === null) throw new Error("no leader process");
+    process.kill(leader.pid, "SIGSTOP");
+    try {
+      const r = await runBinary(["admin", "cluster-status", "--node", follower.adminUrl], { deadlineMs: 30_000 });
+      expect(r.stdout).toContain("WARNING: the leader's admin port did not answer from here");
+      expect(r.stdout).toContain(`its WAL archiving was not checked; this answer is ${follower.nodeId}'s`);
+    } finally {
+      process.kill(leader.pid, "SIGCONT");
+    }
+  }, 120_000);
+});

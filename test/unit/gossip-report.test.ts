@@ -34,6 +34,16 @@ describe("cluster-status from gossip", () => {
     expect(r.members.find((m) => m.id === "node3")?.lag).toBe(3);
   });
 
+  test("a member of the configuration that gossip has not heard of (a node that just joined) is a problem, not a healthy cluster of one", () => {
+    const s = status([member("node2", "alive", {}, { leader: "node1" })]);
+    const r = gossipReport({ ...s, node_id: "node2", voters: ["node1", "node2", "node3"] });
+    expect(r.healthy).toBe(false);
+    expect(r.problems).toEqual([
+      "node1 is a member of the cluster, but node2's gossip has not heard of it yet (it just started or joined?): its state is unknown",
+      "node3 is a member of the cluster, but node2's gossip has not heard of it yet (it just started or joined?): its state is unknown",
+    ]);
+  });
+
   test("a member whose disk is full is a problem, and a learner is shown as one", () => {
     const s = status([
       member("node1", "alive", { node2: "alive", node3: "alive" }, { role: "leader" }),

@@ -168,6 +168,12 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
   // Refusals as recent as a current view: a member whose key differs is heard, and refused.
   const refused = (g.refused_senders ?? []).filter((r) => r.last_ms_ago <= staleAfterMs);
   const keyHint = "give every member the same [gossip] key_file (during a rotation, every key listed on every member), or none on any";
+  // A member of the Raft configuration that gossip here has not heard of (the node just joined,
+  // say): its state is unknown, which is not healthy.
+  const inGossip = new Set(g.members.map((m) => m.id));
+  for (const id of [...s.voters, ...s.learners]) {
+    if (!inGossip.has(id)) problems.push(`${id} is a member of the cluster, but ${s.node_id}'s gossip has not heard of it yet (it just started or joined?): its state is unknown`);
+  }
   for (const m of g.members) {
     if (m.id === s.node_id) continue;
     if (m.state === "alive") continue;

@@ -7,6 +7,7 @@
 import { defineCommand } from "citty";
 import { callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
 import { CliExit, ExitCode } from "../_exit.ts";
+import { errorMessage } from "../../util/index.ts";
 import { gossipReport, gossipReportJson, renderGossipReport, type GossipStatusJson } from "./_gossip-report.ts";
 import { walArchiveLine, type WalArchiveJson } from "./_wal-archive-line.ts";
 
@@ -30,7 +31,10 @@ export const clusterStatusCommand = defineCommand({
     const paused = info?.writesPaused === true ? (info.writesPausedUntil ?? null) : undefined;
     if (paused === null) problems.push("writes are paused with no end set: every client write is refused (503 WRITES_PAUSED) until `svc admin resume-writes`");
     // A removed node's archiving and pause are no longer the cluster's: its removal is what to say.
-    const report = problems.length === 0 || gossip.removed ? gossip : { ...gossip, problems: [...gossip.problems, ...problems], healthy: false };
+    const withProblems = problems.length === 0 || gossip.removed ? gossip : { ...gossip, problems: [...gossip.problems, ...problems], healthy: false };
+    // Only the leader knows whether its WAL archiving fails: unasked, say so rather than seem to vouch for it.
+    const report = info?.leaderUnreachable === undefined || gossip.removed ? withProblems
+      : { ...withProblems, warnings: [...withProblems.warnings, `the leader's admin port did not answer from here (${info.leaderUnreachable}): its WAL archiving was not checked; this answer is ${info.from}'s`] };
     if (args.json) {
       printJson({ ...gossipReportJson(report), writes_paused: info?.writesPaused ?? null, writes_paused_until: paused ?? null, wal_archive: wal?.json ?? null });
     } else {
@@ -49,11 +53,14 @@ interface LeaderInfo {
   writesPaused: boolean;
   /** When a paused cluster's lease ends; absent for a pause with no end. */
   writesPausedUntil?: string;
+  /** Why the leader's admin port did not answer (the node asked answered instead). */
+  leaderUnreachable?: string;
 }
 
 async function leaderInfo(base: string, leaderAdmin: string | null): Promise<LeaderInfo | null> {
   // The leader's admin port speaks what this node's does (TLS on every admin port, or on none).
   const scheme = new URL(base).protocol;
+  let leaderUnreachable: string | undefined;
   for (const url of leaderAdmin === null ? [base] : [`${scheme}//${leaderAdmin}`, base]) {
     try {
       const info = (await callNode(url, "GET", "/admin/cluster-info", undefined, 2_000)) as {
@@ -63,9 +70,11 @@ async function leaderInfo(base: string, leaderAdmin: string | null): Promise<Lea
       return {
         from: info.node_id, leading: info.role === "leader", walArchive: info.wal_archive ?? null, writesPaused: info.writes_paused === true,
         ...(info.writes_paused_until === undefined ? {} : { writesPausedUntil: info.writes_paused_until }),
+        ...(leaderUnreachable === undefined ? {} : { leaderUnreachable }),
       };
-    } catch {
-      // The leader's admin port may be unreachable from here; this node's answer will do.
+    } catch (e) {
+      // The leader's admin port may be unreachable from here; this node's answer will do, said so.
+      if (leaderAdmin !== null && leaderUnreachable === undefined) leaderUnreachable = `${leaderAdmin}: ${errorMessage(e)}`;
     }
   }
   return null;

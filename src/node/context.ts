@@ -290,6 +290,7 @@ export class NodeContext {
     const onDemand = new Set(membership.voters.length === 0 ? [] : Object.keys(peers).filter((id) => !members.has(id)));
     this.io.network.setPeers(peers, { onDemand });
     this.tellConfigDrift();
+    this.tellRemoved();
   }
 
   /** The disagreements between the configuration file and the cluster when they were last said ("": none). */
@@ -374,6 +375,18 @@ export class NodeContext {
     const m = this.core.currentMembership();
     if (m.voters.length === 0 || m.voters.includes(this.config.nodeId) || m.learners.includes(this.config.nodeId)) return false;
     return this.recovery === "healthy" || this.core.namedInMembership();
+  }
+
+  /** Said once per run: /health, clients and cluster-status say it too, but the log is where an operator looks first. */
+  private removalLogged = false;
+
+  /** A node whose own log removed it (remove-node while it ran) says so once in its log. */
+  private tellRemoved(): void {
+    if (this.removalLogged || this.core.removalNotice() !== null || !this.removed) return;
+    this.removalLogged = true;
+    this.logger.warn(`this node (${this.config.nodeId}) was removed from the cluster: it serves no reads or writes and answers clients 421 NOT_A_MEMBER`, {
+      hint: "stop it (its data is no longer replicated); to add it back, empty its data directory, start it, and run `svc admin add-node` on a member",
+    });
   }
 
   /**

@@ -1159,7 +1159,9 @@ export class RaftCore {
       }
       return { ok: true };
     }
-    if (!isVoter(this.membership(), to)) return { ok: false, code: "INVALID_TRANSFER", reason: `${to} is not a voter` };
+    if (!isVoter(this.membership(), to)) {
+      return { ok: false, code: "INVALID_TRANSFER", reason: isLearner(this.membership(), to) ? `${to} is a learner: promote it first` : `${to} is not a member of the cluster` };
+    }
     if (this.progress.get(to)?.diskFull === true) return { ok: false, code: "INVALID_TRANSFER", reason: `${to}'s disk is full: it could not take writes` };
     if (this.leadTransferee === to) return { ok: true };
     this.leadTransferee = to;

@@ -72,6 +72,8 @@ describe("what a node says about its membership", () => {
 
     const status = await runBinary(["admin", "cluster-status", "--node", victim.adminUrl]);
     expect(status.exitCode).toBe(1);
+    // And its log, where an operator looks first, says it once.
+    await waitFor(`${victim.nodeId}'s log to say it was removed`, () => victim.log().includes(`this node (${victim.nodeId}) was removed from the cluster: it serves no reads or writes`), { deadlineMs: 10_000 });
     expect(status.stdout).toContain(`PROBLEM: this node (${victim.nodeId}) was removed from the cluster: stop it`);
     expect(status.stdout).toContain("svc admin add-node");
     const statusJson = JSON.parse((await runBinary(["admin", "cluster-status", "--json", "--node", victim.adminUrl])).stdout) as { removed: boolean; healthy: boolean };

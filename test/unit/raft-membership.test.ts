@@ -322,8 +322,8 @@ describe("leadership transfer", () => {
   test("a transfer to a learner or a stranger is refused", () => {
     const c = new TestCluster(["a", "b", "c"], {}, { voters: ["a", "b"], learners: ["c"] });
     const a = c.elect("a");
-    expect(a.core.transferLeadership("c")).toMatchObject({ ok: false, code: "INVALID_TRANSFER" });
-    expect(a.core.transferLeadership("z")).toMatchObject({ ok: false, code: "INVALID_TRANSFER" });
+    expect(a.core.transferLeadership("c")).toMatchObject({ ok: false, code: "INVALID_TRANSFER", reason: "c is a learner: promote it first" });
+    expect(a.core.transferLeadership("z")).toMatchObject({ ok: false, code: "INVALID_TRANSFER", reason: "z is not a member of the cluster" });
     expect(c.node("b").core.transferLeadership("b")).toEqual({ ok: false, code: "NOT_LEADER", leaderId: "a" });
   });
 });

@@ -27,7 +27,7 @@ export const ExitCode = {
  */
 const needsOperatorCodes: ReadonlySet<string> = new Set([
   "LOG_GAP", "HISTORY_DIVERGED", "RAFT_STATE_INVALID", "HARDSTATE_CORRUPT", "WAL_CORRUPT", "RESTORE_REFUSED", "STORE_UNRECOVERABLE", "DATA_GONE",
-  "DATA_DIR_NOT_WRITABLE", "DATA_DIR_WRONG_OWNER", "TRANSPORT_BAD_ADDRESS", "TRANSPORT_BAD_OPTION",
+  "DATA_DIR_NOT_WRITABLE", "DATA_DIR_WRONG_OWNER", "DATA_DIR_INVALID", "TRANSPORT_BAD_ADDRESS", "TRANSPORT_BAD_OPTION",
 ]);
 
 /** The exit code of `serve` for the error that stopped the node (at start, or a fatal one later). */

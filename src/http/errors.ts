@@ -112,6 +112,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   CHECKPOINT_FAILED: 503,
   STORE_DAMAGED: 503,
   STORE_UNRECOVERABLE: 503,
+  DATA_DIR_INVALID: 503,
   DATA_GONE: 503,
   HISTORY_DIVERGED: 503,
   WAL_CORRUPT: 503,

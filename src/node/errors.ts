@@ -37,6 +37,8 @@ export type NodeErrorCode =
   | "CATCH_UP_TIMEOUT"
   /** Taking a snapshot failed (the image, the disk); the node goes on with its log. */
   | "SNAPSHOT_FAILED"
+  /** At start: a path below the data directory is not of the kind svc keeps there. */
+  | "DATA_DIR_INVALID"
   /** At start: the data directory cannot be written, or belongs to another user. */
   | "DATA_DIR_NOT_WRITABLE"
   | "DATA_DIR_WRONG_OWNER"

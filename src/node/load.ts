@@ -68,6 +68,7 @@ const bootstrapEntries = 2;
 export function prepareDataDir(dataDir: string): DataPaths {
   const paths = dataPaths(dataDir);
   checkOwner(dataDir);
+  checkTreeShape(paths);
   try {
     ensureDir(dataDir);
     fs.accessSync(dataDir, fs.constants.W_OK | fs.constants.R_OK | fs.constants.X_OK);
@@ -146,6 +147,46 @@ function checkTreeAccess(paths: DataPaths): void {
   const shown = [...new Set(refused)];
   throw new SvcError("DATA_DIR_NOT_WRITABLE", `svc${uid === undefined ? "" : ` (uid ${uid})`} cannot read and write ${shown.length === 1 ? "" : `${shown.length} paths `}below its data directory: ${shown.slice(0, 5).join(", ")}${shown.length > 5 ? ", …" : ""}`, {
     hint: `give the user svc runs as everything below the data directory: \`chown -R svc:svc ${paths.dataDir}\` (and \`chmod -R u+rwX ${paths.dataDir}\`)`,
+  });
+}
+
+/**
+ * What svc keeps below its data directory must be of the kind it keeps there: a directory where
+ * it keeps a file (or the other way round), or a link that leads nowhere, otherwise surfaced as
+ * a bare EISDIR or ENOENT from deep in the start, naming no path. Absent ones are made as needed.
+ */
+function checkTreeShape(paths: DataPaths): void {
+  const wrong: string[] = [];
+  const expect = (path: string, kind: "file" | "directory"): void => {
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(path);
+    } catch {
+      return;
+    }
+    if (st.isSymbolicLink()) {
+      try {
+        st = fs.statSync(path);
+      } catch {
+        wrong.push(`${path} (a link that leads nowhere)`);
+        return;
+      }
+    }
+    const is = st.isDirectory() ? "directory" : st.isFile() ? "file" : "special file";
+    if (is !== kind) wrong.push(`${path} (a ${is} where svc keeps a ${kind})`);
+  };
+  for (const dir of [paths.raftDir, paths.walDir, paths.snapshotsDir, paths.storeDir]) expect(dir, "directory");
+  for (const name of ["LOCK", "MEMBER", "BALLAST"]) expect(join(paths.dataDir, name), "file");
+  for (const name of ["hardstate", "checkpoint", "LOST_LOG", "ENTRIES_LOST", "REMOVED"]) expect(join(paths.raftDir, name), "file");
+  expect(paths.storePath, "file");
+  try {
+    for (const name of fs.readdirSync(paths.walDir)) if (name.endsWith(".wal")) expect(join(paths.walDir, name), "file");
+  } catch {
+    // No WAL directory yet, or not one: said above.
+  }
+  if (wrong.length === 0) return;
+  throw new SvcError("DATA_DIR_INVALID", `${wrong.length === 1 ? "a path" : `${wrong.length} paths`} below the data directory ${wrong.length === 1 ? "is" : "are"} not what svc keeps there: ${wrong.slice(0, 5).join(", ")}${wrong.length > 5 ? ", …" : ""}`, {
+    hint: "move what is named aside (it is not svc's, or it was damaged); svc makes what it needs at start. `svc admin verify-checksums --data-dir` checks what remains",
   });
 }
 

@@ -154,6 +154,28 @@ describe("node durability", () => {
     await fresh.stop();
   });
 
+  test("a directory where svc keeps a file, or a WAL segment that is a link leading nowhere, is named at start instead of a bare EISDIR or ENOENT", async () => {
+    const config = await testConfig();
+    const first = await startNode(config);
+    await first.execute([{ sql: "CREATE TABLE t (v)", params: [] }]);
+    await first.stop();
+    const hardstate = join(config.dataDir, "raft", "hardstate");
+    fs.renameSync(hardstate, `${hardstate}.kept`);
+    fs.mkdirSync(hardstate);
+    const dangling = join(config.dataDir, "raft", "wal", "0000000000000009-0000000000009999.wal");
+    fs.symlinkSync(join(config.dataDir, "nowhere"), dangling);
+    const refused = await startNode(config).then(() => null, (e: unknown) => e as Error & { code?: string });
+    expect(refused?.code).toBe("DATA_DIR_INVALID");
+    expect(refused?.message).toContain(`${hardstate} (a directory where svc keeps a file)`);
+    expect(refused?.message).toContain(`${dangling} (a link that leads nowhere)`);
+    // Put right, it starts as before.
+    fs.rmdirSync(hardstate);
+    fs.renameSync(`${hardstate}.kept`, hardstate);
+    fs.rmSync(dangling);
+    const again = await startNode(config);
+    await again.stop();
+  });
+
   test("an old copy of its own hard state is refused though the store applied everything (no entry after it to compare): its vote would be forgotten", async () => {
     const config = await testConfig();
     const first = await startNode(config);

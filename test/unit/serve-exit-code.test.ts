@@ -9,7 +9,7 @@ const exitOf = (code: string): number => serveExitCode(new SvcError(code as neve
 
 describe("svc serve's exit code", () => {
   test("data to repair, or a directory svc may not use: exit 3, not restarted", () => {
-    for (const code of ["LOG_GAP", "HISTORY_DIVERGED", "RAFT_STATE_INVALID", "HARDSTATE_CORRUPT", "WAL_CORRUPT", "RESTORE_REFUSED", "STORE_UNRECOVERABLE", "DATA_GONE", "DATA_DIR_NOT_WRITABLE", "DATA_DIR_WRONG_OWNER"]) {
+    for (const code of ["LOG_GAP", "HISTORY_DIVERGED", "RAFT_STATE_INVALID", "HARDSTATE_CORRUPT", "WAL_CORRUPT", "RESTORE_REFUSED", "STORE_UNRECOVERABLE", "DATA_GONE", "DATA_DIR_NOT_WRITABLE", "DATA_DIR_WRONG_OWNER", "DATA_DIR_INVALID"]) {
       expect({ code, exit: exitOf(code) }).toEqual({ code, exit: ExitCode.needsOperator });
     }
   });

@@ -151,6 +151,22 @@ function checkTreeAccess(paths: DataPaths): void {
 }
 
 /**
+ * A hard state of another cluster than both <data_dir>/MEMBER and the newest image say: the
+ * file was copied in from another cluster's node. Taken as it is, the node would adopt that
+ * cluster's id (and rewrite MEMBER to it), rebuild its store, and be refused by every member.
+ * A restore or init-cluster brings its own image of the new cluster, so it is not refused here.
+ */
+function refuseForeignHardState(paths: DataPaths, hardState: StoredHardState | null, imageClusterId: string): void {
+  if (hardState === null || hardState.clusterId === "") return;
+  const member = readMemberMark(paths.dataDir);
+  if (member === null || hardState.clusterId === member || imageClusterId !== member) return;
+  throw new SvcError("RAFT_STATE_INVALID", `${paths.hardStatePath} is not this node's: it belongs to cluster ${hardState.clusterId}, while this node and its newest snapshot belong to ${member} (a file copied from another cluster)`, {
+    hint: `put back this node's own raft/hardstate; if it is lost, move ${paths.hardStatePath} aside: the node then resumes in the term of its log` +
+      " (a cluster member also holds its vote until a leader has caught it up)",
+  });
+}
+
+/**
  * What svc keeps below its data directory must be of the kind it keeps there: a directory where
  * it keeps a file (or the other way round), or a link that leads nowhere, otherwise surfaced as
  * a bare EISDIR or ENOENT from deep in the start, naming no path. Absent ones are made as needed.
@@ -243,6 +259,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   // or to judge damage in the WAL. A node that keeps its store starts without reading the image
   // (a full read of a store-sized file), and checks it in the background once serving.
   const images = new StartImages(snapshots, logger);
+  refuseForeignHardState(paths, savedHardState, images.current()?.meta?.clusterId ?? "");
   // Judged before the store is touched: a damaged checkpoint is ignored, and one past all raft/
   // holds refuses a lone node's start before anything is rebuilt (checkpoint-trust.ts).
   const checkpointTrust = judgeCheckpoint(paths, { commit: savedHardState?.commit ?? 0, snapshotIndex: images.current()?.meta?.index ?? 0 }, logger);
@@ -262,7 +279,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   logger.info("recovery: replaying the WAL", { dir: paths.walDir, after: applied });
   // Only the entries after what the store holds are read into memory: the WAL is kept back
   // to the newest image, which may lie far behind the store.
-  const { wal, entries: walEntries, truncatedBytes } = await openWalAroundDamage(paths, images, logger, () => Wal.open(paths.walDir, {
+  const { wal, entries: walEntries, truncatedBytes, lastRecordTerm } = await openWalAroundDamage(paths, images, logger, () => Wal.open(paths.walDir, {
     segmentSizeBytes: config.wal.segmentSizeBytes,
     logger,
     keepEntriesAfter: applied,
@@ -304,15 +321,11 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   // A hard state behind the log it sits beside is not this log's: copied from another node or
   // cluster. The core would call the WAL damaged and send the operator to a wal-repair that
   // finds nothing; the file is what to fix.
-  // What the node holds counts, not only the entries after its store: a store that applied
-  // everything (the usual case) leaves none, and its own applied entry's term says as much.
-  const walLast = entries.at(-1);
-  const heldTerm = Math.max(walLast?.term ?? 0, store.meta.appliedTerm, snapshotMeta?.term ?? 0);
-  const heldWhat = walLast !== undefined && walLast.term === heldTerm
-    ? `its WAL holds entry ${walLast.index} of term ${heldTerm}`
-    : store.meta.appliedTerm === heldTerm
-      ? `its store applied entry ${store.meta.appliedIndex} of term ${heldTerm}`
-      : `its newest snapshot ends at entry ${snapshotIndex} of term ${heldTerm}`;
+  // Every record of its WAL counts, not only the entries after its store: a store that applied
+  // everything (the usual case) leaves none. (Not the store's or a snapshot's own term: a
+  // restored node holds a snapshot of terms it never took part in.)
+  const heldTerm = Math.max(entries.at(-1)?.term ?? 0, lastRecordTerm ?? 0);
+  const heldWhat = `its WAL holds entries of term ${heldTerm} (up to ${wal.lastIndex})`;
   if (savedHardState !== null && heldTerm > savedHardState.term) {
     const ownCluster = readMemberMark(paths.dataDir) ?? (store.meta.clusterId !== "" ? store.meta.clusterId : null);
     const foreign = ownCluster !== null && savedHardState.clusterId !== "" && savedHardState.clusterId !== ownCluster;

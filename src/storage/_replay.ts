@@ -27,6 +27,12 @@ export class ReplayLog {
     return this.kept.at(-1)?.index ?? this.skipped?.last ?? 0;
   }
 
+  /** The term of the last entry replayed (0: none, or in a segment whose records were not read). */
+  get lastTerm(): number {
+    const last = this.lastIndex;
+    return last > 0 ? this.termAt(last) : 0;
+  }
+
   private get empty(): boolean {
     return this.skipped === null && this.kept.length === 0;
   }

@@ -47,6 +47,12 @@ export interface WalOpenResult {
   entries: Entry[];
   /** Bytes cut from a torn tail, 0 when the log ended cleanly. */
   truncatedBytes: number;
+  /**
+   * The term of the last entry record read (0: none, or not read): this node appended it, so it
+   * had taken that term, whatever its store applied since. A log that starts after a snapshot
+   * (a restore) holds no record of the snapshot's terms.
+   */
+  lastRecordTerm?: number;
 }
 
 const hex16 = (n: number): string => n.toString(16).padStart(16, "0");
@@ -204,7 +210,7 @@ export class Wal {
     const lastIndex = replay.lastIndex > 0 ? replay.lastIndex : Math.max(0, (segments.at(-1)?.firstIndex ?? 1) - 1);
     const skippedBefore = skippedAny && finalFrom !== null && finalFrom === firstRead ? finalFrom : null;
     const wal = new Wal(dir, options, segments, lastIndex, finalFrom, skippedBefore);
-    return { wal, entries: replay.kept, truncatedBytes };
+    return { wal, entries: replay.kept, truncatedBytes, lastRecordTerm: replay.lastTerm };
   }
 
   get lastIndex(): number {

@@ -172,7 +172,8 @@ describe("wal-repair and damage at start", () => {
     expect(cut).toBe(true);
     fs.rmSync(join(node.dataDir, "store"), { recursive: true, force: true });
     node.spawn();
-    expect(await node.waitExit()).toBe(1);
+    // Exit 3: the operator must act (the unit does not restart it).
+    expect(await node.waitExit()).toBe(3);
     const said = node.lastRunLog();
     expect(said).toMatch(/entries \d+\.\.\d+, acknowledged writes, are missing/);
     expect(said).toContain("move");

@@ -176,6 +176,20 @@ describe("node durability", () => {
     await again.stop();
   });
 
+  test("a hard state of another cluster, in a term no older than the log's, is refused as not this node's rather than adopted with its cluster id", async () => {
+    const config = await testConfig();
+    const first = await startNode(config);
+    await first.execute([{ sql: "CREATE TABLE t (v)", params: [] }]);
+    await first.takeSnapshot();
+    const { term, clusterId } = first.status();
+    await first.stop();
+    writeHardState(join(config.dataDir, "raft", "hardstate"), { term, vote: null, commit: 0, clusterId: "another-cluster" });
+    const refused = await startNode(config).then(() => null, (e: unknown) => e as Error & { code?: string });
+    expect(refused?.code).toBe("RAFT_STATE_INVALID");
+    expect(refused?.message).toContain(`it belongs to cluster another-cluster, while this node and its newest snapshot belong to ${clusterId}`);
+    expect(fs.readFileSync(join(config.dataDir, "MEMBER"), "utf8")).toContain(clusterId);
+  });
+
   test("an old copy of its own hard state is refused though the store applied everything (no entry after it to compare): its vote would be forgotten", async () => {
     const config = await testConfig();
     const first = await startNode(config);
@@ -184,8 +198,7 @@ describe("node durability", () => {
     await first.stop();
     writeHardState(join(config.dataDir, "raft", "hardstate"), { term: term - 1, vote: null, commit: 0, clusterId });
     const refused = await startNode(config).then(() => null, (e: unknown) => e as Error);
-    expect(refused?.message).toContain(`hardstate is not this node's: it says term ${term - 1}, but its store applied entry`);
-    expect(refused?.message).toContain(`of term ${term}`);
+    expect(refused?.message).toContain(`hardstate is not this node's: it says term ${term - 1}, but its WAL holds entries of term ${term}`);
   });
 
   test("a checkpoint every snapshot_interval entries makes the store durable there; the WAL is kept until an image covers it", async () => {

@@ -3,8 +3,9 @@
 // catch up. Segment removals are made durable off the main thread (a directory fsync waits
 // for the file system's journal).
 
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { readJsonRecord } from "./_json-record.ts";
 import type { Entry } from "../util/log-data.ts";
 import type { CheckpointRecord, HardStateRecord, LogStore, LogStoreStats, RemovedRecord } from "../io/log-store.ts";
 import { fsyncDir, fsyncPathAsync, writeFileAtomic, writeFileAtomicAsync } from "../io/durable-file.ts";
@@ -155,20 +156,9 @@ export type CheckpointRead =
   | { kind: "damaged"; reason: string };
 
 export function inspectCheckpoint(raftDir: string): CheckpointRead {
-  let text: string;
-  try {
-    text = readFileSync(checkpointPath(raftDir), "utf8");
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return { kind: "none" };
-    return { kind: "damaged", reason: `unreadable: ${(e as Error).message}` };
-  }
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return { kind: "damaged", reason: "not JSON" };
-  }
-  if (typeof v !== "object" || v === null || Array.isArray(v)) return { kind: "damaged", reason: "not a checkpoint object" };
+  const read = readJsonRecord(checkpointPath(raftDir), "a checkpoint object");
+  if (read.kind !== "object") return read;
+  const v = read.value;
   const p = v as Partial<Record<"format" | "index" | "term" | "clusterId" | "crc32", unknown>>;
   const isIndex = (x: unknown): x is number => typeof x === "number" && Number.isSafeInteger(x) && x >= 0;
   if (!isIndex(p.index) || !isIndex(p.term) || typeof p.clusterId !== "string") {

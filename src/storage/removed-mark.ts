@@ -4,8 +4,9 @@
 // that a restarted node goes on saying it was removed instead of campaigning again in silence.
 // One line of JSON with a CRC-32 of the same object without it; replaced atomically.
 
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { readJsonRecord } from "./_json-record.ts";
 import { fsyncDir, writeFileAtomic } from "../io/durable-file.ts";
 
 export const removedMarkFile = "REMOVED";
@@ -46,20 +47,9 @@ export function writeRemovedMark(raftDir: string, mark: RemovedMark | null): voi
 
 /** What raft/REMOVED holds; a file that cannot be read, fails its CRC or holds impossible fields is `damaged`, with why. */
 export function inspectRemovedMark(raftDir: string): RemovedMarkRead {
-  let text: string;
-  try {
-    text = readFileSync(removedMarkPath(raftDir), "utf8");
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return { kind: "none" };
-    return { kind: "damaged", reason: `unreadable: ${(e as Error).message}` };
-  }
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return { kind: "damaged", reason: "not JSON" };
-  }
-  if (typeof v !== "object" || v === null || Array.isArray(v)) return { kind: "damaged", reason: "not a removal record" };
+  const read = readJsonRecord(removedMarkPath(raftDir), "a removal record");
+  if (read.kind !== "object") return read;
+  const v = read.value;
   const p = v as Partial<Record<"format" | "configIndex" | "by" | "clusterId" | "crc32", unknown>>;
   if (p.format !== removedMarkFormat) return { kind: "damaged", reason: `unsupported format ${JSON.stringify(p.format)}` };
   const index = p.configIndex;

@@ -78,6 +78,10 @@ export interface RefusedSender {
 const refusedSendersMax = 16;
 /** A sender's refusal is logged at warn at most this often. */
 const refusedLogEveryMs = 60_000;
+/** An unknown sender's address is handed to the node at most this often per sender, */
+const strangerEveryMs = 10_000;
+/** and for at most this many senders a second. */
+const strangersPerSecondMax = 4;
 /** A refused sender not heard for this long is forgotten. */
 const refusedForgetAfterMs = 10 * 60_000;
 /** Refusals logged at most in a minute, all senders together. */
@@ -134,6 +138,10 @@ class UdpGossip implements GossipService {
   /** ip:port → its latest refusal; insertion order is refusal order (re-inserted on each). */
   private readonly refusedSenders = new Map<string, RefusedSender & { loggedMs: number }>();
   private refusalLogWindowMs = Number.NEGATIVE_INFINITY;
+  /** When each unknown sender's address was last handed to the node (mayTellStranger); bounded. */
+  private readonly strangersToldAt = new Map<string, number>();
+  private strangerWindowMs = Number.NEGATIVE_INFINITY;
+  private strangersThisWindow = 0;
   private refusalLogLines = 0;
   private refusalLinesUntold = 0;
   /** Errors the socket reported (mostly ICMP port unreachable from a member that is down). */
@@ -257,7 +265,7 @@ class UdpGossip implements GossipService {
     const from = decoded.message.from;
     if (!this.addresses.has(from) || from === this.opts.self) {
       this.dropped.unknown_member += 1;
-      if (from !== this.opts.self) {
+      if (from !== this.opts.self && this.mayTellStranger(from, Date.now())) {
         const own = decoded.message.facts.find((r) => r.id === from);
         if (own !== undefined) this.source?.stranger?.(from, own.facts.addresses.peer);
       }
@@ -311,6 +319,25 @@ class UdpGossip implements GossipService {
       return false;
     }
     this.refusalLogLines += 1;
+    return true;
+  }
+
+  /**
+   * A stranger's address goes to the node at most once per strangerEveryMs for each id, and
+   * for strangersPerSecondMax ids a second in all: a removed member gossips on, and anyone who
+   * knows the cluster id can forge such packets when no key file is set.
+   */
+  private mayTellStranger(id: string, now: number): boolean {
+    const told = this.strangersToldAt.get(id);
+    if (told !== undefined && now - told < strangerEveryMs) return false;
+    if (now - this.strangerWindowMs >= 1_000) {
+      this.strangerWindowMs = now;
+      this.strangersThisWindow = 0;
+    }
+    if (this.strangersThisWindow >= strangersPerSecondMax) return false;
+    this.strangersThisWindow += 1;
+    if (told === undefined && this.strangersToldAt.size >= refusedSendersMax * 4) this.strangersToldAt.clear();
+    this.strangersToldAt.set(id, now);
     return true;
   }
 

@@ -101,7 +101,8 @@ export async function openNode(
     if (!multiMember && wasPristine && memberOf !== null) {
       throw new SvcError("DATA_GONE", `this lone node belonged to cluster ${memberOf} (${join(paths.dataDir, "MEMBER")}), but its raft/ and store/ are gone: ` +
         "no other member holds its data, and starting would make a new, empty cluster", {
-        hint: `restore a backup (SPEC §4.5; see README "Backup and restore"); to start empty on purpose, remove ${join(paths.dataDir, "MEMBER")} too`,
+        hint: `restore a backup (SPEC §4.5; see README "Backup and restore"); if the cluster has other members (added at run time), list them in [cluster] members so that this node is rebuilt from them; ` +
+          `to start empty on purpose, remove ${join(paths.dataDir, "MEMBER")} too`,
       });
     }
     // Rebuilt, it never starts a cluster of its own: it waits for the one it belonged to.

@@ -4,6 +4,7 @@
 // cluster's replicated addresses are the ones dialled, and the file may follow at leisure.
 
 import { isIPv4, isIPv6 } from "node:net";
+import { canonicalIp } from "../util/ip.ts";
 import { isWildcardHost } from "./address.ts";
 import type { IndexedMember } from "./_members.ts";
 import type { Problems } from "./_problems.ts";
@@ -39,8 +40,8 @@ export function checkSelfEntry(nodeId: string | undefined, listen: Listen, membe
 
 /** The entry's host is the address bound, or a loopback address of a node bound to all or to loopback. */
 function surelyThisListener(dialled: string, bound: string): boolean {
-  const d = canonicalHost(dialled);
-  const b = canonicalHost(bound);
+  const d = canonicalIp(dialled);
+  const b = canonicalIp(bound);
   if (d === b) return true;
   return isLoopback(d) && (isWildcardHost(bound) || isLoopback(b));
 }
@@ -52,22 +53,12 @@ function surelyThisListener(dialled: string, bound: string): boolean {
 function hostsSurelyDiffer(dialled: string, bound: string): boolean {
   if (isWildcardHost(bound)) return false;
   if (isIPv4(dialled) && isIPv4(bound)) return dialled !== bound;
-  if (isIPv6(stripZone(dialled)) && isIPv6(stripZone(bound))) return canonicalHost(dialled) !== canonicalHost(bound);
+  if (isIPv6(stripZone(dialled)) && isIPv6(stripZone(bound))) return canonicalIp(dialled) !== canonicalIp(bound);
   return false;
 }
 
 function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || (isIPv4(host) && host.startsWith("127."));
-}
-
-/** "0:0::1" and "::1" are one address (the URL parser writes IPv6 hosts in their canonical form); one with a zone id is kept as written. */
-function canonicalHost(host: string): string {
-  if (!isIPv6(stripZone(host)) || host.includes("%")) return host.toLowerCase();
-  try {
-    return new URL(`http://[${host}]/`).hostname.slice(1, -1);
-  } catch {
-    return host.toLowerCase();
-  }
 }
 
 function stripZone(host: string): string {

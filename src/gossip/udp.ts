@@ -9,6 +9,7 @@ import { isIP } from "node:net";
 import type { Logger } from "../util/logger.ts";
 import { createPrng } from "../util/prng.ts";
 import { errorMessage } from "../util/errors.ts";
+import { canonicalIp } from "../util/ip.ts";
 import { decodePacket, dropReasons, encodePacket, packetOverheadBytes, type DropReason } from "./codec.ts";
 import { GossipCore } from "./core.ts";
 import { clusterDerivedKey, type GossipKey } from "./key.ts";
@@ -86,22 +87,6 @@ const strangersPerSecondMax = 4;
 const refusedForgetAfterMs = 10 * 60_000;
 /** Refusals logged at most in a minute, all senders together. */
 const refusalLogLinesPerMinuteMax = 8;
-
-/**
- * An IP address as one form, so that a sender and a member's resolved address compare equal:
- * an IPv4 address that arrives mapped into IPv6 (a socket bound to [::]) as itself, and IPv6
- * in its compressed lower-case form. One with a zone id is left as it is.
- */
-export function canonicalIp(ip: string): string {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  if (mapped !== null) return mapped[1] ?? ip;
-  if (!ip.includes(":") || ip.includes("%")) return ip;
-  try {
-    return new URL(`http://[${ip}]/`).hostname.slice(1, -1);
-  } catch {
-    return ip.toLowerCase();
-  }
-}
 
 export interface GossipService {
   start(): Promise<void>;

@@ -100,6 +100,9 @@ export interface NodeParts {
 /** How often, at most, a write's admission asks the file system for its free space. */
 const admissionSpaceCheckMs = 20;
 
+/** What to do about a node removed from the cluster, wherever that is said. */
+const removedWayOut = "stop it (its data is no longer replicated); to add it back, empty its data directory, start it, and run `svc admin add-node` on a member";
+
 /** Nodes whose peer address gossip told (learnStrangerAddress), at most. */
 const strangersMax = 16;
 /** host:port as a member gives it: a host name or IPv4 address, or an IPv6 one in brackets. */
@@ -385,7 +388,7 @@ export class NodeContext {
     if (this.removalLogged || this.core.removalNotice() !== null || !this.removed) return;
     this.removalLogged = true;
     this.logger.warn(`this node (${this.config.nodeId}) was removed from the cluster: it serves no reads or writes and answers clients 421 NOT_A_MEMBER`, {
-      hint: "stop it (its data is no longer replicated); to add it back, empty its data directory, start it, and run `svc admin add-node` on a member",
+      hint: removedWayOut,
     });
   }
 
@@ -403,7 +406,7 @@ export class NodeContext {
       this.logger.error(`this node was removed from the cluster while it was cut off: member ${notice.by} holds the configuration committed at index ${notice.configIndex}, ` +
         "which leaves it out, and this node's log ends before it. It no longer campaigns, and answers clients 421 NOT_A_MEMBER", {
         by: notice.by, configIndex: notice.configIndex,
-        hint: "stop this node (its data is no longer replicated); to add it back, empty its data directory, start it, and run `svc admin add-node` on a member",
+        hint: removedWayOut,
       });
     }
     const saved = this.removedMark;
@@ -421,7 +424,7 @@ export class NodeContext {
     this.removedMark = mark;
     if (mark === null) {
       this.removalTold = false;
-      this.logger.info("this node's log now reaches the configuration it was told removed it: raft/REMOVED is cleared, and its log says whether it is a member");
+      this.logger.info("the removal this node was told of is past (a leader replicates to it, or its log reached that configuration): raft/REMOVED is cleared");
     }
   }
 

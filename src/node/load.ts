@@ -145,7 +145,7 @@ function checkTreeAccess(paths: DataPaths): void {
   if (refused.length === 0) return;
   const uid = process.getuid?.();
   const shown = [...new Set(refused)];
-  throw new SvcError("DATA_DIR_NOT_WRITABLE", `svc${uid === undefined ? "" : ` (uid ${uid})`} cannot read and write ${shown.length === 1 ? "" : `${shown.length} paths `}below its data directory: ${shown.slice(0, 5).join(", ")}${shown.length > 5 ? ", …" : ""}`, {
+  throw new SvcError("DATA_DIR_NOT_WRITABLE", `svc${uid === undefined ? "" : ` (uid ${uid})`} cannot read and write ${shown.length === 1 ? "" : `${shown.length} paths `}below its data directory: ${someOf(shown)}`, {
     hint: `give the user svc runs as everything below the data directory: \`chown -R svc:svc ${paths.dataDir}\` (and \`chmod -R u+rwX ${paths.dataDir}\`)`,
   });
 }
@@ -161,9 +161,19 @@ function refuseForeignHardState(paths: DataPaths, hardState: StoredHardState | n
   const member = readMemberMark(paths.dataDir);
   if (member === null || hardState.clusterId === member || imageClusterId !== member) return;
   throw new SvcError("RAFT_STATE_INVALID", `${paths.hardStatePath} is not this node's: it belongs to cluster ${hardState.clusterId}, while this node and its newest snapshot belong to ${member} (a file copied from another cluster)`, {
-    hint: `put back this node's own raft/hardstate; if it is lost, move ${paths.hardStatePath} aside: the node then resumes in the term of its log` +
-      " (a cluster member also holds its vote until a leader has caught it up)",
+    hint: foreignHardStateWayOut(paths),
   });
+}
+
+/** What to do about a raft/hardstate that is not this node's (copied from another node or cluster, or an old copy). */
+function foreignHardStateWayOut(paths: DataPaths): string {
+  return `put back this node's own raft/hardstate; if it is lost, move ${paths.hardStatePath} aside: the node then resumes in the term of its log` +
+    " (a cluster member also holds its vote until a leader has caught it up)";
+}
+
+/** The first few of `paths`, for a message (the rest counted by "…"). */
+function someOf(paths: readonly string[]): string {
+  return `${paths.slice(0, 5).join(", ")}${paths.length > 5 ? ", …" : ""}`;
 }
 
 /**
@@ -201,7 +211,7 @@ function checkTreeShape(paths: DataPaths): void {
     // No WAL directory yet, or not one: said above.
   }
   if (wrong.length === 0) return;
-  throw new SvcError("DATA_DIR_INVALID", `${wrong.length === 1 ? "a path" : `${wrong.length} paths`} below the data directory ${wrong.length === 1 ? "is" : "are"} not what svc keeps there: ${wrong.slice(0, 5).join(", ")}${wrong.length > 5 ? ", …" : ""}`, {
+  throw new SvcError("DATA_DIR_INVALID", `${wrong.length === 1 ? "a path" : `${wrong.length} paths`} below the data directory ${wrong.length === 1 ? "is" : "are"} not what svc keeps there: ${someOf(wrong)}`, {
     hint: "move what is named aside (it is not svc's, or it was damaged); svc makes what it needs at start. `svc admin verify-checksums --data-dir` checks what remains",
   });
 }
@@ -331,8 +341,7 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
     const foreign = ownCluster !== null && savedHardState.clusterId !== "" && savedHardState.clusterId !== ownCluster;
     throw new SvcError("RAFT_STATE_INVALID", `${paths.hardStatePath} is not this node's: it says term ${savedHardState.term}, but ${heldWhat}` +
       (foreign ? `, and it belongs to cluster ${savedHardState.clusterId} while this node belongs to ${ownCluster} (a file copied from another cluster)` : " (a file copied from another node, or an old copy)"), {
-      hint: `put back this node's own raft/hardstate; if it is lost, move ${paths.hardStatePath} aside: the node then resumes in the term of its log` +
-        " (a cluster member also holds its vote until a leader has caught it up)",
+      hint: foreignHardStateWayOut(paths),
     });
   }
   // Its hard state gone but its log beyond a bootstrap's first entries: the votes it cast are

@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { createGossip, encodePacket, sharedKey, type GossipKey, type GossipService, type MemberFacts } from "../../src/gossip/index.ts";
-import { canonicalIp } from "../../src/gossip/udp.ts";
+import { canonicalIp } from "../../src/util/ip.ts";
 import { silentLogger, type Logger } from "../../src/util/index.ts";
 import { freePorts } from "../lib/proc.ts";
 

@@ -207,6 +207,23 @@ describe("a member wrongly told it was removed", () => {
     return [...entries, ...extra];
   }
 
+  /** One tick of every core, then its messages delivered (persisting as it goes) until none is sent. */
+  function tickAndDeliver(nodes: ReadonlyMap<string, RaftCore>): void {
+    for (const n of nodes.values()) n.tick();
+    for (let round = 0; round < 50; round++) {
+      const out: Message[] = [];
+      for (const n of nodes.values()) {
+        while (n.hasReady()) {
+          const rd = n.ready();
+          out.push(...rd.messages);
+          n.advance(rd);
+        }
+      }
+      if (out.length === 0) return;
+      for (const m of out) nodes.get(m.to)?.step(m);
+    }
+  }
+
   test("x, removed at 100 and added back (learner 101, voter 102) with its old log, is told removed by c, which lags at 100: b, c and x still elect a leader, whose appends lift the notice", () => {
     const removed = configEntry(100, 1, { voters: ["a", "b", "c", "d"], learners: [] });
     const learner = configEntry(101, 1, { voters: ["a", "b", "c", "d"], learners: ["x"] });
@@ -220,40 +237,14 @@ describe("a member wrongly told it was removed", () => {
     let toldRemoved = false;
     let leader: string | null = null;
     for (let tick = 0; tick < 3000 && leader === null; tick++) {
-      for (const n of nodes.values()) n.tick();
-      for (let round = 0; round < 50; round++) {
-        const out: Message[] = [];
-        for (const n of nodes.values()) {
-          while (n.hasReady()) {
-            const rd = n.ready();
-            out.push(...rd.messages);
-            n.advance(rd);
-          }
-        }
-        if (out.length === 0) break;
-        for (const m of out) nodes.get(m.to)?.step(m);
-      }
+      tickAndDeliver(nodes);
       if (nodes.get("x")!.removalNotice() !== null) toldRemoved = true;
       for (const [id, n] of nodes) if (n.status().role === "leader") leader = id;
     }
     expect(toldRemoved).toBe(true);
     expect(leader).toBe("b");
     // The leader replicates to x (its configuration names x): the notice is past.
-    for (let tick = 0; tick < 50; tick++) {
-      for (const n of nodes.values()) n.tick();
-      for (let round = 0; round < 50; round++) {
-        const out: Message[] = [];
-        for (const n of nodes.values()) {
-          while (n.hasReady()) {
-            const rd = n.ready();
-            out.push(...rd.messages);
-            n.advance(rd);
-          }
-        }
-        if (out.length === 0) break;
-        for (const m of out) nodes.get(m.to)?.step(m);
-      }
-    }
+    for (let tick = 0; tick < 50; tick++) tickAndDeliver(nodes);
     expect(nodes.get("x")!.removalNotice()).toBeNull();
     expect(nodes.get("x")!.status().commit).toBeGreaterThanOrEqual(102);
   });

@@ -100,6 +100,12 @@ export interface NodeParts {
 /** How often, at most, a write's admission asks the file system for its free space. */
 const admissionSpaceCheckMs = 20;
 
+/** The role a node reports about itself (NodeContext.reportedRole). */
+export type ReportedRole = Role | "learner" | "removed";
+
+/** tensor_chain_role's value for each role a node reports. */
+export const roleCodes: readonly ReportedRole[] = ["follower", "pre_candidate", "candidate", "leader", "learner", "removed"];
+
 /** What to do about a node removed from the cluster, wherever that is said. */
 const removedWayOut = "stop it (its data is no longer replicated); to add it back, empty its data directory, start it, and run `svc admin add-node` on a member";
 
@@ -210,9 +216,11 @@ export class NodeContext {
   /**
    * The role this node reports about itself (/health, cluster-info, stats, gossip): the core's,
    * except that a learner's core runs as a follower (it takes entries, never campaigns) and
-   * the membership says what it is. Decisions read the core's role, never this.
+   * the membership says what it is; and a removed node says so, whatever its core runs as.
+   * Decisions read the core's role, never this.
    */
-  reportedRole(): Role | "learner" {
+  reportedRole(): ReportedRole {
+    if (this.removed) return "removed";
     const status = this.core.status();
     return status.role === "follower" && status.membership.learners.includes(this.config.nodeId) ? "learner" : status.role;
   }

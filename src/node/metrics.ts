@@ -69,7 +69,7 @@ export function createNodeMetrics(source: NodeGaugeSource): NodeMetrics {
   r.gaugeFn("tensor_chain_leader_commit_index", "The leader's commit index as last heard by this node", () => source.leaderCommitIndex());
   r.gaugeFn("tensor_chain_term", "Current Raft term", () => source.term());
   r.gaugeFn("tensor_chain_is_leader", "1 when this node is the leader", () => (source.isLeader() ? 1 : 0));
-  r.gaugeFn("tensor_chain_role", "Raft role: 0 follower, 1 pre-candidate, 2 candidate, 3 leader", () => source.roleCode());
+  r.gaugeFn("tensor_chain_role", "Raft role: 0 follower, 1 pre-candidate, 2 candidate, 3 leader, 4 learner, 5 removed from the cluster", () => source.roleCode());
   r.gaugeFn("tensor_chain_recovery_state",
     "Recovery flow state: 0 starting, 1 replaying_wal, 2 requesting_snapshot, 3 installing_snapshot, 4 replaying_after_snapshot, 5 joining, 6 healthy",
     () => source.recoveryStateCode());

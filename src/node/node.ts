@@ -23,7 +23,7 @@ import { isDiskFullError } from "../io/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
-import { NodeContext, type NodeIo } from "./context.ts";
+import { NodeContext, roleCodes, type NodeIo } from "./context.ts";
 import { EffectLoop } from "./loop.ts";
 import { MembershipAdmin } from "./membership-admin.ts";
 import { createNodeMetrics, type NodeMetrics } from "./metrics.ts";
@@ -135,7 +135,7 @@ export class SvcNode {
       },
       term: () => live().core.status().term,
       isLeader: () => live().core.status().role === "leader",
-      roleCode: () => ["follower", "pre_candidate", "candidate", "leader"].indexOf(live().core.status().role),
+      roleCode: () => roleCodes.indexOf(live().reportedRole()),
       recoveryStateCode: () => recoveryStateCode(live().recovery),
       snapshotIndex: () => live().snapshotIndex,
       checkpointIndex: () => policy?.checkpointIndex ?? parts.checkpointIndex,

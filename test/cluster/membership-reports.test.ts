@@ -41,6 +41,7 @@ describe("what a node says about its membership", () => {
     const info = await runBinary(["admin", "cluster-info", "--node", node4.adminUrl]);
     expect(info.exitCode).toBe(0);
     expect((JSON.parse(info.stdout) as { role: string }).role).toBe("learner");
+    expect((await (await fetch(`${node4.adminUrl}/metrics`)).text()).match(/^tensor_chain_role .*$/m)?.[0]).toBe("tensor_chain_role 4");
     const stats = await runBinary(["admin", "stats", "--node", node4.adminUrl]);
     expect(stats.exitCode).toBe(0);
     expect(stats.stdout).toMatch(/^role: +learner$/m);
@@ -69,6 +70,9 @@ describe("what a node says about its membership", () => {
       const r = await fetch(`${victim.adminUrl}/health`);
       return r.status === 503 && ((await r.json()) as { problem?: string }).problem?.includes("removed from the cluster") === true;
     });
+    // Its role says so too, on /health and in tensor_chain_role (5), not "follower".
+    expect(((await (await fetch(`${victim.adminUrl}/health`)).json()) as { role: string }).role).toBe("removed");
+    expect((await (await fetch(`${victim.adminUrl}/metrics`)).text()).match(/^tensor_chain_role .*$/m)?.[0]).toBe("tensor_chain_role 5");
 
     const status = await runBinary(["admin", "cluster-status", "--node", victim.adminUrl]);
     expect(status.exitCode).toBe(1);

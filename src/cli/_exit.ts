@@ -28,6 +28,9 @@ export const ExitCode = {
 const needsOperatorCodes: ReadonlySet<string> = new Set([
   "LOG_GAP", "HISTORY_DIVERGED", "RAFT_STATE_INVALID", "HARDSTATE_CORRUPT", "WAL_CORRUPT", "RESTORE_REFUSED", "STORE_UNRECOVERABLE", "DATA_GONE",
   "DATA_DIR_NOT_WRITABLE", "DATA_DIR_WRONG_OWNER", "DATA_DIR_INVALID", "TRANSPORT_BAD_ADDRESS", "TRANSPORT_BAD_OPTION",
+  // A port this user may not bind: a restart binds it no better (an address not yet on the
+  // host, ADDRESS_NOT_LOCAL, may be one whose interface comes up late: that one exits 1).
+  "PORT_NOT_PERMITTED",
 ]);
 
 /** The exit code of `serve` for the error that stopped the node (at start, or a fatal one later). */

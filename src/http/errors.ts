@@ -41,7 +41,12 @@ export type HttpErrorCode =
   | "NOT_LEADER"
   /** A follower forwarded a write and lost the connection before the leader's answer. */
   | "OUTCOME_UNKNOWN"
+  /** A port svc listens on (client, admin, peer) is held by another process. */
   | "PORT_IN_USE"
+  /** This user may not bind the port (below 1024 without CAP_NET_BIND_SERVICE, a security policy). */
+  | "PORT_NOT_PERMITTED"
+  /** A listen address is not one of this host's. */
+  | "ADDRESS_NOT_LOCAL"
   | "LISTEN_FAILED"
   /** Anything that is not an SvcError: a bug, the one code answered with 500. */
   | "INTERNAL";
@@ -143,6 +148,8 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   WAL_REPLAY_REFUSED: 409,
   REMOVE_FAILED: 503,
   PORT_IN_USE: 503,
+  PORT_NOT_PERMITTED: 503,
+  ADDRESS_NOT_LOCAL: 503,
   LISTEN_FAILED: 503,
   TRANSPORT_LISTEN_FAILED: 503,
   // A peer sent bytes that cannot be read.

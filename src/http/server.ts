@@ -18,6 +18,7 @@ import type { Duplex } from "node:stream";
 import type { TlsOptions } from "node:tls";
 import type { Address } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
+import { listenFailure } from "../util/listen-failure.ts";
 import { requestBodyBytesMax, tooLarge } from "./body.ts";
 import type { ClientLimiter } from "./client-limits.ts";
 import type { Admission, InFlightBytes } from "./in-flight.ts";
@@ -46,7 +47,8 @@ export const bodyStallMsMax = 5_000;
 const keepAliveIdleMs = 120_000;
 
 /**
- * Binds the port and resolves once it listens; rejects with PORT_IN_USE or LISTEN_FAILED
+ * Binds the port and resolves once it listens; rejects with PORT_IN_USE, PORT_NOT_PERMITTED,
+ * ADDRESS_NOT_LOCAL or LISTEN_FAILED
  * (with a hint naming the setting) when it cannot.
  */
 export async function listen(app: FetchApp, address: Address, role: "client" | "admin", tls?: TlsOptions, limiter?: ClientLimiter, inFlight?: InFlightBytes): Promise<BoundServer> {
@@ -166,12 +168,8 @@ function originOf(scheme: string, host: string, port: number): string {
 }
 
 function listenError(e: unknown, address: Address, role: "client" | "admin"): SvcError {
-  const inUse = e instanceof Error && "code" in e && e.code === "EADDRINUSE";
-  return new SvcError(inUse ? "PORT_IN_USE" : "LISTEN_FAILED", `cannot listen on ${address.raw} (${role} port): ${inUse ? "the address is already in use" : errorMessage(e)}`, {
-    hint: inUse
-      ? `stop the process using it (\`ss -ltnp 'sport = :${address.port}'\` shows which) or set listen.${role} to another port`
-      : `check listen.${role} in the configuration`,
-  });
+  const f = listenFailure(e, { host: address.host, port: address.port, setting: `listen.${role}` });
+  return new SvcError(f.code ?? "LISTEN_FAILED", `cannot listen on ${address.raw} (${role} port): ${f.reason}`, { hint: f.hint, cause: e });
 }
 
 async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res: ServerResponse, limiter: ClientLimiter | null, inFlight: InFlightBytes | null): Promise<void> {

@@ -11,6 +11,7 @@ import { chmodSync, chownSync, closeSync, fsyncSync, openSync, readFileSync, ren
 import { dirname, join } from "node:path";
 import { secretFileModeProblem } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
+import { processOwnerSpec } from "../util/user.ts";
 
 export type Role = "read" | "write" | "admin";
 export const roles: readonly Role[] = ["read", "write", "admin"];
@@ -65,7 +66,7 @@ export class TokenSet {
       text = readFileSync(path, "utf8");
     } catch (e) {
       throw invalid(path, `cannot read the tokens file ${path}: ${errorMessage(e)}`,
-        `it is owned by uid ${stat.uid}, and svc runs as uid ${process.getuid?.() ?? "?"}: give it to the service user (chown svc:svc ${path})`);
+        `it is owned by uid ${stat.uid}, and svc runs as uid ${process.getuid?.() ?? "?"}: give it to the service user (chown ${processOwnerSpec()} ${path})`);
     }
     return new TokenSet(parseTokens(text, path));
   }

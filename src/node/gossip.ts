@@ -8,6 +8,7 @@ import type { Config } from "../config/index.ts";
 import { createGossip, dropReasons, memberStates, type GossipKey, type GossipService, type GossipSnapshot, type MemberFacts } from "../gossip/index.ts";
 import type { MetricsRegistry } from "../metrics/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
+import { listenFailure } from "../util/listen-failure.ts";
 import type { Logger } from "../util/logger.ts";
 import type { NodeContext } from "./context.ts";
 
@@ -36,10 +37,8 @@ export async function openGossip(config: Config, logger: Logger, keyFor?: (clust
     // Refused like a TCP port in use: without gossip the others would call this node dead, and
     // whatever holds the port would receive what they send it.
     gossip.close();
-    throw new SvcError("TRANSPORT_LISTEN_FAILED", `cannot listen for gossip on UDP ${config.listen.peer.raw} (the peer port's number): ${errorMessage(e)}`, {
-      hint: `another process holds UDP port ${config.listen.peer.port} (\`ss -ulpn 'sport = :${config.listen.peer.port}'\` names it): stop it, or give this node another listen.peer`,
-      cause: e,
-    });
+    const f = listenFailure(e, { host: config.listen.peer.host, port: config.listen.peer.port, setting: "listen.peer", udp: true });
+    throw new SvcError(f.code ?? "TRANSPORT_LISTEN_FAILED", `cannot listen for gossip on UDP ${config.listen.peer.raw} (the peer port's number): ${f.reason}`, { hint: f.hint, cause: e });
   }
 }
 

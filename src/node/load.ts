@@ -21,6 +21,7 @@ import { memoryBudget } from "./memory-budget.ts";
 import type { CheckpointRecord } from "../io/index.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
+import { processOwnerSpec } from "../util/user.ts";
 import { isOnlyMember } from "../util/log-data.ts";
 import { judgeCheckpoint, refuseUnreachableCheckpoint } from "./checkpoint-trust.ts";
 
@@ -89,7 +90,7 @@ export function prepareDataDir(dataDir: string): DataPaths {
     }
     const owner = ownerOf(dataDir);
     throw new SvcError("DATA_DIR_NOT_WRITABLE", `cannot write to the data directory ${dataDir}: ${errorMessage(e)}${owner}`, {
-      hint: `give the user svc runs as ownership of it (e.g. \`chown -R svc:svc ${dataDir}\`) or set data_dir to a writable place`,
+      hint: `give the user svc runs as ownership of it (e.g. \`chown -R ${processOwnerSpec()} ${dataDir}\`) or set data_dir to a writable place`,
     });
   }
   checkTreeAccess(paths);
@@ -146,7 +147,7 @@ function checkTreeAccess(paths: DataPaths): void {
   const uid = process.getuid?.();
   const shown = [...new Set(refused)];
   throw new SvcError("DATA_DIR_NOT_WRITABLE", `svc${uid === undefined ? "" : ` (uid ${uid})`} cannot read and write ${shown.length === 1 ? "" : `${shown.length} paths `}below its data directory: ${someOf(shown)}`, {
-    hint: `give the user svc runs as everything below the data directory: \`chown -R svc:svc ${paths.dataDir}\` (and \`chmod -R u+rwX ${paths.dataDir}\`)`,
+    hint: `give the user svc runs as everything below the data directory: \`chown -R ${processOwnerSpec()} ${paths.dataDir}\` (and \`chmod -R u+rwX ${paths.dataDir}\`)`,
   });
 }
 

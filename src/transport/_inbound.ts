@@ -6,6 +6,7 @@
 
 import type { Socket, TCPSocketListener } from "bun";
 import { errorMessage, SvcError } from "../util/index.ts";
+import { listenFailure } from "../util/listen-failure.ts";
 import { guard, type TransportContext } from "./_context.ts";
 import { Reassembler } from "./_fragment.ts";
 import { CALLER_TYPE_MIN, describeFrameError, encodeFrame, FrameDecoder, FrameType } from "./_frame.ts";
@@ -77,10 +78,8 @@ export class InboundServer {
     try {
       this.#listener = this.#listen(port, this.#ctx.tls());
     } catch (e) {
-      throw new SvcError("TRANSPORT_LISTEN_FAILED", `cannot listen for peers on ${hostname}:${port}: ${errorMessage(e)}`, {
-        hint: "check that no other process uses the peer port and that the address belongs to this host",
-        cause: e,
-      });
+      const f = listenFailure(e, { host: hostname, port, setting: "listen.peer" });
+      throw new SvcError(f.code ?? "TRANSPORT_LISTEN_FAILED", `cannot listen on ${hostname}:${port} (peer port): ${f.reason}`, { hint: f.hint, cause: e });
     }
     return this.#listener.port;
   }

@@ -71,8 +71,8 @@ describe("svc serve refuses to start, and says why", () => {
     try {
       const r = await runBinary(["serve", "--config", writeConfig(env, config)], { cwd: env.dir, deadlineMs: 30_000 });
       expect(r.exitCode).toBe(1);
-      expect(r.stderr).toContain(`cannot listen for gossip on UDP 127.0.0.1:${port}`);
-      expect(r.stderr).toContain("another process holds UDP port");
+      expect(r.stderr).toContain(`cannot listen for gossip on UDP 127.0.0.1:${port} (the peer port's number): the address is already in use`);
+      expect(r.stderr).toContain(`ss -ulpn 'sport = :${port}'`);
     } finally {
       holder.close();
     }
@@ -85,8 +85,9 @@ describe("svc serve refuses to start, and says why", () => {
     try {
       const r = await runBinary(["serve", "--config", writeConfig(env, config)], { cwd: env.dir });
       expect(r.exitCode).toBe(1);
-      expect(r.stderr).toContain(`127.0.0.1:${port}`);
-      expect(r.stderr).toContain("peer port");
+      // Said in the words the client and admin ports use (it was Bun's bare "Failed to listen").
+      expect(r.stderr).toContain(`cannot listen on 127.0.0.1:${port} (peer port): the address is already in use`);
+      expect(r.stderr).toContain(`ss -tlpn 'sport = :${port}'`);
       // The peer port is bound once the data directory is locked, but before anything is
       // read or written in it: no WAL segment, no hard state, no store.
       const written = fs.existsSync(dataDirOf(config))
@@ -95,6 +96,28 @@ describe("svc serve refuses to start, and says why", () => {
       expect(written).toEqual([]);
     } finally {
       holder.close();
+    }
+  });
+
+  procTest("a port below 1024 that the service user may not bind stops serve with exit 3 (a restart binds it no better), naming the user and CAP_NET_BIND_SERVICE", async (env) => {
+    const unprivilegedFrom = Number(fs.readFileSync("/proc/sys/net/ipv4/ip_unprivileged_port_start", "utf8"));
+    if (!(unprivilegedFrom > 1)) return; // this host lets anyone bind any port
+    fs.chmodSync(env.dir, 0o755);
+    const privileged = `127.0.0.1:${unprivilegedFrom - 1}`;
+    const nobodyUid = Bun.spawnSync(["id", "-u", "nobody"]).stdout.toString().trim();
+    for (const role of ["client", "admin", "peer"] as const) {
+      const config = await singleNodeConfig(env.dir);
+      // The peer port is bound once the data directory is locked: it must be the user's.
+      fs.mkdirSync(dataDirOf(config), { recursive: true });
+      fs.chownSync(dataDirOf(config), Number(nobodyUid), Number(Bun.spawnSync(["id", "-g", "nobody"]).stdout.toString().trim()));
+      const self = { ...config.cluster!.members![0]!, [role]: privileged };
+      const path = writeConfig(env, { ...config, listen: { ...config.listen, [role]: privileged }, cluster: { ...config.cluster, members: [self] } }, `${role}.toml`);
+      fs.chmodSync(path, 0o644);
+      const r = await runBinary(["serve", "--config", path], { cwd: env.dir, runAs: { user: "nobody", group: "nogroup" } });
+      expect({ role, exit: r.exitCode }).toEqual({ role, exit: 3 });
+      expect(r.stderr).toContain(`cannot listen on ${privileged} (${role} port): this user (nobody, uid ${nobodyUid}) may not bind port ${unprivilegedFrom - 1}`);
+      expect(r.stderr).toContain("CAP_NET_BIND_SERVICE");
+      expect(r.stderr).toContain(`set listen.${role} to a port from 1024 up`);
     }
   });
 
@@ -119,7 +142,8 @@ describe("svc serve refuses to start, and says why", () => {
     // Exit 3: starting it again unchanged cannot help (the unit does not restart it).
     expect(wal.exitCode).toBe(3);
     expect(wal.stderr).toContain(`${join(dataDir, "raft", "wal")} (owner uid 0, mode 0750)`);
-    expect(wal.stderr).toContain(`chown -R svc:svc ${dataDir}`);
+    // The user and group it runs as, not the svc:svc install.sh makes (this one runs as nobody).
+    expect(wal.stderr).toContain(`chown -R nobody:nogroup ${dataDir}`);
     // A file no one may read (a chmod 000): named, not a bare EACCES from deep in the start.
     fs.chownSync(join(dataDir, "raft", "wal"), nobody, nogroup);
     fs.writeFileSync(join(dataDir, "raft", "hardstate"), "x", { mode: 0o000 });
@@ -204,7 +228,7 @@ describe("svc serve refuses to start, and says why", () => {
     // Exit 1: restarted, as a tokens file another unit may still be writing would want.
     expect(refused.exitCode).toBe(1);
     expect(refused.stderr).toContain("cannot read the tokens file");
-    expect(refused.stderr).toContain(`chown svc:svc ${tokensFile}`);
+    expect(refused.stderr).toContain(`chown nobody:nogroup ${tokensFile}`);
     // A new file made once the data directory exists goes to its owner.
     fs.rmSync(tokensFile);
     expect((await runBinary(["admin", "token", "create", "--role", "admin", "--config", path], { cwd: env.dir })).exitCode).toBe(0);

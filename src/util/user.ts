@@ -1,0 +1,29 @@
+// The user and group this process runs as, by name where the system's databases name them:
+// hints say `chown -R svc:svc …` for the user svc actually runs as, not the one install.sh makes.
+
+import { readFileSync } from "node:fs";
+
+/** The name of `id` in /etc/passwd or /etc/group (os.userInfo() says "unknown" without USER set). */
+function nameOf(database: "/etc/passwd" | "/etc/group", id: number): string | null {
+  try {
+    const entry = readFileSync(database, "utf8").split("\n").find((line) => line.split(":")[2] === String(id));
+    const name = entry?.split(":")[0];
+    return name === undefined || name === "" ? null : name;
+  } catch {
+    return null;
+  }
+}
+
+/** "nobody, uid 65534"; the uid alone when no name is found. */
+export function processUserText(): string {
+  const uid = process.getuid?.() ?? -1;
+  const name = nameOf("/etc/passwd", uid);
+  return name === null ? `uid ${uid}` : `${name}, uid ${uid}`;
+}
+
+/** What `chown` takes for this process's user and group: "svc:svc", or numbers where unnamed. */
+export function processOwnerSpec(): string {
+  const uid = process.getuid?.() ?? -1;
+  const gid = process.getgid?.() ?? -1;
+  return `${nameOf("/etc/passwd", uid) ?? uid}:${nameOf("/etc/group", gid) ?? gid}`;
+}

@@ -46,6 +46,11 @@ describe("membership", () => {
     const taken = await post({ id: "node9", peer: addressText(follower.config.cluster!.members!.find((m) => m.id === follower.nodeId)!.peer, "peer"), client: "127.0.0.1:2", admin: "127.0.0.1:3" });
     expect({ status: taken.status, text: await taken.text() }).toMatchObject({ status: 400, text: expect.stringContaining("peer address") });
     expect(JSON.stringify((await getJson<{ members: unknown[] }>(`${leader.adminUrl}/admin/cluster-info`)).members)).toBe(before);
+    // The command says only the refusal: no "adding … waiting up to 120 s" for a member.
+    const again = await runBinary(["admin", "add-node", "--node", leader.adminUrl, "--id", follower.nodeId, "--peer", "127.0.0.1:1", "--client", "127.0.0.1:2", "--admin", "127.0.0.1:3"]);
+    expect(again.exitCode).toBe(1);
+    expect(again.stderr).toContain(`${follower.nodeId} is already a voter`);
+    expect(again.stderr).not.toContain("adding");
 
     const add = await runBinary([
       "admin", "add-node", "--node", leader.adminUrl, "--id", "node4",

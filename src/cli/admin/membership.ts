@@ -19,7 +19,9 @@ export const addNodeCommand = defineCommand({
     ...nodeArgs,
   },
   async run({ args }) {
-    if (args.learner !== true) {
+    // The wait is announced only for a node that is not a member yet: for one that is, the
+    // leader's refusal is all there is to say.
+    if (args.learner !== true && !(await isMemberAlready(nodeUrl(args), args.id))) {
       process.stderr.write(`adding ${args.id} as a learner; it becomes a voter once it has caught up (waiting up to 120 s; Ctrl-C leaves it a learner)\n`);
     }
     const r = await callNode(nodeUrl(args), "POST", "/admin/add-node", {
@@ -29,6 +31,16 @@ export const addNodeCommand = defineCommand({
     printKeyValues(r as Record<string, unknown>);
   },
 });
+
+/** Whether the node asked lists `id` among the members (false when it cannot say). */
+async function isMemberAlready(base: string, id: string): Promise<boolean> {
+  try {
+    const info = await callNode(base, "GET", "/admin/cluster-info", undefined, 10_000) as { members?: { id?: unknown }[] };
+    return info.members?.some((m) => m.id === id) === true;
+  } catch {
+    return false;
+  }
+}
 
 export const setMemberCommand = defineCommand({
   meta: { name: "set-member", description: "Change a member's addresses (it moved): replicated to every node, in place of [cluster] members" },

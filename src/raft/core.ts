@@ -738,17 +738,30 @@ export class RaftCore {
     this.respondAppend(m.from, false, lastNewIndex);
   }
 
-  /** The first index at or below commit where `m` (its previous entry, or one it carries) differs from this log; null: none. */
+  /**
+   * The first index at or below commit where `m` (its previous entry, or one it carries) differs
+   * from this log; null: none. Below the log's first entry (compacted into a snapshot or the
+   * store) the terms are gone, but not the one at the log's base: terms never fall along a
+   * log, so a leader's entry of a later term than a committed entry after it cannot be of
+   * the same history. That catches a node left out of a restore, whose commit index is past
+   * the restored leader's log: the leader's probes all fall below it.
+   */
   private committedEntryDiffering(m: AppendMessage): number | null {
     const commit = this.log.commit;
-    if (m.prevIndex <= commit) {
-      const held = this.log.term(m.prevIndex);
-      if (held !== undefined && held !== m.prevTerm) return m.prevIndex;
-    }
+    const differs = (index: number, term: number): number | null => {
+      if (index > commit) return null;
+      const held = this.log.term(index);
+      if (held !== undefined) return held === term ? null : index;
+      const base = this.log.firstIndex() - 1;
+      const baseTerm = this.log.term(base);
+      return base > index && base <= commit && baseTerm !== undefined && term > baseTerm ? base : null;
+    };
+    const atPrev = differs(m.prevIndex, m.prevTerm);
+    if (atPrev !== null) return atPrev;
     for (const e of m.entries) {
       if (e.index > commit) break;
-      const held = this.log.term(e.index);
-      if (held !== undefined && held !== e.term) return e.index;
+      const at = differs(e.index, e.term);
+      if (at !== null) return at;
     }
     return null;
   }

@@ -97,6 +97,18 @@ describe("follower append", () => {
       expect(b.status().lastIndex).toBe(3);
       expect(b.hasReady() ? b.ready().messages : []).toEqual([]);
     }
+    // Below the log's first entry (a restart starts the log at the store's applied index) no
+    // term is held but the base's, and terms never fall along a log: a leader's entry of a later
+    // term than the committed entry at the base is of another history. (A node left out of a
+    // restore, its commit index past the restored leader's log, was told "joined" and served
+    // reads of the other history until the leader's log grew past it.)
+    for (const [prevIndex, prevTerm, diverged] of [[472, 13, true], [472, 11, false], [300, 9, false]] as const) {
+      const restarted = new RaftCore(options("b"), { hardState: { term: 11, vote: null, commit: 489 }, snapshot: { index: 489, term: 11, membership: three }, entries: [] });
+      drain(restarted);
+      restarted.step({ type: "append", from: "a", to: "b", term: 13, prevIndex, prevTerm, commit: 480, entries: [] });
+      expect({ prevIndex, prevTerm, divergence: restarted.divergence() }).toEqual({ prevIndex, prevTerm, divergence: diverged ? { leader: "a", term: 13, index: 489, commit: 489 } : null });
+      if (!diverged) expect(drain(restarted).messages).toMatchObject([{ type: "append_response", reject: false, index: 489 }]);
+    }
     // Past the commit index, a differing entry is only uncommitted: replaced, as Raft does.
     const c = node("c", [1, 1], 2);
     drain(c);

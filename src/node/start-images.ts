@@ -1,7 +1,7 @@
 // The snapshot images a node's start may use, hashed only when the start needs one (see
 // loadState): to rebuild or install the store, or to judge damage in the WAL.
 
-import type { SnapshotEntry, SnapshotStore } from "../storage/index.ts";
+import { snapshotMetaProblem, type SnapshotEntry, type SnapshotStore } from "../storage/index.ts";
 import type { Logger } from "../util/logger.ts";
 
 /**
@@ -16,6 +16,10 @@ export class StartImages {
 
   constructor(private readonly snapshots: SnapshotStore, private readonly logger: Logger) {
     this.newest = snapshots.latest();
+    // Never used (nothing of it can be trusted), and said once: verify-checksums reports it too.
+    for (const entry of snapshots.list()) {
+      if (entry.meta === null) logger.warn("recovery: ignoring a snapshot whose meta.json cannot be used", { dir: entry.dir, reason: snapshotMetaProblem(entry.dir) });
+    }
   }
 
   /** The newest image, verified when verified() ran, else as meta.json describes it. */

@@ -31,11 +31,55 @@ export async function verifyDataDir(paths: DataPaths, options: { store?: Store; 
     findings.push({ target: entry.dir, ok: check.ok, detail: check.ok ? `snapshot index ${entry.index} term ${entry.term}: sha256 ok` : check.reason });
   }
   if (options.skipWal !== true) findings.push(...verifyLogContinuity(paths, newestValidIndex));
-  findings.push(verifyCheckpoint(paths, newestValidIndex, options.store?.meta.appliedIndex ?? 0));
+  const store = verifyStore(paths.storePath, options.store);
+  findings.push(verifyCheckpoint(paths, newestValidIndex, store.appliedIndex));
+  if (options.skipWal !== true) {
+    const held = verifyCommittedHeld(paths, newestValidIndex, store.appliedIndex);
+    if (held !== null) findings.push(held);
+  }
   const removed = verifyRemovedMark(paths);
   if (removed !== null) findings.push(removed);
-  findings.push(verifyStore(paths.storePath, options.store));
+  findings.push(store.finding);
   return findings;
+}
+
+/**
+ * What raft/hardstate and raft/checkpoint say was committed, against what the WAL, the newest
+ * valid snapshot and the store still hold: past all of them, committed entries are gone from
+ * this node (a removed WAL segment, a store removed with its WAL). A start refuses that on a
+ * lone node (LOG_GAP); a cluster member fetches them from the leader. null: nothing to say
+ * beyond the other findings (all is held, or wal-repair recorded the loss).
+ */
+function verifyCommittedHeld(paths: DataPaths, snapshotIndex: number, storeAppliedIndex: number): VerifyFinding | null {
+  let commit = 0;
+  try {
+    commit = readHardState(paths.hardStatePath)?.commit ?? 0;
+  } catch {
+    return null; // reported by the hard state's own finding
+  }
+  const checkpoint = inspectCheckpoint(paths.raftDir);
+  const checkpointed = checkpoint.kind === "ok" ? checkpoint.checkpoint.index : 0;
+  const committed = Math.max(commit, checkpointed);
+  let walLastIndex = 0;
+  try {
+    // The newest segment that holds an entry (a segment just begun holds none).
+    for (const segment of listSegments(paths.walDir).reverse()) {
+      walLastIndex = readSegment(segment.path).entries.at(-1)?.index ?? 0;
+      if (walLastIndex > 0) break;
+    }
+  } catch {
+    return null; // reported by the WAL's own findings
+  }
+  const heldThrough = Math.max(walLastIndex, snapshotIndex, storeAppliedIndex);
+  if (committed <= heldThrough || readEntriesLost(paths.raftDir) !== null) return null;
+  const missing = heldThrough + 1 === committed ? `entry ${committed} is` : `entries ${heldThrough + 1}..${committed} are`;
+  return {
+    target: paths.raftDir, ok: false,
+    detail: `committed through ${committed} (raft/hardstate commits ${commit}, raft/checkpoint ${checkpointed}), but the WAL ends at ${walLastIndex}, ` +
+      `the newest valid snapshot at ${snapshotIndex} and the store at ${storeAppliedIndex}: ${missing} missing on this node (WAL segments removed, or the store removed with them). ` +
+      "A member of a multi-node cluster fetches them from the leader at its next start; a lone node refuses to start (LOG_GAP): " +
+      "put the missing WAL segments back, or restore from a backup (SPEC §4.5)",
+  };
 }
 
 /**
@@ -176,18 +220,20 @@ function verifyLogContinuity(paths: DataPaths, snapshotIndex: number): VerifyFin
   return findings;
 }
 
-function verifyStore(storePath: string, open: Store | undefined): VerifyFinding {
-  if (open === undefined && !fs.existsSync(storePath)) return { target: storePath, ok: true, detail: "no store yet (rebuilt on start)" };
+/** The store's finding, and the index it applied through (0 when there is none or it cannot be read). */
+function verifyStore(storePath: string, open: Store | undefined): { finding: VerifyFinding; appliedIndex: number } {
+  if (open === undefined && !fs.existsSync(storePath)) return { finding: { target: storePath, ok: true, detail: "no store yet (rebuilt on start)" }, appliedIndex: 0 };
   let store = open;
   try {
     // Reported, not set aside: the node does that at its start.
     store ??= Store.open(storePath, { check: false, setAsideDamaged: false });
+    const appliedIndex = store.meta.appliedIndex;
     const problems = store.integrityProblems("integrity_check");
-    if (problems.length === 0) return { target: storePath, ok: true, detail: `integrity ok, applied index ${store.meta.appliedIndex}` };
-    return damagedStore(storePath, `integrity check failed: ${problems.slice(0, 5).join("; ")}`);
+    if (problems.length === 0) return { finding: { target: storePath, ok: true, detail: `integrity ok, applied index ${appliedIndex}` }, appliedIndex };
+    return { finding: damagedStore(storePath, `integrity check failed: ${problems.slice(0, 5).join("; ")}`), appliedIndex: 0 };
   } catch (e) {
-    if (isSvcError(e, "STORE_DAMAGED") || isStoreDamage(e)) return damagedStore(storePath, errorMessage(e));
-    return { target: storePath, ok: false, detail: errorMessage(e) };
+    if (isSvcError(e, "STORE_DAMAGED") || isStoreDamage(e)) return { finding: damagedStore(storePath, errorMessage(e)), appliedIndex: 0 };
+    return { finding: { target: storePath, ok: false, detail: errorMessage(e) }, appliedIndex: 0 };
   } finally {
     if (open === undefined) store?.close();
   }

@@ -4,7 +4,7 @@ export { readSegment, scanSegment, type SegmentScan } from "./_segment.ts";
 export { readHardState, writeHardState, rebuildHardState, initialHardState, type StoredHardState } from "./hardstate.ts";
 export {
   SnapshotStore, verifySnapshot, readSnapshotMeta, snapshotDirName, parseSnapshotDirName,
-  snapshotStateFile, snapshotMetaFile, snapshotFormatVersion, snapshotHeld,
+  snapshotStateFile, snapshotMetaFile, snapshotMetaProblem, snapshotFormatVersion, snapshotHeld,
   type SnapshotEntry, type SnapshotFileMeta,
 } from "./snapshots.ts";
 export { lockDataDir, lockDataDirIfPresent, type DataDirLock } from "./lock.ts";

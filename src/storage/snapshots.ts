@@ -32,6 +32,21 @@ export function snapshotHeld(dir: string, nowMs: number): boolean {
   return Number.isNaN(untilMs) || nowMs < untilMs;
 }
 
+/**
+ * meta.json's own checksum: CRC-32 (as hex) of the JSON of its fields in this order, without
+ * metaCrc32, as the hard state and the checkpoint carry one. Its membership goes to the Raft
+ * core as it is (a flipped bit in a node id made a follower a lone voter that elected itself),
+ * so damage must be told from a value.
+ */
+function metaChecksum(m: Omit<SnapshotFileMeta, "metaCrc32">): string {
+  const canonical = {
+    formatVersion: m.formatVersion, clusterId: m.clusterId, index: m.index, term: m.term,
+    membership: { voters: m.membership.voters, learners: m.membership.learners },
+    createdAt: m.createdAt, stateSha256: m.stateSha256, stateSizeBytes: m.stateSizeBytes,
+  };
+  return Bun.hash.crc32(JSON.stringify(canonical)).toString(16).padStart(8, "0");
+}
+
 export interface SnapshotFileMeta {
   formatVersion: number;
   clusterId: string;
@@ -42,6 +57,8 @@ export interface SnapshotFileMeta {
   createdAt: string;
   stateSha256: string;
   stateSizeBytes: number;
+  /** metaChecksum of the rest; absent in files of versions before it (read as before). */
+  metaCrc32?: string;
 }
 
 export interface SnapshotEntry {
@@ -66,26 +83,42 @@ export function parseSnapshotDirName(name: string): { term: number; index: numbe
 }
 
 /**
- * A snapshot directory's meta.json, or null when it is missing or unreadable (an incomplete or
- * damaged snapshot). Every field present is checked: meta.json has no checksum of its own, and
- * its membership and indexes go on to the Raft core. Fields older files may lack (clusterId,
- * createdAt, stateSizeBytes, learners) may be absent, as before; of the wrong kind they may not.
+ * A snapshot directory's meta.json, or null when it is missing, unreadable or damaged (an
+ * incomplete or damaged snapshot: snapshotMetaProblem says which). Every field present is
+ * checked, and the file's own checksum: its membership and indexes go on to the Raft core.
+ * Fields older files may lack (clusterId, createdAt, stateSizeBytes, learners, metaCrc32) may
+ * be absent, as before; of the wrong kind they may not.
  */
 export function readSnapshotMeta(dir: string): SnapshotFileMeta | null {
+  const read = parseSnapshotMeta(dir);
+  return "meta" in read ? read.meta : null;
+}
+
+/** Why a snapshot directory's meta.json cannot be used; null when it can. */
+export function snapshotMetaProblem(dir: string): string | null {
+  const read = parseSnapshotMeta(dir);
+  return "problem" in read ? read.problem : null;
+}
+
+function parseSnapshotMeta(dir: string): { meta: SnapshotFileMeta } | { problem: string } {
   let v: unknown;
   try {
     v = JSON.parse(strictUtf8.decode(fs.readFileSync(join(dir, snapshotMetaFile))));
-  } catch {
-    return null;
+  } catch (e) {
+    const missing = (e as NodeJS.ErrnoException).code === "ENOENT";
+    return { problem: missing ? "meta.json is missing (incomplete snapshot)" : "meta.json is unreadable (not UTF-8 JSON: damaged)" };
   }
-  if (typeof v !== "object" || v === null || Array.isArray(v)) return null;
+  const damaged = { problem: "meta.json does not hold the fields of a snapshot's metadata (damaged)" };
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return damaged;
   const m = v as Record<string, unknown>;
-  const { formatVersion, clusterId, index, term, createdAt, stateSha256, stateSizeBytes } = m;
+  const { formatVersion, clusterId, index, term, createdAt, stateSha256, stateSizeBytes, metaCrc32 } = m;
   const rawMembership = m["membership"];
   const membership = membershipOf(typeof rawMembership === "object" && rawMembership !== null && !("learners" in rawMembership) ? { ...rawMembership, learners: [] } : rawMembership);
-  if (!isCount(formatVersion) || !isCount(index) || !isCount(term) || typeof stateSha256 !== "string" || membership === null) return null;
-  if (!optional(clusterId, isString) || !optional(createdAt, isString) || !optional(stateSizeBytes, isCount)) return null;
-  return { ...m, formatVersion, index, term, stateSha256, membership } as SnapshotFileMeta;
+  if (!isCount(formatVersion) || !isCount(index) || !isCount(term) || typeof stateSha256 !== "string" || membership === null) return damaged;
+  if (!optional(clusterId, isString) || !optional(createdAt, isString) || !optional(stateSizeBytes, isCount) || !optional(metaCrc32, isString)) return damaged;
+  const meta = { ...m, formatVersion, index, term, stateSha256, membership } as SnapshotFileMeta;
+  if (metaCrc32 !== undefined && metaCrc32 !== metaChecksum(meta)) return { problem: "meta.json does not match its own checksum (metaCrc32): damaged or edited" };
+  return { meta };
 }
 
 /** Bytes that are not UTF-8 make meta.json unreadable, not a value with U+FFFD in it. */
@@ -109,7 +142,7 @@ export type SnapshotCheck = { ok: true } | { ok: false; reason: string };
 /** Whether a snapshot's files are whole: meta matches its name, state.db matches its checksum. */
 export async function verifySnapshot(entry: SnapshotEntry): Promise<SnapshotCheck> {
   const meta = entry.meta;
-  if (meta === null) return { ok: false, reason: "meta.json is missing or unreadable (incomplete snapshot)" };
+  if (meta === null) return { ok: false, reason: snapshotMetaProblem(entry.dir) ?? "meta.json is missing or unreadable (incomplete snapshot)" };
   if (meta.formatVersion !== snapshotFormatVersion) return { ok: false, reason: `unsupported format ${meta.formatVersion}` };
   if (meta.index !== entry.index || meta.term !== entry.term) return { ok: false, reason: "meta.json does not match the directory name" };
   const statePath = join(entry.dir, snapshotStateFile);
@@ -191,6 +224,7 @@ export class SnapshotStore {
       stateSha256: meta.stateSha256,
       stateSizeBytes: fs.statSync(statePath).size,
     };
+    full.metaCrc32 = metaChecksum(full);
     const metaPath = join(tempDir, snapshotMetaFile);
     fs.writeFileSync(metaPath, `${JSON.stringify(full, null, 2)}\n`, { mode: 0o640 });
     await fsyncPathAsync(metaPath);

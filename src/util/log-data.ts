@@ -60,5 +60,7 @@ export function membershipOf(v: unknown): Membership | null {
   const { voters, learners } = v as { voters?: unknown; learners?: unknown };
   if (!Array.isArray(voters) || !Array.isArray(learners)) return null;
   if (!voters.every((x) => typeof x === "string") || !learners.every((x) => typeof x === "string")) return null;
+  // A node is named once: a configuration that lists one twice was not written by svc.
+  if (new Set([...voters, ...learners]).size !== voters.length + learners.length) return null;
   return { voters: voters as string[], learners: learners as string[] };
 }

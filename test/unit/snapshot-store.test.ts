@@ -57,3 +57,33 @@ test("a held snapshot with no readable meta.json is replaced too", async () => {
   expect(again.replacedDamaged).toContain("meta.json");
   expect((await verifySnapshot(again)).ok).toBe(true);
 });
+
+test("meta.json carries its own checksum: a flipped bit in a member's id, or an edit that stays valid JSON, makes the image damaged, never used", async () => {
+  // Its membership goes to the Raft core as it is: one bit turned "n1" into "n3", and a follower
+  // rebuilt from the image became a lone voter that elected itself and acknowledged writes.
+  const store = storeDir();
+  const first = await file(store, "image at 40");
+  const metaPath = join(first.dir, "meta.json");
+  const whole = fs.readFileSync(metaPath);
+  expect(JSON.parse(whole.toString()).metaCrc32).toMatch(/^[0-9a-f]{8}$/);
+  const flipped = Buffer.from(whole);
+  const at = flipped.indexOf(Buffer.from('"n1"'));
+  flipped[at + 2] = (flipped[at + 2] ?? 0) ^ 0x02;
+  const edited = JSON.stringify({ ...JSON.parse(whole.toString()), membership: { voters: ["n9"], learners: [] } }, null, 2);
+  for (const [what, bytes] of [["a flipped bit", flipped], ["an edit", Buffer.from(edited)]] as const) {
+    fs.writeFileSync(metaPath, bytes);
+    const listed = store.list()[0]!;
+    expect({ what, meta: listed.meta }).toEqual({ what, meta: null });
+    expect(store.latest()).toBeNull();
+    expect({ what, check: await verifySnapshot(listed) }).toEqual({ what, check: { ok: false, reason: "meta.json does not match its own checksum (metaCrc32): damaged or edited" } });
+  }
+  // One that names a node twice is not svc's either, checksum or not (an older file has none).
+  const old = JSON.parse(whole.toString()) as Record<string, unknown>;
+  delete old["metaCrc32"];
+  fs.writeFileSync(metaPath, JSON.stringify({ ...old, membership: { voters: ["n1", "n1"], learners: [] } }));
+  expect(store.list()[0]!.meta).toBeNull();
+  // An older file without the checksum reads as before.
+  fs.writeFileSync(metaPath, JSON.stringify(old));
+  expect(store.list()[0]!.meta?.membership).toEqual(membership);
+  expect((await verifySnapshot(store.list()[0]!)).ok).toBe(true);
+});

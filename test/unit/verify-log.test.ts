@@ -90,3 +90,17 @@ test("a stale copy of a record (sound, with its entry's own term) after the last
   // (The fixture is a log alone: no store, no hard state.)
   expect((await verifyDataDir(paths)).filter((f) => !f.ok && f.target !== paths.storePath && f.target !== paths.hardStatePath)).toEqual([]);
 });
+
+test("a hard state that committed past all the WAL, snapshots and store hold is reported, naming the entries missing", async () => {
+  // The WAL of a lone node removed with its store: verify said "all checks passed", and the
+  // start then refused (LOG_GAP) for the very entries it had not looked for.
+  const paths = dataDirWithLog(30);
+  writeHardState(paths.hardStatePath, { term: 1, vote: "n1", commit: 30, clusterId: "c1" });
+  expect((await verifyDataDir(paths)).filter((f) => !f.ok)).toEqual([]);
+  const segments = listSegments(paths.walDir);
+  for (const s of segments.slice(-2)) fs.rmSync(s.path);
+  const findings = await verifyDataDir(paths);
+  const missing = findings.find((f) => f.target === paths.raftDir && !f.ok);
+  expect(missing?.detail).toMatch(/committed through 30 \(raft\/hardstate commits 30, raft\/checkpoint 0\), but the WAL ends at \d+, the newest valid snapshot at 0 and the store at 0: entries \d+\.\.30 are missing/);
+  expect(missing?.detail).toContain("put the missing WAL segments back");
+});

@@ -18,9 +18,15 @@ export class StartImages {
     this.newest = snapshots.latest();
     // Never used (nothing of it can be trusted), and said once: verify-checksums reports it too.
     for (const entry of snapshots.list()) {
-      if (entry.meta === null) logger.warn("recovery: ignoring a snapshot whose meta.json cannot be used", { dir: entry.dir, reason: snapshotMetaProblem(entry.dir) });
+      if (entry.meta !== null) continue;
+      const reason = snapshotMetaProblem(entry.dir) ?? "meta.json cannot be used";
+      this.ignored.push({ dir: entry.dir, reason });
+      logger.warn("recovery: ignoring a snapshot whose meta.json cannot be used", { dir: entry.dir, reason });
     }
   }
+
+  /** Images found damaged so far, newest last: a start that then lacks entries says why. */
+  readonly ignored: { dir: string; reason: string }[] = [];
 
   /** The newest image, verified when verified() ran, else as meta.json describes it. */
   current(): SnapshotEntry | null {
@@ -33,9 +39,10 @@ export class StartImages {
   }
 
   async verified(): Promise<SnapshotEntry | null> {
-    this.checked ??= await this.snapshots.latestValid((entry, reason) =>
-      this.logger.warn("recovery: ignoring a damaged snapshot", { dir: entry.dir, reason }),
-    );
+    this.checked ??= await this.snapshots.latestValid((entry, reason) => {
+      this.ignored.push({ dir: entry.dir, reason });
+      this.logger.warn("recovery: ignoring a damaged snapshot", { dir: entry.dir, reason });
+    });
     return this.checked;
   }
 }

@@ -10,7 +10,7 @@ import { SvcNode } from "../../src/node/index.ts";
 import { Wal, writeHardState } from "../../src/storage/index.ts";
 import { Store } from "../../src/store/index.ts";
 import type { Entry } from "../../src/raft/types.ts";
-import { silentLogger } from "../../src/util/index.ts";
+import { silentLogger, type SvcError } from "../../src/util/index.ts";
 import { freePort } from "../lib/proc-ports.ts";
 
 const cleanups: (() => unknown)[] = [];
@@ -229,6 +229,25 @@ describe("node durability", () => {
     const image = await again.takeSnapshot();
     expect(image.index).toBe(again.status().appliedIndex);
     expect(again.stats().wal.firstIndex).toBeGreaterThan(1);
+  });
+
+  test("a start that lacks entries because the one image holding them is damaged says so, naming the image and why", async () => {
+    const config = await testConfig();
+    const node = await startNode(config);
+    await node.execute([{ sql: "CREATE TABLE t (v TEXT)", params: [] }]);
+    const big = "x".repeat(4000);
+    for (let i = 0; i < 600; i++) await node.execute([{ sql: "INSERT INTO t VALUES (?)", params: [big] }]);
+    const image = await node.takeSnapshot();
+    expect(node.stats().wal.firstIndex).toBeGreaterThan(1);
+    await node.stop();
+    // Its meta.json edited (or a bit of it flipped), and the store gone: nothing holds the
+    // entries before the WAL's first. It used to say only that they were missing.
+    const metaPath = join(image.dir, "meta.json");
+    fs.writeFileSync(metaPath, fs.readFileSync(metaPath, "utf8").replace(`"index": ${image.index}`, `"index": ${image.index + 1}`));
+    fs.rmSync(join(config.dataDir, "store"), { recursive: true, force: true });
+    const refused = await startNode(config).then(() => null, (e: unknown) => e as SvcError);
+    expect(refused?.code).toBe("LOG_GAP");
+    expect(refused?.message).toContain(`a snapshot that may have held them was ignored as damaged: ${image.dir}: meta.json does not match its own checksum`);
   });
 
   test("a store that raft/ does not vouch for is rebuilt from the snapshot and the WAL, never trusted", async () => {

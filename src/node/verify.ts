@@ -3,8 +3,9 @@
 // the entry index after which the damage lies.
 
 import * as fs from "node:fs";
+import { join } from "node:path";
 import {
-  checkpointPath, formatRanges, inspectCheckpoint, inspectRemovedMark, listSegments, removedMarkPath, readEntriesLost, readHardState, readSegment, repairWal, SnapshotStore, verifySnapshot, type DataPaths,
+  checkpointPath, readMemberMark, formatRanges, inspectCheckpoint, inspectRemovedMark, listSegments, removedMarkPath, readEntriesLost, readHardState, readSegment, repairWal, SnapshotStore, verifySnapshot, type DataPaths,
 } from "../storage/index.ts";
 import { judgeCheckpoint } from "./checkpoint-trust.ts";
 import { silentLogger } from "../util/logger.ts";
@@ -39,8 +40,41 @@ export async function verifyDataDir(paths: DataPaths, options: { store?: Store; 
   }
   const removed = verifyRemovedMark(paths);
   if (removed !== null) findings.push(removed);
+  const member = verifyMemberMark(paths);
+  if (member !== null) findings.push(member);
   findings.push(store.finding);
   return findings;
+}
+
+/** The cluster ids svc makes (bootstrap.ts): MEMBER holds one, or nothing else it wrote. */
+const clusterIdForm = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * <data_dir>/MEMBER, when present: a cluster id. It tells a node whose raft/ and store/ were
+ * removed that it was a member; a start rewrites it from raft/hardstate, so one that differs
+ * (an init-cluster or restore since the last start) is not damage, one that is no cluster id is.
+ */
+function verifyMemberMark(paths: DataPaths): VerifyFinding | null {
+  const target = join(paths.dataDir, "MEMBER");
+  const mark = readMemberMark(paths.dataDir);
+  if (mark === null) return null;
+  if (!clusterIdForm.test(mark)) {
+    return {
+      target, ok: false,
+      detail: `damaged: it holds ${JSON.stringify(mark.slice(0, 40))}, not a cluster id; the next start rewrites it from raft/hardstate. ` +
+        "If raft/ is gone too, write the cluster id into it (`svc admin cluster-info` on a member shows it), or remove it to start this node as a new one",
+    };
+  }
+  let raftCluster = "";
+  try {
+    raftCluster = readHardState(paths.hardStatePath)?.clusterId ?? "";
+  } catch {
+    // reported by the hard state's own finding
+  }
+  if (raftCluster !== "" && raftCluster !== mark) {
+    return { target, ok: true, detail: `cluster ${mark}, while raft/hardstate names ${raftCluster} (an init-cluster or restore since the last start): the next start rewrites it` };
+  }
+  return { target, ok: true, detail: `cluster ${mark}` };
 }
 
 /**

@@ -104,3 +104,20 @@ test("a hard state that committed past all the WAL, snapshots and store hold is 
   expect(missing?.detail).toMatch(/committed through 30 \(raft\/hardstate commits 30, raft\/checkpoint 0\), but the WAL ends at \d+, the newest valid snapshot at 0 and the store at 0: entries \d+\.\.30 are missing/);
   expect(missing?.detail).toContain("put the missing WAL segments back");
 });
+
+test("MEMBER that holds no cluster id is reported as damaged; one naming another cluster than raft/ is told, not failed (a start rewrites it)", async () => {
+  const paths = dataDirWithLog(3);
+  const clusterId = "3f2c1d7e-9a4b-4c21-8e5f-0123456789ab";
+  writeHardState(paths.hardStatePath, { term: 1, vote: "n1", commit: 3, clusterId });
+  const member = join(paths.dataDir, "MEMBER");
+  fs.writeFileSync(member, `${clusterId}\n`);
+  expect((await verifyDataDir(paths)).find((f) => f.target === member)).toEqual({ target: member, ok: true, detail: `cluster ${clusterId}` });
+  fs.writeFileSync(member, "garbage\n");
+  const damaged = (await verifyDataDir(paths)).find((f) => f.target === member);
+  expect(damaged?.ok).toBe(false);
+  expect(damaged?.detail).toContain('damaged: it holds "garbage", not a cluster id');
+  const other = "00000000-9a4b-4c21-8e5f-0123456789ab";
+  fs.writeFileSync(member, `${other}\n`);
+  const differs = (await verifyDataDir(paths)).find((f) => f.target === member);
+  expect(differs).toMatchObject({ ok: true, detail: expect.stringContaining(`cluster ${other}, while raft/hardstate names ${clusterId}`) });
+});

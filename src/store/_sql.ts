@@ -20,6 +20,8 @@ export interface SqlShape {
    * WITH and its common table expressions (each in parentheses) comes the statement that runs.
    */
   topLevelWords: string[];
+  /** The words INITIALLY DEFERRED appear, in that order (a deferred constraint). */
+  initiallyDeferred: boolean;
 }
 
 /**
@@ -68,6 +70,8 @@ export function lexSql(sql: string): SqlShape {
   let parenDepth = 0;
   const topLevelWords: string[] = [];
   const placeholders = new Placeholders();
+  let previousWord = "";
+  let initiallyDeferred = false;
   let i = 0;
   const n = sql.length;
   while (i < n) {
@@ -81,18 +85,22 @@ export function lexSql(sql: string): SqlShape {
     } else if (c === "'") {
       i = skipQuoted(sql, i, "'");
       expectKeyword = false;
+      previousWord = "";
     } else if (c === '"' || c === "`") {
       const end = skipQuoted(sql, i, c);
       identifiers.add(sql.slice(i + 1, end - 1).replaceAll(c + c, c).toLowerCase());
       i = end;
       expectKeyword = false;
+      previousWord = "";
     } else if (c === "[") {
       const end = sql.indexOf("]", i);
       const stop = end === -1 ? n : end + 1;
       identifiers.add(sql.slice(i + 1, stop - 1).toLowerCase());
       i = stop;
       expectKeyword = false;
+      previousWord = "";
     } else if (c === ";") {
+      previousWord = "";
       if (blockDepth === 0) {
         expectKeyword = true;
         wordsInStatement = 0;
@@ -115,6 +123,8 @@ export function lexSql(sql: string): SqlShape {
       if (isTrigger && (upper === "BEGIN" || upper === "CASE")) blockDepth++;
       if (isTrigger && upper === "END" && blockDepth > 0) blockDepth--;
       identifiers.add(word.toLowerCase());
+      if (upper === "DEFERRED" && previousWord === "INITIALLY") initiallyDeferred = true;
+      previousWord = upper;
       expectKeyword = false;
       i = j;
     } else if (c === "?") {
@@ -133,11 +143,14 @@ export function lexSql(sql: string): SqlShape {
     } else {
       if (c === "(") parenDepth++;
       else if (c === ")" && parenDepth > 0) parenDepth--;
-      if (!isSpace(sql.charCodeAt(i))) expectKeyword = false;
+      if (!isSpace(sql.charCodeAt(i))) {
+        expectKeyword = false;
+        previousWord = "";
+      }
       i++;
     }
   }
-  return { keywords, identifiers, parameterCount: placeholders.count, placeholderOutOfRange: placeholders.outOfRange, topLevelWords };
+  return { keywords, identifiers, parameterCount: placeholders.count, placeholderOutOfRange: placeholders.outOfRange, topLevelWords, initiallyDeferred };
 }
 
 const byteOrderMark = 0xfeff;
@@ -193,6 +206,11 @@ const refusedInWrites: Record<string, string> = {
 /** Tables that show one node's file or connection, not the replicated data. */
 const nodeLocalTables: Record<string, string> = {
   dbstat: "dbstat shows the file's pages, which can differ between nodes",
+  // Its rootpage and the order of its rows are the file's layout: a node rebuilt from an image
+  // lays its pages out anew, and a write that copied them made that node's data differ.
+  ...Object.fromEntries(["sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"].map((t) => [
+    t, `${t}'s rootpage and row order are the file's layout, which differs between nodes (one rebuilt from a snapshot lays its pages out anew); read it with POST /v1/query`,
+  ])),
   sqlite_dbpage: "sqlite_dbpage shows the file's pages, which can differ between nodes",
   sqlite_stmt: "sqlite_stmt shows one node's connection",
 };
@@ -334,6 +352,13 @@ function checkWriteShape(sql: string): StatementShape {
   const keyword = shape.keywords[0] ?? "";
   const why = refusedInWrites[keyword];
   if (why !== undefined) throw sqlError(`${keyword} is not allowed in a write: ${why}`);
+  // The store commits many entries in one SQLite transaction: a deferred constraint is checked
+  // at that commit, where its failure belongs to no write, and fails it on every node, at every
+  // replay (one INSERT of an orphan row stopped a whole cluster for good).
+  if (shape.initiallyDeferred) {
+    throw sqlError("INITIALLY DEFERRED constraints are not allowed: svc checks each write's constraints when its statements end, and a deferred one would be checked only when the store commits, for no write in particular",
+      "leave the constraint immediate (the default; DEFERRABLE alone is immediate), and order the statements of a batch so that each leaves the data consistent");
+  }
   if (keyword === "CREATE" && createTemp.test(sql)) {
     throw sqlError("CREATE TEMP is not allowed in a write: TEMP objects live in one node's connection and are never replicated", "create a regular table, view, index or trigger");
   }

@@ -20,8 +20,11 @@ export function isStoreDamage(e: unknown): boolean {
   // is malformed') has that very message (SQLITE_CONSTRAINT_TRIGGER), and so has any error that
   // quotes a name a client chose. Taken for damage, one such write would stop every node
   // applying it, again at every restart. (A SQL process sends the verdict, made from the code.)
+  // SQLITE_CORRUPT_VTAB is a virtual table's own finding about its contents: an FTS5 index a
+  // client's 'delete' command put out of step with its table, the same on every node. Taken
+  // for damage, one such read stopped each node it reached, again after every rebuild.
   const code = (e as { code?: unknown } | null)?.code;
-  return typeof code === "string" && (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB");
+  return typeof code === "string" && ((code.startsWith("SQLITE_CORRUPT") && code !== "SQLITE_CORRUPT_VTAB") || code === "SQLITE_NOTADB");
 }
 
 /** What to do about a damaged store; every message about one ends with it. */

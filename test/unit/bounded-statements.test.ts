@@ -183,6 +183,39 @@ describe("bounded writes", () => {
     expect((await node.query("SELECT a FROM watched", [], "linearizable")).rows).toEqual([[2]]);
   }, 30_000);
 
+  test("a plain DELETE of parent rows whose children's column has no index is checked first: each row deleted scans the child table", async () => {
+    // It went straight to the log as plain, and 20,000 × 20,000 ran 15 s in every node's apply.
+    const { node } = await nodeWithData();
+    const rows = (n: number): string => `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ${n}) SELECT i FROM c`;
+    await node.execute(sql(
+      "CREATE TABLE par (id INTEGER PRIMARY KEY, g INTEGER)", "CREATE TABLE chi (pid INTEGER REFERENCES par (id))",
+      `INSERT INTO par (id, g) SELECT i, CASE WHEN i = 1 THEN 2 ELSE 1 END FROM (${rows(20_000)})`, `INSERT INTO chi SELECT 1 FROM (${rows(20_000)})`,
+    ));
+    expect(await codeOf(node.execute(sql("DELETE FROM par WHERE g = 1")))).toBe("WRITE_TOO_EXPENSIVE");
+    // A cheap one on the same tables still goes through, checked.
+    await node.execute([{ sql: "DELETE FROM par WHERE id = ?", params: [20_000] }]);
+    expect((await node.query("SELECT count(*) FROM par", [], "linearizable")).rows).toEqual([[19_999]]);
+  }, 60_000);
+
+  test("a deferred constraint is refused before the log, and an FTS5 index out of step with its table fails the statement, not the node", async () => {
+    const { node } = await nodeWithData();
+    // Deferred to the store's commit, one orphan row failed that commit on every node, at every replay.
+    await node.execute(sql("CREATE TABLE p (id INTEGER PRIMARY KEY)"));
+    expect(await codeOf(node.execute(sql("CREATE TABLE c (pid INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED)")))).toBe("SQL_REFUSED");
+    // SQLITE_CORRUPT_VTAB is the virtual table's finding about what a client wrote: it stopped each node it reached.
+    await node.execute(sql(
+      "CREATE TABLE docs (id INTEGER PRIMARY KEY, body TEXT)", "CREATE VIRTUAL TABLE fe USING fts5 (body, content = docs, content_rowid = id)",
+      "INSERT INTO docs VALUES (2, 'hello again')", "INSERT INTO fe (rowid, body) VALUES (2, 'hello again')", "INSERT INTO fe (fe, rowid, body) VALUES ('delete', 2, 'zzz qqq')",
+    ));
+    for (const consistency of ["linearizable", "stale"] as const) {
+      expect(await codeOf(node.query("SELECT rowid FROM fe WHERE fe MATCH 'hello' ORDER BY rank", [], consistency))).toBe("SQL_ERROR");
+    }
+    expect(await codeOf(node.execute(sql("INSERT INTO fe (fe, rank) VALUES ('integrity-check', 1)")))).toMatch(/^(SQL_ERROR|ok)$/);
+    expect(node.fatal).toBeNull();
+    await node.execute(sql("INSERT INTO t VALUES ('still serving')"));
+    expect((await node.query("SELECT count(*) FROM t", [], "linearizable")).rows).toEqual([[1]]);
+  }, 30_000);
+
   test("writes of random(), the date and changes() apply as they were checked", async () => {
     const { node } = await nodeWithData();
     await node.execute(sql("CREATE TABLE r (a, b, c)", "INSERT INTO r SELECT random(), datetime('now'), changes() FROM big WHERE x < 3"));

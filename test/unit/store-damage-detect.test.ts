@@ -35,4 +35,19 @@ describe("store damage detection", () => {
     expect(isStoreDamage(Object.assign(new Error("file is not a database"), { code: "SQLITE_NOTADB" }))).toBe(true);
     expect(isStoreDamage(Object.assign(new Error("no such table: t"), { code: "SQLITE_ERROR" }))).toBe(false);
   });
+
+  test("an FTS5 index a client put out of step with its table (SQLITE_CORRUPT_VTAB) is the statement's error, not damage: the same on every node", () => {
+    // Taken for damage, three reads stopped three nodes, again after each rebuild.
+    const db = new Database(":memory:");
+    db.run("CREATE TABLE docs (id INTEGER PRIMARY KEY, body TEXT)");
+    db.run("CREATE VIRTUAL TABLE fe USING fts5 (body, content = docs, content_rowid = id)");
+    db.run("INSERT INTO docs VALUES (2, 'hello again')");
+    db.run("INSERT INTO fe (rowid, body) VALUES (2, 'hello again')");
+    db.run("INSERT INTO fe (fe, rowid, body) VALUES ('delete', 2, 'zzz qqq')");
+    const read = errorOf(() => db.query("SELECT rowid FROM fe WHERE fe MATCH 'hello' ORDER BY rank").all());
+    expect((read as { code?: string }).code).toBe("SQLITE_CORRUPT_VTAB");
+    expect(isStoreDamage(read)).toBe(false);
+    expect(isStoreDamage(errorOf(() => db.run("INSERT INTO fe (fe, rank) VALUES ('integrity-check', 1)")))).toBe(false);
+    db.close();
+  });
 });

@@ -109,13 +109,22 @@ export function printJson(v: unknown): void {
   process.stdout.write(`${stringifyJson64(v, 2)}\n`);
 }
 
-/** A plain text table: header, rule, rows; cells are JSON for non-strings. */
+/**
+ * Text a client chose (a table's name, a row's value), shown on the operator's terminal: control
+ * characters are written as escapes, so that none starts a line of its own or drives the
+ * terminal (a table named "x\u001b[31m" recoloured the output, "a\nb" forged a line).
+ */
+export function terminalSafe(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => (c === "\n" ? "\\n" : c === "\t" ? "\\t" : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`));
+}
+
+/** A plain text table: header, rule, rows; cells are JSON for non-strings, strings shown terminal-safe. */
 export function printTable(columns: readonly string[], rows: readonly (readonly unknown[])[]): void {
-  const cell = (v: unknown): string => (v === null ? "NULL" : typeof v === "string" ? v : stringifyJson64(v));
+  const cell = (v: unknown): string => (v === null ? "NULL" : typeof v === "string" ? terminalSafe(v) : stringifyJson64(v));
   const text = rows.map((r) => r.map(cell));
   const widths = columns.map((c, i) => Math.min(60, Math.max(c.length, ...text.map((r) => (r[i] ?? "").length))));
   const line = (cells: readonly string[]): string => cells.map((c, i) => c.slice(0, 60).padEnd(widths[i] ?? 0)).join(" | ").trimEnd();
-  process.stdout.write(`${line(columns)}\n${widths.map((w) => "-".repeat(w)).join("-+-")}\n`);
+  process.stdout.write(`${line(columns.map(terminalSafe))}\n${widths.map((w) => "-".repeat(w)).join("-+-")}\n`);
   for (const r of text) process.stdout.write(`${line(r)}\n`);
   process.stdout.write(`(${rows.length} row${rows.length === 1 ? "" : "s"})\n`);
 }

@@ -8,7 +8,8 @@
 import * as fs from "node:fs";
 import type { Config } from "../config/index.ts";
 import { memoryBudget, sqlProcessBaseBytes } from "./memory-budget.ts";
-import { SqlProcessPool, Store, internalTablePrefix, type QueryResult, type SqlValue, type StoreStats } from "../store/index.ts";
+import { SqlProcessPool, Store, internalTablePrefix, totalRows, type QueryResult, type SqlValue, type StoreStats, type TableCount } from "../store/index.ts";
+import { errorMessage, isSvcError } from "../util/errors.ts";
 
 /** A process with nothing to do is stopped after this (when its pool is not kept warm). */
 const processIdleMs = 30_000;
@@ -55,16 +56,31 @@ export class NodeSqlProcesses {
     const limits = { timeoutMs, resultBytesMax: this.resultBytesMax };
     const listed = await this.readers.query("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name", [], limits);
     const names = listed.rows.map((r) => String(r[0])).filter((n) => !n.startsWith(internalTablePrefix));
-    const tables: { name: string; rows: number }[] = [];
+    const tables: TableCount[] = [];
+    const count = (chunk: readonly string[]) => this.readers.query(chunk.map((n) => `SELECT count(*) FROM "${n.replaceAll('"', '""')}"`).join(" UNION ALL "), [], limits);
     for (let i = 0; i < names.length; i += countsPerQueryMax) {
       const chunk = names.slice(i, i + countsPerQueryMax);
-      const sql = chunk.map((n) => `SELECT count(*) FROM "${n.replaceAll('"', '""')}"`).join(" UNION ALL ");
-      const counted = await this.readers.query(sql, [], limits);
-      chunk.forEach((name, j) => tables.push({ name, rows: Number(counted.rows[j]?.[0] ?? 0) }));
+      try {
+        const counted = await count(chunk);
+        chunk.forEach((name, j) => tables.push({ name, rows: Number(counted.rows[j]?.[0] ?? 0) }));
+      } catch (e) {
+        if (!isSvcError(e, "SQL_ERROR")) throw e;
+        // A table SQLite cannot count (an FTS5 table whose content table is gone) fails the
+        // chunk: each is counted alone, and that one says why.
+        for (const name of chunk) {
+          tables.push(await count([name]).then(
+            (r): TableCount => ({ name, rows: Number(r.rows[0]?.[0] ?? 0) }),
+            (err: unknown): TableCount => {
+              if (!isSvcError(err, "SQL_ERROR")) throw err;
+              return { name, rows: null, error: errorMessage(err) };
+            },
+          ));
+        }
+      }
     }
     let sizeBytes = 0;
     for (const suffix of ["", "-wal"]) sizeBytes += fs.statSync(store.path + suffix, { throwIfNoEntry: false })?.size ?? 0;
-    return { totalEntries: tables.reduce((sum, t) => sum + t.rows, 0), tables, sizeBytes };
+    return { totalEntries: totalRows(tables), tables, sizeBytes };
   }
 
   /** The pool that tries writes, following `store`. */

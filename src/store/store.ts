@@ -86,9 +86,21 @@ export interface QueryResult {
 }
 
 export interface StoreStats {
+  /** The rows of the tables that could be counted. */
   totalEntries: number;
-  tables: { name: string; rows: number }[];
+  tables: TableCount[];
   sizeBytes: number;
+}
+
+/**
+ * A table's rows; null with why when SQLite cannot count them (an FTS5 table whose content
+ * table is gone): one such table leaves the others' counts standing.
+ */
+export type TableCount = { name: string; rows: number } | { name: string; rows: null; error: string };
+
+/** total_entries: the rows of the tables counted. */
+export function totalRows(tables: readonly TableCount[]): number {
+  return tables.reduce((sum, t) => sum + (t.rows ?? 0), 0);
 }
 
 export interface StoreMeta {
@@ -847,11 +859,16 @@ export class Store implements StateMachine<Entry, ApplyResult> {
 
   stats(): StoreStats {
     this.commitForReader();
-    let tables: { name: string; rows: number }[];
+    let tables: TableCount[];
     try {
-      tables = this.userTables().map((name) => {
-        const row = this.reader.query(`SELECT count(*) AS n FROM "${name.replaceAll('"', '""')}"`).get() as { n: number };
-        return { name, rows: row.n };
+      tables = this.userTables().map((name): TableCount => {
+        try {
+          const row = this.reader.query(`SELECT count(*) AS n FROM "${name.replaceAll('"', '""')}"`).get() as { n: number };
+          return { name, rows: row.n };
+        } catch (e) {
+          if (isStoreDamage(e)) throw e;
+          return { name, rows: null, error: errorMessage(e) };
+        }
       });
     } catch (e) {
       throw isStoreDamage(e) ? this.damagedAtRun(e) : e;
@@ -864,7 +881,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         // absent
       }
     }
-    return { totalEntries: tables.reduce((sum, t) => sum + t.rows, 0), tables, sizeBytes };
+    return { totalEntries: totalRows(tables), tables, sizeBytes };
   }
 
   /** Problems SQLite's integrity check finds; empty when the store is sound. */

@@ -1,5 +1,5 @@
 import { defineCommand } from "citty";
-import { callNode, nodeArgs, nodeUrl, printJson, printKeyValues } from "../_client.ts";
+import { callNode, nodeArgs, nodeUrl, printJson, printKeyValues, terminalSafe } from "../_client.ts";
 import { walArchiveLine, type WalArchiveJson } from "./_wal-archive-line.ts";
 
 export const statsCommand = defineCommand({
@@ -10,6 +10,8 @@ export const statsCommand = defineCommand({
     if (args.json) return printJson(stats);
     const { tables, wal_archive: walArchive, ...rest } = stats;
     printKeyValues({ ...rest, wal_archive: walArchiveLine(walArchive as WalArchiveJson | null | undefined) });
-    for (const t of (tables as { name: string; rows: number }[]) ?? []) process.stdout.write(`table ${t.name}: ${t.rows} rows\n`);
+    for (const t of (tables as { name: string; rows: number | null; error?: string }[]) ?? []) {
+      process.stdout.write(`table ${terminalSafe(t.name)}: ${t.rows === null ? `not counted (${terminalSafe(t.error ?? "")})` : `${t.rows} rows`}\n`);
+    }
   },
 });

@@ -7,7 +7,10 @@ const int64Min = -(2n ** 63n);
 const int64Max = 2n ** 63n - 1n;
 /** Every integer literal a double cannot hold exactly has at least 16 digits. */
 const longDigitRun = /\d{16}/;
+/** The same for a client's text, where a number with an exponent may write such an integer too (`1e18`). */
+const wideNumberCandidate = /\d{16}|\d[eE]/;
 const integerLiteral = /^-?\d+$/;
+const numberLiteral = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 
 /**
  * An integer literal outside the 64-bit range, as written. A double would hold it only
@@ -27,12 +30,13 @@ export function parseJson64(text: string): unknown {
 
 /** parseJson64, with integer literals beyond 64 bits as WideIntegerLiteral instead of a double. */
 export function parseJson64Strict(text: string): unknown {
-  if (!longDigitRun.test(text)) return JSON.parse(text);
+  if (!wideNumberCandidate.test(text)) return JSON.parse(text);
   return JSON.parse(text, reviveInt64Strict);
 }
 
 function reviveInt64(_key: string, value: unknown, context?: { source?: string }): unknown {
-  const exact = exactIntegerOf(value, context);
+  const source = context?.source;
+  const exact = source !== undefined && integerLiteral.test(source) ? exactIntegerOf(value, context) : null;
   // Beyond 64 bits SQLite itself reads the literal as a REAL: the double is that value.
   return exact === null || exact < int64Min || exact > int64Max ? value : exact;
 }
@@ -43,12 +47,31 @@ function reviveInt64Strict(_key: string, value: unknown, context?: { source?: st
   return exact < int64Min || exact > int64Max ? new WideIntegerLiteral(context?.source ?? String(exact)) : exact;
 }
 
-/** The integer an integer literal beyond ±2^53 wrote, or null for any other value. */
+/**
+ * The integer a literal beyond ±2^53 wrote, or null for any other value. An integer literal
+ * gives its integer, whatever its size; one with a fraction or an exponent whose value is
+ * integral (`9007199254740993.0`, `1e18`) gives it when it is within 64 bits, as a client's
+ * `1.0` binds as 1: beyond them it stays the double, as SQLite reads such a literal. (svc's own
+ * texts read only integer literals so: a double it wrote in exponent form stays a double.)
+ */
 function exactIntegerOf(value: unknown, context?: { source?: string }): bigint | null {
   if (typeof value !== "number" || Number.isSafeInteger(value)) return null;
   const source = context?.source;
-  if (source === undefined || !integerLiteral.test(source)) return null;
-  return BigInt(source);
+  if (source === undefined) return null;
+  if (integerLiteral.test(source)) return BigInt(source);
+  const m = numberLiteral.exec(source);
+  if (m === null) return null;
+  const [, sign = "", whole = "", fraction = "", exponentText = "0"] = m;
+  const digits = `${whole}${fraction}`.replace(/^0+(?=\d)/, "");
+  const exponent = Number(exponentText) - fraction.length;
+  // 10^19 is past 2^63: a value of more digits is beyond 64 bits (and 1e999999 is not expanded).
+  if (!Number.isSafeInteger(exponent) || digits.length + exponent > 19) return null;
+  let integer: string;
+  if (exponent >= 0) integer = digits + "0".repeat(exponent);
+  else if (/^0*$/.test(digits.slice(exponent))) integer = digits.slice(0, exponent) || "0";
+  else return null;
+  const exact = BigInt(`${sign}${integer}`);
+  return exact < int64Min || exact > int64Max ? null : exact;
 }
 
 /**

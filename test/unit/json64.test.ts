@@ -31,3 +31,14 @@ test("the strict reading gives integer literals beyond 64 bits as written, for t
   expect(v.p[1]).toEqual(new WideIntegerLiteral("-9223372036854775809"));
   expect(v.p.slice(2)).toEqual([2n ** 63n - 1n, 1e19, 9223372036854775808, 1]);
 });
+
+test("a client's number with a fraction or an exponent whose value is integral reads as that integer, exact, within 64 bits (as 1.0 binds as 1)", () => {
+  // 9007199254740993.0 was bound as the REAL 9007199254740992.0: one less, and not an integer.
+  const v = parseJson64Strict("[9007199254740993.0, 1e18, 4611686018427387904.0, -9007199254740993.00, 12345678901234567.8e1, 9223372036854775807.0]") as unknown[];
+  expect(v).toEqual([9007199254740993n, 10n ** 18n, 2n ** 62n, -9007199254740993n, 123456789012345678n, 2n ** 63n - 1n]);
+  // Not integral, or past 64 bits: the double, as SQLite reads the literal (and 1e999999 is not expanded).
+  expect(parseJson64Strict("[9007199254740993.5, 123456789012345678e-1, 1.5e20, 9223372036854775808.0, 1e999999]")).toEqual([9007199254740994, 12345678901234568, 1.5e20, 9223372036854775808, Number.POSITIVE_INFINITY]);
+  // svc's own texts keep a double it wrote in exponent form a double (stringifyJson64 writes them so).
+  expect(parseJson64(stringifyJson64([2 ** 60]))).toEqual([2 ** 60]);
+  expect(parseJson64("[1e18]")).toEqual([1e18]);
+});

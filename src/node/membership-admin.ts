@@ -2,7 +2,7 @@
 // at a time through the Raft core, a new member added as a learner and promoted only once it
 // caught up (so it never weakens the quorum while it copies the log).
 
-import type { MembershipChange } from "../raft/index.ts";
+import { majority, type MembershipChange } from "../raft/index.ts";
 import { encodeCommand, type MemberAddress } from "../store/index.ts";
 import { addressKey, isWildcardHost, parseAddress } from "../config/index.ts";
 import { SvcError } from "../util/errors.ts";
@@ -127,9 +127,42 @@ export class MembershipAdmin {
       const a = book.get(m);
       return a === undefined ? [] : [a];
     }));
+    const moves = peer !== current?.peer && voters.includes(id);
+    if (moves) this.refuseMoveWithoutQuorum(id, voters);
     const { index } = await this.proposer.propose(encodeCommand({ op: "set_member", member }));
+    if (moves) this.movedAtMs.set(id, ctx.clock.nowMs());
     ctx.logger.info("member addresses changed", { id, peer, client, admin, index, previous: current ?? null });
     return { index, member };
+  }
+
+  /** When each voter's peer address was last changed (set-member): until heard from since, it may not answer there. */
+  private readonly movedAtMs = new Map<string, number>();
+
+  /**
+   * A voter is reached at its new peer address only once it runs there: until then it counts
+   * as gone. Refused (as a voter change is) when that leaves fewer than a majority of the voters
+   * answering: two moves to addresses nothing listens on left a cluster with no leader, and no
+   * leader to take a set-member back.
+   */
+  private refuseMoveWithoutQuorum(id: string, voters: readonly string[]): void {
+    const { ctx } = this;
+    const status = ctx.core.status();
+    const tickMs = ctx.config.raft.heartbeatIntervalMs;
+    const nowMs = ctx.clock.nowMs();
+    const gone = voters.filter((v) => {
+      if (v === id) return true;
+      if (v === ctx.config.nodeId) return false;
+      const sinceHeardMs = (status.progress[v]?.ticksSinceHeard ?? Number.POSITIVE_INFINITY) * tickMs;
+      const movedAt = this.movedAtMs.get(v);
+      return sinceHeardMs > ctx.config.raft.electionTimeoutMs || (movedAt !== undefined && nowMs - sinceHeardMs < movedAt);
+    });
+    const needed = majority(voters.length);
+    if (voters.length - gone.length >= needed) return;
+    const others = gone.filter((v) => v !== id);
+    throw new SvcError("INVALID_CHANGE", `moving ${id} to another peer address would leave ${voters.length - gone.length} of the ${voters.length} voters answering, fewer than the ${needed} a write needs, until it answers there: ` +
+      `${others.join(", ")} ${others.length === 1 ? "has" : "have"} not answered within an election timeout, or since ${others.length === 1 ? "its own move" : "their own moves"}`, {
+      hint: `start ${others.join(", ")} at ${others.length === 1 ? "its" : "their"} new address (or bring ${others.length === 1 ? "it" : "them"} back) first, then move ${id}; nothing was changed`,
+    });
   }
 
   promoteMember(id: string): Promise<{ index: number }> {

@@ -147,6 +147,8 @@ export interface PeerProgress {
   /** The member said its disk is full: it is sent no appends until it has room. */
   readonly diskFull: boolean;
   readonly learner: boolean;
+  /** Ticks since the member was last heard from (0 for this node; large when never). */
+  readonly ticksSinceHeard: number;
 }
 
 /** A leader's append that would replace entries this node committed: it is of another history. */

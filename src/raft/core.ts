@@ -1372,6 +1372,7 @@ export class RaftCore {
         recentActive: pr.recentActive,
         diskFull: pr.diskFull,
         learner: isLearner(m, id),
+        ticksSinceHeard: id === this.id ? 0 : Math.min(Number.MAX_SAFE_INTEGER, this.ticks - pr.heardAtTick),
       };
     }
     return {

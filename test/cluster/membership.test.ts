@@ -260,6 +260,20 @@ describe("membership", () => {
     await relocated.start();
     await waitFor(`${mover.nodeId} to hold the write made while it moved`, async () => (await query(relocated.clientUrl, "SELECT count(*) FROM t").catch(() => []))[0]?.[0] === 1);
     expect((await getJson<{ members: { id: string; peer: string }[] }>(`${relocated.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === mover.nodeId)?.peer).toBe(newPeer);
+    // A move counts the member gone until it answers there: a second move that would leave fewer
+    // than a majority answering is refused (two moves to addresses nothing listens on left the
+    // cluster with no leader, and none to take them back).
+    const otherPeer = addressText(other.config.listen?.peer, "peer");
+    const nowhere = [`127.0.0.1:${await freePort()}`, `127.0.0.1:${await freePort()}`];
+    expect((await runBinary(["admin", "set-member", "--node", leader.adminUrl, "--id", other.nodeId, "--peer", nowhere[0]!])).exitCode).toBe(0);
+    const second = await runBinary(["admin", "set-member", "--node", leader.adminUrl, "--id", mover.nodeId, "--peer", nowhere[1]!]);
+    expect(second.exitCode).toBe(1);
+    expect(second.stderr).toContain(`moving ${mover.nodeId} to another peer address would leave 1 of the 3 voters answering, fewer than the 2 a write needs`);
+    expect(second.stderr).toContain(`${other.nodeId} has not answered within an election timeout, or since its own move`);
+    expect((await getJson<{ members: { id: string; peer: string }[] }>(`${leader.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === mover.nodeId)?.peer).toBe(newPeer);
+    // Moved back where it listens, it answers again, and writes commit.
+    expect((await runBinary(["admin", "set-member", "--node", leader.adminUrl, "--id", other.nodeId, "--peer", otherPeer])).exitCode).toBe(0);
+    await execute(leader.clientUrl, [{ sql: "INSERT INTO t (v) VALUES (?)", params: ["after the refused move"] }]);
     // Two changes at once, of different addresses of one member: both are kept (the second merges with the first).
     const [clientAt, adminAt] = [`127.0.0.1:${await freePort()}`, `127.0.0.1:${await freePort()}`];
     const both = await Promise.all([{ client: clientAt }, { admin: adminAt }].map((change) =>

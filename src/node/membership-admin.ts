@@ -56,6 +56,12 @@ export class MembershipAdmin {
           hint: `svc admin promote --id ${member.id} (on any node) makes it a voter once it has caught up; svc admin remove-node --id ${member.id} undoes the addition`,
         });
       }
+      // Removed meanwhile (remove-node while it caught up): there is nothing left to wait for.
+      if (!status.membership.learners.includes(member.id) && !status.membership.voters.includes(member.id)) {
+        throw new SvcError("INVALID_CHANGE", `${member.id} was added as a learner, then removed from the cluster while it caught up: it is not a member`, {
+          hint: `to add it again, run \`svc admin add-node --id ${member.id} …\` once it runs on an empty data directory`,
+        });
+      }
       const match = status.progress[member.id]?.match ?? 0;
       if (match >= status.commit) break;
       if (options.signal?.aborted === true) {

@@ -154,6 +154,21 @@ describe("membership", () => {
     expect((await getJson<ClusterInfo>(`${leader.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === "node4")?.role).toBe("learner");
   }, 120_000);
 
+  procTest("an add-node waiting for its learner answers at once when the node is removed meanwhile, saying so", async (env) => {
+    // It waited out its two minutes and then said the removed node "stays a learner".
+    const nodes = await startCluster(env, 3, fastRaft);
+    const leader = await waitForLeader(nodes);
+    const follower = nodes.find((n) => n !== leader)!;
+    const [peer, client, admin] = [await freePort(), await freePort(), await freePort()].map((p) => `127.0.0.1:${p}`);
+    const pending = fetch(`${follower.adminUrl}/admin/add-node`, { method: "POST", body: JSON.stringify({ id: "node9", peer, client, admin }) });
+    await waitFor("node9 to be added as a learner", async () =>
+      (await getJson<ClusterInfo>(`${leader.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === "node9")?.role === "learner");
+    expect((await runBinary(["admin", "remove-node", "--node", leader.adminUrl, "--id", "node9"])).exitCode).toBe(0);
+    const answer = await pending;
+    expect(answer.status).toBe(400);
+    expect(await answer.text()).toContain("node9 was added as a learner, then removed from the cluster while it caught up");
+  }, 60_000);
+
   procTest("a learner whose voters are gone reports itself unavailable on /health once it has heard no leader for two election timeouts", async (env) => {
     const nodes = await startCluster(env, 3, fastRaft);
     const leader = await waitForLeader(nodes);

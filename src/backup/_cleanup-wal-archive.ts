@@ -18,7 +18,7 @@ export const WAL_ARCHIVE_SUFFIX = ".wal";
  */
 export function cleanupWalArchive(dir: string, options: CleanupOptions): CleanupReport {
   const report: CleanupReport = { dir, dryRun: options.dryRun, olderThanMs: options.olderThanMs, removed: [], kept: [], ignored: [], problems: [] };
-  for (const dirent of readDirOrThrow(dir, "WAL archive directory")) {
+  for (const dirent of readDirOrThrow(dir, "WAL archive directory", "check --dir: the directory [wal] archive_command copies segments to")) {
     const path = join(dir, dirent.name);
     // A symlink or a directory named *.wal is not something the archive command wrote.
     if (!dirent.isFile() || !dirent.name.endsWith(WAL_ARCHIVE_SUFFIX)) {

@@ -7,14 +7,14 @@ import { SvcError } from "../util/errors.ts";
 import type { CleanupReport } from "./types.ts";
 
 /** Entries of a directory that must exist; a missing one is an operator error with a hint. */
-export function readDirOrThrow(dir: string, what: string): fs.Dirent[] {
+export function readDirOrThrow(dir: string, what: string, pathHint = "check the path (--data-dir, or data_dir in the config file)"): fs.Dirent[] {
   try {
     return fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT" || code === "ENOTDIR") {
       throw new SvcError("CLEANUP_DIR_MISSING", `${what} ${dir} does not exist or is not a directory`, {
-        hint: "check the path (--dir, --data-dir, or data_dir in the config file)",
+        hint: pathHint,
       });
     }
     throw new SvcError("CLEANUP_DIR_UNREADABLE", `cannot read ${what} ${dir}: ${(e as Error).message}`, {

@@ -226,7 +226,7 @@ export async function extractArchive(path: string, intoDir: string): Promise<voi
 
 export function archiveDamaged(check: ArchiveCheck): SvcError {
   return new SvcError("BACKUP_DAMAGED", `${check.path} does not verify: ${check.problems.join("; ")}`, {
-    hint: "use another backup; a damaged archive may still be extracted with tar for what it holds",
+    hint: "use another backup (an older one, or another copy of this one); a damaged archive may still be extracted with tar for what it holds",
   });
 }
 

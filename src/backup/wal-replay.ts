@@ -364,12 +364,13 @@ function checkOneHistory(location: string, segments: readonly ArchivedSegment[])
     if (a === undefined || b === undefined) throw new Error("two neighbouring segments");
     const sameEnd = a.range.lastIndex === b.range.lastIndex;
     if (sameEnd ? a.range.term === b.range.term : a.range.term <= b.range.term) continue;
-    const [older, newer] = a.range.term < b.range.term ? [a, b] : [b, a];
+    const [lowerTerm, higherTerm] = a.range.term < b.range.term ? [a, b] : [b, a];
     throw new SvcError("ARCHIVE_CONFLICT", `the WAL archive ${location} holds two histories: ${sameEnd
       ? `${a.name} and ${b.name} both end at entry ${a.range.lastIndex}, in terms ${a.range.term} and ${b.range.term}`
       : `${a.name} ends at entry ${a.range.lastIndex} in term ${a.range.term}, a later term than ${b.name}, which ends after it in term ${b.range.term}`}`, {
       hint: "the location mixes the archives of two clusters, or of a cluster before and after a point-in-time restore that went on archiving there " +
-        `(the restored cluster writes in terms past every term of the history it replaced: here ${newer.name} belongs to the later history, ${older.name} to the earlier one): ` +
+        `(a cluster restored by wal-replay writes in terms past every term of the history it replaced, so there ${higherTerm.name} would be the later history; ` +
+        `one restored from a full backup or made by init-cluster may write in lower terms than ${lowerTerm.name}: which is the one wanted, the times of their entries tell): ` +
         "move the segments of the history not wanted to another directory, and give --wal-dir one history",
       details: { segments: [a.name, b.name] },
     });

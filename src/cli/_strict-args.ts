@@ -42,7 +42,11 @@ export async function checkedArgs(root: CommandDef, args: readonly string[]): Pr
     }
     const subs = await resolve(cmd.subCommands);
     const next = subs?.[a];
-    if (next === undefined) continue; // a positional argument
+    if (next === undefined) {
+      // A word where a command is expected, by one that takes no positional arguments.
+      if (subs !== undefined && !Object.values(defs).some((d) => d.type === "positional")) throw usageError(await unknownCommand(a, path, subs));
+      continue; // a positional argument
+    }
     cmd = (await resolve(next)) as CommandDef;
     if (sub === null && rootSeen.length > 0) sub = cmd;
     path = `${path} ${a}`;
@@ -62,6 +66,15 @@ export async function checkedArgs(root: CommandDef, args: readonly string[]): Pr
   const end = out.indexOf("--");
   out.splice(end === -1 ? out.length : end, 0, ...moved);
   return out;
+}
+
+/** "unknown command X for `svc`", naming the command of that name one level down (`svc admin X`) when there is one. */
+async function unknownCommand(word: string, path: string, subs: Record<string, Resolvable<CommandDef>>): Promise<string> {
+  for (const [name, def] of Object.entries(subs)) {
+    const inner = await resolve(((await resolve(def)) as CommandDef).subCommands);
+    if (inner?.[word] !== undefined) return `unknown command ${word} for \`${path}\`: it is \`${path} ${name} ${word}\`; see \`${path} ${name} ${word} --help\``;
+  }
+  return `unknown command ${word} for \`${path}\`; see \`${path} --help\``;
 }
 
 /** An option, not a value: `-x`, `--name`, `--name=v`; a statement such as "-- note\nSELECT 1" is not one. */

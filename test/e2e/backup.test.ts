@@ -161,6 +161,8 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     const damaged = await svc(["admin", "backup", "verify", cut]);
     expect(damaged.exitCode).toBe(1);
     expect(damaged.stdout).toContain("DAMAGED");
+    // And what to do about it, as every other error says.
+    expect(damaged.stderr).toBe(`svc: ${cut} does not verify\n  → use another backup (an older one, or another copy of this one); a damaged archive may still be extracted with tar for what it holds\n`);
     const skipped = await svc(["admin", "backup", "full", "--config", follower.configPath, "--to", backups, "--if-leader", "--json"]);
     expect(skipped.exitCode).toBe(0);
     expect(JSON.parse(skipped.stdout).status).toBe("skipped");

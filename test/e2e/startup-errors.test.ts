@@ -333,6 +333,10 @@ describe("configuration checks", () => {
     const lease = await runBinary(["admin", "pause-writes", "--node", "http://127.0.0.1:1", "--leese", "5s"], { cwd: env.dir });
     expect(lease.exitCode).toBe(2);
     expect(lease.stderr).toContain("unknown option --leese for `svc admin pause-writes`");
+    // A command given one level too high is named where it is (it said "unknown option --wal-dir for `svc`").
+    const high = await runBinary(["wal-replay", "--wal-dir", env.dir], { cwd: env.dir });
+    expect({ exit: high.exitCode, stderr: high.stderr }).toEqual({ exit: 2, stderr: "svc: unknown command wal-replay for `svc`: it is `svc admin wal-replay`; see `svc admin wal-replay --help`\n" });
+    expect((await runBinary(["admin", "frob"], { cwd: env.dir })).stderr).toBe("svc: unknown command frob for `svc admin`; see `svc admin --help`\n");
     // The root's --config before `serve` is read, not dropped for the built-in defaults.
     const before = await runBinary(["--config", path, "serve"], { cwd: env.dir });
     expect(before.exitCode).toBe(2);

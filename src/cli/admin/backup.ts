@@ -103,9 +103,12 @@ async function skipUnlessLeader(args: Common, api: BackupNodeApi, what: string):
   return true;
 }
 
+/** What to do about a backup that does not verify (the same words as archiveDamaged's hint). */
+const damagedBackupWayOut = "use another backup (an older one, or another copy of this one); a damaged archive may still be extracted with tar for what it holds";
+
 /** File-system errors of a backup's destination, with what to do about each. */
 const destinationFixes: Readonly<Record<string, string>> = {
-  ENOSPC: "free space there, or give another destination (--to); writes on the cluster were resumed",
+  ENOSPC: "free space there, or give another destination (--to)",
   EDQUOT: "the disk quota there is used up: free some, or give another destination (--to)",
   EROFS: "that file system is mounted read-only: give a writable destination (--to)",
   EACCES: "the user running svc admin cannot write there: fix the directory's owner or mode, or give another destination",
@@ -246,7 +249,7 @@ const verifyCommand = defineCommand({
       if (json) printJson(shown);
       else if (check.ok) process.stdout.write(`${args.file}: ok, ${check.files} files, ${mib(check.bytes)}, snapshot ${check.snapshot?.index} (term ${check.snapshot?.term}) of cluster ${check.snapshot?.clusterId}\n`);
       else process.stdout.write(`${args.file}: DAMAGED\n${check.problems.map((p) => `  ${p}\n`).join("")}`);
-      if (!check.ok) throw new CliExit(ExitCode.failure, "");
+      if (!check.ok) throw new CliExit(ExitCode.failure, json ? "" : `${args.file} does not verify\n  → ${damagedBackupWayOut}`);
     } finally {
       if (temp !== null) fs.rmSync(dirname(temp), { recursive: true, force: true });
     }
@@ -288,7 +291,7 @@ const offsiteCommand = defineCommand({
       const local = isObjectUrl(from) ? `${tempDir}/${newest}` : resolve(from, newest);
       if (isObjectUrl(from)) await source.get(newest, local);
       const check = await verifyArchive(local);
-      if (!check.ok) throw new CliExit(ExitCode.failure, `${newest} does not verify: ${check.problems.join("; ")}`);
+      if (!check.ok) throw new CliExit(ExitCode.failure, `${newest} does not verify: ${check.problems.join("; ")}\n  → nothing was copied off site; ${damagedBackupWayOut}`);
       const copied = await copyOffsite(local, newest, to, retainMs, Date.now());
       if (args.json) return printJson({ status: "ok", from: newest, to, copied });
       process.stdout.write(`off-site copy of ${newest} in ${to} (${copied.join(", ")})\n`);
@@ -320,7 +323,7 @@ const fetchCommand = defineCommand({
       const progress = progressPrinter(json);
       const check = await verifyArchive(temp, (f) => progress(`verifying ${f}`));
       clearProgress(json);
-      if (!check.ok) throw new CliExit(ExitCode.failure, `${args.from} does not verify:\n${check.problems.map((p) => `  ${p}`).join("\n")}`);
+      if (!check.ok) throw new CliExit(ExitCode.failure, `${args.from} does not verify:\n${check.problems.map((p) => `  ${p}`).join("\n")}\n  → nothing was written to ${out}; ${damagedBackupWayOut}`);
       fs.renameSync(temp, out);
       if (json) return printJson({ status: "ok", path: out, files: check.files, bytes: check.bytes, snapshot: check.snapshot });
       process.stdout.write(`fetched ${args.from} to ${out}: verified, snapshot ${check.snapshot?.index} (term ${check.snapshot?.term}); next: tar xzf ${out} -C /var/lib/svc raft store\n`);

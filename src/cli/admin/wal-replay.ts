@@ -50,11 +50,12 @@ function showProgress(p: ReplayProgress): void {
 }
 
 function summary(r: WalReplayReport): string {
-  const range = r.firstIndex === null ? "no entries" : `${r.entries} entries (${r.firstIndex}…${r.lastIndex})`;
+  const range = r.firstIndex === null ? "no entries" : `${r.entries} ${r.entries === 1 ? "entry" : "entries"} (${r.firstIndex}…${r.lastIndex})`;
   const stop = r.stoppedBefore === null
     ? `the archive ended at entry ${r.archiveLastIndex}`
     : `stopped before entry ${r.stoppedBefore.index} (stamped ${r.stoppedBefore.at})`;
-  return `wal-replay: replayed ${range} after snapshot ${r.snapshot.index} to ${r.until}, reached ${r.reachedAt ?? "-"}; ${stop}; ` +
+  const reached = r.reachedAt === null || r.reachedAt === undefined ? "" : `, reached ${r.reachedAt}`;
+  return `wal-replay: replayed ${range} after snapshot ${r.snapshot.index} to ${r.until}${reached}; ${stop}; ` +
     `${r.segmentsRead} segment(s) in ${(r.durationMs / 1000).toFixed(1)} s (${r.entriesPerSecond} entries/s). ` +
     "Next: start this node (svc serve / systemctl start svc), then the others with their raft/ emptied (SPEC §4.5 steps 5–6). " +
     "Point wal.archive_command at a new location first: the restored cluster's history is a new one, and this archive holds the one it replaced. " +

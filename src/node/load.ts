@@ -316,9 +316,13 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   let needsSnapshotAt: number | null = null;
   if (firstIndex > baseIndex + 1) {
     const damaged = images.ignored.length === 0 ? "" : ` (a snapshot that may have held them was ignored as damaged: ${images.ignored.map((i) => `${i.dir}: ${i.reason}`).join("; ")})`;
+    // Closed: a member's start sets this WAL aside and loads again (start.ts).
+    wal.close();
+    store.close();
     throw new SvcError("LOG_GAP", `the WAL starts at entry ${firstIndex} but the newest snapshot ends at ${snapshotIndex} and the store at ${applied}: entries in between are missing${damaged}`, {
       hint: "restore the missing WAL segments or snapshot. On a member of a multi-node cluster, removing the contents of raft/ and store/ rebuilds it from the leader; " +
         "never on a single-node cluster, where that erases all its data: there run `svc admin wal-repair --skip-corrupted`, which keeps every intact entry and reports what is lost",
+      details: { walStartsAfterGap: firstIndex },
     });
   }
   if (applied > lastIndex) {

@@ -3,13 +3,13 @@
 // log starts (a new cluster, a lone node whose store outlived its WAL, a member that lost
 // entries: bootstrap.ts), and builds the Raft core on what was loaded.
 
-import { existsSync, mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, readdirSync, realpathSync, renameSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type { Config } from "../config/index.ts";
 import { freeBytes, isDiskFullError, systemClock } from "../io/index.ts";
 import { RaftCore } from "../raft/index.ts";
 import {
-  FileLogStore, ballastBytes, ensureMemberMark, hasLostLog, inspectRemovedMark, type RemovedMark, linkDataDirAliases, markLostLog, readMemberMark, lockDataDir, manageBallast, verifySnapshot, type DataPaths, type SnapshotEntry,
+  FileLogStore, ballastBytes, ensureMemberMark, fsyncDir, hasLostLog, inspectRemovedMark, type RemovedMark, linkDataDirAliases, markLostLog, readMemberMark, lockDataDir, manageBallast, verifySnapshot, type DataPaths, type SnapshotEntry,
 } from "../storage/index.ts";
 import { createTransport, type MessageHandler } from "../transport/index.ts";
 import type { Logger } from "../util/logger.ts";
@@ -91,7 +91,19 @@ export async function openNode(
         clusterId: memberOf, hint: "a new, empty node is made by emptying the whole data directory",
       });
     }
-    const state = await loadState(paths, config, logger.child("wal"));
+    const state = await loadState(paths, config, logger.child("wal")).catch(async (e: unknown) => {
+      // A member whose WAL starts after a gap nothing local bridges (the image that covered it
+      // is damaged, the store gone): the leader holds the rest. The WAL is set aside, kept, and
+      // the node recovers as after SPEC §4.6's removal of the WAL's contents: it does not vote
+      // until caught up. A lone node has no leader to ask: it stops (LOG_GAP, exit 3).
+      if (!multiMember || !(e instanceof SvcError) || e.code !== "LOG_GAP" || e.details["walStartsAfterGap"] === undefined) throw e;
+      const aside = setWalAside(paths);
+      markLostLog(paths.raftDir, true);
+      log.warn(`recovery: ${e.message}; the WAL was moved to ${aside} and this node gets the log from the leader (it does not vote until then)`, {
+        hint: `once the node is healthy, ${aside} may be removed; to look into the gap first, stop the node and see \`svc admin verify-checksums\``,
+      });
+      return loadState(paths, config, logger.child("wal"));
+    });
     if (state.imageToCheck !== null) checkImageLater(state.imageToCheck, log);
     const wasPristine = isPristine(state);
     // A lone node has no other member to rebuild it: with its raft/ and store/ gone but MEMBER
@@ -352,4 +364,18 @@ function loadRemovedMark(raftDir: string, clusterId: string, log: Logger): Remov
     return null;
   }
   return read.mark;
+}
+
+/**
+ * Move raft/wal's files to wal-gap-<time>/ beside it (kept for the operator; beside the WAL's
+ * real directory, so that a WAL linked to another file system is moved within it); returns
+ * that directory.
+ */
+function setWalAside(paths: DataPaths): string {
+  const aside = join(dirname(realpathSync(paths.walDir)), `wal-gap-${new Date().toISOString().replace(/[:.]/g, "-")}`);
+  mkdirSync(aside, { recursive: true, mode: 0o750 });
+  for (const name of readdirSync(paths.walDir)) renameSync(join(paths.walDir, name), join(aside, name));
+  fsyncDir(aside);
+  fsyncDir(paths.walDir);
+  return aside;
 }

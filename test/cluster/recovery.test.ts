@@ -238,6 +238,34 @@ describe("node recovery procedures (SPEC §4.6)", () => {
     await expectSameData(cluster, ledger);
   });
 
+  // The member's only image covered what its WAL no longer holds; with that image damaged and
+  // its store gone nothing local bridges the gap. It stopped with LOG_GAP (exit 3), though the
+  // leader holds everything: now it sets the WAL aside (kept) and is rebuilt from the leader.
+  clusterTest("a follower whose WAL starts after its only image, which is damaged, with its store gone, sets the WAL aside and is rebuilt from the leader", {
+    overrides: { snapshotIntervalEntries: 100, wal: { segmentSizeBytes: 1024 * 1024 } },
+  }, async (cluster) => {
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const leader = await cluster.waitLeader();
+    const follower = cluster.others(leader)[0]!;
+    const ledger = new Ledger(1024);
+    await writeThrough(cluster.nodes, ledger, "a", 2_500);
+    await cluster.waitConverged();
+    expect((await postJson(`${follower.adminUrl}/admin/snapshot?wait=true&local=true`, {})).status).toBe(200);
+    await waitFor("the follower's image to let its first WAL segments go", async () =>
+      ((await (await fetch(`${follower.adminUrl}/admin/stats`)).json()) as { wal_first_index: number }).wal_first_index > 1);
+    expect(await follower.stop()).toBe(0);
+    damageImage(newestImage(follower));
+    fs.rmSync(join(follower.dataDir, "store"), { recursive: true, force: true });
+    await writeThrough(cluster.others(follower), ledger, "b", 50);
+
+    follower.spawn();
+    await follower.waitHealthy();
+    expect(follower.log()).toMatch(/recovery: the WAL starts at entry \d+ but the newest snapshot ends at 0 and the store at 0: entries in between are missing \(a snapshot that may have held them was ignored as damaged: .*\); the WAL was moved to .*wal-gap-/);
+    expect(fs.readdirSync(join(follower.dataDir, "raft")).some((n) => n.startsWith("wal-gap-"))).toBe(true);
+    await expectSameData(cluster, ledger);
+  });
+
   clusterTest("a leader whose image is damaged finds it when a follower rejects it, makes a new one and rebuilds the follower; an image asked for with nothing applied since replaces a damaged newest one", {
     overrides: { snapshotIntervalEntries: 100 },
   }, async (cluster) => {

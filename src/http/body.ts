@@ -21,6 +21,14 @@ export async function readJsonBody(request: Request): Promise<unknown> {
  * by its Content-Length before anything is read, or while reading a chunked body.
  */
 export async function readBodyText(request: Request): Promise<string> {
+  // A compressed body would be read as JSON and refused for what it is not (or, worse, be
+  // JSON by chance): the encoding is refused by name.
+  const encoding = request.headers.get("content-encoding");
+  if (encoding !== null && encoding.trim().toLowerCase() !== "identity") {
+    throw new SvcError("UNSUPPORTED_MEDIA_TYPE", `the request body's Content-Encoding ${JSON.stringify(encoding)} is not read: svc takes bodies as they are`, {
+      hint: "send the JSON uncompressed (no Content-Encoding header)",
+    });
+  }
   const declared = request.headers.get("content-length");
   const length = Number(declared ?? "0");
   if (length > requestBodyBytesMax) throw tooLarge(length);

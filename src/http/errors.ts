@@ -108,6 +108,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   READS_FULL: 503,
   ENTRY_REPLACED: 503,
   READ_TIMEOUT: 503,
+  RECOVERING: 503,
   SQL_PROCESS_FAILED: 503,
   // This node's disk or data is damaged or unusable: other members can still answer.
   STORAGE_FAILED: 503,

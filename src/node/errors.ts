@@ -26,6 +26,8 @@ export type NodeErrorCode =
   /** A waiting write's node stopped or failed: the write may or may not be applied. */
   | "OUTCOME_UNKNOWN"
   | "READ_TIMEOUT"
+  /** A stale read on a node that waits for the leader's snapshot: it holds none of the cluster's data yet. */
+  | "RECOVERING"
   /** A leader's entries differ from ones this node committed: its log is of another history; it stops. */
   | "HISTORY_DIVERGED"
   /** A client's request on a node removed from the cluster: not served, nothing applied. */

@@ -375,6 +375,13 @@ export class SvcNode {
     }
     if (consistency === "linearizable") await this.loop.reads.wait();
     else if (consistency === "leader") ctx.requireLeader();
+    else if (options.admin !== true && (ctx.recovery === "requesting_snapshot" || ctx.recovery === "installing_snapshot")) {
+      // Its store is not the cluster's yet (empty after a rebuild): "no such table" would read
+      // as if the table did not exist. An operator may still look (admin, stale).
+      throw new SvcError("RECOVERING", `this node is recovering (${ctx.recovery}): it waits for the leader's snapshot and holds none of the cluster's data yet`, {
+        hint: "read from another node, or here once /health says it is healthy",
+      });
+    }
     if (this.sql === null) return ctx.store.query(sql, params);
     checkReadStatement(sql);
     await this.commitForRead(consistency);

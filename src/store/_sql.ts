@@ -345,8 +345,8 @@ function checkWriteShape(sql: string): StatementShape {
   const shape = lexSql(sql);
   checkCommon(sql, shape);
   // OR ROLLBACK, ON CONFLICT ROLLBACK and RAISE(ROLLBACK) end the store's own transaction,
-  // taking the other entries of the batch with it.
-  if (shape.identifiers.has("rollback")) {
+  // taking the other entries of the batch with it. (A ROLLBACK statement is refused below as one.)
+  if (shape.identifiers.has("rollback") && shape.keywords[0] !== "ROLLBACK") {
     throw sqlError("ROLLBACK conflict resolution is not allowed: a failing statement already rolls back its whole batch", "use OR ABORT (the default), OR FAIL, OR IGNORE or OR REPLACE");
   }
   const keyword = shape.keywords[0] ?? "";

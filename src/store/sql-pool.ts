@@ -385,7 +385,7 @@ function timedOut(job: Job, label: string): SvcError {
     });
   }
   return new SvcError("QUERY_TIMEOUT", `the ${label} did not finish within ${job.timeoutMs} ms and was stopped`, {
-    hint: "make the query cheaper (an index, a narrower WHERE, a LIMIT); [limits] query_timeout_ms sets the limit",
+    hint: "make the query cheaper (an index, a narrower WHERE, a LIMIT); [limits] query_timeout_ms sets the limit (admin_query_timeout_ms for /admin/query and stats)",
   });
 }
 

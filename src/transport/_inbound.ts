@@ -149,8 +149,9 @@ export class InboundServer {
   }
 
   #onOpen(socket: PeerSocket): void {
-    const remoteHost = socket.remoteAddress;
-    const remote = `${remoteHost}:${socket.remotePort}`;
+    // A connection reset as it opened has no address left to read: it says so, not "undefined:undefined".
+    const remoteHost = (socket.remoteAddress as string | undefined) ?? "an address gone before it was read";
+    const remote = socket.remotePort === undefined ? remoteHost : `${remoteHost}:${socket.remotePort}`;
     const { options, logger, count } = this.#ctx;
     if (this.#conns.size >= options.inboundConnectionsMax && !this.#evictOneUnidentified()) {
       count(null, "handshakeRejects");

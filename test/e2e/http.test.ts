@@ -176,6 +176,14 @@ describe("limits and routes", () => {
     expect(await countRows(node, "k = 'too-big'")).toBe(0);
   }, 30_000);
 
+  it("a compressed body gets 415 as JSON naming the encoding, and nothing is applied", async () => {
+    // It was read as JSON: refused for what it is not, or taken if it happened to be JSON.
+    const body = JSON.stringify({ statements: [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["gzipped", "x"] }] });
+    const r = await request(`${node.clientUrl}/v1/execute`, { method: "POST", body, headers: { "content-encoding": "gzip" } });
+    expect(expectError(r, 415, "UNSUPPORTED_MEDIA_TYPE")).toContain('Content-Encoding "gzip"');
+    expect(await countRows(node, "k = 'gzipped'")).toBe(0);
+  });
+
   it("an unknown route gets 404 as JSON on both ports", async () => {
     for (const base of [node.clientUrl, node.adminUrl]) {
       const r = await request(`${base}/v2/nothing-here`);
@@ -287,6 +295,20 @@ describe("a request the HTTP parser refuses", () => {
     }
     expect(await countRows(node, "k = 'unparsed'")).toBe(0);
   }, 60_000);
+});
+
+describe("a node that waits for the leader's snapshot", () => {
+  procTest("answers a stale read 503 RECOVERING rather than a misleading \"no such table\"; an operator's stale read on the admin port is served", async (penv) => {
+    // A member that joins no running cluster (its only peer is not up): it waits for a snapshot.
+    const [, lone] = await penv.cluster(2);
+    lone!.spawn();
+    await waitFor("node2 to wait for a snapshot", async () =>
+      ((await fetch(`${lone!.adminUrl}/health`).then((h) => h.json(), () => null)) as { recovery?: string } | null)?.recovery === "requesting_snapshot");
+    const r = await queryRaw(lone!.clientUrl, "SELECT count(*) FROM kv", [], "stale");
+    expect(expectError(r, 503, "RECOVERING")).toContain("requesting_snapshot");
+    const admin = await postJson(`${lone!.adminUrl}/admin/query`, { sql: "SELECT 1", consistency: "stale" });
+    expect(admin.status).toBe(200);
+  });
 });
 
 describe("pause-writes and resume-writes", () => {

@@ -145,6 +145,8 @@ describe("store", () => {
       expect(isSvcError(err, "SQL_REFUSED")).toBe(true);
     }
     expect(checkWriteStatement("insert into t values ('a;b', \"x;\") -- ; trailing").keyword).toBe("INSERT");
+    // A ROLLBACK statement is refused as one, not as a conflict clause.
+    expect(() => checkWriteStatement("ROLLBACK TO a")).toThrow("ROLLBACK is not allowed in a write: a batch of statements is already one transaction");
     // Immediate constraints stay allowed, however they are spelt; so do the words elsewhere.
     expect(checkWriteStatement("CREATE TABLE c (pid INTEGER REFERENCES p (id) DEFERRABLE INITIALLY IMMEDIATE, q REFERENCES p DEFERRABLE)").keyword).toBe("CREATE");
     expect(checkWriteStatement("INSERT INTO notes (initially, deferred) VALUES ('initially deferred', 1)").keyword).toBe("INSERT");

@@ -177,11 +177,13 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
   let closeAfter = false;
   let admission: Admission | null = null;
   try {
-    // Refused before its body is read: the connection, with the body unread, closes after.
+    // Refused before its body is read (the body is then dropped as it comes, see discardBody):
+    // the connection closes after.
     const limited = limiter?.admit(req.socket.remoteAddress ?? "", req.socket, req.headers[forwardedHeader] !== undefined) ?? null;
     const counted = inFlight !== null && inFlight.counts(req.url ?? "") ? inFlight : null;
     const admitted = limited ?? counted?.admit(declaredBytes(req)) ?? null;
     if (admitted !== null && !(admitted instanceof SvcError)) admission = admitted;
+    if (admitted instanceof SvcError) await discardBody(req);
     const body = admitted instanceof SvcError ? admitted : await readBody(req, admission);
     if (body instanceof SvcError) {
       // The rest of the body is unread (or never comes): the connection cannot carry another request.
@@ -201,6 +203,35 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
   }
   admission?.release();
   if (closeAfter) req.socket.destroySoon();
+}
+
+const discardMsMax = 5_000;
+
+/**
+ * Read `req`'s body without keeping any of it, within the body limit and a few seconds. A
+ * request refused before its body is read is answered after this: a client that sends its
+ * whole body before it reads (most do) met a reset, not the answer, when the connection
+ * closed on unread bytes, and took a refusal for an outcome it could not know.
+ */
+function discardBody(req: IncomingMessage): Promise<void> {
+  if (req.headers["content-length"] === undefined && req.headers["transfer-encoding"] === undefined) return Promise.resolve();
+  return new Promise((resolve) => {
+    let seen = 0;
+    const done = (): void => {
+      clearTimeout(timer);
+      req.off("data", onData);
+      resolve();
+    };
+    const onData = (chunk: Buffer): void => {
+      seen += chunk.byteLength;
+      if (seen > requestBodyBytesMax) done();
+    };
+    const timer = setTimeout(done, discardMsMax);
+    req.on("data", onData);
+    req.once("end", done);
+    req.once("close", done);
+    req.once("error", done);
+  });
 }
 
 /** The body's Content-Length as announced (0 without one: a chunked body is counted as read). */

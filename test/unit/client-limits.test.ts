@@ -77,6 +77,31 @@ describe("per-client limits", () => {
     second.socket.destroy();
   });
 
+  test("a refused request whose client sends its whole body before reading gets the 429, not a reset", async () => {
+    // The connection closed on the unread body: the kernel reset it, and the client (as most
+    // do, Python's among them) saw a broken pipe, which reads as "outcome unknown".
+    const base = await serve({ requestsPerSecond: 1, connectionsMax: 0 });
+    expect((await get(base)).status).toBe(200);
+    const body = JSON.stringify({ statements: [{ sql: "INSERT INTO t VALUES (?)", params: ["x".repeat(4 * 1024 * 1024)] }] });
+    const socket = net.connect(Number(new URL(base).port), "127.0.0.1");
+    const errors: string[] = [];
+    socket.on("error", (e) => errors.push(String((e as NodeJS.ErrnoException).code ?? e.message)));
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    // It reads only once all is sent, and a moment later: a reset has arrived by then.
+    socket.pause();
+    await new Promise<void>((resolve) => socket.write(`POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`, () => resolve()));
+    await Bun.sleep(300);
+    const answer = new Promise<string>((resolve) => {
+      let text = "";
+      socket.on("data", (chunk) => (text += chunk.toString("latin1")));
+      socket.on("close", () => resolve(text));
+    });
+    socket.resume();
+    const text = await answer;
+    expect({ status: text.split("\r\n")[0], errors }).toEqual({ status: "HTTP/1.1 429 Too Many Requests", errors: [] });
+    expect(text).toContain('"code":"TOO_MANY_REQUESTS"');
+  });
+
   test("with no limits configured, nothing is refused", async () => {
     const base = await serve({ requestsPerSecond: 0, connectionsMax: 0 });
     const statuses = await Promise.all(Array.from({ length: 50 }, () => get(base).then((r) => r.status)));

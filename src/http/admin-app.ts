@@ -116,8 +116,15 @@ export function adminApp(node: SvcNode) {
       const findings = await node.verify();
       return json({ ok: findings.every((f) => f.ok), findings });
     }))
-    .post("/admin/pause-writes", ({ request }) => atLeader(request, relayTimeoutMs.writesFlag, async () => {
-      // ?lease_ms=N: the pause ends by itself after N ms unless paused again (renewed).
+    .post("/admin/pause-writes", ({ request }) => atLeader(request, relayTimeoutMs.writesFlag, async (text) => {
+      // The lease is a query parameter: one sent in a body was ignored, and the pause had no end.
+      // (An empty body, or {}, as some clients send with every POST, says nothing and passes.)
+      const body = text.trim() === "" ? {} : parseJsonText(text);
+      if (typeof body !== "object" || body === null || Array.isArray(body) || Object.keys(body).length > 0) {
+        throw new SvcError("BAD_REQUEST", `pause-writes reads nothing from its body, and this one says ${JSON.stringify(text.slice(0, 80))}`, {
+          hint: "give the lease as a query parameter, ?lease_ms=60000, or leave it out for a pause until resume-writes",
+        });
+      }
       const leaseMs = pauseLeaseMs(new URL(request.url).searchParams.get("lease_ms"));
       const { index, untilMs } = await node.setWritesPaused(true, leaseMs);
       return { writes_paused: true, index, ...(untilMs > 0 ? { until: new Date(untilMs).toISOString() } : {}) };

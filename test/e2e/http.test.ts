@@ -318,6 +318,10 @@ describe("pause-writes and resume-writes", () => {
       expect({ lease, status: r.status }).toEqual({ lease, status: 400 });
     }
     expect((await getJson<{ writes_paused: boolean }>(`${node.clientUrl}/health`)).writes_paused).toBe(false);
+    // A lease in the body was ignored, and the pause had no end: refused, naming where it goes.
+    const inBody = await postJson(`${node.adminUrl}/admin/pause-writes`, { lease_ms: 60_000 });
+    expect(expectError(inBody, 400, "BAD_REQUEST")).toContain("pause-writes reads nothing from its body");
+    expect((await getJson<{ writes_paused: boolean }>(`${node.clientUrl}/health`)).writes_paused).toBe(false);
   });
 
   it("writes get 503 WRITES_PAUSED while paused, reads go on, and resume-writes lets writes through again", async () => {

@@ -106,6 +106,14 @@ export class WriteGate {
       // is logged all the same (it fails at apply, on every node, and changes nothing), so that
       // the failure is remembered: a retry with that id answers it, and never applies the batch
       // on data that has changed since.
+      // Never logged, id or not, when a virtual table found its contents broken: applied, that
+      // error is taken for damage to the node's file (isDamageAtApply).
+      if (verdict.failed?.virtualTableCorrupt === true) {
+        throw new SvcError("SQL_ERROR", `statement ${verdict.failed.statementIndex}: ${verdict.failed.message} (a virtual table, such as an FTS5 index, is out of step with its contents)`, {
+          hint: "nothing in this batch was applied; rebuild the index (INSERT INTO t(t) VALUES ('rebuild') for an FTS5 table t), then retry",
+          details: { statementIndex: verdict.failed.statementIndex },
+        });
+      }
       if (verdict.failed !== null && requestId === undefined) {
         throw new SvcError("SQL_ERROR", `statement ${verdict.failed.statementIndex}: ${verdict.failed.message}`, {
           hint: "nothing in this batch was applied",

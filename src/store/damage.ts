@@ -22,9 +22,26 @@ export function isStoreDamage(e: unknown): boolean {
   // applying it, again at every restart. (A SQL process sends the verdict, made from the code.)
   // SQLITE_CORRUPT_VTAB is a virtual table's own finding about its contents: an FTS5 index a
   // client's 'delete' command put out of step with its table, the same on every node. Taken
-  // for damage, one such read stopped each node it reached, again after every rebuild.
+  // for damage, one such read stopped each node it reached, again after every rebuild. (At
+  // apply it is damage after all: see isDamageAtApply.)
   const code = (e as { code?: unknown } | null)?.code;
-  return typeof code === "string" && ((code.startsWith("SQLITE_CORRUPT") && code !== "SQLITE_CORRUPT_VTAB") || code === "SQLITE_NOTADB");
+  return typeof code === "string" && ((code.startsWith("SQLITE_CORRUPT") && !isVirtualTableCorrupt(e)) || code === "SQLITE_NOTADB");
+}
+
+/** A virtual table (FTS5, R-Tree) found its own contents broken: SQLITE_CORRUPT_VTAB. */
+export function isVirtualTableCorrupt(e: unknown): boolean {
+  return (e as { code?: unknown } | null)?.code === "SQLITE_CORRUPT_VTAB";
+}
+
+/**
+ * Damage, as an entry's apply judges it. A store with a virtual table has every write tried on
+ * the leader before it is logged, and one its virtual table refused there never is (the
+ * write gate): a virtual table that finds its contents broken while it applies a logged entry
+ * differs from the leader's, and a flipped bit in its blobs (SQLite checks no page) is
+ * damage to this node's file, not the entry's result (that would make this node differ).
+ */
+export function isDamageAtApply(e: unknown): boolean {
+  return isStoreDamage(e) || isVirtualTableCorrupt(e);
 }
 
 /** What to do about a damaged store; every message about one ends with it. */

@@ -16,7 +16,7 @@ import { assert } from "../util/assert.ts";
 import { SvcError } from "../util/errors.ts";
 import type { SqlValue, Statement } from "./command.ts";
 import { storeDamagedError } from "./damage.ts";
-import { sqlProcessCacheEnvKey, sqlProcessEnvKey, type SqlProcessReply, type SqlProcessRequest } from "./sql-process.ts";
+import { sqlProcessCacheEnvKey, sqlProcessEnvKey, type CheckFailure, type SqlProcessReply, type SqlProcessRequest } from "./sql-process.ts";
 
 export interface SqlPoolOptions {
   /** Processes kept; each runs one request at a time. */
@@ -53,7 +53,7 @@ export interface SqlRows {
 
 export type CheckVerdict =
   /** The batch finished; `failed` says which statement fails (as it would when applied). */
-  | { finished: true; failed: { statementIndex: number; message: string } | null };
+  | { finished: true; failed: CheckFailure | null };
 
 type Payload = { kind: "query"; sql: string; params: SqlValue[]; resultBytesMax: number }
   | { kind: "check"; statements: Statement[]; term: number; index: number; timestampMs: number };

@@ -16,16 +16,27 @@ import type { SqlValue, Statement } from "./command.ts";
 import { ApplyGuards } from "./_apply-guards.ts";
 import { DeterministicFunctions, blobSize } from "./determinism.ts";
 import { isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
-import { isStoreDamage } from "./damage.ts";
+import { isStoreDamage, isVirtualTableCorrupt } from "./damage.ts";
 
 export type SqlProcessRequest =
   | { id: number; kind: "query"; path: string; sql: string; params: SqlValue[]; resultBytesMax: number }
   | { id: number; kind: "check"; path: string; statements: Statement[]; term: number; index: number; timestampMs: number };
 
+/**
+ * The statement of a tried batch that fails, as it would when applied. `virtualTableCorrupt`:
+ * a virtual table found its contents broken (SQLITE_CORRUPT_VTAB): such a batch is never
+ * logged (at apply that error is damage, see isDamageAtApply).
+ */
+export interface CheckFailure {
+  statementIndex: number;
+  message: string;
+  virtualTableCorrupt?: true;
+}
+
 export type SqlProcessReply =
   /** `bytes`: about what the rows take as JSON (the pool looks at the process after a large answer). */
   | { id: number; kind: "rows"; columns: string[]; rows: unknown[][]; bytes?: number }
-  | { id: number; kind: "checked"; failed: { statementIndex: number; message: string } | null }
+  | { id: number; kind: "checked"; failed: CheckFailure | null }
   /** Sent once at start (id 0): the process takes requests from now on. */
   | { id: number; kind: "ready" }
   /**
@@ -173,7 +184,7 @@ function runCheck(req: Extract<SqlProcessRequest, { kind: "check" }>): SqlProces
           // As at apply (_rowid-limit.ts): SQLITE_FULL with room left is the row, not the disk.
           if (isRowidsUsedUp(e, req.path)) return { statementIndex: i, message: rowidsUsedUpMessage };
           if (isEnvironmental(e) || isStoreDamage(e)) throw e;
-          return { statementIndex: i, message: errorMessage(e) };
+          return isVirtualTableCorrupt(e) ? { statementIndex: i, message: errorMessage(e), virtualTableCorrupt: true as const } : { statementIndex: i, message: errorMessage(e) };
         } finally {
           stmt?.finalize();
         }

@@ -43,7 +43,7 @@ import { checkReadStatement, internalTablePrefix, refusedAtApply } from "./_sql.
 import { ApplyGuards, checkedElsewhereMessage } from "./_apply-guards.ts";
 import { RequestLog, answerOf, requestBodyHash, requestIdReusedMessage, reusedFor, type RequestOutcome } from "./request-ids.ts";
 import { isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
-import { damageMarkSuffix, damagedStoreFix, isStoreDamage, readDamageMark, setStoreAside, storeDamagedError } from "./damage.ts";
+import { damageMarkSuffix, damagedStoreFix, isDamageAtApply, isStoreDamage, readDamageMark, setStoreAside, storeDamagedError } from "./damage.ts";
 
 export interface StatementResult {
   rowsAffected: number;
@@ -138,13 +138,20 @@ const sqlCommentsAndStrings = /--[^\n]*|\/\*[\s\S]*?(?:\*\/|$)|'(?:[^']|'')*'|"(
 const foreignKey = /\breferences\b/i;
 
 /**
+ * A virtual table (FTS5, R-Tree) runs its module's code on every write, and may find its own
+ * contents broken (SQLITE_CORRUPT_VTAB): such a write is refused before the log, never applied
+ * (damage.ts, isDamageAtApply).
+ */
+const virtualTable = /^\s*create\s+virtual\s+table\b/i;
+
+/**
  * Whether a table's CHECK, generated column or DEFAULT expression calls a function, or it has
  * a foreign key: then a write costs what that function does per row, or what the rows it
  * reaches take, not what the write's text says.
  */
 export function tableRunsCode(createSql: string): boolean {
   const sql = createSql.replace(sqlCommentsAndStrings, " ");
-  if (foreignKey.test(sql)) return true;
+  if (foreignKey.test(sql) || virtualTable.test(sql)) return true;
   for (const m of sql.matchAll(rowExpressionStart)) {
     const open = (m.index ?? 0) + m[0].length - 1;
     let depth = 0;
@@ -495,7 +502,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     try {
       this.applyBatch(entries, meta, results);
     } catch (e) {
-      if (isStoreDamage(e)) throw this.damagedAtRun(e);
+      if (isDamageAtApply(e)) throw this.damagedAtRun(e);
       if (!(e instanceof TransactionLostAt)) throw e;
       return this.applyAround(entries, e.index, policy);
     }
@@ -1183,7 +1190,7 @@ class TransactionLostAt extends Error {
 
 function throwIfEnvironmental(e: unknown): void {
   // A damaged file fails a statement on this node only: never the entry's result (Store.apply).
-  if (isStoreDamage(e)) throw e;
+  if (isDamageAtApply(e)) throw e;
   const code = (e as { code?: unknown } | null)?.code;
   if (typeof code === "string" && (code === "SQLITE_FULL" || code.startsWith("SQLITE_IOERR"))) throw e;
   if (e instanceof Error && /database or disk is full|disk I\/O error/.test(e.message)) throw e;

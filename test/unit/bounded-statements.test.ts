@@ -218,7 +218,12 @@ describe("bounded writes", () => {
     for (const consistency of ["linearizable", "stale"] as const) {
       expect(await codeOf(node.query("SELECT rowid FROM fe WHERE fe MATCH 'hello' ORDER BY rank", [], consistency))).toBe("SQL_ERROR");
     }
-    expect(await codeOf(node.execute(sql("INSERT INTO fe (fe, rank) VALUES ('integrity-check', 1)")))).toMatch(/^(SQL_ERROR|ok)$/);
+    // A write it refuses is refused before the log, id or not: applied, that error would be damage.
+    expect(await codeOf(node.execute(sql("INSERT INTO fe (fe, rank) VALUES ('integrity-check', 1)")))).toBe("SQL_ERROR");
+    expect(await codeOf(node.execute(sql("INSERT INTO fe (fe, rank) VALUES ('integrity-check', 1)"), { requestId: "integrity-1" }))).toBe("SQL_ERROR");
+    const logged = node.status().lastLogIndex;
+    expect(await codeOf(node.execute(sql("INSERT INTO fe (fe, rank) VALUES ('integrity-check', 1)"), { requestId: "integrity-2" }))).toBe("SQL_ERROR");
+    expect(node.status().lastLogIndex).toBe(logged);
     expect(node.fatal).toBeNull();
     await node.execute(sql("INSERT INTO t VALUES ('still serving')"));
     expect((await node.query("SELECT count(*) FROM t", [], "linearizable")).rows).toEqual([[1]]);

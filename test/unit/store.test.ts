@@ -431,6 +431,22 @@ describe("commits that a node's applies share", () => {
     expect(openStore(path).meta.appliedIndex).toBe(6 + commitEntriesMax);
   });
 
+  test("a virtual table that finds its contents broken while an entry applies is this node's damage, not the entry's result", () => {
+    // Such a write is refused before the log on the leader (the write gate): met at apply, the
+    // node's copy differs (a flipped bit in FTS5's blobs, which SQLite checks no page of), and
+    // recording it as the entry's failure would make this node differ for good.
+    const store = openStore();
+    store.apply([exec(1,
+      "CREATE TABLE docs (id INTEGER PRIMARY KEY, body TEXT)", "CREATE VIRTUAL TABLE fe USING fts5 (body, content = docs, content_rowid = id)",
+      "INSERT INTO docs VALUES (2, 'hello again')", "INSERT INTO fe (rowid, body) VALUES (2, 'hello again')", "INSERT INTO fe (fe, rowid, body) VALUES ('delete', 2, 'zzz qqq')",
+    )]);
+    let err: unknown = null;
+    try { store.apply([exec(2, "INSERT INTO fe (fe, rank) VALUES ('integrity-check', 1)")]); } catch (e) { err = e; }
+    expect(isSvcError(err, "STORE_DAMAGED")).toBe(true);
+    expect(store.meta.appliedIndex).toBe(1);
+    expect(tableRunsCode("CREATE VIRTUAL TABLE fe USING fts5 (body)")).toBe(true);
+  });
+
   test("an EXPLAIN already in the log fails its statement at apply and leaves the connection as it was", () => {
     const s = openStore();
     s.apply([exec(1, "CREATE TABLE t (v INTEGER CHECK (v > 0))")]);

@@ -7,11 +7,11 @@
 // for a missing log prefix never invents a write.
 
 import * as fs from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { Config } from "../config/index.ts";
 import type { Entry, HardState, Membership, SnapshotMeta } from "../raft/types.ts";
 import {
-  SnapshotStore, Wal, dataPaths, listSegments, ensureDir, initialHardState, readEntriesLost, readHardState, readMemberMark, removeAtomicWriteLeftovers, removeReplayLeftovers, snapshotStateFile,
+  SnapshotStore, Wal, dataPaths, parseSnapshotDirName, listSegments, ensureDir, initialHardState, readEntriesLost, readHardState, readMemberMark, removeAtomicWriteLeftovers, removeReplayLeftovers, snapshotStateFile,
   type DataPaths, type SnapshotEntry, type StoredHardState,
 } from "../storage/index.ts";
 import { Store, setAsideCopies } from "../store/index.ts";
@@ -22,7 +22,7 @@ import type { CheckpointRecord } from "../io/index.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import { processOwnerSpec } from "../util/user.ts";
-import { isOnlyMember } from "../util/log-data.ts";
+import { decodeMembership, isOnlyMember } from "../util/log-data.ts";
 import { judgeCheckpoint, refuseUnreachableCheckpoint } from "./checkpoint-trust.ts";
 
 export interface LoadedState {
@@ -315,14 +315,24 @@ export async function loadState(paths: DataPaths, config: Config, logger: Logger
   // The log must continue from what the store holds; a gap after it cannot be bridged.
   let needsSnapshotAt: number | null = null;
   if (firstIndex > baseIndex + 1) {
-    const damaged = images.ignored.length === 0 ? "" : ` (a snapshot that may have held them was ignored as damaged: ${images.ignored.map((i) => `${i.dir}: ${i.reason}`).join("; ")})`;
+    // Only images past what the store holds could have bridged the gap.
+    const couldBridge = images.ignored.filter((i) => (parseSnapshotDirName(basename(i.dir))?.index ?? 0) > baseIndex);
+    const damaged = couldBridge.length === 0 ? "" : ` (a snapshot that may have held them could not be used: ${couldBridge.map((i) => `${i.dir}: ${i.reason}`).join("; ")})`;
+    // Whether the log's newest configuration (in the WAL after the gap) has voters besides this
+    // node: null when the WAL holds none. A member's start decides by it whether to ask the leader.
+    const newestConfig = [...walEntries].reverse().find((e) => e.kind === "config");
+    const configured = newestConfig === undefined ? null : decodeMembership(newestConfig.data);
     // Closed: a member's start sets this WAL aside and loads again (start.ts).
     wal.close();
     store.close();
     throw new SvcError("LOG_GAP", `the WAL starts at entry ${firstIndex} but the newest snapshot ends at ${snapshotIndex} and the store at ${applied}: entries in between are missing${damaged}`, {
       hint: "restore the missing WAL segments or snapshot. On a member of a multi-node cluster, removing the contents of raft/ and store/ rebuilds it from the leader; " +
         "never on a single-node cluster, where that erases all its data: there run `svc admin wal-repair --skip-corrupted`, which keeps every intact entry and reports what is lost",
-      details: { walStartsAfterGap: firstIndex },
+      details: {
+        walStartsAfterGap: firstIndex, storeAppliedIndex: applied,
+        otherVoters: configured === null ? null : configured.voters.filter((v) => v !== config.nodeId).length,
+        voters: configured?.voters.length ?? null,
+      },
     });
   }
   if (applied > lastIndex) {

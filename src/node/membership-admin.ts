@@ -133,7 +133,8 @@ export class MembershipAdmin {
       const a = book.get(m);
       return a === undefined ? [] : [a];
     }));
-    const moves = peer !== current?.peer && voters.includes(id);
+    // (The leader moves only itself, and only alone: it answers wherever it listens.)
+    const moves = peer !== current?.peer && voters.includes(id) && id !== ctx.config.nodeId;
     if (moves) this.refuseMoveWithoutQuorum(id, voters);
     const { index } = await this.proposer.propose(encodeCommand({ op: "set_member", member }));
     if (moves) this.movedAtMs.set(id, ctx.clock.nowMs());
@@ -165,7 +166,14 @@ export class MembershipAdmin {
     const needed = majority(voters.length);
     if (voters.length - gone.length >= needed) return;
     const others = gone.filter((v) => v !== id);
-    throw new SvcError("INVALID_CHANGE", `moving ${id} to another peer address would leave ${voters.length - gone.length} of the ${voters.length} voters answering, fewer than the ${needed} a write needs, until it answers there: ` +
+    const answering = `moving ${id} to another peer address would leave ${voters.length - gone.length} of the ${voters.length} voters answering, fewer than the ${needed} a write needs, until it answers there`;
+    if (others.length === 0) {
+      // Two voters: each is needed for every write.
+      throw new SvcError("INVALID_CHANGE", `${answering}: with ${voters.length} voters every one of them is needed`, {
+        hint: `add a voter first (svc admin add-node), then move ${id}: an address nothing answers at would leave no majority to take the move back; nothing was changed`,
+      });
+    }
+    throw new SvcError("INVALID_CHANGE", `${answering}: ` +
       `${others.join(", ")} ${others.length === 1 ? "has" : "have"} not answered within an election timeout, or since ${others.length === 1 ? "its own move" : "their own moves"}`, {
       hint: `start ${others.join(", ")} at ${others.length === 1 ? "its" : "their"} new address (or bring ${others.length === 1 ? "it" : "them"} back) first, then move ${id}; nothing was changed`,
     });

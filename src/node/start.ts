@@ -96,7 +96,14 @@ export async function openNode(
       // is damaged, the store gone): the leader holds the rest. The WAL is set aside, kept, and
       // the node recovers as after SPEC §4.6's removal of the WAL's contents: it does not vote
       // until caught up. A lone node has no leader to ask: it stops (LOG_GAP, exit 3).
+      // Only with nothing local to lose (the store holds nothing: forgetting the local state
+      // would otherwise throw away applied entries no one else may hold), and only where others
+      // can lead: the configuration file names other members, and the log's newest
+      // configuration, when the WAL holds one, has a majority of voters besides this node
+      // (a cluster shrunk to this one voter, its file never edited, would wait for ever).
       if (!multiMember || !(e instanceof SvcError) || e.code !== "LOG_GAP" || e.details["walStartsAfterGap"] === undefined) throw e;
+      const { storeAppliedIndex, otherVoters, voters } = e.details as { storeAppliedIndex: number; otherVoters: number | null; voters: number | null };
+      if (storeAppliedIndex !== 0 || (otherVoters !== null && voters !== null && otherVoters < Math.floor(voters / 2) + 1)) throw e;
       const aside = setWalAside(paths);
       markLostLog(paths.raftDir, true);
       log.warn(`recovery: ${e.message}; the WAL was moved to ${aside} and this node gets the log from the leader (it does not vote until then)`, {
@@ -374,6 +381,7 @@ function loadRemovedMark(raftDir: string, clusterId: string, log: Logger): Remov
 function setWalAside(paths: DataPaths): string {
   const aside = join(dirname(realpathSync(paths.walDir)), `wal-gap-${new Date().toISOString().replace(/[:.]/g, "-")}`);
   mkdirSync(aside, { recursive: true, mode: 0o750 });
+  fsyncDir(dirname(aside));
   for (const name of readdirSync(paths.walDir)) renameSync(join(paths.walDir, name), join(aside, name));
   fsyncDir(aside);
   fsyncDir(paths.walDir);

@@ -154,6 +154,12 @@ describe("membership", () => {
     expect((await getJson<ClusterInfo>(`${leader.adminUrl}/admin/cluster-info`)).members.find((m) => m.id === "node4")?.role).toBe("learner");
   }, 120_000);
 
+  procTest("a lone node may move its own peer address (the leader alone answers wherever it listens)", async (env) => {
+    const node = await env.startSingleNode(fastRaft);
+    const moved = await runBinary(["admin", "set-member", "--node", node.adminUrl, "--id", node.nodeId, "--peer", `127.0.0.1:${await freePort()}`]);
+    expect({ exit: moved.exitCode, stderr: moved.stderr }).toEqual({ exit: 0, stderr: "" });
+  }, 60_000);
+
   procTest("an add-node waiting for its learner answers at once when the node is removed meanwhile, saying so", async (env) => {
     // It waited out its two minutes and then said the removed node "stays a learner".
     const nodes = await startCluster(env, 3, fastRaft);

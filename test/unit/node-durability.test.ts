@@ -247,7 +247,7 @@ describe("node durability", () => {
     fs.rmSync(join(config.dataDir, "store"), { recursive: true, force: true });
     const refused = await startNode(config).then(() => null, (e: unknown) => e as SvcError);
     expect(refused?.code).toBe("LOG_GAP");
-    expect(refused?.message).toContain(`a snapshot that may have held them was ignored as damaged: ${image.dir}: meta.json does not match its own checksum`);
+    expect(refused?.message).toContain(`a snapshot that may have held them could not be used: ${image.dir}: meta.json does not match its own checksum`);
   });
 
   test("a store that raft/ does not vouch for is rebuilt from the snapshot and the WAL, never trusted", async () => {

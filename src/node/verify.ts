@@ -35,7 +35,7 @@ export async function verifyDataDir(paths: DataPaths, options: { store?: Store; 
   const store = verifyStore(paths.storePath, options.store);
   findings.push(verifyCheckpoint(paths, newestValidIndex, store.appliedIndex));
   if (options.skipWal !== true) {
-    const held = verifyCommittedHeld(paths, newestValidIndex, store.appliedIndex);
+    const held = verifyCommittedHeld(paths, newestValidIndex, store);
     if (held !== null) findings.push(held);
   }
   const removed = verifyRemovedMark(paths);
@@ -84,7 +84,8 @@ function verifyMemberMark(paths: DataPaths): VerifyFinding | null {
  * lone node (LOG_GAP); a cluster member fetches them from the leader. null: nothing to say
  * beyond the other findings (all is held, or wal-repair recorded the loss).
  */
-function verifyCommittedHeld(paths: DataPaths, snapshotIndex: number, storeAppliedIndex: number): VerifyFinding | null {
+function verifyCommittedHeld(paths: DataPaths, snapshotIndex: number, store: { appliedIndex: number; voters: number | null }): VerifyFinding | null {
+  const storeAppliedIndex = store.appliedIndex;
   let commit = 0;
   try {
     commit = readHardState(paths.hardStatePath)?.commit ?? 0;
@@ -93,7 +94,11 @@ function verifyCommittedHeld(paths: DataPaths, snapshotIndex: number, storeAppli
   }
   const checkpoint = inspectCheckpoint(paths.raftDir);
   const checkpointed = checkpoint.kind === "ok" ? checkpoint.checkpoint.index : 0;
-  const committed = Math.max(commit, checkpointed);
+  // A member's saved commit may cover entries of the Ready whose sync a crash cut (the hard
+  // state is saved first): only a lone voter's vouches for its WAL (as a start judges it,
+  // load.ts lostCommittedEntries). The checkpoint vouches on any node.
+  const lone = store.voters === 1;
+  const committed = lone ? Math.max(commit, checkpointed) : checkpointed;
   let walLastIndex = 0;
   try {
     // The newest segment that holds an entry (a segment just begun holds none).
@@ -254,20 +259,24 @@ function verifyLogContinuity(paths: DataPaths, snapshotIndex: number): VerifyFin
   return findings;
 }
 
-/** The store's finding, and the index it applied through (0 when there is none or it cannot be read). */
-function verifyStore(storePath: string, open: Store | undefined): { finding: VerifyFinding; appliedIndex: number } {
-  if (open === undefined && !fs.existsSync(storePath)) return { finding: { target: storePath, ok: true, detail: "no store yet (rebuilt on start)" }, appliedIndex: 0 };
+/**
+ * The store's finding, the index it applied through (0 when there is none or it cannot be
+ * read) and the voters of its membership (null when unknown).
+ */
+function verifyStore(storePath: string, open: Store | undefined): { finding: VerifyFinding; appliedIndex: number; voters: number | null } {
+  if (open === undefined && !fs.existsSync(storePath)) return { finding: { target: storePath, ok: true, detail: "no store yet (rebuilt on start)" }, appliedIndex: 0, voters: null };
   let store = open;
   try {
     // Reported, not set aside: the node does that at its start.
     store ??= Store.open(storePath, { check: false, setAsideDamaged: false });
     const appliedIndex = store.meta.appliedIndex;
+    const voters = store.meta.membership.voters.length === 0 ? null : store.meta.membership.voters.length;
     const problems = store.integrityProblems("integrity_check");
-    if (problems.length === 0) return { finding: { target: storePath, ok: true, detail: `integrity ok, applied index ${appliedIndex}` }, appliedIndex };
-    return { finding: damagedStore(storePath, `integrity check failed: ${problems.slice(0, 5).join("; ")}`), appliedIndex: 0 };
+    if (problems.length === 0) return { finding: { target: storePath, ok: true, detail: `integrity ok, applied index ${appliedIndex}` }, appliedIndex, voters };
+    return { finding: damagedStore(storePath, `integrity check failed: ${problems.slice(0, 5).join("; ")}`), appliedIndex: 0, voters: null };
   } catch (e) {
-    if (isSvcError(e, "STORE_DAMAGED") || isStoreDamage(e)) return { finding: damagedStore(storePath, errorMessage(e)), appliedIndex: 0 };
-    return { finding: { target: storePath, ok: false, detail: errorMessage(e) }, appliedIndex: 0 };
+    if (isSvcError(e, "STORE_DAMAGED") || isStoreDamage(e)) return { finding: damagedStore(storePath, errorMessage(e)), appliedIndex: 0, voters: null };
+    return { finding: { target: storePath, ok: false, detail: errorMessage(e) }, appliedIndex: 0, voters: null };
   } finally {
     if (open === undefined) store?.close();
   }

@@ -754,7 +754,8 @@ export class RaftCore {
       if (held !== undefined) return held === term ? null : index;
       const base = this.log.firstIndex() - 1;
       const baseTerm = this.log.term(base);
-      return base > index && base <= commit && baseTerm !== undefined && term > baseTerm ? base : null;
+      // This log's entry at `index` has a term at most the base's, so not the leader's `term`.
+      return base > index && base <= commit && baseTerm !== undefined && term > baseTerm ? index : null;
     };
     const atPrev = differs(m.prevIndex, m.prevTerm);
     if (atPrev !== null) return atPrev;

@@ -106,7 +106,7 @@ describe("follower append", () => {
       const restarted = new RaftCore(options("b"), { hardState: { term: 11, vote: null, commit: 489 }, snapshot: { index: 489, term: 11, membership: three }, entries: [] });
       drain(restarted);
       restarted.step({ type: "append", from: "a", to: "b", term: 13, prevIndex, prevTerm, commit: 480, entries: [] });
-      expect({ prevIndex, prevTerm, divergence: restarted.divergence() }).toEqual({ prevIndex, prevTerm, divergence: diverged ? { leader: "a", term: 13, index: 489, commit: 489 } : null });
+      expect({ prevIndex, prevTerm, divergence: restarted.divergence() }).toEqual({ prevIndex, prevTerm, divergence: diverged ? { leader: "a", term: 13, index: 472, commit: 489 } : null });
       if (!diverged) expect(drain(restarted).messages).toMatchObject([{ type: "append_response", reject: false, index: 489 }]);
     }
     // Past the commit index, a differing entry is only uncommitted: replaced, as Raft does.

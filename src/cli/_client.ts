@@ -122,9 +122,10 @@ export function terminalSafe(text: string): string {
 export function printTable(columns: readonly string[], rows: readonly (readonly unknown[])[]): void {
   const cell = (v: unknown): string => (v === null ? "NULL" : typeof v === "string" ? terminalSafe(v) : stringifyJson64(v));
   const text = rows.map((r) => r.map(cell));
-  const widths = columns.map((c, i) => Math.min(60, Math.max(c.length, ...text.map((r) => (r[i] ?? "").length))));
+  const header = columns.map(terminalSafe);
+  const widths = header.map((c, i) => Math.min(60, Math.max(c.length, ...text.map((r) => (r[i] ?? "").length))));
   const line = (cells: readonly string[]): string => cells.map((c, i) => c.slice(0, 60).padEnd(widths[i] ?? 0)).join(" | ").trimEnd();
-  process.stdout.write(`${line(columns.map(terminalSafe))}\n${widths.map((w) => "-".repeat(w)).join("-+-")}\n`);
+  process.stdout.write(`${line(header)}\n${widths.map((w) => "-".repeat(w)).join("-+-")}\n`);
   for (const r of text) process.stdout.write(`${line(r)}\n`);
   process.stdout.write(`(${rows.length} row${rows.length === 1 ? "" : "s"})\n`);
 }

@@ -9,7 +9,7 @@ export const memberStates: readonly MemberState[] = ["alive", "suspect", "dead"]
 
 /** What a member reports about itself. The node fills it (src/node/gossip.ts). */
 export interface MemberFacts {
-  /** Raft role: follower, pre_candidate, candidate, leader; or learner (a follower that does not vote). */
+  /** Raft role: follower, pre_candidate, candidate, leader; or learner (a follower that does not vote), or removed (no longer a member). */
   readonly role: string;
   readonly term: number;
   /** The leader this member follows (null: none known). */

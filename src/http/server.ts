@@ -183,7 +183,12 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
     const counted = inFlight !== null && inFlight.counts(req.url ?? "") ? inFlight : null;
     const admitted = limited ?? counted?.admit(declaredBytes(req)) ?? null;
     if (admitted !== null && !(admitted instanceof SvcError)) admission = admitted;
-    if (admitted instanceof SvcError) await discardBody(req);
+    // (Not past the connections cap, nor beyond a bound of such reads at once: each holds a
+    // socket for up to discardMsMax.)
+    if (admitted instanceof SvcError && admitted.details["limit"] !== "connections" && discarding < discardingMax) {
+      discarding++;
+      await discardBody(req).finally(() => discarding--);
+    }
     const body = admitted instanceof SvcError ? admitted : await readBody(req, admission);
     if (body instanceof SvcError) {
       // The rest of the body is unread (or never comes): the connection cannot carry another request.
@@ -206,6 +211,9 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
 }
 
 const discardMsMax = 5_000;
+/** Refused bodies read and dropped at once, on this port and the other (see serveOne). */
+const discardingMax = 64;
+let discarding = 0;
 
 /**
  * Read `req`'s body without keeping any of it, within the body limit and a few seconds. A

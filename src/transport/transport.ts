@@ -33,7 +33,7 @@ export interface PeerSetOptions {
 export interface Transport {
   /** The bound peer port (after start()). */
   readonly port: number;
-  /** Binds the peer listener; returns the bound port. Throws SvcError TRANSPORT_LISTEN_FAILED. */
+  /** Binds the peer listener; returns the bound port. Throws SvcError PORT_IN_USE, PORT_NOT_PERMITTED, ADDRESS_NOT_LOCAL or TRANSPORT_LISTEN_FAILED. */
   start(): number;
   /**
    * The members, id → "host:port" (this node's own id is ignored): the peers to send to and

@@ -112,6 +112,12 @@ export async function openNode(
       return loadState(paths, config, logger.child("wal"));
     });
     if (state.imageToCheck !== null) checkImageLater(state.imageToCheck, log);
+    const deferred = state.store.deferredConstraintTables();
+    if (deferred.length > 0) {
+      log.warn(`tables with an INITIALLY DEFERRED constraint, made before svc refused them: ${deferred.join(", ")}; a write that leaves one violated fails the store's commit on every node, which then stop`, {
+        hint: "recreate each without deferral (CREATE TABLE new … with immediate constraints, INSERT INTO new SELECT * FROM old, DROP TABLE old, ALTER TABLE new RENAME TO old) before writing to it",
+      });
+    }
     const wasPristine = isPristine(state);
     // A lone node has no other member to rebuild it: with its raft/ and store/ gone but MEMBER
     // kept (SPEC §4.6's full rebuild, done on a single node), it would start a new, empty

@@ -39,7 +39,7 @@ import { decodeCommand, type MemberAddress, type SqlValue } from "./command.ts";
 import { DeterministicFunctions } from "./determinism.ts";
 import { StoreFlusher } from "./flusher.ts";
 import { StoreCheckpointer, type CheckpointResult } from "./snapshot-image.ts";
-import { checkReadStatement, internalTablePrefix, refusedAtApply } from "./_sql.ts";
+import { checkReadStatement, internalTablePrefix, lexSql, refusedAtApply } from "./_sql.ts";
 import { ApplyGuards, checkedElsewhereMessage } from "./_apply-guards.ts";
 import { RequestLog, answerOf, requestBodyHash, requestIdReusedMessage, reusedFor, type RequestOutcome } from "./request-ids.ts";
 import { isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
@@ -943,6 +943,15 @@ export class Store implements StateMachine<Entry, ApplyResult> {
   /** The reader connection sees what is committed: commit what was applied, unless the disk is full. */
   private commitForReader(): void {
     if (!this.inMemory) this.commitForReaders();
+  }
+
+  /**
+   * Tables whose definition holds an INITIALLY DEFERRED constraint (made before svc refused
+   * them): a write that leaves one violated fails the store's shared commit, on every node.
+   */
+  deferredConstraintTables(): string[] {
+    const rows = this.reader.query("SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND sql LIKE '%deferred%'").all() as { name: string; sql: string }[];
+    return rows.filter((r) => lexSql(r.sql).initiallyDeferred).map((r) => r.name);
   }
 
   private userTables(): string[] {

@@ -431,6 +431,14 @@ describe("commits that a node's applies share", () => {
     expect(openStore(path).meta.appliedIndex).toBe(6 + commitEntriesMax);
   });
 
+  test("tables with a deferred constraint, made before svc refused them, are found (the node warns at start)", () => {
+    const store = openStore();
+    // In the log from an earlier version: applied as it was (refusing it now would make nodes differ).
+    store.apply([exec(1, "CREATE TABLE p (id INTEGER PRIMARY KEY)", "CREATE TABLE c (pid INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED)", "CREATE TABLE d (note TEXT DEFAULT 'initially deferred')")]);
+    store.commitApplied();
+    expect(store.deferredConstraintTables()).toEqual(["c"]);
+  });
+
   test("a virtual table that finds its contents broken while an entry applies is this node's damage, not the entry's result", () => {
     // Such a write is refused before the log on the leader (the write gate): met at apply, the
     // node's copy differs (a flipped bit in FTS5's blobs, which SQLite checks no page of), and

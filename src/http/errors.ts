@@ -9,6 +9,7 @@ import type { StorageErrorCode } from "../storage/index.ts";
 import type { StoreErrorCode } from "../store/index.ts";
 import type { TransportErrorCode } from "../transport/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
+import type { ListenErrorCode } from "../util/listen-failure.ts";
 
 /** The codes the http module itself gives. */
 export type HttpErrorCode =
@@ -41,12 +42,6 @@ export type HttpErrorCode =
   | "NOT_LEADER"
   /** A follower forwarded a write and lost the connection before the leader's answer. */
   | "OUTCOME_UNKNOWN"
-  /** A port svc listens on (client, admin, peer) is held by another process. */
-  | "PORT_IN_USE"
-  /** This user may not bind the port (below 1024 without CAP_NET_BIND_SERVICE, a security policy). */
-  | "PORT_NOT_PERMITTED"
-  /** A listen address is not one of this host's. */
-  | "ADDRESS_NOT_LOCAL"
   | "LISTEN_FAILED"
   /** Anything that is not an SvcError: a bug, the one code answered with 500. */
   | "INTERNAL";
@@ -54,6 +49,7 @@ export type HttpErrorCode =
 /** Every code a module of svc gives. A new code joins its module's union, and then this map. */
 export type KnownErrorCode =
   | HttpErrorCode
+  | ListenErrorCode
   | NodeErrorCode
   | RaftErrorCode
   | StorageErrorCode

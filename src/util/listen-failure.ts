@@ -4,9 +4,18 @@
 import { errorMessage } from "./errors.ts";
 import { processUserText } from "./user.ts";
 
+/** The codes of a port that cannot be bound, whichever port (client, admin, peer, gossip). */
+export type ListenErrorCode =
+  /** Another process holds it. */
+  | "PORT_IN_USE"
+  /** This user may not bind it (below 1024 without CAP_NET_BIND_SERVICE, a security policy). */
+  | "PORT_NOT_PERMITTED"
+  /** The listen address is not one of this host's. */
+  | "ADDRESS_NOT_LOCAL";
+
 export interface ListenFailure {
-  /** PORT_IN_USE, PORT_NOT_PERMITTED, ADDRESS_NOT_LOCAL, or null: another cause (errno in `reason`). */
-  readonly code: "PORT_IN_USE" | "PORT_NOT_PERMITTED" | "ADDRESS_NOT_LOCAL" | null;
+  /** The cause's code, or null: another cause (its errno in `reason`). */
+  readonly code: ListenErrorCode | null;
   readonly reason: string;
   readonly hint: string;
 }

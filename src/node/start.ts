@@ -95,12 +95,11 @@ export async function openNode(
       // A member whose WAL starts after a gap nothing local bridges (the image that covered it
       // is damaged, the store gone): the leader holds the rest. The WAL is set aside, kept, and
       // the node recovers as after SPEC §4.6's removal of the WAL's contents: it does not vote
-      // until caught up. A lone node has no leader to ask: it stops (LOG_GAP, exit 3).
-      // Only with nothing local to lose (the store holds nothing: forgetting the local state
-      // would otherwise throw away applied entries no one else may hold), and only where others
-      // can lead: the configuration file names other members, and the log's newest
-      // configuration, when the WAL holds one, has a majority of voters besides this node
-      // (a cluster shrunk to this one voter, its file never edited, would wait for ever).
+      // until caught up. Only with nothing local to lose (a store holding entries could hold
+      // some no one else does), and only where others can lead: the configuration file names
+      // other members, and the log's newest configuration, when the WAL holds one, has a
+      // majority of voters besides this node (a cluster shrunk to this one voter, its file never
+      // edited, would wait for ever). Otherwise it stops (LOG_GAP, exit 3) for the operator.
       if (!multiMember || !(e instanceof SvcError) || e.code !== "LOG_GAP" || e.details["walStartsAfterGap"] === undefined) throw e;
       const { storeAppliedIndex, otherVoters, voters } = e.details as { storeAppliedIndex: number; otherVoters: number | null; voters: number | null };
       if (storeAppliedIndex !== 0 || (otherVoters !== null && voters !== null && otherVoters < Math.floor(voters / 2) + 1)) throw e;

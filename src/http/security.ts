@@ -25,6 +25,12 @@ export interface ReloadableSecrets {
   files(): readonly string[];
   /** Reads them again; a file that cannot be used must leave what was in use, and be logged. */
   reload(why: string): void;
+  /**
+   * Why the certificate in cert_file now could not be used there (the peer port checks it
+   * against peer_ca_file and the node's id); null when it could. cert_file is one file for
+   * every port: a certificate one port refuses is taken by none.
+   */
+  certificateRefusal?(): string | null;
 }
 
 export class HttpSecurity {
@@ -94,16 +100,18 @@ export class HttpSecurity {
   /** Reads the files again; a file that cannot be used leaves the current TLS or tokens in place. */
   reload(why: string): void {
     this.#stamp = this.#filesStamp();
+    let reloaded = false;
     if (this.config.tls != null) {
       let material: TlsMaterial | null = null;
       try {
         material = loadTlsMaterial(this.config.tls);
-        const refused = this.#tls === null ? null : refusedCertReload(String(material.server.cert), String(this.#tls.server.cert), Date.now());
+        const refused = (this.#tls === null ? null : refusedCertReload(String(material.server.cert), String(this.#tls.server.cert), Date.now())) ??
+          this.#refusedByOthers();
         if (refused !== null) {
           material = null;
-          this.log.error(`TLS not reloaded (${why}); the previous certificates stay in use: ${refused}`, {
+          this.log.error(`TLS not reloaded (${why}); the previous certificates stay in use on every port: ${refused}`, {
             cert_file: this.config.tls.certFile,
-            hint: "put a certificate valid now in cert_file (with its key); it is picked up without a restart",
+            hint: "put a certificate valid now in cert_file (with its key), issued for this node by the members' CA; it is picked up without a restart",
           });
         }
       } catch (e) {
@@ -111,6 +119,7 @@ export class HttpSecurity {
       }
       if (material !== null) {
         this.#tls = material;
+        reloaded = true;
         for (const s of this.#servers) {
           s.setTls(material.server).catch((e: unknown) => this.log.error(`a port kept its previous certificates (${why}): ${errorMessage(e)}`));
         }
@@ -119,12 +128,23 @@ export class HttpSecurity {
     if (this.config.auth != null) {
       try {
         this.#tokens = TokenSet.read(this.config.auth.tokensFile);
+        reloaded = true;
       } catch (e) {
         this.log.error(`tokens not reloaded (${why}); the previous tokens stay in use: ${errorMessage(e)}`);
       }
     }
     for (const others of this.#others) others.reload(why);
-    this.#logState(`reloaded (${why})`);
+    // Said only of what was taken: after a refusal the line would read as if all went in.
+    if (reloaded) this.#logState(`reloaded (${why})`);
+  }
+
+  /** The first refusal of the certificate now in cert_file by another port (the peer port). */
+  #refusedByOthers(): string | null {
+    for (const others of this.#others) {
+      const refused = others.certificateRefusal?.() ?? null;
+      if (refused !== null) return `the peer port refuses it: ${refused}`;
+    }
+    return null;
   }
 
   stop(): void {

@@ -56,6 +56,17 @@ export class PeerSecrets {
     return [...peer, ...(this.config.gossip == null ? [] : [this.config.gossip.keyFile])];
   }
 
+  /** Why the certificate in cert_file could not be used on the peer port now; null when it could (or the port has no TLS). */
+  certificateRefusal(): string | null {
+    if (this.#tls === undefined) return null;
+    try {
+      const tls = readPeerTls(this.config);
+      return tls === undefined ? null : refusedCertReload(tls.cert, this.#tls.cert, Date.now());
+    } catch (e) {
+      return errorMessage(e);
+    }
+  }
+
   /** Reads the files again; one that cannot be used leaves what was in use and is logged. */
   reload(why: string): void {
     if (this.#tls !== undefined) {

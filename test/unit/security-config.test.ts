@@ -9,6 +9,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { decodePacket, encodePacket, sharedKey } from "../../src/gossip/index.ts";
 import { PeerSecrets } from "../../src/node/index.ts";
+import { HttpSecurity } from "../../src/http/index.ts";
 import { silentLogger, type Logger } from "../../src/util/index.ts";
 import type { PeerTls, Transport } from "../../src/transport/index.ts";
 import { makeCa, makeLeaf } from "../lib/certs.ts";
@@ -209,6 +210,32 @@ describe("PeerSecrets: the peer port's certificates reloaded", () => {
     expect(given.length).toBe(1);
     expect(logs.join("\n")).toContain("peer TLS not reloaded (SIGHUP); the previous certificates stay in use");
     expect(secrets.tls?.key).toBe(readFileSync(next.key, "utf8"));
+  });
+
+  test("a certificate the peer port refuses on reload is taken by no port: the client and admin ports keep theirs too", () => {
+    // cert_file is one file for every port: the peer port refused one from another CA while the
+    // client and admin ports served it, and every relay to this node failed on it.
+    const tlsDir = mkdtempSync(join(dir, "peer-"));
+    const clusterCa = makeCa(tlsDir, "ca");
+    const leaf = makeLeaf(tlsDir, "a", clusterCa);
+    const config = ok(`[tls]\ncert_file = "${leaf.cert}"\nkey_file = "${leaf.key}"\nca_file = "${clusterCa.cert}"\npeer_ca_file = "${clusterCa.cert}"\n`);
+    const logs: string[] = [];
+    const log: Logger = { ...silentLogger, info: (m) => logs.push(m), error: (m) => logs.push(m), child: () => log };
+    const security = HttpSecurity.load(config, log);
+    const secrets = PeerSecrets.load(config, log);
+    security.watch(secrets);
+    const before = String(security.serverTls?.cert);
+    const otherCa = makeCa(tlsDir, "other-ca");
+    const stranger = makeLeaf(tlsDir, "a-other", otherCa, { san: "URI:svc://a" });
+    copyFileSync(stranger.cert, leaf.cert);
+    copyFileSync(stranger.key, leaf.key);
+    logs.length = 0;
+    security.reload("SIGHUP");
+    expect(String(security.serverTls?.cert)).toBe(before);
+    expect(logs.join("\n")).toContain("TLS not reloaded (SIGHUP); the previous certificates stay in use on every port: the peer port refuses it");
+    // Nothing was taken: no line says the security was reloaded.
+    expect(logs.join("\n")).not.toContain("security reloaded");
+    security.stop();
   });
 
   test("a certificate the members would refuse stops the node at start: one naming another node, one from a CA not in peer_ca_file", () => {

@@ -90,6 +90,7 @@ export function tlsErrorReason(error: Error | null): TlsRefusalReason {
   const text = typeof code === "string" ? code : error.message;
   if (unknownCaCodes.has(text)) return "unknown_ca";
   if (text === "CERT_HAS_EXPIRED" || text === "CERT_NOT_YET_VALID") return "expired";
-  if (/PEER_DID_NOT_RETURN_A_CERTIFICATE|NO_CERTIFICATE/i.test(text)) return "no_certificate";
+  // With no certificate sent, the code is a bare EPROTO: OpenSSL's reason is in the message.
+  if (/PEER_DID_NOT_RETURN_A_CERTIFICATE|NO_CERTIFICATE|peer did not return a certificate/i.test(`${text} ${error.message}`)) return "no_certificate";
   return "handshake_failed";
 }

@@ -248,3 +248,14 @@ describe("peer transport: mutual TLS", () => {
     });
   });
 });
+
+describe("why a peer's TLS handshake was refused", () => {
+  test("no certificate sent is told as such, though the error's code is a bare EPROTO (it was counted as handshake_failed)", async () => {
+    const { tlsErrorReason } = await import("../../src/transport/_peer-tls.ts");
+    const noCert = Object.assign(new Error("error:100000c0:SSL routines:OPENSSL_internal:PEER_DID_NOT_RETURN_A_CERTIFICATE"), { code: "EPROTO" });
+    expect(tlsErrorReason(noCert)).toBe("no_certificate");
+    expect(tlsErrorReason(null)).toBe("no_certificate");
+    expect(tlsErrorReason(Object.assign(new Error("certificate has expired"), { code: "CERT_HAS_EXPIRED" }))).toBe("expired");
+    expect(tlsErrorReason(Object.assign(new Error("error:...:WRONG_VERSION_NUMBER"), { code: "EPROTO" }))).toBe("handshake_failed");
+  });
+});

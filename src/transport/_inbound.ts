@@ -195,8 +195,8 @@ export class InboundServer {
     let reason: string | null = null;
     let label: TlsRefusalReason = "not_a_member";
     if (!success || error !== null) {
-      reason = `its certificate was refused (${error === null ? "no certificate" : errorCode(error)})`;
       label = tlsErrorReason(error);
+      reason = label === "no_certificate" ? "it sent no certificate" : `its certificate was refused (${error === null ? "no certificate" : errorCode(error)})`;
     } else if (named.length === 0) {
       reason = `its certificate names ${ids.length === 0 ? "no node id" : ids.map((id) => JSON.stringify(id)).join(", ")}, no member`;
     }

@@ -111,6 +111,9 @@ function parseSnapshotMeta(dir: string): { meta: SnapshotFileMeta } | { problem:
   const damaged = { problem: "meta.json does not hold the fields of a snapshot's metadata (damaged)" };
   if (typeof v !== "object" || v === null || Array.isArray(v)) return damaged;
   const m = v as Record<string, unknown>;
+  // A key svc never writes is damage too: a flipped bit in "metaCrc32" itself would otherwise
+  // read as a file from before the checksum, and go unchecked.
+  if (Object.keys(m).some((k) => !metaKeys.has(k))) return damaged;
   const { formatVersion, clusterId, index, term, createdAt, stateSha256, stateSizeBytes, metaCrc32 } = m;
   const rawMembership = m["membership"];
   const membership = membershipOf(typeof rawMembership === "object" && rawMembership !== null && !("learners" in rawMembership) ? { ...rawMembership, learners: [] } : rawMembership);
@@ -120,6 +123,9 @@ function parseSnapshotMeta(dir: string): { meta: SnapshotFileMeta } | { problem:
   if (metaCrc32 !== undefined && metaCrc32 !== metaChecksum(meta)) return { problem: "meta.json does not match its own checksum (metaCrc32): damaged or edited" };
   return { meta };
 }
+
+/** The keys of meta.json, in every version that wrote one. */
+const metaKeys: ReadonlySet<string> = new Set(["formatVersion", "clusterId", "index", "term", "membership", "createdAt", "stateSha256", "stateSizeBytes", "metaCrc32"]);
 
 /** Bytes that are not UTF-8 make meta.json unreadable, not a value with U+FFFD in it. */
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });

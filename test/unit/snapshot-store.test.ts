@@ -77,6 +77,9 @@ test("meta.json carries its own checksum: a flipped bit in a member's id, or an 
     expect(store.latest()).toBeNull();
     expect({ what, check: await verifySnapshot(listed) }).toEqual({ what, check: { ok: false, reason: "meta.json does not match its own checksum (metaCrc32): damaged or edited" } });
   }
+  // A flipped bit in the checksum's own key: the file must not pass for one from before it.
+  fs.writeFileSync(metaPath, whole.toString().replace('"metaCrc32"', '"metaCrc33"'));
+  expect(store.list()[0]!.meta).toBeNull();
   // One that names a node twice is not svc's either, checksum or not (an older file has none).
   const old = JSON.parse(whole.toString()) as Record<string, unknown>;
   delete old["metaCrc32"];

@@ -142,12 +142,12 @@ export class MembershipAdmin {
     return { index, member };
   }
 
-  /** When each voter's peer address was last changed (set-member): until heard from since, it may not answer there. */
+  /** When each voter's peer address was last changed (set-member): until this node connects to it there, it may not answer. */
   private readonly movedAtMs = new Map<string, number>();
 
   /**
-   * A voter is reached at its new peer address only once it runs there: until then it counts
-   * as gone. Refused (as a voter change is) when that leaves fewer than a majority of the voters
+   * A voter is reached at its new peer address only once it runs there: until this node has
+   * connected to it there, it counts as gone. Refused (as a voter change is) when that leaves fewer than a majority of the voters
    * answering: two moves to addresses nothing listens on left a cluster with no leader, and no
    * leader to take a set-member back.
    */
@@ -155,13 +155,20 @@ export class MembershipAdmin {
     const { ctx } = this;
     const status = ctx.core.status();
     const tickMs = ctx.config.raft.heartbeatIntervalMs;
-    const nowMs = ctx.clock.nowMs();
+    const links = ctx.io.network.linkStatus();
     const gone = voters.filter((v) => {
       if (v === id) return true;
       if (v === ctx.config.nodeId) return false;
       const sinceHeardMs = (status.progress[v]?.ticksSinceHeard ?? Number.POSITIVE_INFINITY) * tickMs;
-      const movedAt = this.movedAtMs.get(v);
-      return sinceHeardMs > ctx.config.raft.electionTimeoutMs || (movedAt !== undefined && nowMs - sinceHeardMs < movedAt);
+      if (sinceHeardMs > ctx.config.raft.electionTimeoutMs) return true;
+      // Moved: gone until this node's connection to its new address is up (what it sends
+      // over a connection it opened before the move says nothing of the new address).
+      if (!this.movedAtMs.has(v)) return false;
+      if (links[v]?.connected === true) {
+        this.movedAtMs.delete(v);
+        return false;
+      }
+      return true;
     });
     const needed = majority(voters.length);
     if (voters.length - gone.length >= needed) return;
@@ -174,7 +181,7 @@ export class MembershipAdmin {
       });
     }
     throw new SvcError("INVALID_CHANGE", `${answering}: ` +
-      `${others.join(", ")} ${others.length === 1 ? "has" : "have"} not answered within an election timeout, or since ${others.length === 1 ? "its own move" : "their own moves"}`, {
+      `${others.join(", ")} ${others.length === 1 ? "has" : "have"} not answered within an election timeout, or ${others.length === 1 ? "is" : "are"} not reached yet at the address ${others.length === 1 ? "it was" : "they were"} moved to`, {
       hint: `start ${others.join(", ")} at ${others.length === 1 ? "its" : "their"} new address (or bring ${others.length === 1 ? "it" : "them"} back) first, then move ${id}; nothing was changed`,
     });
   }

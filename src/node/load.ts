@@ -21,7 +21,7 @@ import { memoryBudget } from "./memory-budget.ts";
 import type { CheckpointRecord } from "../io/index.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
-import { processOwnerSpec } from "../util/user.ts";
+import { processOwnerSpec, userNameOf } from "../util/user.ts";
 import { decodeMembership, isOnlyMember } from "../util/log-data.ts";
 import { judgeCheckpoint, refuseUnreachableCheckpoint } from "./checkpoint-trust.ts";
 
@@ -227,22 +227,10 @@ function checkOwner(dataDir: string): void {
   if (uid === undefined || !fs.existsSync(dataDir)) return;
   const st = fs.statSync(dataDir);
   if (st.uid === uid) return;
-  const owner = userName(st.uid);
+  const owner = userNameOf(st.uid);
   throw new SvcError("DATA_DIR_WRONG_OWNER", `the data directory ${dataDir} belongs to ${owner} (uid ${st.uid}), but svc runs as uid ${uid}`, {
     hint: `run svc as its owner (e.g. \`sudo -u ${owner} svc serve …\`, as the systemd unit does), or if this process's user is right, \`chown -R ${uid} ${dataDir}\``,
   });
-}
-
-function userName(uid: number): string {
-  try {
-    for (const line of fs.readFileSync("/etc/passwd", "utf8").split("\n")) {
-      const [name, , id] = line.split(":");
-      if (Number(id) === uid && name !== undefined) return name;
-    }
-  } catch {
-    // no passwd: fall through
-  }
-  return `uid ${uid}`;
 }
 
 function ownerOf(dir: string): string {

@@ -137,13 +137,13 @@ export class MembershipAdmin {
     const moves = peer !== current?.peer && voters.includes(id) && id !== ctx.config.nodeId;
     if (moves) this.refuseMoveWithoutQuorum(id, voters);
     const { index } = await this.proposer.propose(encodeCommand({ op: "set_member", member }));
-    if (moves) this.movedAtMs.set(id, ctx.clock.nowMs());
+    if (moves) this.moved.add(id);
     ctx.logger.info("member addresses changed", { id, peer, client, admin, index, previous: current ?? null });
     return { index, member };
   }
 
-  /** When each voter's peer address was last changed (set-member): until this node connects to it there, it may not answer. */
-  private readonly movedAtMs = new Map<string, number>();
+  /** Voters whose peer address set-member changed: until this node connects to one there, it may not answer. */
+  private readonly moved = new Set<string>();
 
   /**
    * A voter is reached at its new peer address only once it runs there: until this node has
@@ -163,9 +163,9 @@ export class MembershipAdmin {
       if (sinceHeardMs > ctx.config.raft.electionTimeoutMs) return true;
       // Moved: gone until this node's connection to its new address is up (what it sends
       // over a connection it opened before the move says nothing of the new address).
-      if (!this.movedAtMs.has(v)) return false;
+      if (!this.moved.has(v)) return false;
       if (links[v]?.connected === true) {
-        this.movedAtMs.delete(v);
+        this.moved.delete(v);
         return false;
       }
       return true;

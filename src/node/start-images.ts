@@ -15,9 +15,11 @@ export class StartImages {
   private readonly newest: SnapshotEntry | null;
 
   constructor(private readonly snapshots: SnapshotStore, private readonly logger: Logger) {
-    this.newest = snapshots.latest();
-    // Never used (nothing of it can be trusted), and said once: verify-checksums reports it too.
-    for (const entry of snapshots.list()) {
+    // One listing (each reads every meta.json): the newest usable one, and the unusable said once.
+    const all = snapshots.list();
+    this.newest = all.filter((e) => e.meta !== null).at(-1) ?? null;
+    // Never used (nothing of it can be trusted); verify-checksums reports it too.
+    for (const entry of all) {
       if (entry.meta !== null) continue;
       const reason = snapshotMetaProblem(entry.dir) ?? "meta.json cannot be used";
       this.ignored.push({ dir: entry.dir, reason });

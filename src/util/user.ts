@@ -14,6 +14,11 @@ function nameOf(database: "/etc/passwd" | "/etc/group", id: number): string | nu
   }
 }
 
+/** The name of user `uid`, or "uid N" when the password database does not name it. */
+export function userNameOf(uid: number): string {
+  return nameOf("/etc/passwd", uid) ?? `uid ${uid}`;
+}
+
 /** "nobody, uid 65534"; the uid alone when no name is found. */
 export function processUserText(): string {
   const uid = process.getuid?.() ?? -1;

@@ -185,7 +185,8 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
     if (admitted !== null && !(admitted instanceof SvcError)) admission = admitted;
     // (Not past the connections cap, nor beyond a bound of such reads at once: each holds a
     // socket for up to discardMsMax.)
-    if (admitted instanceof SvcError && admitted.details["limit"] !== "connections" && discarding < discardingMax) {
+    // Only for the rate limit: a body refused for want of memory is not read at all.
+    if (admitted instanceof SvcError && admitted.details["limit"] === "rate" && discarding < discardingMax) {
       discarding++;
       await discardBody(req).finally(() => discarding--);
     }

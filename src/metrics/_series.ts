@@ -10,7 +10,7 @@ export class SeriesSet<S> {
   constructor(private readonly metric: string, private readonly labelNames: readonly string[], private readonly make: () => S) {}
 
   get(values: readonly string[]): S {
-    assert(values.length === this.labelNames.length, `${this.metric} takes ${this.labelNames.length} label values (${this.labelNames.join(", ")}), got ${values.length}`);
+    assert(values.length === this.labelNames.length, () => `${this.metric} takes ${this.labelNames.length} label values (${this.labelNames.join(", ")}), got ${values.length}`);
     // \u0000 cannot be typed into a label value by accident, so it separates values unambiguously enough.
     const key = values.join("\u0000");
     let entry = this.byKey.get(key);

@@ -664,7 +664,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     this.beginBatch();
     try {
       for (const entry of entries) {
-        assert(entry.index === meta.appliedIndex + 1, `entries apply in order (applied ${meta.appliedIndex}, got ${entry.index})`);
+        assert(entry.index === meta.appliedIndex + 1, () => `entries apply in order (applied ${meta.appliedIndex}, got ${entry.index})`);
         this.applyingIndex = entry.index;
         const result = this.applyOne(entry, meta);
         results?.push(result);

@@ -5,8 +5,9 @@ export class AssertionError extends Error {
   override name = "AssertionError";
 }
 
-export function assert(condition: unknown, why: string): asserts condition {
-  if (!condition) throw new AssertionError(`assertion failed: ${why}`);
+/** `why` may be a function where its text would be built on a hot path: it is called only on failure. */
+export function assert(condition: unknown, why: string | (() => string)): asserts condition {
+  if (!condition) throw new AssertionError(`assertion failed: ${typeof why === "string" ? why : why()}`);
 }
 
 export function assertNever(value: never, why = "unexpected variant"): never {

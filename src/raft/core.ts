@@ -157,6 +157,7 @@ export class RaftCore {
     this.prevHardState = { term: this.term, vote: this.vote, commit: state.hardState.commit };
     this.randomizedElectionTimeoutTicks = this.drawElectionTimeout();
     this.removal = state.removal ?? null;
+    this.settleRemoval();
     this.logger.info("raft core started", { id: this.id, term: this.term, commit, lastIndex, snapshotIndex: snapIndex });
   }
 
@@ -532,11 +533,15 @@ export class RaftCore {
   /** The removal this node learned of (handleNotMember), while its own log has not reached it; null otherwise. */
   private removalInForce(): RemovalNotice | null {
     const r = this.removal;
-    if (r === null) return null;
-    if (this.log.commit < r.configIndex && this.log.snapshotIndex() < r.configIndex) return r;
+    return r !== null && this.log.commit < r.configIndex && this.log.snapshotIndex() < r.configIndex ? r : null;
+  }
+
+  /** A removal notice this node's own log has reached is forgotten: its log speaks for its membership then. */
+  private settleRemoval(): void {
+    const r = this.removal;
+    if (r === null || this.removalInForce() !== null) return;
     this.removal = null;
     this.logger.info("this node's log reached the configuration it was told removed it: its log speaks for its membership now", { configIndex: r.configIndex });
-    return null;
   }
 
   /**
@@ -1330,6 +1335,7 @@ export class RaftCore {
       this.applied = Math.max(this.applied, rd.snapshot.index);
     }
     this.log.persisted(rd.entries);
+    this.settleRemoval();
     const lastApplied = rd.committed.at(-1);
     if (lastApplied !== undefined) this.applied = Math.max(this.applied, lastApplied.index);
     if (this.role === "leader") {

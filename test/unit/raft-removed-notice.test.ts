@@ -103,6 +103,12 @@ describe("a node removed while cut off", () => {
     expect(restarted.removalNotice()).toEqual(notice);
     expect(restarted.status().role).toBe("follower");
     expect(restarted.hasReady() ? restarted.ready().messages : []).toEqual([]);
+
+    // A notice the loaded log has already reached is forgotten at start: the log speaks for the membership.
+    const commit = x.core.status().commit;
+    const reached = new RaftCore(options("c", realistic), { ...x.disk, entries: [...x.disk.entries], appliedIndex: x.appliedIndex, removal: { configIndex: commit, by: "b" } });
+    expect(reached.removalNotice()).toBeNull();
+    expect(reached.removalNotice()).toBeNull();
   });
 
   test("added back while it still holds its old log, it becomes a member again once its log reaches the configuration that removed it", () => {

@@ -8,7 +8,7 @@
 import * as fs from "node:fs";
 import type { Config } from "../config/index.ts";
 import { memoryBudget, sqlProcessBaseBytes } from "./memory-budget.ts";
-import { SqlProcessPool, Store, internalTablePrefix, totalRows, type QueryResult, type SqlValue, type StoreStats, type TableCount } from "../store/index.ts";
+import { SqlProcessPool, Store, internalTablePrefix, totalRows, userTablesSql, type QueryResult, type SqlValue, type StoreStats, type TableCount } from "../store/index.ts";
 import { errorMessage, isSvcError } from "../util/errors.ts";
 
 /** A process with nothing to do is stopped after this (when its pool is not kept warm). */
@@ -54,7 +54,7 @@ export class NodeSqlProcesses {
   async stats(store: Store, timeoutMs: number): Promise<StoreStats> {
     this.follow(store);
     const limits = { timeoutMs, resultBytesMax: this.resultBytesMax };
-    const listed = await this.readers.query("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name", [], limits);
+    const listed = await this.readers.query(userTablesSql, [], limits);
     const names = listed.rows.map((r) => String(r[0])).filter((n) => !n.startsWith(internalTablePrefix));
     const tables: TableCount[] = [];
     const count = (chunk: readonly string[]) => this.readers.query(chunk.map((n) => `SELECT count(*) FROM "${n.replaceAll('"', '""')}"`).join(" UNION ALL "), [], limits);

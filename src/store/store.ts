@@ -98,6 +98,13 @@ export interface StoreStats {
  */
 export type TableCount = { name: string; rows: number } | { name: string; rows: null; error: string };
 
+/**
+ * The tables whose rows `stats` counts: the client's tables and virtual tables, not SQLite's own
+ * (sqlite_*), not a virtual table's shadow tables (an FTS5 table's _data, _idx, _content...: its
+ * rows would count several times over), not svc's own (filter by internalTablePrefix).
+ */
+export const userTablesSql = "SELECT name FROM pragma_table_list WHERE schema = 'main' AND type IN ('table', 'virtual') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name";
+
 /** total_entries: the rows of the tables counted. */
 export function totalRows(tables: readonly TableCount[]): number {
   return tables.reduce((sum, t) => sum + (t.rows ?? 0), 0);
@@ -956,7 +963,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
 
   private userTables(): string[] {
     const rows = this.reader
-      .query("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+      .query(userTablesSql)
       .values() as string[][];
     return rows.map((r) => r[0] ?? "").filter((n) => !n.startsWith(internalTablePrefix));
   }

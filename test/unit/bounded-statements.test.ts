@@ -131,6 +131,15 @@ describe("bounded admin reads", () => {
     expect(withBroken.tables.find((x) => x.name === "big")).toEqual({ name: "big", rows: 3000 });
     expect(withBroken.totalEntries).toBe(withBroken.tables.reduce((sum, x) => sum + (x.rows ?? 0), 0));
   }, 30_000);
+
+  test("a virtual table's rows count once: its shadow tables (FTS5's _data, _idx, _content, ...) are SQLite's, not the client's", async () => {
+    const { node } = await nodeWithData();
+    await node.execute(sql("CREATE VIRTUAL TABLE docs USING fts5 (body)", "INSERT INTO docs (body) VALUES ('one'), ('two'), ('three')"));
+    for (const s of [await node.statsBounded(), node.stats()]) {
+      expect(s.tables).toEqual([{ name: "big", rows: 3000 }, { name: "docs", rows: 3 }, { name: "t", rows: 0 }]);
+      expect(s.totalEntries).toBe(3003);
+    }
+  }, 30_000);
 });
 
 describe("bounded writes", () => {

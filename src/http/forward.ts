@@ -13,11 +13,40 @@ const forwardTimeoutMs = 35_000;
 const writePath = "/v1/execute";
 
 /**
- * Failures of fetch that happen before any byte of the request leaves this node: the
- * connection was refused, or the leader's name did not resolve. Anything else (a reset, a
- * close, a timeout, a body cut short) may come after the leader read the request.
+ * The codes Bun's fetch gives when this node refuses the leader's certificate: the X.509
+ * verification errors (expired, not yet valid, self-signed, unknown CA, …) and a name that
+ * does not match. fetch checks the certificate when the handshake completes and writes the
+ * request only if it passes, so with any of these nothing of the request was sent.
+ * (A handshake the leader refuses — this node's own certificate rejected — is not among
+ * them: under TLS 1.3 the request is already on its way when the leader's refusal arrives,
+ * and fetch reports it as ECONNRESET or EPROTO, as it does a failure after the leader read it.)
  */
-const neverSentCodes: ReadonlySet<string> = new Set(["ECONNREFUSED", "ConnectionRefused", "ENOTFOUND", "EAI_AGAIN", "EAI_NONAME", "EAI_FAIL"]);
+const certificateRefused: ReadonlySet<string> = new Set([
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+  "UNABLE_TO_GET_ISSUER_CERT", "UNABLE_TO_GET_CRL", "UNABLE_TO_DECRYPT_CERT_SIGNATURE", "UNABLE_TO_DECRYPT_CRL_SIGNATURE",
+  "UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY", "CERT_SIGNATURE_FAILURE", "CRL_SIGNATURE_FAILURE", "CERT_NOT_YET_VALID", "CERT_HAS_EXPIRED",
+  "CRL_NOT_YET_VALID", "CRL_HAS_EXPIRED", "ERROR_IN_CERT_NOT_BEFORE_FIELD", "ERROR_IN_CERT_NOT_AFTER_FIELD",
+  "ERROR_IN_CRL_LAST_UPDATE_FIELD", "ERROR_IN_CRL_NEXT_UPDATE_FIELD", "DEPTH_ZERO_SELF_SIGNED_CERT", "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "CERT_CHAIN_TOO_LONG", "CERT_REVOKED", "INVALID_CA",
+  "PATH_LENGTH_EXCEEDED", "INVALID_PURPOSE", "CERT_UNTRUSTED", "CERT_REJECTED", "SUBJECT_ISSUER_MISMATCH", "AKID_SKID_MISMATCH",
+  "AKID_ISSUER_SERIAL_MISMATCH", "KEYUSAGE_NO_CERTSIGN", "UNABLE_TO_GET_CRL_ISSUER", "UNHANDLED_CRITICAL_EXTENSION",
+  "KEYUSAGE_NO_CRL_SIGN", "UNHANDLED_CRITICAL_CRL_EXTENSION", "INVALID_NON_CA", "PROXY_PATH_LENGTH_EXCEEDED",
+  "KEYUSAGE_NO_DIGITAL_SIGNATURE", "PROXY_CERTIFICATES_NOT_ALLOWED", "INVALID_EXTENSION", "INVALID_POLICY_EXTENSION",
+  "NO_EXPLICIT_POLICY", "DIFFERENT_CRL_SCOPE", "UNSUPPORTED_EXTENSION_FEATURE", "UNNESTED_RESOURCE", "PERMITTED_VIOLATION",
+  "EXCLUDED_VIOLATION", "SUBTREE_MINMAX", "APPLICATION_VERIFICATION", "UNSUPPORTED_CONSTRAINT_TYPE",
+  "UNSUPPORTED_CONSTRAINT_SYNTAX", "UNSUPPORTED_NAME_SYNTAX", "CRL_PATH_VALIDATION_ERROR", "HOSTNAME_MISMATCH",
+  "EMAIL_MISMATCH", "IP_ADDRESS_MISMATCH", "NAME_CONSTRAINTS_WITHOUT_SANS", "UNKNOWN_CERTIFICATE_VERIFICATION_ERROR",
+]);
+
+/**
+ * Failures of fetch that happen before any byte of the request leaves this node: the
+ * connection was refused, the leader's name did not resolve, or this node refused the
+ * leader's certificate. Anything else (a reset, a close, a timeout, a body cut short) may
+ * come after the leader read the request.
+ */
+const neverSentCodes: ReadonlySet<string> = new Set([
+  "ECONNREFUSED", "ConnectionRefused", "ENOTFOUND", "EAI_AGAIN", "EAI_NONAME", "EAI_FAIL", ...certificateRefused,
+]);
 
 /** The leader's client address when `e` says this node is not the leader and one is known. */
 export function leaderToForwardTo(e: unknown, request: Request): string | null {
@@ -88,7 +117,9 @@ async function relay(r: Relay): Promise<Response> {
   } catch (e) {
     if (!r.changes || neverSent(e)) {
       throw new SvcError("NOT_LEADER", `this node is not the leader and forwarding to the leader at ${r.to} failed: ${errorMessage(e)}`, {
-        hint: `retry; if it persists, check connectivity to the leader's ${r.port} port`,
+        hint: certificateRefused.has(errorCode(e) ?? "")
+          ? `this node refused the TLS certificate of the leader's ${r.port} port: check that it is valid now, signed by the CA in [tls] and names the leader's address; retry once it is fixed, or send the request to the leader`
+          : `retry; if it persists, check connectivity to the leader's ${r.port} port`,
         details: { [addressKey]: r.to },
       });
     }
@@ -102,7 +133,12 @@ async function relay(r: Relay): Promise<Response> {
   }
 }
 
-function neverSent(e: unknown): boolean {
+function errorCode(e: unknown): string | null {
   const code = (e as { code?: unknown } | null)?.code;
-  return typeof code === "string" && neverSentCodes.has(code);
+  return typeof code === "string" ? code : null;
+}
+
+function neverSent(e: unknown): boolean {
+  const code = errorCode(e);
+  return code !== null && neverSentCodes.has(code);
 }

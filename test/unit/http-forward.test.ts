@@ -3,13 +3,18 @@
 // OUTCOME_UNKNOWN (504) once the leader may have read it. Fake leaders on 127.0.0.1 play
 // each failure.
 
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
+import * as fs from "node:fs";
 import * as net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { errorResponse } from "../../src/http/errors.ts";
 import { forwardToLeader } from "../../src/http/forward.ts";
 import { clientApp } from "../../src/http/client-app.ts";
+import { setRelayContext } from "../../src/http/relay-context.ts";
 import type { SvcNode } from "../../src/node/index.ts";
 import { SvcError } from "../../src/util/errors.ts";
+import { type CertFiles, makeCa, makeLeaf } from "../lib/certs.ts";
 
 const HOST = "127.0.0.1";
 const writeBody = JSON.stringify({ statements: ["INSERT INTO t VALUES (1)"] });
@@ -49,15 +54,15 @@ async function freePort(): Promise<number> {
 }
 
 /** What the client gets: the relayed answer, or the error the forward failed with, as the client API answers it. */
-async function forward(address: string, path = "/v1/execute"): Promise<{ status: number; code: string | undefined; headers: Headers }> {
+async function forward(address: string, path = "/v1/execute", from?: Request): Promise<{ status: number; code: string | undefined; hint: string | undefined; headers: Headers }> {
   let r: Response;
   try {
-    r = await forwardToLeader(address, path, writeBody, "n2");
+    r = await forwardToLeader(address, path, writeBody, "n2", from);
   } catch (e) {
     r = errorResponse(e);
   }
-  const body = (await r.json()) as { error?: { code?: string } };
-  return { status: r.status, code: body.error?.code, headers: r.headers };
+  const body = (await r.json()) as { error?: { code?: string; hint?: string } };
+  return { status: r.status, code: body.error?.code, hint: body.error?.hint, headers: r.headers };
 }
 
 describe("forwarding a write to the leader", () => {
@@ -107,6 +112,75 @@ describe("forwarding a write to the leader", () => {
   test("a forwarded read whose connection resets is retryable: 503 NOT_LEADER (a read applies nothing)", async () => {
     const leader = await fakeLeader((socket) => socket.resetAndDestroy());
     expect(await forward(leader.address, "/v1/query")).toMatchObject({ status: 503, code: "NOT_LEADER" });
+  });
+});
+
+describe("forwarding a write to the leader over TLS", () => {
+  const dir = fs.mkdtempSync(join(tmpdir(), "svc-forward-tls-"));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const ca = makeCa(dir, "ca");
+  const follower = makeLeaf(dir, "n2", ca);
+
+  /** A leader serving TLS with `cert` that counts the requests it reads. */
+  function tlsLeader(cert: CertFiles): { address: string; requests: () => number; stop: () => void } {
+    let requests = 0;
+    const server = Bun.serve({
+      hostname: HOST,
+      port: 0,
+      tls: { cert: fs.readFileSync(cert.cert, "utf8"), key: fs.readFileSync(cert.key, "utf8") },
+      fetch: () => {
+        requests++;
+        return Response.json({ results: [], index: 1 });
+      },
+    });
+    return { address: `${HOST}:${server.port}`, requests: () => requests, stop: () => server.stop(true) };
+  }
+
+  /** A client write as the follower's guard leaves it: relayed over TLS, trusting `ca`. */
+  function writeOverTls(): Request {
+    const request = new Request("https://localhost/v1/execute", { method: "POST", body: writeBody });
+    const pem = (path: string) => fs.readFileSync(path, "utf8");
+    setRelayContext(request, { authorization: null, tls: { ca: pem(ca.cert), cert: pem(follower.cert), key: pem(follower.key) } });
+    return request;
+  }
+
+  function selfSigned(): CertFiles {
+    const files = { cert: join(dir, "self.crt"), key: join(dir, "self.key") };
+    const r = Bun.spawnSync(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", files.key,
+      "-out", files.cert, "-days", "30", "-subj", "/CN=self", "-addext", "subjectAltName=IP:127.0.0.1"], { stdout: "pipe", stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(r.stderr.toString());
+    return files;
+  }
+
+  const refused: ReadonlyArray<readonly [string, () => CertFiles]> = [
+    ["has expired", () => makeLeaf(dir, "expired", ca, { days: -1 })],
+    ["is signed by a CA this node does not trust", () => makeLeaf(dir, "foreign", makeCa(dir, "other-ca"))],
+    ["is self-signed", selfSigned],
+    ["names another host", () => makeLeaf(dir, "elsewhere", ca, { san: "DNS:elsewhere.example" })],
+  ];
+
+  for (const [what, cert] of refused) {
+    test(`the leader's certificate ${what}: the request never left, 503 NOT_LEADER`, async () => {
+      const leader = tlsLeader(cert());
+      try {
+        const answer = await forward(leader.address, "/v1/execute", writeOverTls());
+        expect(answer).toMatchObject({ status: 503, code: "NOT_LEADER" });
+        expect(answer.hint).toContain("refused the TLS certificate");
+        expect(leader.requests()).toBe(0);
+      } finally {
+        leader.stop();
+      }
+    });
+  }
+
+  test("a leader whose certificate verifies gets the write, and its answer is relayed", async () => {
+    const leader = tlsLeader(makeLeaf(dir, "n1", ca));
+    try {
+      expect(await forward(leader.address, "/v1/execute", writeOverTls())).toMatchObject({ status: 200 });
+      expect(leader.requests()).toBe(1);
+    } finally {
+      leader.stop();
+    }
   });
 });
 

@@ -2,12 +2,14 @@
 // its [listen] ports too, which serve does not refuse; a mismatch NAT or a port mapping may
 // explain is a warning), exit 2; or a one-line summary, exit 0,
 // after a loud warning on stderr for each listener other machines reach without TLS or tokens,
-// and one when max_memory_mb is below what the node needs (memory-budget.ts).
+// one when max_memory_mb is below what the node needs (memory-budget.ts), and one for a
+// certificate that expires soon (_cert-dates.ts).
 
 import { formatProblems, loadConfigFile, securityWarnings, summarizeConfig } from "../config/index.ts";
 import { TokenSet, loadTlsMaterial } from "../http/index.ts";
 import { PeerSecrets, memoryFloorWarning } from "../node/index.ts";
 import { SvcError, silentLogger } from "../util/index.ts";
+import { certificateDateFindings } from "./_cert-dates.ts";
 import { CliExit, ExitCode, usageError } from "./_exit.ts";
 
 export async function validateCommandRun(path: string | undefined): Promise<void> {
@@ -43,11 +45,18 @@ export async function validateCommandRun(path: string | undefined): Promise<void
     process.stderr.write(`${path}: ${e.describe()}\n`);
     throw new CliExit(ExitCode.usage, `${path}: 1 problem`);
   }
+  // Certificates outside their validity: the node would start, and every client and peer refuse it.
+  const certDates = result.config.tls == null ? { problems: [], warnings: [] } : certificateDateFindings(result.config.tls, Date.now());
+  if (certDates.problems.length > 0) {
+    for (const problem of certDates.problems) process.stderr.write(`${path}: ${problem}\n`);
+    throw new CliExit(ExitCode.usage, `${path}: ${certDates.problems.length} problem${certDates.problems.length === 1 ? "" : "s"}`);
+  }
   // What may be right behind NAT or a port mapping: said, not refused.
   const selfEntryWarnings = loaded.ok ? (loaded.selfEntryWarnings ?? []) : [];
   if (selfEntryWarnings.length > 0) process.stderr.write(`${formatProblems(selfEntryWarnings.map((w) => ({ ...w, keyPath: `WARNING: ${w.keyPath}` })), path)}\n`);
   for (const warning of securityWarnings(result.config)) process.stderr.write(`${path}: WARNING: UNPROTECTED LISTENER: ${warning}\n`);
   const memoryWarning = memoryFloorWarning(result.config.maxMemoryBytes);
   if (memoryWarning !== null) process.stderr.write(`${path}: WARNING: MEMORY: ${memoryWarning}\n`);
+  for (const warning of certDates.warnings) process.stderr.write(`${path}: WARNING: CERTIFICATE: ${warning}\n`);
   process.stdout.write(`${path}: ok: ${summarizeConfig(result.config)}\n`);
 }

@@ -32,3 +32,28 @@ export function refusedCertReload(next: string, current: string, nowMs: number):
   return `the new certificate cannot be used: ${why}; peers and clients would refuse it`;
 }
 
+
+export interface CertificateDates {
+  /** The subject as X509Certificate gives it, e.g. "CN=node1". */
+  readonly subject: string;
+  readonly validFromMs: number;
+  readonly validToMs: number;
+}
+
+/**
+ * The validity of every certificate in a PEM file (a certificate and its chain, or a bundle
+ * of CAs), in file order; blocks that do not parse are left out (the caller's own checks say so).
+ */
+export function certificateDates(pem: string): CertificateDates[] {
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+  const dates: CertificateDates[] = [];
+  for (const block of blocks) {
+    try {
+      const x = new X509Certificate(block);
+      dates.push({ subject: x.subject.replaceAll("\n", ", "), validFromMs: Date.parse(x.validFrom), validToMs: Date.parse(x.validTo) });
+    } catch {
+      // Not a certificate svc can read: loadTlsMaterial and the peer checks report it.
+    }
+  }
+  return dates;
+}

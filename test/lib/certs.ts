@@ -1,5 +1,6 @@
 // Real certificates for TLS tests, made with openssl (Debian has it): CAs, and leaf
-// certificates they sign for servers and clients, valid or already expired. Keys are P-256.
+// certificates they sign for servers and clients, valid, already expired or valid only
+// between given dates. Keys are P-256.
 // Files are written 0600 in the given directory.
 
 import { chmodSync, writeFileSync } from "node:fs";
@@ -48,6 +49,33 @@ export function makeLeaf(dir: string, name: string, ca: CertFiles, options: { da
   openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", files.key, "-out", csr, "-subj", `/CN=${name}`], dir);
   openssl(["x509", "-req", "-in", csr, "-CA", ca.cert, "-CAkey", ca.key, "-CAcreateserial", "-out", files.cert,
     "-days", String(options.days ?? 30), "-extfile", ext, "-extensions", "leaf"], dir);
+  chmodSync(files.key, 0o600);
+  return files;
+}
+
+/** openssl ca's form of a time: YYYYMMDDHHMMSSZ. */
+function asn1Time(d: Date): string {
+  return `${d.toISOString().replace(/[-:T]/g, "").slice(0, 14)}Z`;
+}
+
+/**
+ * A certificate valid only from `from` to `to` (in the past, or the future): a CA signed by
+ * itself when `ca` is null, else a leaf `ca` signed as makeLeaf does. openssl ca is the tool
+ * that sets both dates.
+ */
+export function makeCertBetween(dir: string, name: string, ca: CertFiles | null, from: Date, to: Date, options: { san?: string } = {}): CertFiles {
+  const conf = join(dir, `${name}.ca.cnf`);
+  const db = join(dir, `${name}.index`);
+  writeFileSync(db, "");
+  writeFileSync(join(dir, `${name}.serial`), `${Date.now().toString(16).padStart(16, "0")}\n`);
+  writeFileSync(conf, `[d]\ndatabase=${db}\nnew_certs_dir=${dir}\nserial=${join(dir, `${name}.serial`)}\n` +
+    `default_md=sha256\npolicy=p\nunique_subject=no\ncopy_extensions=none\n[p]\ncommonName=supplied\n` +
+    extensions(options.san ?? `DNS:localhost,IP:127.0.0.1,URI:svc://${name}`));
+  const files = { cert: join(dir, `${name}.crt`), key: join(dir, `${name}.key`) };
+  const csr = join(dir, `${name}.csr`);
+  openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", files.key, "-out", csr, "-subj", `/CN=${name}`], dir);
+  const signer = ca === null ? ["-selfsign", "-keyfile", files.key, "-extensions", "ca"] : ["-cert", ca.cert, "-keyfile", ca.key, "-extensions", "leaf"];
+  openssl(["ca", "-batch", "-notext", "-config", conf, "-name", "d", "-in", csr, "-out", files.cert, "-startdate", asn1Time(from), "-enddate", asn1Time(to), ...signer], dir);
   chmodSync(files.key, 0o600);
   return files;
 }

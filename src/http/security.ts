@@ -101,6 +101,8 @@ export class HttpSecurity {
   reload(why: string): void {
     this.#stamp = this.#filesStamp();
     let reloaded = false;
+    // What the reload took that differs from what was in use, for the log line.
+    const changed: string[] = [];
     if (this.config.tls != null) {
       let material: TlsMaterial | null = null;
       try {
@@ -118,6 +120,7 @@ export class HttpSecurity {
         this.log.error(`TLS not reloaded (${why}); the previous certificates stay in use: ${errorMessage(e)}`);
       }
       if (material !== null) {
+        if (this.#tls === null || !sameTlsMaterial(material, this.#tls)) changed.push("TLS certificates");
         this.#tls = material;
         reloaded = true;
         for (const s of this.#servers) {
@@ -127,15 +130,19 @@ export class HttpSecurity {
     }
     if (this.config.auth != null) {
       try {
-        this.#tokens = TokenSet.read(this.config.auth.tokensFile);
+        const tokens = TokenSet.read(this.config.auth.tokensFile);
+        if (this.#tokens === null || !tokens.sameAs(this.#tokens)) changed.push("tokens");
+        this.#tokens = tokens;
         reloaded = true;
       } catch (e) {
         this.log.error(`tokens not reloaded (${why}); the previous tokens stay in use: ${errorMessage(e)}`);
       }
     }
     for (const others of this.#others) others.reload(why);
-    // Said only of what was taken: after a refusal the line would read as if all went in.
-    if (reloaded) this.#logState(`reloaded (${why})`);
+    // Said only of what was taken: after a refusal the line would read as if all went in. It
+    // names what changed (a SIGHUP with nothing new says so); the peer port's certificates and
+    // the gossip keys have lines of their own.
+    if (reloaded) this.#logState(`reloaded (${why}): ${changed.length === 0 ? "no change" : `${changed.join(" and ")} changed`}`);
   }
 
   /** The first refusal of the certificate now in cert_file by another port (the peer port). */
@@ -177,4 +184,10 @@ export class HttpSecurity {
       this.log.warn(`the certificate in ${this.config.tls?.certFile} expired at ${new Date(this.#tls.certValidToMs).toISOString()}: clients will refuse it; replace it (it is picked up without a restart)`);
     }
   }
+}
+
+function sameTlsMaterial(a: TlsMaterial, b: TlsMaterial): boolean {
+  const pem = (m: TlsMaterial) => [m.server.cert, m.server.key, m.server.ca, m.outbound.ca].map((v) => String(v ?? ""));
+  const [x, y] = [pem(a), pem(b)];
+  return x.every((v, i) => v === y[i]);
 }

@@ -75,6 +75,15 @@ export class TokenSet {
     return this.entries.length;
   }
 
+  /** Whether `other` holds the same tokens with the same roles and names, in the same order. */
+  sameAs(other: TokenSet): boolean {
+    return this.entries.length === other.entries.length &&
+      this.entries.every((e, i) => {
+        const o = other.entries[i];
+        return o !== undefined && e.role === o.role && e.name === o.name && e.hash.equals(o.hash);
+      });
+  }
+
   /** The role of a presented token, or null. Every entry is compared, so the time taken says nothing about which. */
   roleOf(token: string): Role | null {
     const presented = hashOf(token);

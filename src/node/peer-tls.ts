@@ -90,7 +90,9 @@ export class PeerSecrets {
     if (this.#gossipKeys !== null) {
       try {
         const keys = readGossipKeys(this.config);
-        if (keys !== null) {
+        // Said only when the keys differ: a reload for another file (the tokens, a
+        // certificate) reads this one too, and must not claim to have changed it.
+        if (keys !== null && !sameKeys(keys, this.#gossipKeys)) {
           this.#gossipKeys = keys;
           this.log.info(`gossip keys reloaded (${why})`, { key_file: this.config.gossip?.keyFile, keys: keys.length });
         }
@@ -176,6 +178,10 @@ function readGossipKeys(config: Config): Uint8Array[] | null {
   const read = readGossipKeyFile(gossip.keyFile);
   if ("problem" in read) throw new SvcError("GOSSIP_KEY_INVALID", `gossip.key_file: ${read.problem}`, { hint: "fix the key file; `svc admin gossip keygen` prints a new key" });
   return read.keys;
+}
+
+function sameKeys(a: readonly Uint8Array[], b: readonly Uint8Array[]): boolean {
+  return a.length === b.length && a.every((k, i) => Buffer.from(k).equals(b[i] ?? new Uint8Array()));
 }
 
 function sameTls(a: PeerTls, b: PeerTls): boolean {

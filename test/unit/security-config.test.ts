@@ -9,7 +9,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { decodePacket, encodePacket, sharedKey } from "../../src/gossip/index.ts";
 import { PeerSecrets } from "../../src/node/index.ts";
-import { HttpSecurity } from "../../src/http/index.ts";
+import { HttpSecurity, createToken } from "../../src/http/index.ts";
 import { silentLogger, type Logger } from "../../src/util/index.ts";
 import type { PeerTls, Transport } from "../../src/transport/index.ts";
 import { makeCa, makeLeaf } from "../lib/certs.ts";
@@ -179,6 +179,43 @@ describe("PeerSecrets: the gossip keys reloaded", () => {
     expect(errors.join("\n")).toContain("gossip keys not reloaded (test)");
     expect(opens(under(k3))).toBe(false);
     expect(opens(under(k2))).toBe(true);
+  });
+});
+
+describe("a reload says what it reloaded", () => {
+  test("a reload in which only the tokens file changed says the tokens changed, and nothing of the gossip keys or certificates", () => {
+    const reloadDir = mkdtempSync(join(dir, "reload-"));
+    const clusterCa = makeCa(reloadDir, "ca");
+    const leaf = makeLeaf(reloadDir, "a", clusterCa);
+    const tokensFile = join(reloadDir, "tokens");
+    createToken(tokensFile, "admin", "operator");
+    const gossipKey = keyFile("reload-tokens.key", `${newGossipKey()}\n`);
+    const config = ok(`[tls]\ncert_file = "${leaf.cert}"\nkey_file = "${leaf.key}"\npeer_ca_file = "${clusterCa.cert}"\n` +
+      `[auth]\ntokens_file = "${tokensFile}"\n${gossipTable(gossipKey)}`);
+    const logs: string[] = [];
+    const log: Logger = { ...silentLogger, info: (m) => logs.push(m), warn: (m) => logs.push(m), error: (m) => logs.push(m), child: () => log };
+    const security = HttpSecurity.load(config, log);
+    const secrets = PeerSecrets.load(config, log);
+    security.watch(secrets);
+    try {
+      createToken(tokensFile, "read", "reader");
+      logs.length = 0;
+      security.reload("a file changed");
+      expect(logs).toEqual(["security reloaded (a file changed): tokens changed"]);
+
+      // Nothing changed: said so, and no other line claims a reload.
+      logs.length = 0;
+      security.reload("SIGHUP");
+      expect(logs).toEqual(["security reloaded (SIGHUP): no change"]);
+
+      // The gossip keys, when they do change, have their line.
+      keyFile("reload-tokens.key", `${newGossipKey()}\n`);
+      logs.length = 0;
+      security.reload("SIGHUP");
+      expect(logs).toEqual(["gossip keys reloaded (SIGHUP)", "security reloaded (SIGHUP): no change"]);
+    } finally {
+      security.stop();
+    }
   });
 });
 

@@ -1,6 +1,7 @@
 // Loading the configuration for a command: a file given with --config, else the file the
 // environment variable SVC_CONFIG names, else the embedded default (one node on loopback, data
-// in ./svc-data). Problems end the command with exit 2.
+// in ./svc-data). Problems end the command with exit 2 (serve: 1 when every one is a file of
+// [tls], [auth] or [gossip] as it is now, which a restart may find fixed).
 // Offline commands (init-cluster, wal-repair, wal-replay, verify-checksums --data-dir,
 // cleanup-snapshots) find their data directory the same way: --data-dir, else data_dir in
 // --config, else data_dir in the installed configuration, /etc/svc/config.toml (SVC_CONFIG names
@@ -31,8 +32,12 @@ export function givenConfigPath(flag: string | undefined): { path: string; from:
   return fromEnv !== undefined && fromEnv !== "" ? { path: fromEnv, from: "SVC_CONFIG" } : null;
 }
 
-/** `from` names where the path came from (--config, SVC_CONFIG) for the message when it is missing. */
-export function loadConfigOrExit(path: string | undefined, from?: string): Config {
+/**
+ * `from` names where the path came from (--config, SVC_CONFIG) for the message when it is missing.
+ * `secretsFilesExit`: the exit code when every problem is with a file of [tls], [auth] or
+ * [gossip] (missing, readable by others, not what it should hold) rather than the text.
+ */
+export function loadConfigOrExit(path: string | undefined, from?: string, options: { secretsFilesExit?: number } = {}): Config {
   if (path === undefined || path === "") return defaultConfig();
   if (!existsSync(path)) {
     const fix = from === "SVC_CONFIG"
@@ -42,8 +47,9 @@ export function loadConfigOrExit(path: string | undefined, from?: string): Confi
   }
   const result = loadConfigFile(path);
   if (result.ok) return result.config;
+  const filesOnly = options.secretsFilesExit !== undefined && result.problems.every((p) => p.secretsFile === true);
   throw new CliExit(
-    ExitCode.usage,
+    filesOnly ? (options.secretsFilesExit ?? ExitCode.usage) : ExitCode.usage,
     `${path} is not a valid configuration (${result.problems.length} problem${result.problems.length === 1 ? "" : "s"}):\n${formatProblems(result.problems, path)}\n(check it with \`svc --config ${path} --validate\`)`,
   );
 }

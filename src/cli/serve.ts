@@ -20,7 +20,9 @@ export const serveCommand = defineCommand({
     config: { type: "string", description: "Configuration file (TOML)", valueHint: "FILE" },
   },
   async run({ args }) {
-    const config = loadConfigOrExit(args.config);
+    // A certificate, key, tokens or gossip key file another unit or a rotation may still be
+    // writing is not a wrong configuration: exit 1, restarted, as when its content is bad.
+    const config = loadConfigOrExit(args.config, undefined, { secretsFilesExit: ExitCode.failure });
     const logger = createLogger();
     const log = logger.child("node");
     log.info(`${versionLine} starting`, { config: args.config ?? "(embedded default)", summary: summarizeConfig(config) });

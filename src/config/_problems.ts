@@ -9,10 +9,15 @@ export class Problems {
 
   constructor(private readonly locate: Locator) {}
 
-  add(segments: readonly PathSegment[], message: string): void {
+  add(segments: readonly PathSegment[], message: string, options: { secretsFile?: true } = {}): void {
     const at = this.locate(segments);
     const keyPath = formatKeyPath(segments);
-    this.list.push(at === undefined ? { keyPath, message } : { line: at.line, column: at.column, keyPath, message });
+    this.list.push({ ...(at === undefined ? {} : { line: at.line, column: at.column }), keyPath, message, ...options });
+  }
+
+  /** A problem with the file a key of [tls], [auth] or [gossip] names, as it is now (see ConfigProblem.secretsFile). */
+  addFile(segments: readonly PathSegment[], message: string): void {
+    this.add(segments, message, { secretsFile: true });
   }
 
   get count(): number {

@@ -3,7 +3,8 @@
 // the directory svc starts in. Certificate and key files must exist; the tokens file may not
 // exist yet (the first `svc admin token create` makes it) but when it does its mode is checked
 // here, so --validate says what `svc serve` would refuse. The gossip key file must exist, have
-// mode 0600 and hold one or two well-formed keys.
+// mode 0600 and hold one or two well-formed keys. A problem with one of these files as it is
+// now, rather than with the configuration's text, is marked (addFile): `serve` exits 1 for it.
 
 import { isAbsolute } from "node:path";
 import type { Problems } from "./_problems.ts";
@@ -39,22 +40,22 @@ function readGossip(root: TomlTable, problems: Problems): GossipSettings | null 
   if (!absolute("gossip", "key_file", keyFile, problems)) return undefined;
   const looked = statConfigPath(keyFile);
   if ("problem" in looked) {
-    problems.add(["gossip", "key_file"], looked.problem);
+    problems.addFile(["gossip", "key_file"], looked.problem);
     return undefined;
   }
   const stat = looked.stat;
   if (stat === undefined || !stat.isFile()) {
-    problems.add(["gossip", "key_file"], `${JSON.stringify(keyFile)} ${stat === undefined ? "does not exist" : "is not a file"}; make one with \`svc admin gossip keygen > ${keyFile}\` and chmod 600 it`);
+    problems.addFile(["gossip", "key_file"], `${JSON.stringify(keyFile)} ${stat === undefined ? "does not exist" : "is not a file"}; make one with \`svc admin gossip keygen > ${keyFile}\` and chmod 600 it`);
     return undefined;
   }
   const modeProblem = secretFileModeProblem(keyFile, stat.mode);
   if (modeProblem !== null) {
-    problems.add(["gossip", "key_file"], modeProblem);
+    problems.addFile(["gossip", "key_file"], modeProblem);
     return undefined;
   }
   const read = readGossipKeyFile(keyFile);
   if ("problem" in read) {
-    problems.add(["gossip", "key_file"], read.problem);
+    problems.addFile(["gossip", "key_file"], read.problem);
     return undefined;
   }
   return { keyFile };
@@ -91,13 +92,13 @@ function readAuth(root: TomlTable, problems: Problems): AuthSettings | undefined
   if (tokenFile !== "" && !absolute("auth", "token_file", tokenFile, problems)) return undefined;
   const looked = statConfigPath(tokensFile);
   if ("problem" in looked) {
-    problems.add(["auth", "tokens_file"], looked.problem);
+    problems.addFile(["auth", "tokens_file"], looked.problem);
     return undefined;
   }
   const stat = looked.stat;
   if (stat !== undefined) {
     const modeProblem = secretFileModeProblem(tokensFile, stat.mode);
-    if (modeProblem !== null) problems.add(["auth", "tokens_file"], modeProblem);
+    if (modeProblem !== null) problems.addFile(["auth", "tokens_file"], modeProblem);
   }
   return { tokensFile, tokenFile, metricsOpen };
 }
@@ -114,12 +115,12 @@ function readPath(table: TomlTable, tableName: string, key: string, spec: TableS
   if (!absolute(tableName, key, value, problems)) return undefined;
   const looked = statConfigPath(value);
   if ("problem" in looked) {
-    problems.add([tableName, key], `${looked.problem}; give the path of a PEM file`);
+    problems.addFile([tableName, key], `${looked.problem}; give the path of a PEM file`);
     return undefined;
   }
   const stat = looked.stat;
   if (stat === undefined || !stat.isFile()) {
-    problems.add([tableName, key], `${JSON.stringify(value)} ${stat === undefined ? "does not exist" : "is not a file"}; give the path of a PEM file`);
+    problems.addFile([tableName, key], `${JSON.stringify(value)} ${stat === undefined ? "does not exist" : "is not a file"}; give the path of a PEM file`);
     return undefined;
   }
   return value;

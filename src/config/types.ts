@@ -95,6 +95,12 @@ export interface ConfigProblem {
   readonly column?: number;
   readonly keyPath: string;
   readonly message: string;
+  /**
+   * The problem is a file of [tls], [auth] or [gossip] as it is now (missing, readable by
+   * others, not what it should hold), not the configuration's text: another unit or a
+   * rotation may still be writing it, so `serve` exits 1 (restarted) rather than 2.
+   */
+  readonly secretsFile?: true;
 }
 
 export type ConfigResult =

@@ -13,9 +13,16 @@ import { SnapshotStore } from "../../src/storage/index.ts";
 
 const dirs: string[] = [];
 const stores: Store[] = [];
+/**
+ * A store directory of its own, one level inside the temp dir this file removes: a store found
+ * damaged is moved aside beside its directory (`<dir>.damaged-<time>`), which must land inside
+ * it too, not in the system's temp dir.
+ */
 function tempDir(): string {
-  const d = fs.mkdtempSync(join(tmpdir(), "svc-store-"));
-  dirs.push(d);
+  const root = fs.mkdtempSync(join(tmpdir(), "svc-store-"));
+  dirs.push(root);
+  const d = join(root, "store");
+  fs.mkdirSync(d);
   return d;
 }
 function openStore(path = join(tempDir(), "state.db")): Store {
@@ -306,10 +313,15 @@ describe("store", () => {
     expect(installed.query("SELECT v FROM t", []).rows).toEqual([["staged"]]);
   });
 
-  test("a file that is not a database is reported as damaged", () => {
-    const path = join(tempDir(), "state.db");
+  test("a file that is not a database is reported as damaged, and moved aside beside the store's directory", () => {
+    const dir = tempDir();
+    const path = join(dir, "state.db");
     fs.writeFileSync(path, "this is not sqlite".repeat(400));
     expect(() => Store.open(path)).toThrow(/damaged/);
+    const aside = fs.readdirSync(join(dir, "..")).filter((n) => n.startsWith("store.damaged-"));
+    expect(aside.length).toBe(1);
+    expect(fs.readdirSync(join(dir, "..", aside[0] ?? ""))).toContain("state.db");
+    expect(fs.existsSync(path)).toBe(false);
   });
 
   test("an open store is marked with the boot; a close flushes it and removes the mark", () => {

@@ -144,7 +144,9 @@ describe("wal", () => {
 
   test("a stale copy of a record (its index and its own term) after the last one is damage, not a rewrite: nothing after it is dropped, and wal-repair removes only the copy", () => {
     for (const keepAfter of [0, 8]) {
-      const dir = tempDir();
+      // wal-repair moves the damaged segments beside the WAL directory (wal-corrupt-<time>):
+      // inside the temp dir this file removes.
+      const dir = join(tempDir(), "wal");
       writeEntries(dir, 10);
       const [segment] = listSegments(dir);
       if (segment === undefined) throw new Error("no segment");

@@ -32,7 +32,6 @@ export function refusedCertReload(next: string, current: string, nowMs: number):
   return `the new certificate cannot be used: ${why}; peers and clients would refuse it`;
 }
 
-
 export interface CertificateDates {
   /** The subject as X509Certificate gives it, e.g. "CN=node1". */
   readonly subject: string;

@@ -352,6 +352,12 @@ function checkWriteShape(sql: string): StatementShape {
   const keyword = shape.keywords[0] ?? "";
   const why = refusedInWrites[keyword];
   if (why !== undefined) throw sqlError(`${keyword} is not allowed in a write: ${why}`);
+  // A read in a write batch would go through the log and apply on every node for no answer
+  // (a write's result has no rows): it is named, as a write sent to /v1/query is.
+  const main = keyword === "WITH" ? shape.topLevelWords.find((w) => withMainKeywords.has(w)) : keyword;
+  if (main !== undefined && readMainKeywords.has(main)) {
+    throw sqlError(`${keyword === "WITH" ? `WITH … ${main}` : main} is not a write: POST /v1/execute answers no rows`, "send reads to POST /v1/query");
+  }
   // The store commits many entries in one SQLite transaction: a deferred constraint is checked
   // at that commit, where its failure belongs to no write, and fails it on every node, at every
   // replay (one INSERT of an orphan row stopped a whole cluster for good).

@@ -526,7 +526,7 @@ describe("a value is refused, never changed: 400 naming the parameter, and nothi
     expect(expectError(none, 400, "BAD_REQUEST")).toContain('"statements[0]" binds 1 parameter');
     const missing = await post("/v1/execute", '{"statements":[{"sql":"INSERT INTO kv (k, v) VALUES (?, ?)"}]}');
     expect(expectError(missing, 400, "BAD_REQUEST")).toContain('"statements[0]" binds 2 parameters');
-    const short = await post("/v1/execute", '{"statements":["SELECT 1",{"sql":"INSERT INTO kv (k, v) VALUES (?, ?)","params":["refused"]}]}');
+    const short = await post("/v1/execute", '{"statements":["DELETE FROM kv WHERE 0",{"sql":"INSERT INTO kv (k, v) VALUES (?, ?)","params":["refused"]}]}');
     expect(expectError(short, 400, "BAD_REQUEST")).toContain('"statements[1]" binds 2 parameters');
     const extra = await post("/v1/execute", '{"statements":[{"sql":"INSERT INTO kv (k, v) VALUES (?, 1)","params":["refused", 2]}]}');
     expect(expectError(extra, 400, "BAD_REQUEST")).toContain('"statements[0]" binds 1 parameter');

@@ -158,6 +158,12 @@ describe("store", () => {
     expect(checkWriteStatement("CREATE TABLE c (pid INTEGER REFERENCES p (id) DEFERRABLE INITIALLY IMMEDIATE, q REFERENCES p DEFERRABLE)").keyword).toBe("CREATE");
     expect(checkWriteStatement("INSERT INTO notes (initially, deferred) VALUES ('initially deferred', 1)").keyword).toBe("INSERT");
     expect(checkWriteStatement("CREATE TRIGGER tr AFTER INSERT ON t BEGIN UPDATE t SET v = CASE WHEN 1 THEN 2 END; INSERT INTO u VALUES (1); END").keyword).toBe("CREATE");
+    // A read sent as a write answers no rows: named, as a write sent as a read is.
+    expect(() => checkWriteStatement("SELECT * FROM t")).toThrow("SELECT is not a write: POST /v1/execute answers no rows");
+    expect(() => checkWriteStatement("/* c */ values (1)")).toThrow("VALUES is not a write");
+    expect(() => checkWriteStatement("WITH x AS (INSERT INTO t VALUES (1)) SELECT * FROM x")).toThrow("WITH … SELECT is not a write");
+    expect(checkWriteStatement("WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x").keyword).toBe("WITH");
+    expect(checkWriteStatement("INSERT INTO t SELECT 1").keyword).toBe("INSERT");
   });
 
   test("a statement's parameter count is SQLite's: ? takes the next index, ?N its own, a repeated name one", () => {

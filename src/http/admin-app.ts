@@ -193,13 +193,17 @@ export function adminApp(node: SvcNode) {
   return app;
 }
 
-/** A pause lease from the query string: whole milliseconds, one second to one day. */
+/** A write pause's lease: one second to one day. */
+export const pauseLeaseMsMin = 1000;
+export const pauseLeaseMsMax = 86_400_000;
+
+/** A pause lease from the query string: whole milliseconds, pauseLeaseMsMin to pauseLeaseMsMax. */
 function pauseLeaseMs(text: string | null): number | undefined {
   if (text === null) return undefined;
   // Digits only: Number() would take "1e3" and "0x3e8" as well.
   const ms = /^[0-9]{1,9}$/.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isSafeInteger(ms) || ms < 1000 || ms > 86_400_000) {
-    throw new SvcError("BAD_REQUEST", `lease_ms must be a whole number of milliseconds from 1000 to 86400000, not ${JSON.stringify(text)}`, {
+  if (!Number.isSafeInteger(ms) || ms < pauseLeaseMsMin || ms > pauseLeaseMsMax) {
+    throw new SvcError("BAD_REQUEST", `lease_ms must be a whole number of milliseconds from ${pauseLeaseMsMin} to ${pauseLeaseMsMax}, not ${JSON.stringify(text)}`, {
       hint: "give ?lease_ms=60000 for a one-minute pause, or leave it out for a pause until resume-writes",
     });
   }

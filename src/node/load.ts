@@ -441,6 +441,15 @@ function unvouchedReason(meta: { appliedIndex: number; clusterId: string }, v: S
   return null;
 }
 
+/**
+ * The likeliest way a store goes back in time: a backup's store/ copied over a data directory
+ * that still holds the newer history's raft/ (its WAL, hard state, checkpoint and snapshots).
+ */
+const restoreUndoneHint = "if a backup's store/ was copied over this data directory to restore it, this start undoes that: the newer history's WAL, " +
+  "hard state and snapshots are still here and win. To restore, stop the node, empty the data directory, copy the backup's raft/ and store/ " +
+  "into it and start (SPEC §4.5); on a cluster of several nodes do so on every node and run svc admin init-cluster --bootstrap on each " +
+  "before starting them (an archive made by svc admin backup full needs no such step)";
+
 async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger: Logger, vouchers: StoreVouchers): Promise<Store> {
   if (fs.existsSync(paths.storePath)) {
     try {
@@ -463,14 +472,7 @@ async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger:
         const behind = vouchers.checkpoint !== null && store.meta.appliedIndex < vouchers.checkpoint.index;
         logger.warn("recovery: the store is not vouched for by raft/ state; rebuilding it from the snapshot and the WAL", {
           reason: unvouched,
-          // The likeliest way a store goes back in time: a backup's store/ copied over a data
-          // directory that still holds the newer history's raft/ (its WAL and hard state).
-          ...(behind ? {
-            hint: "if a backup's store/ was copied over this data directory to restore it, this start undoes that: the newer history's WAL, " +
-              "hard state and snapshots are still here and win. To restore, stop the node, empty the data directory, copy the backup's raft/ and store/ " +
-              "into it and start (SPEC §4.5); on a cluster of several nodes do so on every node and run svc admin init-cluster --bootstrap on each " +
-              "before starting them (an archive made by svc admin backup full needs no such step)",
-          } : {}),
+          ...(behind ? { hint: restoreUndoneHint } : {}),
         });
         try {
           vouchers.refuseBeforeRebuild(store.meta);
@@ -488,7 +490,7 @@ async function openOrRebuildStore(paths: DataPaths, images: StartImages, logger:
       const snapshotIndex = (await images.verified())?.meta?.index ?? 0;
       if (store.meta.appliedIndex >= snapshotIndex) return store;
       logger.warn("recovery: the store is behind the newest snapshot; installing the snapshot", {
-        applied: store.meta.appliedIndex, snapshotIndex,
+        applied: store.meta.appliedIndex, snapshotIndex, hint: restoreUndoneHint,
       });
       store.close({ discard: true });
     } catch (e) {

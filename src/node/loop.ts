@@ -96,7 +96,8 @@ export class EffectLoop {
     const walHadEntries = ctx.io.log.lastIndex > 0;
     if (status.membership.voters.length === 0 || ctx.lostLog || (status.lastIndex === 0 && ctx.config.cluster.members.length > 1)) {
       ctx.transition("wal_missing");
-      if (ctx.clusterId === "") {
+      // A member rebuilt from nothing (MEMBER) said at start what it waits for.
+      if (ctx.clusterId === "" && !ctx.lostLog) {
         ctx.logger.warn("this node belongs to no cluster yet: waiting for a leader to send it a snapshot", {
           hint: "set bootstrap = true on the first node of a new cluster, or add this node from the leader with `svc admin add-node`",
         });
@@ -135,7 +136,7 @@ export class EffectLoop {
       ctx.logger.warn("recovery: still no leader to send this node the cluster's state; it does not vote until one has (with no state, its vote could elect a member that lacks acknowledged writes)", {
         hint: "start the other members and check that they reach this one (`svc admin cluster-status`). " +
           "After a point-in-time restore (SPEC §4.5 clears only raft/), a member whose store/ was removed too counts as rebuilt from nothing (<data_dir>/MEMBER) " +
-          "and does not vote for the restored node: remove that file on it, then restart it",
+          "and does not vote for the restored node: stop it, remove that file and raft/LOST_LOG (written at its first start without raft/) on it, then start it",
       });
       return;
     }
@@ -504,6 +505,9 @@ export class EffectLoop {
 export function historyDiverged(d: Divergence): SvcError {
   return new SvcError("HISTORY_DIVERGED", `the leader ${d.leader} (term ${d.term}) sends entries that differ from those this node committed at index ${d.index} (its commit index is ${d.commit}): this node and ${d.leader} hold different histories`, {
     hint: `one of them was left out of a restore (SPEC §4.5), or holds data of another cluster. Find which holds the history to keep (the rows you expect: a stopped node's store/state.db opens read-only in sqlite3); ` +
-      "stop the node that holds the other one, remove the contents of its raft/ and store/ (or restore it as the others were) and start it, then start the rest. This node's data is left as it was",
+      "stop the node that holds the other one, remove the contents of its raft/ and store/ (or restore it as the others were) and start it, then start the rest. " +
+      "Where more than one member holds the other history (a restore done on fewer than half of the members), restore those from the same backup instead: " +
+      "a member whose raft/ and store/ were removed does not vote until a leader has caught it up, so a majority of them cannot elect the restored one. " +
+      "This node's data is left as it was",
   });
 }

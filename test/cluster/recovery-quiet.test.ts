@@ -119,6 +119,10 @@ describe("node recovery procedures on a quiet cluster (SPEC §4.6)", () => {
     expect(await follower.stop()).toBe(0);
     removeAllState(follower);
     await restartQuiet(cluster, follower, ledger);
+    // It says it is rebuilt from the leader (MEMBER names its cluster), not that it belongs to
+    // no cluster and wants bootstrap = true or add-node, which would be wrong to act on.
+    expect(follower.lastRunLog()).toContain("it is rebuilt from the leader and does not vote until then");
+    expect(follower.lastRunLog()).not.toContain("belongs to no cluster yet");
   });
 
   clusterTest("recovery from snapshot: the former leader, stopped and its WAL emptied, catches up from the new leader", {

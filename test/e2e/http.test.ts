@@ -348,6 +348,12 @@ describe("pause-writes and resume-writes", () => {
     const after = await runBinary(["admin", "cluster-status", "--node", node.adminUrl]);
     expect(after.stdout).not.toContain("paused");
     expect(after.exitCode).toBe(0);
+    // A lease outside what a pause takes is the command line's mistake: exit 2, naming the flag.
+    for (const lease of ["0s", "2d"]) {
+      const refused = await runBinary(["admin", "pause-writes", "--lease", lease, "--node", node.adminUrl]);
+      expect({ lease, exitCode: refused.exitCode }).toEqual({ lease, exitCode: 2 });
+      expect(refused.stderr).toContain(`--lease: ${lease} is outside 1s to 24h`);
+    }
     // One with a lease ends by itself: shown, not a problem.
     expect((await runBinary(["admin", "pause-writes", "--lease", "60s", "--node", node.adminUrl])).exitCode).toBe(0);
     try {

@@ -14,6 +14,7 @@ import {
   isObjectUrl, type BackupNodeApi,
 } from "../../backup/index.ts";
 import { secretPaths, type Config } from "../../config/index.ts";
+import { pauseLeaseMsMax } from "../../http/index.ts";
 import { callNode, nodeUrlWith, printJson } from "../_client.ts";
 import { defaultConfigPath, loadConfigOrExit } from "../_config.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
@@ -163,6 +164,7 @@ const fullCommand = defineCommand({
     const offsiteRetainMs = durationArg(args["offsite-retain"], "offsite-retain", config.backup?.offsiteRetainMs ?? null);
     const leaseMs = durationArg(args.lease, "lease", 60_000) ?? 60_000;
     if (leaseMs < 3000) throw usageError("--lease: at least 3s, so that renewals can keep the pause");
+    if (leaseMs > pauseLeaseMsMax) throw usageError("--lease: at most 24h");
     if (await skipUnlessLeader(args, api, "full")) return;
     const json = args.json === true;
     const job = new FullBackup(api, {

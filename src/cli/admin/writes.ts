@@ -2,6 +2,7 @@
 
 import { defineCommand } from "citty";
 import { parseDuration } from "../../backup/index.ts";
+import { pauseLeaseMsMax, pauseLeaseMsMin } from "../../http/index.ts";
 import { callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
 import { usageError } from "../_exit.ts";
 
@@ -21,6 +22,9 @@ function writesCommand(paused: boolean) {
       if (lease !== undefined) {
         const d = parseDuration(lease);
         if (!d.ok) throw usageError(`--lease: ${d.message}`);
+        if (d.ms < pauseLeaseMsMin || d.ms > pauseLeaseMsMax) {
+          throw usageError(`--lease: ${lease} is outside 1s to 24h; leave --lease out for a pause that lasts until resume-writes`);
+        }
         path += `?lease_ms=${d.ms}`;
       }
       const result = (await callNode(nodeUrl(args), "POST", path)) as { index: number; until?: string };

@@ -144,6 +144,16 @@ describe("init-cluster", () => {
     expect(svc(["admin", "verify-checksums", "--data-dir", dataDir]).code).toBe(0);
   });
 
+  test("--bootstrap on a data directory that holds no restored data is refused: a forgotten extraction does not become an empty cluster", () => {
+    const empty = join(dir, "not-extracted");
+    const r = svc(["admin", "init-cluster", "--bootstrap", "--config", configFile(empty)]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("holds no restored data");
+    expect(r.stderr).toContain(`tar xzf svc-backup-….tar.gz -C ${empty} raft store`);
+    // No cluster was made: the same directory then takes the archive, or init-cluster without --bootstrap.
+    expect(svc(["admin", "init-cluster", "--config", configFile(empty)]).code).toBe(0);
+  });
+
   test("takes --data-dir in place of the configuration's data_dir", () => {
     const elsewhere = join(dir, "configured");
     const given = join(dir, "given");

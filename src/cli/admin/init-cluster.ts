@@ -40,6 +40,12 @@ export const initClusterCommand = defineCommand({
     try {
       const state = await loadState(paths, config, logger.child("wal"));
       let result: Record<string, unknown>;
+      if (isPristine(state) && args.bootstrap === true) {
+        // Disaster recovery with the archive not extracted yet (or into another directory):
+        // a new, empty cluster would take the restored one's place without a word.
+        throw usageError(`${config.dataDir} holds no restored data (no snapshot in raft/snapshots/, no store/): --bootstrap makes a cluster of a restored backup\n` +
+          `  → extract the archive into it first (tar xzf svc-backup-….tar.gz -C ${config.dataDir} raft store), or leave --bootstrap out to make a new, empty cluster`);
+      }
       if (isPristine(state)) {
         const clusterId = bootstrapIfNew(state, { ...config, cluster: { ...config.cluster, bootstrap: true } }, logger.child("node"));
         result = { cluster_id: clusterId, data: "none (new cluster)", voters: config.cluster.members.map((m) => m.id) };

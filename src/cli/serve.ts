@@ -4,7 +4,7 @@
 
 import { defineCommand } from "citty";
 import { createLogger } from "../log/index.ts";
-import { InFlightBytes, adminApp, clientApp, listen, type BoundServer } from "../http/index.ts";
+import { InFlightBytes, adminApp, clientApp, listen, startingResponse, type BoundServer } from "../http/index.ts";
 import { PeerSecrets, SvcNode, memoryBudget, memoryFloorWarning } from "../node/index.ts";
 import { sdNotify } from "../io/index.ts";
 import { summarizeConfig } from "../config/index.ts";
@@ -40,10 +40,8 @@ export const serveCommand = defineCommand({
 
     const security = startSecurity(config, log);
     let node: SvcNode | null = null;
-    const starting = (): Response =>
-      new Response(JSON.stringify({ status: "unavailable", recovery: "starting" }), { status: 503, headers: { "content-type": "application/json" } });
-    let clientFetch: (r: Request) => Response | Promise<Response> = starting;
-    let adminFetch: (r: Request) => Response | Promise<Response> = starting;
+    let clientFetch: (r: Request) => Response | Promise<Response> = startingResponse;
+    let adminFetch: (r: Request) => Response | Promise<Response> = startingResponse;
     const servers: BoundServer[] = [];
     // Until the node is up, a stop request simply ends the process: nothing is half-written
     // that recovery would not redo on the next start.

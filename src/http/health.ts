@@ -4,7 +4,19 @@
 // (its writes get 507 DISK_FULL): a load balancer keeps sending it reads, a monitor sees it.
 
 import type { SvcNode } from "../node/index.ts";
-import { json } from "./errors.ts";
+import { SvcError } from "../util/errors.ts";
+import { errorResponse, json } from "./errors.ts";
+
+/**
+ * Any request while the node starts (before its state is loaded): /health says so in its own
+ * shape; every other request gets an error a client can act on (a code, a hint, Retry-After).
+ */
+export function startingResponse(request: Request): Response {
+  if (new URL(request.url).pathname === "/health") return json({ status: "unavailable", recovery: "starting" }, 503);
+  return errorResponse(new SvcError("RECOVERING", "this node is starting (recovery: starting): it loads its state before it serves requests; nothing was done", {
+    hint: "retry shortly, or send the request to another member",
+  }));
+}
 
 export function healthResponse(node: SvcNode): Response {
   const s = node.status();

@@ -10,7 +10,7 @@ import { version, commit } from "../version.ts";
 import { checkReadStatement } from "../store/index.ts";
 import { SvcError } from "../util/errors.ts";
 import { checkParamCount, parseIdBody, parseJsonText, parseMemberBody, parseQueryBody, parseSetMemberBody, readBodyText, readJsonBody } from "./body.ts";
-import { answer, badRequest, errorResponse, json } from "./errors.ts";
+import { answer, badRequest, errorResponse, json, queryResponse } from "./errors.ts";
 import { fallbackRoutes, type RouteEntry } from "./fallback.ts";
 import { forwardAdminToLeader, leaderAdminToForwardTo } from "./forward.ts";
 import { gossipStatusJson } from "./gossip-status.ts";
@@ -110,7 +110,7 @@ export function adminApp(node: SvcNode) {
     .post("/admin/query", ({ request }) => answer(async () => {
       const { sql, params, consistency } = parseQueryBody(await readJsonBody(request));
       checkParamCount(checkReadStatement(sql), params, "sql", "params");
-      return json(await node.query(sql, params, consistency, { signal: request.signal, admin: true }));
+      return queryResponse(await node.query(sql, params, consistency, { signal: request.signal, admin: true }));
     }), { parse: "none" })
     .get("/admin/verify-checksums", () => answer(async () => {
       const findings = await node.verify();

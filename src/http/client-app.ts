@@ -8,7 +8,7 @@ import { checkReadStatement, checkWriteStatement } from "../store/index.ts";
 import { isSvcError, SvcError } from "../util/errors.ts";
 import { jsonInt } from "../util/json64.ts";
 import { checkParamCount, parseExecuteBody, parseJsonText, parseQueryBody, parseRequestId, readBodyText } from "./body.ts";
-import { errorResponse, json } from "./errors.ts";
+import { errorResponse, json, queryResponse } from "./errors.ts";
 import { fallbackRoutes, type RouteEntry } from "./fallback.ts";
 import { forwardedHeader, forwardToLeader, leaderToForwardTo } from "./forward.ts";
 import { watchLeaderMoved } from "./leader-watch.ts";
@@ -41,11 +41,14 @@ export function clientApp(node: SvcNode) {
   const nodeId = node.config.nodeId;
 
   /** Answer a request here, or, when this node is not the leader and one is known, there. */
+  /** A route's work: its Response as is, any other value as JSON. */
+  const asResponse = (result: unknown): Response => (result instanceof Response ? result : json(result));
+
   async function hereOrAtLeader(request: Request, path: string, work: (body: unknown) => Promise<unknown>, onError?: (e: unknown) => void): Promise<Response> {
     let text = "";
     try {
       text = await readBodyText(request);
-      return json(await work(parseJsonText(text)));
+      return asResponse(await work(parseJsonText(text)));
     } catch (e) {
       const leader = leaderToForwardTo(e, request);
       if (leader === null) {
@@ -66,7 +69,7 @@ export function clientApp(node: SvcNode) {
       // this node, leading now, serves it (rather than tell the client to go where it went).
       if (answer.status !== 503 || !(await namesAsLeader(answer.clone(), nodeId)) || node.status().role !== "leader") return answer;
       try {
-        return json(await work(parseJsonText(text)));
+        return asResponse(await work(parseJsonText(text)));
       } catch (again) {
         onError?.(again);
         return errorResponse(again);
@@ -94,7 +97,7 @@ export function clientApp(node: SvcNode) {
       // The request's signal fires when the client goes away: the read is stopped then.
       const result = await node.query(sql, params, consistency, { signal: request.signal });
       node.metrics.readsTotal.inc();
-      return result;
+      return queryResponse(result);
     }, (e) => node.metrics.readErrorsTotal.labels(e instanceof Error && "code" in e ? String(e.code) : "INTERNAL").inc()), { parse: "none" });
   routes = () => app.routes;
   return app;

@@ -6,7 +6,7 @@ import type { BackupErrorCode } from "../backup/index.ts";
 import type { NodeErrorCode } from "../node/index.ts";
 import type { RaftErrorCode } from "../raft/index.ts";
 import type { StorageErrorCode } from "../storage/index.ts";
-import type { StoreErrorCode } from "../store/index.ts";
+import type { QueryResult, StoreErrorCode } from "../store/index.ts";
 import type { TransportErrorCode } from "../transport/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { ListenErrorCode } from "../util/listen-failure.ts";
@@ -201,6 +201,15 @@ export function errorResponse(e: unknown): Response {
 
 export function json(body: unknown, status = 200): Response {
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+}
+
+/**
+ * A read's answer, `{"columns": […], "rows": […]}`: written from the rows' text when a SQL
+ * process read them (QueryResult.rowsJson), never parsed into values and written again.
+ */
+export function queryResponse(result: QueryResult): Response {
+  if (result.rowsJson === undefined) return json({ columns: result.columns, rows: result.rows });
+  return new Response(`{"columns":${JSON.stringify(result.columns)},"rows":${result.rowsJson}}`, { status: 200, headers: { "content-type": "application/json" } });
 }
 
 /** A request the node cannot take as it is; without a hint of its own it says what holds for every such one. */

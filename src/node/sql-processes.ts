@@ -8,7 +8,7 @@
 import * as fs from "node:fs";
 import type { Config } from "../config/index.ts";
 import { memoryBudget, sqlProcessBaseBytes } from "./memory-budget.ts";
-import { SqlProcessPool, Store, internalTablePrefix, totalRows, userTablesSql, type QueryResult, type SqlValue, type StoreStats, type TableCount } from "../store/index.ts";
+import { SqlProcessPool, Store, internalTablePrefix, rowsOfJsonText, totalRows, userTablesSql, type QueryResult, type SqlValue, type StoreStats, type TableCount } from "../store/index.ts";
 import { errorMessage, isSvcError } from "../util/errors.ts";
 
 /** A process with nothing to do is stopped after this (when its pool is not kept warm). */
@@ -47,17 +47,17 @@ export class NodeSqlProcesses {
   async query(store: Store, sql: string, params: SqlValue[], limits: { timeoutMs: number; signal?: AbortSignal }): Promise<QueryResult> {
     this.follow(store);
     const r = await this.readers.query(sql, params, { ...limits, resultBytesMax: this.resultBytesMax });
-    return { columns: r.columns, rows: r.rows.map(Store.jsonRow) };
+    return queryResultOfText(r.columns, r.rowsJson);
   }
 
   /** What Store.stats() tells, with the rows counted in a SQL process within `timeoutMs`. */
   async stats(store: Store, timeoutMs: number): Promise<StoreStats> {
     this.follow(store);
     const limits = { timeoutMs, resultBytesMax: this.resultBytesMax };
-    const listed = await this.readers.query(userTablesSql, [], limits);
+    const listed = queryResultOfText([], (await this.readers.query(userTablesSql, [], limits)).rowsJson);
     const names = listed.rows.map((r) => String(r[0])).filter((n) => !n.startsWith(internalTablePrefix));
     const tables: TableCount[] = [];
-    const count = (chunk: readonly string[]) => this.readers.query(chunk.map((n) => `SELECT count(*) FROM "${n.replaceAll('"', '""')}"`).join(" UNION ALL "), [], limits);
+    const count = async (chunk: readonly string[]) => queryResultOfText([], (await this.readers.query(chunk.map((n) => `SELECT count(*) FROM "${n.replaceAll('"', '""')}"`).join(" UNION ALL "), [], limits)).rowsJson);
     for (let i = 0; i < names.length; i += countsPerQueryMax) {
       const chunk = names.slice(i, i + countsPerQueryMax);
       try {
@@ -100,4 +100,17 @@ export class NodeSqlProcesses {
     this.readers.reopen(store.path);
     if (this.checker !== this.readers) this.checker.reopen(store.path);
   }
+}
+
+/** A result read in a SQL process: answered from its text; its rows read from it only when asked for. */
+function queryResultOfText(columns: string[], rowsJson: string): QueryResult {
+  let rows: unknown[][] | null = null;
+  return {
+    columns,
+    rowsJson,
+    get rows(): unknown[][] {
+      rows ??= rowsOfJsonText(rowsJson);
+      return rows;
+    },
+  };
 }

@@ -11,3 +11,4 @@ export { SqlProcessPool, type SqlPoolOptions, type SqlRows, type CheckVerdict } 
 export { isPlainWrite } from "./write-shape.ts";
 export { runSqlProcess, sqlProcessEnvKey } from "./sql-process.ts";
 export { damagedStoreFix, isStoreDamage, markStoreDamaged, setAsideCopies } from "./damage.ts";
+export { rowsOfJsonText } from "./_json-rows.ts";

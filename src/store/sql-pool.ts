@@ -48,7 +48,8 @@ export interface SqlPoolOptions {
 
 export interface SqlRows {
   columns: string[];
-  rows: unknown[][];
+  /** The rows as the JSON answer writes them (_json-rows.ts). */
+  rowsJson: string;
 }
 
 export type CheckVerdict =
@@ -113,7 +114,7 @@ export class SqlProcessPool {
   /** A read, answered from the store file as it is when the process starts the read. */
   async query(sql: string, params: SqlValue[], limits: { timeoutMs: number; resultBytesMax: number; signal?: AbortSignal }): Promise<SqlRows> {
     const reply = await this.run({ kind: "query", sql, params, resultBytesMax: limits.resultBytesMax }, limits.timeoutMs, limits.signal);
-    if (reply.kind === "rows") return { columns: reply.columns, rows: reply.rows };
+    if (reply.kind === "rows") return { columns: reply.columns, rowsJson: reply.rowsJson };
     if (reply.kind === "error" && reply.tooLarge === true) {
       throw new SvcError("RESULT_TOO_LARGE", `the ${this.label}'s ${reply.message}${this.shareOfSetting()}`, {
         hint: "select fewer rows or columns (LIMIT, a narrower WHERE), or page through the result",

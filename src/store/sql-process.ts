@@ -17,6 +17,7 @@ import { ApplyGuards } from "./_apply-guards.ts";
 import { DeterministicFunctions, blobSize } from "./determinism.ts";
 import { isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
 import { isStoreDamage, isVirtualTableCorrupt } from "./damage.ts";
+import { rowJsonText } from "./_json-rows.ts";
 
 export type SqlProcessRequest =
   | { id: number; kind: "query"; path: string; sql: string; params: SqlValue[]; resultBytesMax: number }
@@ -34,8 +35,8 @@ export interface CheckFailure {
 }
 
 export type SqlProcessReply =
-  /** `bytes`: about what the rows take as JSON (the pool looks at the process after a large answer). */
-  | { id: number; kind: "rows"; columns: string[]; rows: unknown[][]; bytes?: number }
+  /** `rowsJson`: the rows as the answer writes them (_json-rows.ts); `bytes`: its length (the pool looks at the process after a large answer). */
+  | { id: number; kind: "rows"; columns: string[]; rowsJson: string; bytes?: number }
   | { id: number; kind: "checked"; failed: CheckFailure | null }
   /** Sent once at start (id 0): the process takes requests from now on. */
   | { id: number; kind: "ready" }
@@ -117,13 +118,15 @@ function runQuery(req: Extract<SqlProcessRequest, { kind: "query" }>): SqlProces
       message: `result is larger than ${req.resultBytesMax} bytes`,
     });
     // Rows one at a time when the columns have distinct names (iterate() gives objects);
-    // otherwise all at once, still under the node's memory watch.
+    // otherwise all at once, still under the node's memory watch. Each row is kept as its
+    // JSON text only: the values it was read as are garbage at once.
     const distinct = new Set(columns).size === columns.length;
-    const rows: unknown[][] = [];
+    const texts: string[] = [];
     let bytes = 2;
     const add = (row: unknown[]): boolean => {
-      for (const v of row) bytes += jsonSizeBytes(v);
-      rows.push(row);
+      const text = rowJsonText(row);
+      bytes += text.length + 1;
+      texts.push(text);
       return bytes <= req.resultBytesMax;
     };
     if (distinct) {
@@ -133,18 +136,10 @@ function runQuery(req: Extract<SqlProcessRequest, { kind: "query" }>): SqlProces
     } else {
       for (const row of stmt.values(...params)) if (!add(row)) return tooLarge();
     }
-    return { id: req.id, kind: "rows", columns, rows, bytes };
+    return { id: req.id, kind: "rows", columns, rowsJson: `[${texts.join(",")}]`, bytes };
   } finally {
     stmt.finalize();
   }
-}
-
-/** About what a value takes in the JSON answer (blobs go out as base64). */
-function jsonSizeBytes(v: unknown): number {
-  if (v === null || v === undefined) return 5;
-  if (typeof v === "string") return v.length + 3;
-  if (v instanceof Uint8Array) return Math.ceil(v.byteLength / 3) * 4 + 3;
-  return 24;
 }
 
 function openWriter(path: string): NonNullable<typeof writer> {

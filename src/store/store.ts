@@ -36,6 +36,7 @@ import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { exactInt, isWideDouble, jsonInt, jsonWideDouble } from "../util/json64.ts";
 import { decodeCommand, type MemberAddress, type SqlValue } from "./command.ts";
+import { jsonValue } from "./_json-rows.ts";
 import { DeterministicFunctions } from "./determinism.ts";
 import { StoreFlusher } from "./flusher.ts";
 import { StoreCheckpointer, type CheckpointResult } from "./snapshot-image.ts";
@@ -83,6 +84,11 @@ const walRestartDefault = { bytes: 128 * 1024 * 1024, everyMs: 1_000 };
 export interface QueryResult {
   columns: string[];
   rows: unknown[][];
+  /**
+   * The rows as the JSON answer writes them, when the read was made elsewhere (a SQL process):
+   * the answer is written from it, and `rows` is read from it only when asked for.
+   */
+  readonly rowsJson?: string;
 }
 
 export interface StoreStats {
@@ -840,12 +846,6 @@ export class Store implements StateMachine<Entry, ApplyResult> {
 
   private rowCodeKnown: { epoch: number; found: boolean } | null = null;
 
-
-  /** A row as it goes out in JSON (query results computed elsewhere, e.g. a SQL process). */
-  static jsonRow(row: readonly unknown[]): unknown[] {
-    return row.map(toJsonValue);
-  }
-
   /** A read in this process, of everything applied (unless the disk is full: of what is committed). */
   query(sql: string, params: readonly SqlValue[]): QueryResult {
     checkReadStatement(sql);
@@ -853,7 +853,7 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     try {
       return withStatement(this.readStatements, this.reader, sql, true, (stmt) => {
         const rows = stmt.values(...(params as never[])) as unknown[][];
-        return { columns: stmt.columnNames, rows: rows.map((r) => r.map(toJsonValue)) };
+        return { columns: stmt.columnNames, rows: rows.map((r) => r.map(jsonValue)) };
       });
     } catch (e) {
       // The file's damage is the node's, not the statement's: never a client error.
@@ -1180,13 +1180,6 @@ function prepareStatement(db: Database, sql: string, exactIntegers: boolean): Sq
  * Rows go out as JSON: blobs as base64 strings, integers exact, and a real holding a whole
  * number beyond 2^53 in exponent form, so that it does not read as an integer (see json64.ts).
  */
-function toJsonValue(v: unknown): unknown {
-  if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
-  if (typeof v === "bigint") return jsonInt(v);
-  if (isWideDouble(v)) return jsonWideDouble(v);
-  return v;
-}
-
 const unwritableCodes = new Set([
   "ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO",
   "SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_IOERR",

@@ -104,6 +104,21 @@ describe("bounded reads", () => {
     expect((await node.query("SELECT count(*) FROM big", [], "stale")).rows).toEqual([[3000]]);
   }, 30_000);
 
+  test("a result just under its share of max_memory_mb is answered, again and again: the SQL process holds about the answer's size, not its rows as values", async () => {
+    // 4 MiB at 128 MB; the process may grow to 56 MiB. The rows as JavaScript values took more
+    // than ten times their JSON: a 3.6 MB answer was refused as needing more than 56 MiB.
+    const node = await startNode(await testConfig());
+    await node.execute(sql(
+      "CREATE TABLE w (k TEXT, rid TEXT, wk INTEGER, seq INTEGER)",
+      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 40000) INSERT INTO w SELECT 'k-' || x, 'rid-0123456789-' || x, x % 64, x FROM c",
+    ));
+    for (let i = 0; i < 3; i++) {
+      const r = await node.query("SELECT * FROM w", [], "stale");
+      expect(r.rows.length).toBe(40_000);
+      expect(r.rows[39_999]).toEqual(["k-40000", "rid-0123456789-40000", 40_000 % 64, 40_000]);
+    }
+  }, 60_000);
+
   test("a result larger than its share of max_memory_mb is refused, never cut short", async () => {
     const { node } = await nodeWithData();
     expect(await codeOf(node.query("SELECT a.x, b.x, 'padding padding' FROM big a, big b LIMIT 100000000", [], "stale"))).toBe("RESULT_TOO_LARGE");

@@ -40,10 +40,10 @@ async function namesAsLeader(answer: { json(): Promise<unknown> }, nodeId: strin
 export function clientApp(node: SvcNode) {
   const nodeId = node.config.nodeId;
 
-  /** Answer a request here, or, when this node is not the leader and one is known, there. */
   /** A route's work: its Response as is, any other value as JSON. */
   const asResponse = (result: unknown): Response => (result instanceof Response ? result : json(result));
 
+  /** Answer a request here, or, when this node is not the leader and one is known, there. */
   async function hereOrAtLeader(request: Request, path: string, work: (body: unknown) => Promise<unknown>, onError?: (e: unknown) => void): Promise<Response> {
     let text = "";
     try {

@@ -54,22 +54,22 @@ export class NodeSqlProcesses {
   async stats(store: Store, timeoutMs: number): Promise<StoreStats> {
     this.follow(store);
     const limits = { timeoutMs, resultBytesMax: this.resultBytesMax };
-    const listed = queryResultOfText([], (await this.readers.query(userTablesSql, [], limits)).rowsJson);
-    const names = listed.rows.map((r) => String(r[0])).filter((n) => !n.startsWith(internalTablePrefix));
+    const listed = rowsOfJsonText((await this.readers.query(userTablesSql, [], limits)).rowsJson);
+    const names = listed.map((r) => String(r[0])).filter((n) => !n.startsWith(internalTablePrefix));
     const tables: TableCount[] = [];
-    const count = async (chunk: readonly string[]) => queryResultOfText([], (await this.readers.query(chunk.map((n) => `SELECT count(*) FROM "${n.replaceAll('"', '""')}"`).join(" UNION ALL "), [], limits)).rowsJson);
+    const count = async (chunk: readonly string[]) => rowsOfJsonText((await this.readers.query(chunk.map((n) => `SELECT count(*) FROM "${n.replaceAll('"', '""')}"`).join(" UNION ALL "), [], limits)).rowsJson);
     for (let i = 0; i < names.length; i += countsPerQueryMax) {
       const chunk = names.slice(i, i + countsPerQueryMax);
       try {
         const counted = await count(chunk);
-        chunk.forEach((name, j) => tables.push({ name, rows: Number(counted.rows[j]?.[0] ?? 0) }));
+        chunk.forEach((name, j) => tables.push({ name, rows: Number(counted[j]?.[0] ?? 0) }));
       } catch (e) {
         if (!isSvcError(e, "SQL_ERROR")) throw e;
         // A table SQLite cannot count (an FTS5 table whose content table is gone) fails the
         // chunk: each is counted alone, and that one says why.
         for (const name of chunk) {
           tables.push(await count([name]).then(
-            (r): TableCount => ({ name, rows: Number(r.rows[0]?.[0] ?? 0) }),
+            (r): TableCount => ({ name, rows: Number(r[0]?.[0] ?? 0) }),
             (err: unknown): TableCount => {
               if (!isSvcError(err, "SQL_ERROR")) throw err;
               return { name, rows: null, error: errorMessage(err) };

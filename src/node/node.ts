@@ -15,7 +15,7 @@ import type { Config } from "../config/index.ts";
 import type { RaftCore } from "../raft/index.ts";
 import type { StoredHardState } from "../storage/index.ts";
 import {
-  checkReadStatement, checkWriteStatement, encodeCommand,
+  checkReadStatement, checkWriteStatement, encodeCommand, refuseReadInWrite,
   type ApplyResult, type MemberAddress, type QueryResult, type SqlValue, type Statement, type Store, type StoreStats,
 } from "../store/index.ts";
 import { writesPausedAt } from "../store/store.ts";
@@ -321,11 +321,12 @@ export class SvcNode {
     const { ctx } = this;
     const { requestId } = options;
     ctx.checkServing();
-    for (const s of statements) checkWriteStatement(s.sql);
+    const shapes = statements.map((s) => checkWriteStatement(s.sql));
     // A retry of a write that was applied gets its answer, even while writes are paused, and
     // on a node removed since.
     const known = requestId === undefined ? null : this.writeGate.remembered(requestId, statements);
     if (known !== null) return executeOutcome(known.applyResult, known.index);
+    refuseReadInWrite(shapes);
     ctx.checkMember();
     ctx.checkWritable();
     if (writesPausedAt(ctx.store.meta, ctx.clock.nowMs())) {

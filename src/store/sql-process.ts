@@ -106,6 +106,13 @@ function openReader(path: string, blobBytesMax: number): Database {
   return reader;
 }
 
+/**
+ * What holding one row's text costs beyond its characters (a string of its own and its slot in
+ * the list), counted toward resultBytesMax: a result of many narrow rows (`SELECT 1 FROM t`)
+ * would otherwise pass the process's memory cap long before its text reached the limit.
+ */
+const rowHeldBytes = 48;
+
 function runQuery(req: Extract<SqlProcessRequest, { kind: "query" }>): SqlProcessReply {
   const db = openReader(req.path, req.resultBytesMax);
   const stmt = db.prepare(req.sql);
@@ -115,7 +122,7 @@ function runQuery(req: Extract<SqlProcessRequest, { kind: "query" }>): SqlProces
     const params = req.params as SQLQueryBindings[];
     const tooLarge = (): SqlProcessReply => ({
       id: req.id, kind: "error", tooLarge: true,
-      message: `result is larger than ${req.resultBytesMax} bytes`,
+      message: `result is larger than ${req.resultBytesMax} bytes (counting ${rowHeldBytes} bytes a row beyond its text)`,
     });
     // Rows one at a time when the columns have distinct names (iterate() gives objects);
     // otherwise all at once, still under the node's memory watch. Each row is kept as its
@@ -125,7 +132,7 @@ function runQuery(req: Extract<SqlProcessRequest, { kind: "query" }>): SqlProces
     let bytes = 2;
     const add = (row: unknown[]): boolean => {
       const text = rowJsonText(row);
-      bytes += text.length + 1;
+      bytes += text.length + 1 + rowHeldBytes;
       texts.push(text);
       return bytes <= req.resultBytesMax;
     };

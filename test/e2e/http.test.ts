@@ -151,6 +151,16 @@ describe("statements that would make nodes differ are refused before they enter 
     expect(await countRows(node, "k = 'via-query'")).toBe(0);
   });
 
+  it("POST /v1/execute with a read is refused with 400 naming /v1/query, and nothing of the batch is applied; FTS4's SELECT optimize() is a write", async () => {
+    const before = (await getJson<{ commit_index: number }>(`${node.clientUrl}/health`)).commit_index;
+    const r = await executeRaw(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["read-in-write", "x"] }, "SELECT * FROM kv"]);
+    expect(expectError(r, 400, "SQL_REFUSED")).toContain("SELECT is not a write: POST /v1/execute answers no rows");
+    expect(await countRows(node, "k = 'read-in-write'")).toBe(0);
+    expect((await getJson<{ commit_index: number }>(`${node.clientUrl}/health`)).commit_index).toBe(before);
+    await execute(node.clientUrl, ["CREATE VIRTUAL TABLE f4 USING fts4 (body)", "INSERT INTO f4 (body) VALUES ('one')", "INSERT INTO f4 (body) VALUES ('two')"]);
+    await execute(node.clientUrl, ["SELECT optimize(f4) FROM f4 LIMIT 1"]);
+  });
+
   it("POST /v1/query with a bad shape is refused, naming the field", async () => {
     expect(expectError(await postJson(`${node.clientUrl}/v1/query`, {}), 400, "BAD_REQUEST")).toContain('"sql"');
     expect(expectError(await postJson(`${node.clientUrl}/v1/query`, { sql: "SELECT 1", consistency: "eventual" }), 400, "BAD_REQUEST")).toContain('"consistency"');

@@ -54,4 +54,14 @@ describe("serve and the files of [tls], [auth] and [gossip]", () => {
     expect(runSource(["serve", "--config", config("relative", `[gossip]\nkey_file = "gossip.key"\n`)], dir).code).toBe(2);
     expect(runSource(["serve", "--config", config("mixed", `max_memory_mb = "lots"\n[auth]\ntokens_file = "${tokens}"\n`)], dir).code).toBe(2);
   });
+
+  test("a file path no file can have (a NUL, too long, through a file) or naming a directory is the text's mistake: exit 2, not restarted", () => {
+    const key = join(dir, "node2.key");
+    fs.writeFileSync(key, "-----BEGIN PRIVATE KEY-----\n", { mode: 0o600 });
+    const throughFile = join(key, "node.crt");
+    for (const [name, certFile] of [["nul", `${dir}/a\\u0000b.crt`], ["long", `${dir}/${"x".repeat(5000)}.crt`], ["through", throughFile], ["dir", dir]] as const) {
+      const served = runSource(["serve", "--config", config(`cert-${name}`, `[tls]\ncert_file = "${certFile}"\nkey_file = "${key}"\n`)], dir);
+      expect({ name, code: served.code }).toEqual({ name, code: 2 });
+    }
+  });
 });

@@ -25,15 +25,22 @@ export function certificateDateFindings(tls: TlsSettings, nowMs: number): CertDa
   return findings;
 }
 
-/** cert_file: this node's certificate and its chain; every one of them must be valid now. */
+/**
+ * cert_file: this node's certificate, which must be valid now, and its chain. A chain
+ * certificate outside its dates is a warning: a verifier that reaches a trusted CA by another
+ * path (an expired cross-signature kept in the bundle) never looks at it.
+ */
 function checkCertFile(path: string, nowMs: number, findings: CertDateFindings): void {
   const dates = read(path);
   dates.forEach((d, i) => {
     const which = i === 0 ? "its certificate" : `the chain certificate ${JSON.stringify(d.subject)}`;
     const outside = outsideValidity(d, nowMs);
-    if (outside !== null) {
+    if (outside !== null && i === 0) {
       findings.problems.push(`${path} (tls.cert_file): ${which} ${outside} (${span(d)}): clients and peers refuse it; ` +
         "put a certificate valid now in cert_file (with its key and chain); a running node picks it up without a restart");
+    } else if (outside !== null) {
+      findings.warnings.push(`${path} (tls.cert_file): ${which} ${outside} (${span(d)}): a client that verifies through it refuses this node; ` +
+        "replace the chain with the current intermediate, unless the CA is reached by another path");
     } else if (d.validToMs - nowMs < certExpiryWarningMs) {
       findings.warnings.push(`${path} (tls.cert_file): ${which} expires at ${iso(d.validToMs)} (${span(d)}); renew it before then`);
     }

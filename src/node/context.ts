@@ -82,6 +82,8 @@ export interface NodeParts {
    * <data_dir>/MEMBER says this node was rebuilt from (node/start.ts). Absent: never.
    */
   readonly ofAnotherCluster?: (peerId: string) => boolean;
+  /** The cluster <data_dir>/MEMBER names (this node was a member of it); absent or null: none. */
+  readonly memberOf?: string | null;
   /** The index raft/checkpoint vouches the store durable to (0: none). */
   readonly checkpointIndex: number;
   /** Override of when an image is due (the WAL kept since the newest image, in bytes, at least); tests use a small one. */
@@ -129,6 +131,8 @@ export class NodeContext {
   lostLog = false;
   /** See NodeParts.ofAnotherCluster. */
   ofAnotherCluster: (peerId: string) => boolean = () => false;
+  /** See NodeParts.memberOf. */
+  memberOf: string | null = null;
   /** The highest commit index a leader has told this node. */
   leaderCommitSeen = 0;
   /** Index of the newest snapshot this node holds (0: none). */

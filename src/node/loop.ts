@@ -96,8 +96,10 @@ export class EffectLoop {
     const walHadEntries = ctx.io.log.lastIndex > 0;
     if (status.membership.voters.length === 0 || ctx.lostLog || (status.lastIndex === 0 && ctx.config.cluster.members.length > 1)) {
       ctx.transition("wal_missing");
-      // A member rebuilt from nothing (MEMBER) said at start what it waits for.
-      if (ctx.clusterId === "" && !ctx.lostLog) {
+      if (ctx.clusterId === "" && ctx.memberOf !== null) {
+        // Rebuilt from nothing: it belongs to the cluster MEMBER names, not to none.
+        ctx.logger.info("recovery: this node was a member of its cluster (<data_dir>/MEMBER) and waits for the leader to send it the cluster's state; it does not vote until then", { clusterId: ctx.memberOf });
+      } else if (ctx.clusterId === "") {
         ctx.logger.warn("this node belongs to no cluster yet: waiting for a leader to send it a snapshot", {
           hint: "set bootstrap = true on the first node of a new cluster, or add this node from the leader with `svc admin add-node`",
         });

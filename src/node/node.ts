@@ -152,6 +152,7 @@ export class SvcNode {
     ctx.lostLog = parts.lostLog;
     ctx.removedMark = parts.removedMark ?? null;
     if (parts.ofAnotherCluster !== undefined) ctx.ofAnotherCluster = parts.ofAnotherCluster;
+    ctx.memberOf = parts.memberOf ?? null;
     policy = new SnapshotPolicy(ctx, parts.checkpointIndex, parts.imageLogBytesMin);
     const loop = new EffectLoop(ctx, policy);
     const c = ctx;

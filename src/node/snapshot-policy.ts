@@ -1,6 +1,7 @@
 // How the node keeps its log and store in bounds. Three rules, each for one purpose:
 //
-//   checkpoint  every snapshot_interval applied entries, exactly: the store is made durable
+//   checkpoint  once snapshot_interval entries are applied since the last (at the end of the
+//               batch that reaches the count): the store is made durable
 //               up to an applied index (its SQLite WAL copied into the file and both synced,
 //               off the applying thread) and the index is recorded in raft/checkpoint. Costs
 //               what changed. A restart replays only the WAL after the store's applied index.

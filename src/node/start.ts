@@ -264,6 +264,7 @@ export async function openNode(
       clusterId,
       lostLog,
       removedMark,
+      memberOf,
       ofAnotherCluster: (peerId: string) => {
         const heard = transport.heardClusterIds().get(peerId) ?? "";
         return memberOf !== null && heard !== "" && heard !== memberOf;

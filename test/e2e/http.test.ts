@@ -159,6 +159,9 @@ describe("statements that would make nodes differ are refused before they enter 
     expect((await getJson<{ commit_index: number }>(`${node.clientUrl}/health`)).commit_index).toBe(before);
     await execute(node.clientUrl, ["CREATE VIRTUAL TABLE f4 USING fts4 (body)", "INSERT INTO f4 (body) VALUES ('one')", "INSERT INTO f4 (body) VALUES ('two')"]);
     await execute(node.clientUrl, ["SELECT optimize(f4) FROM f4 LIMIT 1"]);
+    // A virtual table makes every later write checked before the log, which changes how the
+    // tests after this one pipeline: gone again.
+    await execute(node.clientUrl, ["DROP TABLE f4"]);
   });
 
   it("POST /v1/query with a bad shape is refused, naming the field", async () => {

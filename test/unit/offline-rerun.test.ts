@@ -150,6 +150,8 @@ describe("init-cluster", () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("holds no restored data");
     expect(r.stderr).toContain(`tar xzf svc-backup-….tar.gz -C ${empty} raft store`);
+    // Nothing left open: a store mark left behind would make the archive extracted next look crashed.
+    expect(fs.existsSync(join(empty, "store", "state.db-boot"))).toBe(false);
     // No cluster was made: the same directory then takes the archive, or init-cluster without --bootstrap.
     expect(svc(["admin", "init-cluster", "--config", configFile(empty)]).code).toBe(0);
   });

@@ -42,7 +42,10 @@ export const initClusterCommand = defineCommand({
       let result: Record<string, unknown>;
       if (isPristine(state) && args.bootstrap === true) {
         // Disaster recovery with the archive not extracted yet (or into another directory):
-        // a new, empty cluster would take the restored one's place without a word.
+        // a new, empty cluster would take the restored one's place without a word. Closed
+        // first: the store's open mark must not be left for the archive extracted next.
+        state.wal.close();
+        state.store.close();
         throw usageError(`${config.dataDir} holds no restored data (no snapshot in raft/snapshots/, no store/): --bootstrap makes a cluster of a restored backup\n` +
           `  → extract the archive into it first (tar xzf svc-backup-….tar.gz -C ${config.dataDir} raft store), or leave --bootstrap out to make a new, empty cluster`);
       }

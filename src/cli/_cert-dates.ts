@@ -6,7 +6,7 @@
 
 import { readFileSync } from "node:fs";
 import type { TlsSettings } from "../config/index.ts";
-import { certificateDates, type CertificateDates } from "../util/index.ts";
+import { certificateDates, outsideValidity, type CertificateDates } from "../util/index.ts";
 
 /** Below this much validity left, cert_file is named in a warning. */
 export const certExpiryWarningMs = 7 * 24 * 3_600_000;
@@ -59,12 +59,6 @@ function checkCaFile(key: string, path: string, nowMs: number, findings: CertDat
   } else {
     findings.warnings.push(`${path} (tls.${key}): ${listed}; the other CAs in it are valid now. Remove it once nothing it signed is in use`);
   }
-}
-
-function outsideValidity(d: CertificateDates, nowMs: number): string | null {
-  if (d.validToMs < nowMs) return `expired at ${iso(d.validToMs)}`;
-  if (d.validFromMs > nowMs) return `is not valid until ${iso(d.validFromMs)}`;
-  return null;
 }
 
 function span(d: CertificateDates): string {

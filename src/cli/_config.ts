@@ -47,7 +47,7 @@ export function loadConfigOrExit(path: string | undefined, from?: string, option
   }
   const result = loadConfigFile(path);
   if (result.ok) return result.config;
-  const filesOnly = options.secretsFilesExit !== undefined && result.problems.every((p) => p.secretsFile === true);
+  const filesOnly = result.problems.every((p) => p.secretsFile === true);
   throw new CliExit(
     filesOnly ? (options.secretsFilesExit ?? ExitCode.usage) : ExitCode.usage,
     `${path} is not a valid configuration (${result.problems.length} problem${result.problems.length === 1 ? "" : "s"}):\n${formatProblems(result.problems, path)}\n(check it with \`svc --config ${path} --validate\`)`,

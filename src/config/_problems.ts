@@ -9,13 +9,14 @@ export class Problems {
 
   constructor(private readonly locate: Locator) {}
 
-  add(segments: readonly PathSegment[], message: string, options: { secretsFile?: true } = {}): void {
+  /** `secretsFile`: a problem with the file a key of [tls], [auth] or [gossip] names, as it is now (see ConfigProblem.secretsFile). */
+  add(segments: readonly PathSegment[], message: string, options: { secretsFile?: boolean } = {}): void {
     const at = this.locate(segments);
     const keyPath = formatKeyPath(segments);
-    this.list.push({ ...(at === undefined ? {} : { line: at.line, column: at.column }), keyPath, message, ...options });
+    this.list.push({ ...(at === undefined ? {} : { line: at.line, column: at.column }), keyPath, message, ...(options.secretsFile === true ? { secretsFile: true } : {}) });
   }
 
-  /** A problem with the file a key of [tls], [auth] or [gossip] names, as it is now (see ConfigProblem.secretsFile). */
+  /** add() with secretsFile. */
   addFile(segments: readonly PathSegment[], message: string): void {
     this.add(segments, message, { secretsFile: true });
   }

@@ -7,7 +7,6 @@
 // now, rather than with the configuration's text, is marked (addFile): `serve` exits 1 for it.
 
 import { isAbsolute } from "node:path";
-import type { PathSegment } from "./_path.ts";
 import type { Problems } from "./_problems.ts";
 import { statConfigPath } from "./_stat.ts";
 import { readBool, readString, readTable, type TomlTable } from "./_read.ts";
@@ -41,13 +40,13 @@ function readGossip(root: TomlTable, problems: Problems): GossipSettings | null 
   if (!absolute("gossip", "key_file", keyFile, problems)) return undefined;
   const looked = statConfigPath(keyFile);
   if ("problem" in looked) {
-    fileOrText(problems, looked.inText)(["gossip", "key_file"], looked.problem);
+    problems.add(["gossip", "key_file"], looked.problem, { secretsFile: !looked.inText });
     return undefined;
   }
   const stat = looked.stat;
   if (stat === undefined || !stat.isFile()) {
     // Missing, it may yet be written; a directory where a file is named is the text's mistake.
-    fileOrText(problems, stat !== undefined)(["gossip", "key_file"], `${JSON.stringify(keyFile)} ${stat === undefined ? "does not exist" : "is not a file"}; make one with \`svc admin gossip keygen > ${keyFile}\` and chmod 600 it`);
+    problems.add(["gossip", "key_file"], `${JSON.stringify(keyFile)} ${stat === undefined ? "does not exist" : "is not a file"}; make one with \`svc admin gossip keygen > ${keyFile}\` and chmod 600 it`, { secretsFile: stat === undefined });
     return undefined;
   }
   const modeProblem = secretFileModeProblem(keyFile, stat.mode);
@@ -94,7 +93,7 @@ function readAuth(root: TomlTable, problems: Problems): AuthSettings | undefined
   if (tokenFile !== "" && !absolute("auth", "token_file", tokenFile, problems)) return undefined;
   const looked = statConfigPath(tokensFile);
   if ("problem" in looked) {
-    fileOrText(problems, looked.inText)(["auth", "tokens_file"], looked.problem);
+    problems.add(["auth", "tokens_file"], looked.problem, { secretsFile: !looked.inText });
     return undefined;
   }
   const stat = looked.stat;
@@ -117,12 +116,12 @@ function readPath(table: TomlTable, tableName: string, key: string, spec: TableS
   if (!absolute(tableName, key, value, problems)) return undefined;
   const looked = statConfigPath(value);
   if ("problem" in looked) {
-    fileOrText(problems, looked.inText)([tableName, key], `${looked.problem}; give the path of a PEM file`);
+    problems.add([tableName, key], `${looked.problem}; give the path of a PEM file`, { secretsFile: !looked.inText });
     return undefined;
   }
   const stat = looked.stat;
   if (stat === undefined || !stat.isFile()) {
-    fileOrText(problems, stat !== undefined)([tableName, key], `${JSON.stringify(value)} ${stat === undefined ? "does not exist" : "is not a file"}; give the path of a PEM file`);
+    problems.add([tableName, key], `${JSON.stringify(value)} ${stat === undefined ? "does not exist" : "is not a file"}; give the path of a PEM file`, { secretsFile: stat === undefined });
     return undefined;
   }
   return value;
@@ -144,9 +143,4 @@ function stringSpec(spec: TableSpec, key: string): FieldSpec & { kind: "string" 
   const field = spec[key];
   if (field?.kind !== "string") throw new Error(`schema has a string field ${key}`);
   return field;
-}
-
-/** How a problem with a named file is added: as the text's (exit 2) or as the file's as it is now (see Problems.addFile). */
-function fileOrText(problems: Problems, inText: boolean): (segments: readonly PathSegment[], message: string) => void {
-  return inText ? (segments, message) => problems.add(segments, message) : (segments, message) => problems.addFile(segments, message);
 }

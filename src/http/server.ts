@@ -177,15 +177,14 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
   let closeAfter = false;
   let admission: Admission | null = null;
   try {
-    // Refused before its body is read (the body is then dropped as it comes, see discardBody):
-    // the connection closes after.
+    // Refused before its body is read: the connection closes after the answer.
     const limited = limiter?.admit(req.socket.remoteAddress ?? "", req.socket, req.headers[forwardedHeader] !== undefined) ?? null;
     const counted = inFlight !== null && inFlight.counts(req.url ?? "") ? inFlight : null;
     const admitted = limited ?? counted?.admit(declaredBytes(req)) ?? null;
     if (admitted !== null && !(admitted instanceof SvcError)) admission = admitted;
-    // (Not past the connections cap, nor beyond a bound of such reads at once: each holds a
-    // socket for up to discardMsMax.)
-    // Only for the rate limit: a body refused for want of memory is not read at all.
+    // A body refused by the rate limit is read and dropped first (discardBody), so that a client
+    // sending all of it before it reads gets the 429, not a reset; at most discardingMax at once
+    // (each holds a socket for up to discardMsMax). One refused for want of memory is not read.
     if (admitted instanceof SvcError && admitted.details["limit"] === "rate" && discarding < discardingMax) {
       discarding++;
       await discardBody(req).finally(() => discarding--);

@@ -155,20 +155,15 @@ export class MembershipAdmin {
     const { ctx } = this;
     const status = ctx.core.status();
     const tickMs = ctx.config.raft.heartbeatIntervalMs;
+    // Moved: gone until this node's connection to its new address is up (what it sends over a
+    // connection it opened before the move says nothing of the new address).
     const links = ctx.io.network.linkStatus();
+    for (const v of this.moved) if (links[v]?.connected === true) this.moved.delete(v);
     const gone = voters.filter((v) => {
       if (v === id) return true;
       if (v === ctx.config.nodeId) return false;
       const sinceHeardMs = (status.progress[v]?.ticksSinceHeard ?? Number.POSITIVE_INFINITY) * tickMs;
-      if (sinceHeardMs > ctx.config.raft.electionTimeoutMs) return true;
-      // Moved: gone until this node's connection to its new address is up (what it sends
-      // over a connection it opened before the move says nothing of the new address).
-      if (!this.moved.has(v)) return false;
-      if (links[v]?.connected === true) {
-        this.moved.delete(v);
-        return false;
-      }
-      return true;
+      return sinceHeardMs > ctx.config.raft.electionTimeoutMs || this.moved.has(v);
     });
     const needed = majority(voters.length);
     if (voters.length - gone.length >= needed) return;

@@ -34,7 +34,7 @@ import { isDiskFullError } from "../io/disk-space.ts";
 import type { StateMachine } from "../io/state-machine.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
-import { exactInt, isWideDouble, jsonInt, jsonWideDouble } from "../util/json64.ts";
+import { exactInt } from "../util/json64.ts";
 import { decodeCommand, type MemberAddress, type SqlValue } from "./command.ts";
 import { jsonValue } from "./_json-rows.ts";
 import { DeterministicFunctions } from "./determinism.ts";
@@ -1176,20 +1176,11 @@ function prepareStatement(db: Database, sql: string, exactIntegers: boolean): Sq
   return stmt;
 }
 
-/**
- * Rows go out as JSON: blobs as base64 strings, integers exact, and a real holding a whole
- * number beyond 2^53 in exponent form, so that it does not read as an integer (see json64.ts).
- */
 const unwritableCodes = new Set([
   "ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO",
   "SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_IOERR",
 ]);
 
-/**
- * A statement that failed because of this machine (a full disk, an I/O error), not because
- * of the statement: it must not become the entry's result, which every replica must compute
- * alike. It fails the whole apply instead (rolled back), for the node to retry or stop.
- */
 /** SQLite rolled back the whole open transaction over the entry at `index` (see Store.applyAround). */
 class TransactionLostAt extends Error {
   constructor(readonly index: number) {
@@ -1197,6 +1188,11 @@ class TransactionLostAt extends Error {
   }
 }
 
+/**
+ * A statement that failed because of this machine (a full disk, an I/O error), not because
+ * of the statement: it must not become the entry's result, which every replica must compute
+ * alike. It fails the whole apply instead (rolled back), for the node to retry or stop.
+ */
 function throwIfEnvironmental(e: unknown): void {
   // A damaged file fails a statement on this node only: never the entry's result (Store.apply).
   if (isDamageAtApply(e)) throw e;

@@ -3,21 +3,17 @@
 
 import { X509Certificate } from "node:crypto";
 
-/**
- * Why `cert` (PEM) is not valid at `nowMs` (expired, or not yet valid), or null when it is, or
- * cannot be read (the caller's own checks say so).
- */
-export function certOutsideValidity(cert: string, nowMs: number): string | null {
-  try {
-    const x = new X509Certificate(cert);
-    const from = Date.parse(x.validFrom);
-    const to = Date.parse(x.validTo);
-    if (to < nowMs) return `it expired at ${new Date(to).toISOString()}`;
-    if (from > nowMs) return `it is valid only from ${new Date(from).toISOString()}`;
-    return null;
-  } catch {
-    return null;
-  }
+/** Why a certificate is outside its dates at `nowMs` ("expired at …", "is not valid until …"); null when it is within them. */
+export function outsideValidity(d: CertificateDates, nowMs: number): string | null {
+  if (d.validToMs < nowMs) return `expired at ${new Date(d.validToMs).toISOString()}`;
+  if (d.validFromMs > nowMs) return `is not valid until ${new Date(d.validFromMs).toISOString()}`;
+  return null;
+}
+
+/** Why the first certificate of `cert` (PEM) is not valid at `nowMs`, or null when it is, or cannot be read (the caller's own checks say so). */
+function certOutsideValidity(cert: string, nowMs: number): string | null {
+  const first = certificateDates(cert)[0];
+  return first === undefined ? null : outsideValidity(first, nowMs);
 }
 
 /**
@@ -29,7 +25,7 @@ export function certOutsideValidity(cert: string, nowMs: number): string | null 
 export function refusedCertReload(next: string, current: string, nowMs: number): string | null {
   const why = certOutsideValidity(next, nowMs);
   if (why === null || certOutsideValidity(current, nowMs) !== null) return null;
-  return `the new certificate cannot be used: ${why}; peers and clients would refuse it`;
+  return `the new certificate cannot be used: it ${why}; peers and clients would refuse it`;
 }
 
 export interface CertificateDates {

@@ -92,13 +92,19 @@ export class OutboundPeer {
 
   /**
    * On demand: dial only while messages are queued, and once nothing is queued leave a lost
-   * connection be. Turned on, an idle connection is closed now. Turned off, a peer left idle is
-   * dialled at once.
+   * connection be. Turned on, an idle connection is closed now, and one that is down loses what
+   * was queued for it, as at a failed dial: a removed member that comes back is not sent the
+   * entries queued while it was down (it would learn its removal from a stale append some times
+   * and from a member's refusal at others). Turned off, a peer left idle is dialled at once.
    */
   setOnDemand(onDemand: boolean): void {
     if (this.#onDemand === onDemand || this.#state === "closed") return;
     this.#onDemand = onDemand;
     if (onDemand) {
+      if (this.#state !== "ready" && this.#state !== "idle" && this.#queue.messages > 0) {
+        this.#ctx.count(this.counters, "queueDrops", this.#queue.messages);
+        this.#queue.clear();
+      }
       if (this.#queue.messages === 0 && this.#pending === null && this.#state !== "idle") {
         this.#ctx.logger.info(`peer transport: peer ${this.peerId} is not a member: dialled only when there is something to send to it`, { peer: this.peerId });
         this.#dropAttempt();

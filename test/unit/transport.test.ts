@@ -427,6 +427,29 @@ describe("peer transport", () => {
     expect(a.transport.stats().peers.b?.connected).toBe(false);
   });
 
+  test("a member that is down when it becomes a non-member loses what was queued for it: back, it gets only what is sent after", async () => {
+    // A backoff of 40 s: no failed dial clears the queue before b is back (a removed member restarted at once).
+    const a = startNode("a", "c1", { reconnectDelayMsMin: 40_000, reconnectDelayMsMax: 40_000 });
+    let b = startNode("b");
+    const port = b.transport.port;
+    connect(a, b);
+    await waitFor("a connected to b", () => a.transport.stats().peers.b?.connected === true);
+    b.transport.close();
+    await waitFor("a noticed the loss", () => a.transport.stats().peers.b?.connected === false);
+    // Sent while b is down (the entry that removes it), then b is no longer a member.
+    a.transport.send("b", MessageType.raft, te.encode("stale"));
+    a.transport.setPeers({ b: `${HOST}:${port}` }, { onDemand: new Set(["b"]) });
+    expect(a.transport.stats().peers.b?.queuedMessages).toBe(0);
+
+    b = startNode("b", "c1", { listen: { hostname: HOST, port } });
+    b.transport.setPeers({ a: a.address });
+    b.transport.send("a", MessageType.raft, te.encode("b again"));
+    await waitFor("the restarted b's message arrived", () => a.received.length === 1);
+    a.transport.send("b", MessageType.raft, te.encode("fresh"));
+    await waitFor("a's answer arrived", () => b.received.length >= 1);
+    expect(b.received.map(text)).toEqual(["fresh"]);
+  });
+
   test("a full queue drops and counts instead of growing", async () => {
     const port = await freePort();
     const a = startNode("a", "c1", { queueMessagesMax: 5, queueBytesMax: 1_000_000, bulkQueueMessagesMax: 2 });

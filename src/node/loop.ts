@@ -38,6 +38,8 @@ export class EffectLoop {
   private readyScheduled = false;
   /** A Ready's log sync is running; the next Ready waits for it. */
   private syncInFlight = false;
+  /** A follower's synced Ready whose acknowledgements went out, applied at the next turn (see runReady). */
+  private applyDeferred = false;
   /** Commit index at which recovery's replay is complete once applied. */
   private catchUpTarget = 0;
   /** A ReadIndex round is out to learn whether this joining node has caught up. */
@@ -207,7 +209,7 @@ export class EffectLoop {
 
   private processReady(): void {
     const { ctx } = this;
-    if (ctx.stopped || ctx.fatalError !== null || this.syncInFlight || this.disk.stalled !== null) return;
+    if (ctx.stopped || ctx.fatalError !== null || this.syncInFlight || this.applyDeferred || this.disk.stalled !== null) return;
     const diverged = ctx.core.divergence();
     if (diverged !== null) return ctx.fail(historyDiverged(diverged));
     try {
@@ -255,12 +257,23 @@ export class EffectLoop {
             ctx.metrics.walSyncs.inc();
             try {
               this.peers.send(afterSync);
-              if (!this.applyAndAdvance(rd)) return;
             } catch (e) {
               ctx.fail(e);
               return;
             }
-            this.processReady();
+            // A follower's acknowledgements leave before it applies (the transport writes at the
+            // end of this turn): the leader sends the next entries while this node applies these,
+            // instead of after. Applying a catch-up batch takes tens of milliseconds.
+            if (afterSync.length > 0 && rd.committed.length > 0) {
+              this.applyDeferred = true;
+              ctx.clock.soon(() => {
+                this.applyDeferred = false;
+                if (ctx.stopped || ctx.fatalError !== null) return;
+                this.applyThenGoOn(rd);
+              });
+              return;
+            }
+            this.applyThenGoOn(rd);
           },
           (e: unknown) => {
             this.syncInFlight = false;
@@ -274,6 +287,17 @@ export class EffectLoop {
       this.peers.send(rd.messages);
     }
     return this.applyAndAdvance(rd);
+  }
+
+  /** A synced Ready's last step: apply and advance it, then take the next. */
+  private applyThenGoOn(rd: Ready): void {
+    try {
+      if (!this.applyAndAdvance(rd)) return;
+    } catch (e) {
+      this.ctx.fail(e);
+      return;
+    }
+    this.processReady();
   }
 
   /** Write what a Ready asks to persist; returns true when a sync is owed before going on. */

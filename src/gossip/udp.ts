@@ -92,6 +92,7 @@ export interface GossipService {
   start(): Promise<void>;
   setClusterId(clusterId: string): void;
   setSource(source: GossipSource): void;
+  /** Every member as this one sees it; its own record holds its facts as they are now. */
   snapshot(): GossipSnapshot;
   close(): void;
 }
@@ -181,6 +182,16 @@ class UdpGossip implements GossipService {
 
   snapshot(): GossipSnapshot {
     const now = Date.now();
+    // What this member says of itself is read now: its copy for the others may be a source
+    // period old (longer on a starved machine), and a node that just became healthy would
+    // otherwise tell cluster-status it is still joining while its /health says healthy.
+    if (this.core !== null && this.source !== null && !this.closed) {
+      try {
+        this.core.setFacts(this.source.facts());
+      } catch {
+        // The last read stands; a tick that fails to read them says why in the log.
+      }
+    }
     const empty: GossipCounters = { probes: 0, probesFailed: 0, indirectProbes: 0, suspicions: 0, deaths: 0, refutations: 0, joins: 0, packetsSent: 0, packetsReceived: 0 };
     return {
       self: this.opts.self,

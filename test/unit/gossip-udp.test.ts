@@ -214,3 +214,21 @@ describe("a sender this member does not know", () => {
     expect(a.snapshot().members.some((m) => m.id === "m1")).toBe(false);
   }, 30_000);
 });
+
+describe("what a member says of itself", () => {
+  test("its own record in a snapshot is its facts as they are now, not as last gossiped", async () => {
+    const [port] = await freePorts(1);
+    if (port === undefined) throw new Error("port");
+    let recovery = "joining";
+    const g = createGossip({ self: "m0", listen: { host: "127.0.0.1", port }, logger: silentLogger, timings });
+    await g.start();
+    g.setClusterId("udp-test");
+    g.setSource({ members: () => [{ id: "m0", peer: `127.0.0.1:${port}` }], facts: () => ({ ...facts(port), recovery }) });
+    started.push(g);
+    const ownRecovery = (): string | undefined => g.snapshot().members.find((m) => m.id === "m0")?.record?.facts.recovery;
+    await waitUntil("m0's own record", () => ownRecovery() !== undefined);
+    // A node that has just become healthy says so at once (its /health already does), not a gossip period later.
+    recovery = "healthy";
+    expect(ownRecovery()).toBe("healthy");
+  }, 30_000);
+});

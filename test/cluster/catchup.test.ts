@@ -234,19 +234,24 @@ describe("a follower that fell behind catches up", () => {
     overrides: { snapshotIntervalEntries: 1_000_000, wal: { segmentSizeBytes: 1024 * 1024 } },
   }, async (cluster) => {
     await cluster.start();
-    const leader = await cluster.waitLeader();
-    const [victim, other] = cluster.others(leader) as [NodeProcess, NodeProcess];
-    await execute(leader.clientUrl, ["CREATE TABLE big (id INTEGER PRIMARY KEY, b BLOB)", kvSchema]);
+    const victim = await followerOf(cluster);
+    await cluster.executeOnce(["CREATE TABLE big (id INTEGER PRIMARY KEY, b BLOB)", kvSchema], "create");
     await cluster.kill9(victim);
+    // Each write is settled with its request id: the big one can hold up both live nodes past
+    // an election timeout on a busy machine, and a leader that loses its quorum meanwhile answers
+    // OUTCOME_UNKNOWN. The setup needs the data, whichever of the two leads.
     // About 32 MB of state from one small entry (randomblob is deterministic per entry), so
     // the snapshot takes many chunks to stream.
-    await execute(leader.clientUrl, ["WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 500) INSERT INTO big SELECT x, randomblob(65536) FROM n"]);
+    await cluster.executeOnce(["WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 500) INSERT INTO big SELECT x, randomblob(65536) FROM n"], "big");
     // One at a time: more appends than the leader keeps in flight to the dead follower, so
     // what it missed is not all waiting in the leader's send queue when it comes back.
-    for (let i = 0; i < 150; i++) await execute(leader.clientUrl, [{ sql: `INSERT INTO ${kvTable} (k, v) VALUES (?, 'x')`, params: [`k${i}`] }]);
+    for (let i = 0; i < 150; i++) await cluster.executeOnce([{ sql: `INSERT INTO ${kvTable} (k, v) VALUES (?, 'x')`, params: [`k${i}`] }], `kv-${i}`);
     // Past the first WAL segment, so the image removes it with what the follower missed.
-    await execute(leader.clientUrl, ["CREATE TABLE pad (id INTEGER PRIMARY KEY, b TEXT)"]);
-    for (let i = 0; i < 8; i++) await execute(leader.clientUrl, [{ sql: "INSERT INTO pad (id, b) VALUES (?, ?)", params: [i, "p".repeat(200_000)] }]);
+    await cluster.executeOnce(["CREATE TABLE pad (id INTEGER PRIMARY KEY, b TEXT)"], "pad");
+    for (let i = 0; i < 8; i++) await cluster.executeOnce([{ sql: "INSERT INTO pad (id, b) VALUES (?, ?)", params: [i, "p".repeat(200_000)] }], `pad-${i}`);
+    // The leader now is the one that compacts and streams its image to the victim.
+    const leader = await cluster.waitLeader(cluster.others(victim));
+    const other = cluster.others(victim, leader)[0]!;
     const snap = await postJson(`${leader.adminUrl}/admin/snapshot?wait=true`, {});
     expect(snap.status).toBe(200);
 

@@ -9,7 +9,7 @@ import type { ConfigDraft } from "../../src/config/index.ts";
 import { PeerProxies } from "./cluster-proxy.ts";
 import { addressText, clusterConfigs, type DraftOverrides } from "./proc-config.ts";
 import { ProcEnv } from "./proc-env.ts";
-import { executeRaw, queryRaw, request, waitFor, type SqlValue, type StatementInput } from "./proc-http.ts";
+import { GiveUp, executeRaw, postJson, queryRaw, request, waitFor, type ErrorBody, type ExecuteBody, type SqlValue, type StatementInput } from "./proc-http.ts";
 import type { NodeProcess } from "./proc-node.ts";
 import { freePorts } from "./proc-ports.ts";
 import type { HealthBody as Health } from "./proc-cluster.ts";
@@ -173,6 +173,26 @@ export class Cluster {
       const r = await executeRaw(node.clientUrl, statements, 5_000);
       if (r.status === 200 && r.body !== undefined) return r.body.index;
       if (r.status === 400) throw new Error(`write refused by ${node.nodeId}: ${r.text}`);
+      return false;
+    }, { deadlineMs, intervalMs: 50 });
+  }
+
+  /**
+   * Execute a write exactly once whatever happens to the leadership meanwhile, as README's safe
+   * retries say: sent with `requestId` through the live nodes in turn, and sent again with the
+   * same id on any answer that does not settle it (OUTCOME_UNKNOWN, NOT_LEADER, no answer). For
+   * any write, idempotent or not; a refusal (4xx) ends the wait.
+   */
+  async executeOnce(statements: readonly StatementInput[], requestId: string, deadlineMs = 60_000): Promise<number> {
+    let turn = 0;
+    return waitFor(`write ${requestId} to be acknowledged`, async () => {
+      const live = this.live;
+      const node = live[turn++ % Math.max(1, live.length)];
+      if (node === undefined) return false;
+      const r = await postJson<ExecuteBody & ErrorBody>(`${node.clientUrl}/v1/execute`, { request_id: requestId, statements }, 10_000).catch(() => null);
+      if (r === null) return false;
+      if (r.status === 200 && r.body !== undefined) return r.body.index;
+      if (r.status < 500) throw new GiveUp(`write ${requestId} refused by ${node.nodeId}: ${r.status} ${r.text}`);
       return false;
     }, { deadlineMs, intervalMs: 50 });
   }

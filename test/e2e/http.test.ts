@@ -339,8 +339,7 @@ describe("pause-writes and resume-writes", () => {
 
   it("writes get 503 WRITES_PAUSED while paused, reads go on, and resume-writes lets writes through again", async () => {
     const pause = await runBinary(["admin", "pause-writes", "--node", node.adminUrl]);
-    expect(pause.stderr).toBe("");
-    expect(pause.exitCode).toBe(0);
+    expect({ exitCode: pause.exitCode, stderr: pause.stderr }).toEqual({ exitCode: 0, stderr: "" });
     try {
       const r = await executeRaw(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["paused-1", "x"] }]);
       expect(expectError(r, 503, "WRITES_PAUSED")).toContain("paused");
@@ -351,16 +350,17 @@ describe("pause-writes and resume-writes", () => {
       const status = await runBinary(["admin", "cluster-status", "--node", node.adminUrl]);
       expect(status.stdout).toContain("PROBLEM: writes are paused with no end set");
       expect(status.stdout).toContain("svc admin resume-writes");
-      expect(status.exitCode).toBe(1);
+      expect({ exitCode: status.exitCode, stderr: status.stderr }).toEqual({ exitCode: 1, stderr: "" });
     } finally {
       const resume = await runBinary(["admin", "resume-writes", "--node", node.adminUrl]);
-      expect(resume.exitCode).toBe(0);
+      expect({ exitCode: resume.exitCode, stderr: resume.stderr }).toEqual({ exitCode: 0, stderr: "" });
     }
     await execute(node.clientUrl, [{ sql: "INSERT INTO kv (k, v) VALUES (?, ?)", params: ["paused-1", "x"] }]);
     expect(await countRows(node, "k = 'paused-1'")).toBe(1);
     const after = await runBinary(["admin", "cluster-status", "--node", node.adminUrl]);
     expect(after.stdout).not.toContain("paused");
-    expect(after.exitCode).toBe(0);
+    // On failure, what it printed says which problem it saw.
+    expect({ exitCode: after.exitCode, stdout: after.stdout, stderr: after.stderr }).toEqual({ exitCode: 0, stdout: expect.any(String), stderr: "" });
     // A lease outside what a pause takes is the command line's mistake: exit 2, naming the flag.
     for (const lease of ["0s", "2d"]) {
       const refused = await runBinary(["admin", "pause-writes", "--lease", lease, "--node", node.adminUrl]);
@@ -368,13 +368,15 @@ describe("pause-writes and resume-writes", () => {
       expect(refused.stderr).toContain(`--lease: ${lease} is outside 1s to 24h`);
     }
     // One with a lease ends by itself: shown, not a problem.
-    expect((await runBinary(["admin", "pause-writes", "--lease", "60s", "--node", node.adminUrl])).exitCode).toBe(0);
+    const leasedPause = await runBinary(["admin", "pause-writes", "--lease", "60s", "--node", node.adminUrl]);
+    expect({ exitCode: leasedPause.exitCode, stderr: leasedPause.stderr }).toEqual({ exitCode: 0, stderr: "" });
     try {
       const leased = await runBinary(["admin", "cluster-status", "--node", node.adminUrl]);
       expect(leased.stdout).toMatch(/writes paused until \d{4}-\d\d-\d\dT/);
-      expect(leased.exitCode).toBe(0);
+      expect({ exitCode: leased.exitCode, stdout: leased.stdout, stderr: leased.stderr }).toEqual({ exitCode: 0, stdout: expect.any(String), stderr: "" });
     } finally {
-      expect((await runBinary(["admin", "resume-writes", "--node", node.adminUrl])).exitCode).toBe(0);
+      const resumed = await runBinary(["admin", "resume-writes", "--node", node.adminUrl]);
+      expect({ exitCode: resumed.exitCode, stderr: resumed.stderr }).toEqual({ exitCode: 0, stderr: "" });
     }
   });
 });

@@ -69,6 +69,18 @@ function connect(...nodes: Node[]): void {
   for (const n of nodes) n.transport.setPeers(peers);
 }
 
+/** a, connected to b, then b gone: a waits 40 s before it dials again, so only b's return can bring them together sooner. */
+async function peerLostWithLongBackoff(): Promise<{ a: Node; port: number }> {
+  const a = startNode("a", "c1", { reconnectDelayMsMin: 40_000, reconnectDelayMsMax: 40_000 });
+  const b = startNode("b");
+  const port = b.transport.port;
+  connect(a, b);
+  await waitFor("a connected to b", () => a.transport.stats().peers.b?.connected === true);
+  b.transport.close();
+  await waitFor("a noticed the loss", () => a.transport.stats().peers.b?.connected === false);
+  return { a, port };
+}
+
 async function waitFor(what: string, condition: () => boolean, deadlineMs = 15_000): Promise<void> {
   const deadline = Date.now() + deadlineMs;
   while (!condition()) {
@@ -368,16 +380,9 @@ describe("peer transport", () => {
   });
 
   test("a peer that comes back and connects to us is redialled at once, not after the backoff grown while it was down", async () => {
-    // A backoff of 20-40 s: only the peer's own connection can make a reconnect within the wait below.
-    const a = startNode("a", "c1", { reconnectDelayMsMin: 40_000, reconnectDelayMsMax: 40_000 });
-    let b = startNode("b");
-    const port = b.transport.port;
-    connect(a, b);
-    await waitFor("a connected to b", () => a.transport.stats().peers.b?.connected === true);
-    b.transport.close();
-    await waitFor("a noticed the loss", () => a.transport.stats().peers.b?.connected === false);
-
-    b = startNode("b", "c1", { listen: { hostname: HOST, port } });
+    // Only the peer's own connection can make a reconnect within the wait below.
+    const { a, port } = await peerLostWithLongBackoff();
+    const b = startNode("b", "c1", { listen: { hostname: HOST, port } });
     b.transport.setPeers({ a: a.address });
     await waitFor("a reconnected to the restarted peer", () => a.transport.stats().peers.b?.connected === true, 3_000);
     a.transport.send("b", MessageType.raft, te.encode("after"));
@@ -428,20 +433,14 @@ describe("peer transport", () => {
   });
 
   test("a member that is down when it becomes a non-member loses what was queued for it: back, it gets only what is sent after", async () => {
-    // A backoff of 40 s: no failed dial clears the queue before b is back (a removed member restarted at once).
-    const a = startNode("a", "c1", { reconnectDelayMsMin: 40_000, reconnectDelayMsMax: 40_000 });
-    let b = startNode("b");
-    const port = b.transport.port;
-    connect(a, b);
-    await waitFor("a connected to b", () => a.transport.stats().peers.b?.connected === true);
-    b.transport.close();
-    await waitFor("a noticed the loss", () => a.transport.stats().peers.b?.connected === false);
+    // No failed dial clears the queue before b is back (a removed member restarted at once).
+    const { a, port } = await peerLostWithLongBackoff();
     // Sent while b is down (the entry that removes it), then b is no longer a member.
     a.transport.send("b", MessageType.raft, te.encode("stale"));
     a.transport.setPeers({ b: `${HOST}:${port}` }, { onDemand: new Set(["b"]) });
     expect(a.transport.stats().peers.b?.queuedMessages).toBe(0);
 
-    b = startNode("b", "c1", { listen: { hostname: HOST, port } });
+    const b = startNode("b", "c1", { listen: { hostname: HOST, port } });
     b.transport.setPeers({ a: a.address });
     b.transport.send("a", MessageType.raft, te.encode("b again"));
     await waitFor("the restarted b's message arrived", () => a.received.length === 1);

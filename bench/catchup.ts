@@ -415,21 +415,27 @@ async function catchUpRow(
   const firstAppliedMs = catching.map(() => Number.NaN);
   let healthMaxMs = 0;
   let watching = true;
-  const watch = (async () => {
+  const probeLeader = (async () => {
     while (watching) {
       const t0 = performance.now();
       await fetch(`${c.admin(leader)}/health`).catch(() => undefined);
       healthMaxMs = Math.max(healthMaxMs, performance.now() - t0);
-      for (let k = 0; k < catching.length; k++) {
-        if (!Number.isNaN(caughtUpMs[k]!)) continue;
-        const applied = await metric(c.admin(catching[k]!.node), "tensor_chain_applied_index").catch(() => 0);
-        const atMs = performance.now() - started;
-        if (Number.isNaN(firstAppliedMs[k]!) && applied > catching[k]!.appliedFrom) firstAppliedMs[k] = atMs;
-        if (applied >= target) caughtUpMs[k] = atMs;
-      }
       await Bun.sleep(20);
     }
   })();
+  // Each catching node is watched on its own, through the applied index in its /health (a
+  // small answer): a watcher that waited on the leader's /health or on another node's whole
+  // /metrics would see the moment late, and count that against the catch-up.
+  const watchers = catching.map(async (k, i) => {
+    while (watching && Number.isNaN(caughtUpMs[i]!)) {
+      const applied = await appliedIndex(c.admin(k.node));
+      const atMs = performance.now() - started;
+      if (Number.isNaN(firstAppliedMs[i]!) && applied > k.appliedFrom) firstAppliedMs[i] = atMs;
+      if (applied >= target) caughtUpMs[i] = atMs;
+      else await Bun.sleep(10);
+    }
+  });
+  const watch = Promise.all([probeLeader, ...watchers]);
   const allCaughtUp = (): boolean => caughtUpMs.every((ms) => !Number.isNaN(ms)) || performance.now() - started > 600_000;
   const during = await loadWithLag(c, leader, post, 2000, allCaughtUp);
   while (!allCaughtUp()) await Bun.sleep(50);
@@ -519,4 +525,14 @@ async function metric(admin: string, name: string): Promise<number> {
 async function execute(base: string, body: unknown): Promise<void> {
   const r = await fetch(`${base}/v1/execute`, { method: "POST", body: JSON.stringify(body) });
   if (!r.ok) throw new Error(`write failed: ${r.status} ${await r.text()}`);
+}
+
+/** The applied index a node's /health reports; 0 while it does not answer (starting). */
+async function appliedIndex(admin: string): Promise<number> {
+  try {
+    const body = (await (await fetch(`${admin}/health`)).json()) as { applied_index?: number };
+    return body.applied_index ?? 0;
+  } catch {
+    return 0;
+  }
 }

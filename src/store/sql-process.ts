@@ -132,7 +132,8 @@ function runQuery(req: Extract<SqlProcessRequest, { kind: "query" }>): SqlProces
     let bytes = 2;
     const add = (row: unknown[]): boolean => {
       const text = rowJsonText(row);
-      bytes += text.length + 1 + rowHeldBytes;
+      // Its bytes as answered (UTF-8): a character past ASCII takes two to four.
+      bytes += Buffer.byteLength(text) + 1 + rowHeldBytes;
       texts.push(text);
       return bytes <= req.resultBytesMax;
     };

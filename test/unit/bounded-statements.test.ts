@@ -127,6 +127,13 @@ describe("bounded reads", () => {
     const small = await node.query("SELECT x FROM big ORDER BY x LIMIT 3", [], "stale");
     expect(small.rows).toEqual([[1], [2], [3]]);
   }, 30_000);
+
+  test("a result's size is its bytes as answered (UTF-8), not its characters", async () => {
+    // 1.5 million characters of 3 bytes each: 4.5 MB answered, past the 4 MiB share at 128 MB.
+    const node = await startNode(await testConfig());
+    expect(await codeOf(node.query("SELECT replace(printf('%.*c', 1500000, 'x'), 'x', '€')", [], "stale"))).toBe("RESULT_TOO_LARGE");
+    expect((await node.query("SELECT length(replace(printf('%.*c', 1500000, 'x'), 'x', '€'))", [], "stale")).rows).toEqual([[1_500_000]]);
+  }, 30_000);
 });
 
 describe("bounded admin reads", () => {

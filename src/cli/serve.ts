@@ -54,8 +54,9 @@ export const serveCommand = defineCommand({
     process.on("SIGTERM", earlyTerm);
     process.on("SIGINT", earlyInt);
     try {
-      servers.push(await listen(security.guard({ fetch: (r) => clientFetch(r) }, "client"), config.listen.client, "client", security.serverTls, security.limiter(), inFlight));
-      servers.push(await listen(security.guard({ fetch: (r) => adminFetch(r) }, "admin"), config.listen.admin, "admin", security.serverTls, security.limiter()));
+      const clusterId = (): string => node?.clusterId ?? "";
+      servers.push(await listen(security.guard({ fetch: (r) => clientFetch(r) }, "client"), config.listen.client, "client", security.serverTls, security.limiter(clusterId), inFlight));
+      servers.push(await listen(security.guard({ fetch: (r) => adminFetch(r) }, "admin"), config.listen.admin, "admin", security.serverTls, security.limiter(clusterId)));
       // The peer port's certificates and the gossip keys reload with the client and admin ports'.
       const peerSecrets = PeerSecrets.load(config, log);
       security.watch(peerSecrets);

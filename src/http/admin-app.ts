@@ -44,7 +44,7 @@ export function adminApp(node: SvcNode) {
       if (leader === null) return errorResponse(e);
       const url = new URL(request.url);
       try {
-        return await forwardAdminToLeader(leader, `${url.pathname}${url.search}`, text, nodeId, timeoutMs, request);
+        return await forwardAdminToLeader(leader, `${url.pathname}${url.search}`, text, { nodeId, clusterId: node.clusterId }, timeoutMs, request);
       } catch (forwardError) {
         return errorResponse(forwardError);
       }

@@ -58,7 +58,7 @@ export function clientApp(node: SvcNode) {
       let answer: Response;
       const watch = watchLeaderMoved(node, leader, 2 * node.config.raft.electionTimeoutMs);
       try {
-        answer = await forwardToLeader(leader, path, text, nodeId, request, watch.signal);
+        answer = await forwardToLeader(leader, path, text, { nodeId, clusterId: node.clusterId }, request, watch.signal);
       } catch (forwardError) {
         return errorResponse(forwardError);
       } finally {

@@ -3,16 +3,26 @@
 // the rate, or made on a connection beyond the cap, are answered 429 TOO_MANY_REQUESTS with
 // Retry-After, and such a connection is closed after its answer. A connection counts from its
 // first request until it closes. Requests a member relays (a follower forwarding to the
-// leader, from a member's host) are not limited: their clients were, at the member.
+// leader, from a member's host, with the member's relay proof: forward.ts) are not limited:
+// their clients were, at the member.
 // Both tables are bounded: past clientsTrackedMax addresses the least recently seen is dropped.
 
 import { SvcError } from "../util/errors.ts";
+import { isRelayProof } from "./forward.ts";
 
 export interface ClientLimitSettings {
   readonly requestsPerSecond: number;
   readonly connectionsMax: number;
   /** Hosts of the members' addresses: their relayed requests pass. */
   readonly memberHosts: ReadonlySet<string>;
+  /** This node's cluster ("" until it knows it): what a relay proof is checked against. */
+  readonly clusterId: () => string;
+}
+
+/** What a request says of its relaying: x-svc-forwarded-by and x-svc-relay-proof. */
+export interface RelayClaim {
+  readonly by: string;
+  readonly proof: string;
 }
 
 /** Addresses whose buckets are kept at once. */
@@ -39,10 +49,10 @@ export class ClientLimiter {
   }
 
   /** Null to serve the request; the error to answer (and close the connection) otherwise. */
-  admit(remoteAddress: string, connection: Connection, relayed: boolean): SvcError | null {
+  admit(remoteAddress: string, connection: Connection, relay: RelayClaim | null): SvcError | null {
     // An IPv4 client on a dual-stack socket shows as ::ffff:a.b.c.d.
     const client = remoteAddress.startsWith("::ffff:") ? remoteAddress.slice(7) : remoteAddress;
-    if (relayed && this.settings.memberHosts.has(client)) return null;
+    if (relay !== null && this.settings.memberHosts.has(client) && isRelayProof(this.settings.clusterId(), relay.by, relay.proof)) return null;
     if (this.settings.connectionsMax > 0 && this.#overCap(client, connection)) {
       return tooMany(`${client} has more than ${this.settings.connectionsMax} connections open to this port`, 1, "reuse connections (keep-alive) instead of opening more", "connections");
     }

@@ -5,10 +5,41 @@
 // (not applied, retry) only when the request provably never reached the leader; once it may
 // have been sent, OUTCOME_UNKNOWN (the write may or may not have been applied).
 
+import { createHmac, timingSafeEqual } from "node:crypto";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { relayTarget } from "./relay-context.ts";
 
+/** Names the member that relayed a request (a forward goes once only). */
 export const forwardedHeader = "x-svc-forwarded-by";
+/**
+ * Shows that a member sent it: [limits] let a member's relayed requests pass (client-limits.ts),
+ * and a client that sets x-svc-forwarded-by itself must not.
+ */
+export const relayProofHeader = "x-svc-relay-proof";
+
+/** The node relaying: its id, and the cluster it belongs to ("" before it knows one). */
+export interface Relayer {
+  readonly nodeId: string;
+  readonly clusterId: string;
+}
+
+/**
+ * A MAC of the relaying node's id under a key derived from the cluster id, which every member
+ * holds and a client is not told (with [auth], only an admin token reads it, in stats and
+ * cluster-info). It is not a secret from whoever can read a member's data directory, or gossip
+ * sent in clear (without [gossip] key_file).
+ */
+export function relayProof(relayer: Relayer): string {
+  return createHmac("sha256", `svc relay v1 ${relayer.clusterId}`).update(relayer.nodeId).digest("base64url");
+}
+
+/** Whether `proof` is the one `by` makes in cluster `clusterId`; never before this node knows its cluster. */
+export function isRelayProof(clusterId: string, by: string, proof: string): boolean {
+  if (clusterId === "") return false;
+  const expected = Buffer.from(relayProof({ nodeId: by, clusterId }));
+  const given = Buffer.from(proof);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
 const forwardTimeoutMs = 35_000;
 const writePath = "/v1/execute";
 
@@ -61,9 +92,9 @@ export function leaderToForwardTo(e: unknown, request: Request): string | null {
  * `from`: the request relayed, whose caller's token (and this node's TLS) go along. `abandon`:
  * gives the forward up before its time-out (leadership moved: leader-watch.ts).
  */
-export async function forwardToLeader(leaderClient: string, path: string, body: string, nodeId: string, from?: Request, abandon?: AbortSignal): Promise<Response> {
+export async function forwardToLeader(leaderClient: string, path: string, body: string, relayer: Relayer, from?: Request, abandon?: AbortSignal): Promise<Response> {
   // A read changes nothing: whether or not the leader saw it, it can be sent again.
-  return relay({ to: leaderClient, port: "client", path, body, nodeId, changes: path === writePath, timeoutMs: forwardTimeoutMs, from, abandon });
+  return relay({ to: leaderClient, port: "client", path, body, relayer, changes: path === writePath, timeoutMs: forwardTimeoutMs, from, abandon });
 }
 
 /** The leader's admin address when `e` says this node is not the leader and one is known. */
@@ -79,9 +110,9 @@ export function leaderAdminToForwardTo(e: unknown, request: Request): string | n
  * leader's admin port. Every one of them changes something, so the same contract as a write
  * holds: NOT_LEADER only when the request never left this node, OUTCOME_UNKNOWN once it may have.
  */
-export function forwardAdminToLeader(leaderAdmin: string, pathAndQuery: string, body: string, nodeId: string, timeoutMs: number, from?: Request): Promise<Response> {
+export function forwardAdminToLeader(leaderAdmin: string, pathAndQuery: string, body: string, relayer: Relayer, timeoutMs: number, from?: Request): Promise<Response> {
   // A caller that goes away abandons the relay too: the leader then sees its request go.
-  return relay({ to: leaderAdmin, port: "admin", path: pathAndQuery, body, nodeId, changes: true, timeoutMs, from, abandon: from?.signal });
+  return relay({ to: leaderAdmin, port: "admin", path: pathAndQuery, body, relayer, changes: true, timeoutMs, from, abandon: from?.signal });
 }
 
 interface Relay {
@@ -89,7 +120,7 @@ interface Relay {
   readonly port: "client" | "admin";
   readonly path: string;
   readonly body: string;
-  readonly nodeId: string;
+  readonly relayer: Relayer;
   /** Whether the request changes state: a failure after it may have been sent is then OUTCOME_UNKNOWN. */
   readonly changes: boolean;
   readonly timeoutMs: number;
@@ -106,11 +137,11 @@ async function relay(r: Relay): Promise<Response> {
     const answer = await fetch(`${target.scheme}://${r.to}${r.path}`, {
       method: "POST",
       body: r.body,
-      headers: { ...target.headers, "content-type": "application/json", [forwardedHeader]: r.nodeId },
+      headers: { ...target.headers, "content-type": "application/json", [forwardedHeader]: r.relayer.nodeId, [relayProofHeader]: relayProof(r.relayer) },
       signal: r.abandon === undefined ? AbortSignal.timeout(r.timeoutMs) : AbortSignal.any([AbortSignal.timeout(r.timeoutMs), r.abandon]),
       ...(target.tls === null ? {} : { tls: target.tls }),
     });
-    const headers: Record<string, string> = { "content-type": "application/json", [forwardedHeader]: r.nodeId };
+    const headers: Record<string, string> = { "content-type": "application/json", [forwardedHeader]: r.relayer.nodeId };
     const retryAfter = answer.headers.get("retry-after");
     if (retryAfter !== null) headers["retry-after"] = retryAfter;
     return new Response(await answer.arrayBuffer(), { status: answer.status, headers });

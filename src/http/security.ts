@@ -70,13 +70,17 @@ export class HttpSecurity {
     });
   }
 
-  /** Per-client limits ([limits]) for one port, each port its own budget; inactive unless configured. */
-  limiter(): ClientLimiter {
+  /**
+   * Per-client limits ([limits]) for one port, each port its own budget; inactive unless
+   * configured. `clusterId`: this node's, "" until it knows it (members' relays are told by it).
+   */
+  limiter(clusterId: () => string): ClientLimiter {
     const members = this.config.cluster.members;
     return new ClientLimiter({
       requestsPerSecond: this.config.limits.clientRequestsPerSecond ?? 0,
       connectionsMax: this.config.limits.clientConnectionsMax ?? 0,
       memberHosts: new Set(members.flatMap((m) => [m.client.host, m.admin.host, m.peer.host])),
+      clusterId,
     });
   }
 

@@ -20,10 +20,10 @@ import type { Address } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { listenFailure } from "../util/listen-failure.ts";
 import { requestBodyBytesMax, tooLarge } from "./body.ts";
-import type { ClientLimiter } from "./client-limits.ts";
+import type { ClientLimiter, RelayClaim } from "./client-limits.ts";
 import type { Admission, InFlightBytes } from "./in-flight.ts";
 import { errorBody, errorResponse, statusFor } from "./errors.ts";
-import { forwardedHeader } from "./forward.ts";
+import { forwardedHeader, relayProofHeader } from "./forward.ts";
 
 interface FetchApp {
   fetch: (request: Request) => Response | Promise<Response>;
@@ -178,7 +178,7 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
   let admission: Admission | null = null;
   try {
     // Refused before its body is read: the connection closes after the answer.
-    const limited = limiter?.admit(req.socket.remoteAddress ?? "", req.socket, req.headers[forwardedHeader] !== undefined) ?? null;
+    const limited = limiter?.admit(req.socket.remoteAddress ?? "", req.socket, relayClaim(req)) ?? null;
     const counted = inFlight !== null && inFlight.counts(req.url ?? "") ? inFlight : null;
     const admitted = limited ?? counted?.admit(declaredBytes(req)) ?? null;
     if (admitted !== null && !(admitted instanceof SvcError)) admission = admitted;
@@ -208,6 +208,13 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
   }
   admission?.release();
   if (closeAfter) req.socket.destroySoon();
+}
+
+/** The relaying a request claims; null when it claims none. */
+function relayClaim(req: IncomingMessage): RelayClaim | null {
+  const by = req.headers[forwardedHeader];
+  const proof = req.headers[relayProofHeader];
+  return typeof by === "string" && typeof proof === "string" ? { by, proof } : null;
 }
 
 const discardMsMax = 5_000;

@@ -1,11 +1,13 @@
 // Per-client limits on an HTTP port ([limits] client_requests_per_second and
 // client_connections_max): past either, 429 TOO_MANY_REQUESTS with Retry-After, the
-// connection closed after the answer; off unless configured; a member's relayed requests pass.
+// connection closed after the answer; off unless configured; a member's relayed requests pass,
+// and a client that only claims to be a member does not.
 // Served by the real listener on 127.0.0.1 with a stand-in app.
 
 import { afterEach, describe, expect, test } from "bun:test";
 import * as net from "node:net";
 import { ClientLimiter } from "../../src/http/client-limits.ts";
+import { relayProof } from "../../src/http/forward.ts";
 import { listen, type BoundServer } from "../../src/http/server.ts";
 
 const servers: BoundServer[] = [];
@@ -14,9 +16,10 @@ afterEach(() => {
 });
 
 const app = { fetch: () => Response.json({ ok: true }) };
+const clusterId = "c-0123";
 
 async function serve(limits: { requestsPerSecond: number; connectionsMax: number; memberHosts?: string[] }, nowMs?: () => number): Promise<string> {
-  const limiter = new ClientLimiter({ ...limits, memberHosts: new Set(limits.memberHosts ?? []) }, nowMs);
+  const limiter = new ClientLimiter({ ...limits, memberHosts: new Set(limits.memberHosts ?? []), clusterId: () => clusterId }, nowMs);
   const server = await listen(app, { host: "127.0.0.1", port: 0, raw: "127.0.0.1:0" }, "client", undefined, limiter);
   servers.push(server);
   return `http://127.0.0.1:${server.port}`;
@@ -108,12 +111,26 @@ describe("per-client limits", () => {
     expect(new Set(statuses)).toEqual(new Set([200]));
   });
 
-  test("a request a member relays (x-svc-forwarded-by from a member's host) is not limited", async () => {
+  test("a request a member relays (x-svc-forwarded-by with its relay proof, from a member's host) is not limited", async () => {
     let now = 0;
     const base = await serve({ requestsPerSecond: 1, connectionsMax: 0, memberHosts: ["127.0.0.1"] }, () => now);
-    const relayed = await Promise.all(Array.from({ length: 5 }, () => get(base, { "x-svc-forwarded-by": "node2" }).then((r) => r.status)));
+    const headers = { "x-svc-forwarded-by": "node2", "x-svc-relay-proof": relayProof({ nodeId: "node2", clusterId }) };
+    const relayed = await Promise.all(Array.from({ length: 5 }, () => get(base, headers).then((r) => r.status)));
     expect(relayed).toEqual([200, 200, 200, 200, 200]);
     expect((await get(base)).status).toBe(200);
     expect((await get(base)).status).toBe(429);
+  });
+
+  test("a client on a member's host that sets x-svc-forwarded-by itself is limited: without a member's relay proof, or with another node's or cluster's", async () => {
+    const now = 0;
+    const base = await serve({ requestsPerSecond: 1, connectionsMax: 0, memberHosts: ["127.0.0.1"] }, () => now);
+    const forged: Record<string, string>[] = [
+      { "x-svc-forwarded-by": "node2" },
+      { "x-svc-forwarded-by": "node2", "x-svc-relay-proof": "" },
+      { "x-svc-forwarded-by": "node2", "x-svc-relay-proof": relayProof({ nodeId: "node3", clusterId }) },
+      { "x-svc-forwarded-by": "node2", "x-svc-relay-proof": relayProof({ nodeId: "node2", clusterId: "another" }) },
+    ];
+    expect((await get(base)).status).toBe(200);
+    for (const headers of forged) expect((await get(base, headers)).status).toBe(429);
   });
 });

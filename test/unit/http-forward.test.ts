@@ -57,7 +57,7 @@ async function freePort(): Promise<number> {
 async function forward(address: string, path = "/v1/execute", from?: Request): Promise<{ status: number; code: string | undefined; hint: string | undefined; headers: Headers }> {
   let r: Response;
   try {
-    r = await forwardToLeader(address, path, writeBody, "n2", from);
+    r = await forwardToLeader(address, path, writeBody, { nodeId: "n2", clusterId: "c1" }, from);
   } catch (e) {
     r = errorResponse(e);
   }

@@ -110,6 +110,12 @@ export class EffectLoop {
       // SPEC §3.1: a node with a WAL replays it, whether or not anything is left to apply.
       ctx.transition(walHadEntries ? "wal_found" : "wal_empty");
       if (walHadEntries) ctx.logger.info("recovery: replay of the WAL", { from: status.snapshotIndex + 1, to: status.lastIndex, commit: status.commit });
+      // The store already holds all the log knows committed: replay is over now, not at the
+      // first Ready, which with every peer down comes only with this node's first election.
+      if (ctx.recovery === "replaying_wal" && ctx.store.meta.appliedIndex >= this.catchUpTarget) {
+        ctx.logger.info("recovery: replay finished", { applied: ctx.store.meta.appliedIndex });
+        ctx.transition("replay_done");
+      }
     }
     this.disk.check();
     // The catch-up is timed from here: a node that catches up before its first tick took some time too.

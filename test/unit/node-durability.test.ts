@@ -18,18 +18,24 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function testConfig(extra: { snapshotIntervalEntries?: number } = {}): Promise<Config> {
+/** `absentPeers`: further members, at ports where nothing answers. */
+async function testConfig(extra: { snapshotIntervalEntries?: number; absentPeers?: number } = {}): Promise<Config> {
+  const { absentPeers = 0, ...rest } = extra;
   const dir = fs.mkdtempSync(join(tmpdir(), "svc-node-"));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
   // Only the peer port is bound (by the node's transport); client and admin are not.
   const peer = `127.0.0.1:${await freePort()}`;
+  const others = await Promise.all(Array.from({ length: absentPeers }, async (_, i) => {
+    const port = await freePort();
+    return { id: `n${i + 2}`, peer: `127.0.0.1:${port}`, client: `127.0.0.1:${port + 1}`, admin: `127.0.0.1:${port + 2}` };
+  }));
   const text = renderConfigToml({
     nodeId: "n1",
     dataDir: join(dir, "data"),
     listen: { client: "127.0.0.1:1", admin: "127.0.0.1:2", peer },
-    cluster: { bootstrap: true, members: [{ id: "n1", peer, client: "127.0.0.1:1", admin: "127.0.0.1:2" }] },
+    cluster: { bootstrap: true, members: [{ id: "n1", peer, client: "127.0.0.1:1", admin: "127.0.0.1:2" }, ...others] },
     wal: { segmentSizeBytes: 1024 * 1024 },
-    ...extra,
+    ...rest,
   });
   const result = parseConfig(text, "test.toml");
   if (!result.ok) throw new Error(JSON.stringify(result.problems));
@@ -110,6 +116,22 @@ describe("node durability", () => {
     expect(second.stats().totalEntries).toBe(20);
     const r = await second.query("SELECT sum(v) FROM t", [], "linearizable");
     expect(r.rows).toEqual([[190]]);
+  });
+
+  test("a member restarted with nothing left to replay is past replaying_wal at once, its peers down", async () => {
+    // Bootstrapped with two members that never start: the membership entry is applied, and a
+    // restart finds its store holding all its log committed.
+    const config = await testConfig({ absentPeers: 1 });
+    const first = await SvcNode.start(config, silentLogger);
+    const deadline = Date.now() + 10_000;
+    while (first.status().appliedIndex < 1 || first.status().appliedIndex < first.status().commitIndex) {
+      if (Date.now() > deadline) throw new Error("the bootstrap entries were never applied");
+      await Bun.sleep(5);
+    }
+    await first.stop();
+    const second = await SvcNode.start(config, silentLogger);
+    cleanups.push(() => second.stop());
+    expect(second.recoveryState).toBe("joining");
   });
 
   test("a node whose hard state was lost with its log intact (a crash during bootstrap) resumes in the log's term", async () => {

@@ -30,8 +30,20 @@ export interface Relayer {
  * sent in clear (without [gossip] key_file).
  */
 export function relayProof(relayer: Relayer): string {
-  return createHmac("sha256", `svc relay v1 ${relayer.clusterId}`).update(relayer.nodeId).digest("base64url");
+  // The same few pairs again and again (this node's own, the members' it checks): kept.
+  const key = `${relayer.clusterId}\n${relayer.nodeId}`;
+  let proof = proofs.get(key);
+  if (proof === undefined) {
+    proof = createHmac("sha256", `svc relay v1 ${relayer.clusterId}`).update(relayer.nodeId).digest("base64url");
+    if (proofs.size >= proofsKeptMax) proofs.clear();
+    proofs.set(key, proof);
+  }
+  return proof;
 }
+
+const proofs = new Map<string, string>();
+/** A client may claim any node id: the proofs kept stay few all the same. */
+const proofsKeptMax = 64;
 
 /** Whether `proof` is the one `by` makes in cluster `clusterId`; never before this node knows its cluster. */
 export function isRelayProof(clusterId: string, by: string, proof: string): boolean {

@@ -182,10 +182,12 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
     const counted = inFlight !== null && inFlight.counts(req.url ?? "") ? inFlight : null;
     const admitted = limited ?? counted?.admit(declaredBytes(req)) ?? null;
     if (admitted !== null && !(admitted instanceof SvcError)) admission = admitted;
-    // A body refused by the rate limit is read and dropped first (discardBody), so that a client
-    // sending all of it before it reads gets the 429, not a reset; at most discardingMax at once
-    // (each holds a socket for up to discardMsMax). One refused for want of memory is not read.
-    if (admitted instanceof SvcError && admitted.details["limit"] === "rate" && discarding < discardingMax) {
+    // A refused body is read and dropped first (discardBody), so that a client sending all of it
+    // before it reads gets the 429 or 503, not a reset; at most discardingMax at once (each holds
+    // a socket for up to discardMsMax), and only a few refused for want of memory: what they
+    // send is garbage to collect while memory is short.
+    const discardable = admitted instanceof SvcError && discarding < (admitted.code === "MEMORY_BACKPRESSURE" ? discardingShortOfMemoryMax : discardingMax);
+    if (discardable) {
       discarding++;
       await discardBody(req).finally(() => discarding--);
     }
@@ -220,6 +222,8 @@ function relayClaim(req: IncomingMessage): RelayClaim | null {
 const discardMsMax = 5_000;
 /** Refused bodies read and dropped at once, on this port and the other (see serveOne). */
 const discardingMax = 64;
+/** Of those, while bodies are refused for want of memory. */
+const discardingShortOfMemoryMax = 8;
 let discarding = 0;
 
 /**

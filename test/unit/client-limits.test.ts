@@ -8,7 +8,9 @@ import { afterEach, describe, expect, test } from "bun:test";
 import * as net from "node:net";
 import { ClientLimiter } from "../../src/http/client-limits.ts";
 import { relayProof } from "../../src/http/forward.ts";
+import { InFlightBytes } from "../../src/http/in-flight.ts";
 import { listen, type BoundServer } from "../../src/http/server.ts";
+import { SvcError } from "../../src/util/errors.ts";
 
 const servers: BoundServer[] = [];
 afterEach(() => {
@@ -39,6 +41,30 @@ async function statusOnConnection(port: number): Promise<{ status: string; socke
     socket.write("POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
   });
   return { status, socket };
+}
+
+/**
+ * A write of a 4 MiB body sent whole before the client reads, as most clients do (Python's among
+ * them). A connection closed on an unread body is reset by the kernel, and such a client sees a
+ * broken pipe, which reads as "outcome unknown", not the answer.
+ */
+async function answerAfterSendingAll(port: number): Promise<{ status: string; text: string; errors: string[] }> {
+  const body = JSON.stringify({ statements: [{ sql: "INSERT INTO t VALUES (?)", params: ["x".repeat(4 * 1024 * 1024)] }] });
+  const socket = net.connect(port, "127.0.0.1");
+  const errors: string[] = [];
+  socket.on("error", (e) => errors.push(String((e as NodeJS.ErrnoException).code ?? e.message)));
+  await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+  // It reads only once all is sent, and a moment later: a reset has arrived by then.
+  socket.pause();
+  await new Promise<void>((resolve) => socket.write(`POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`, () => resolve()));
+  await Bun.sleep(300);
+  const text = await new Promise<string>((resolve) => {
+    let received = "";
+    socket.on("data", (chunk) => (received += chunk.toString("latin1")));
+    socket.on("close", () => resolve(received));
+    socket.resume();
+  });
+  return { status: text.split("\r\n")[0] ?? "", text, errors };
 }
 
 describe("per-client limits", () => {
@@ -81,28 +107,33 @@ describe("per-client limits", () => {
   });
 
   test("a refused request whose client sends its whole body before reading gets the 429, not a reset", async () => {
-    // The connection closed on the unread body: the kernel reset it, and the client (as most
-    // do, Python's among them) saw a broken pipe, which reads as "outcome unknown".
     const base = await serve({ requestsPerSecond: 1, connectionsMax: 0 });
     expect((await get(base)).status).toBe(200);
-    const body = JSON.stringify({ statements: [{ sql: "INSERT INTO t VALUES (?)", params: ["x".repeat(4 * 1024 * 1024)] }] });
-    const socket = net.connect(Number(new URL(base).port), "127.0.0.1");
-    const errors: string[] = [];
-    socket.on("error", (e) => errors.push(String((e as NodeJS.ErrnoException).code ?? e.message)));
-    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
-    // It reads only once all is sent, and a moment later: a reset has arrived by then.
-    socket.pause();
-    await new Promise<void>((resolve) => socket.write(`POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`, () => resolve()));
-    await Bun.sleep(300);
-    const answer = new Promise<string>((resolve) => {
-      let text = "";
-      socket.on("data", (chunk) => (text += chunk.toString("latin1")));
-      socket.on("close", () => resolve(text));
-    });
-    socket.resume();
-    const text = await answer;
-    expect({ status: text.split("\r\n")[0], errors }).toEqual({ status: "HTTP/1.1 429 Too Many Requests", errors: [] });
-    expect(text).toContain('"code":"TOO_MANY_REQUESTS"');
+    const answer = await answerAfterSendingAll(Number(new URL(base).port));
+    expect({ status: answer.status, errors: answer.errors }).toEqual({ status: "HTTP/1.1 429 Too Many Requests", errors: [] });
+    expect(answer.text).toContain('"code":"TOO_MANY_REQUESTS"');
+  });
+
+  test("so does one on a connection past client_connections_max", async () => {
+    const base = await serve({ requestsPerSecond: 0, connectionsMax: 1 });
+    const port = Number(new URL(base).port);
+    const first = await statusOnConnection(port);
+    const answer = await answerAfterSendingAll(port);
+    first.socket.destroy();
+    expect({ status: answer.status, errors: answer.errors }).toEqual({ status: "HTTP/1.1 429 Too Many Requests", errors: [] });
+    expect(answer.text).toContain('"limit":"connections"');
+  });
+
+  test("and one refused for want of memory gets the 503 MEMORY_BACKPRESSURE", async () => {
+    const inFlight = new InFlightBytes({ paths: ["/v1/execute"], bytesMax: 1000, rssBytesMax: 0, maxMemoryMb: 128, collectEveryBytes: 0 });
+    const server = await listen(app, { host: "127.0.0.1", port: 0, raw: "127.0.0.1:0" }, "client", undefined, undefined, inFlight);
+    servers.push(server);
+    // Another write's body is held: this one is not alone, and is past the share.
+    const held = inFlight.admit(1000);
+    const answer = await answerAfterSendingAll(server.port);
+    if (!(held instanceof SvcError)) held.release();
+    expect({ status: answer.status, errors: answer.errors }).toEqual({ status: "HTTP/1.1 503 Service Unavailable", errors: [] });
+    expect(answer.text).toContain('"code":"MEMORY_BACKPRESSURE"');
   });
 
   test("with no limits configured, nothing is refused", async () => {

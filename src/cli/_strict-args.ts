@@ -1,8 +1,10 @@
 // Options are checked against the command they reach before it runs. The argument parser
 // underneath accepts any option and leaves those it does not know unread, so a typo
 // (`--leese 5s`) would run the command without it: an exit 2 that names the option instead.
-// The root's --config given before a command (`svc --config F serve`) is handed to that
-// command, which reads its own; --validate and --version take no command.
+// Words past the arguments a command takes are refused the same way: `pause-writes 5s` would
+// pause writes with no lease, `snapshot local` snapshot the leader, and an unquoted statement
+// run only its first word. The root's --config given before a command (`svc --config F serve`)
+// is handed to that command, which reads its own; --validate and --version take no command.
 
 import type { ArgsDef, CommandDef, Resolvable } from "citty";
 import { usageError } from "./_exit.ts";
@@ -25,9 +27,13 @@ export async function checkedArgs(root: CommandDef, args: readonly string[]): Pr
   let defs = (await resolve(cmd.args)) ?? {};
   const rootSeen: Seen[] = [];
   let sub: CommandDef | null = null;
+  const words: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i] ?? "";
-    if (a === "--") break;
+    if (a === "--") {
+      words.push(...args.slice(i + 1));
+      break;
+    }
     if (isOption(a)) {
       const name = optionName(a);
       const def = defs[name] ?? (name.startsWith("no-") ? booleanDef(defs, name.slice(3)) : undefined);
@@ -45,12 +51,20 @@ export async function checkedArgs(root: CommandDef, args: readonly string[]): Pr
     if (next === undefined) {
       // A word where a command is expected, by one that takes no positional arguments.
       if (subs !== undefined && !Object.values(defs).some((d) => d.type === "positional")) throw usageError(await unknownCommand(a, path, subs));
-      continue; // a positional argument
+      words.push(a); // a positional argument
+      continue;
     }
     cmd = (await resolve(next)) as CommandDef;
     if (sub === null && rootSeen.length > 0) sub = cmd;
     path = `${path} ${a}`;
     defs = (await resolve(cmd.args)) ?? {};
+    words.length = 0;
+  }
+  const taken = Object.entries(defs).filter(([, d]) => d.type === "positional").map(([name]) => name.toUpperCase());
+  const extra = words[taken.length];
+  if (extra !== undefined) {
+    const takes = taken.length === 0 ? "takes no arguments" : `takes ${taken.join(" ")} (quote a value with spaces)`;
+    throw usageError(`unexpected argument "${extra}": \`${path}\` ${takes}; see \`${path} --help\``);
   }
   if (sub === null) return [...args];
   // Root options before a command: only --config means something there.

@@ -1,0 +1,60 @@
+// The command line as an operator types it, checked before any command runs: what `checkedArgs`
+// refuses (exit 2, naming the mistake) and what it hands on unchanged.
+
+import { describe, expect, test } from "bun:test";
+import type { CommandDef } from "citty";
+import { checkedArgs, reportError, rootCommand } from "../../src/cli/index.ts";
+
+const root = rootCommand as CommandDef;
+
+/** The exit code and message a command line is refused with, or null when it is accepted. */
+async function refusal(args: string[]): Promise<{ exit: number; message: string } | null> {
+  try {
+    await checkedArgs(root, args);
+    return null;
+  } catch (e) {
+    const write = process.stderr.write;
+    let message = "";
+    process.stderr.write = ((text: string) => {
+      message += text;
+      return true;
+    }) as typeof process.stderr.write;
+    try {
+      return { exit: reportError(e), message };
+    } finally {
+      process.stderr.write = write;
+    }
+  }
+}
+
+describe("words past the arguments a command takes", () => {
+  test("a lease given without --lease is refused rather than pausing writes with no end", async () => {
+    expect(await refusal(["admin", "pause-writes", "5s"])).toEqual({
+      exit: 2,
+      message: 'svc: unexpected argument "5s": `svc admin pause-writes` takes no arguments; see `svc admin pause-writes --help`\n',
+    });
+  });
+
+  test("a word after a command that takes none is refused, options around it or not", async () => {
+    expect((await refusal(["admin", "snapshot", "local"]))?.exit).toBe(2);
+    expect((await refusal(["admin", "wal-repair", "--skip-corrupted", "/var/lib/svc", "--dry-run"]))?.message).toContain('unexpected argument "/var/lib/svc"');
+    expect((await refusal(["serve", "--config", "/etc/svc/config.toml", "extra"]))?.message).toContain("`svc serve` takes no arguments");
+  });
+
+  test("an unquoted statement is refused at its second word, not run as its first", async () => {
+    expect(await refusal(["admin", "query", "SELECT", "count(*)", "FROM", "kv"])).toEqual({
+      exit: 2,
+      message: 'svc: unexpected argument "count(*)": `svc admin query` takes SQL (quote a value with spaces); see `svc admin query --help`\n',
+    });
+    expect((await refusal(["admin", "query", "--", "SELECT 1", "SELECT 2"]))?.message).toContain('unexpected argument "SELECT 2"');
+  });
+
+  test("the arguments a command takes pass unchanged", async () => {
+    expect(await refusal(["admin", "query", "SELECT 1", "--json"])).toBeNull();
+    expect(await refusal(["admin", "query", "--", "-1"])).toBeNull();
+    expect(await refusal(["admin", "wal-archive-put", "/a/seg.wal", "/backups/wal"])).toBeNull();
+    expect(await refusal(["admin", "backup", "verify", "svc-backup-20260101.tar.gz"])).toBeNull();
+    expect(await refusal(["admin", "pause-writes", "--lease", "5s"])).toBeNull();
+    expect(await checkedArgs(root, ["--config", "/etc/svc/config.toml", "serve"])).toEqual(["serve", "--config", "/etc/svc/config.toml"]);
+  });
+});

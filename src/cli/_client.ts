@@ -76,6 +76,7 @@ async function callOnce(base: string, method: "GET" | "POST", path: string, body
       signal: AbortSignal.timeout(timeoutMs),
     });
   } catch (e) {
+    if (e instanceof Error && e.name === "TimeoutError") throw new CliExit(ExitCode.failure, noAnswerMessage(base, method, path, timeoutMs));
     const why = e instanceof Error ? e.message : String(e);
     throw new CliExit(ExitCode.failure, `cannot reach the node at ${base}: ${why}\n  → ${unreachableHint(why)}`);
   }
@@ -128,6 +129,20 @@ export function printTable(columns: readonly string[], rows: readonly (readonly 
   process.stdout.write(`${line(header)}\n${widths.map((w) => "-".repeat(w)).join("-+-")}\n`);
   for (const r of text) process.stdout.write(`${line(r)}\n`);
   process.stdout.write(`(${rows.length} row${rows.length === 1 ? "" : "s"})\n`);
+}
+
+/**
+ * A node that took the connection but gave no answer in time (stopped, swapping, stuck) may
+ * still act on what it was sent once it resumes: a pause-writes that timed out here paused
+ * writes there. So an action is not reported as one that never arrived.
+ */
+function noAnswerMessage(base: string, method: "GET" | "POST", path: string, timeoutMs: number): string {
+  const seconds = Math.round(timeoutMs / 1000);
+  // A query is sent as a POST for its body, and changes nothing.
+  if (method === "GET" || path === "/admin/query") {
+    return `the node at ${base} did not answer within ${seconds} s\n  → it is stopped, overloaded or cut off: check it (\`systemctl status svc\`, its log), or ask another member with --node URL`;
+  }
+  return `the node at ${base} did not answer within ${seconds} s: the request may still take effect there\n  → check what it did with \`svc admin cluster-status\` (ask another member with --node URL) before repeating it`;
 }
 
 /** What to try when a node did not answer: a certificate it serves that is not trusted is no "is it running". */

@@ -8,7 +8,7 @@ export { bootstrapIfNew, planStart, type StartPlan } from "./bootstrap.ts";
 export { isPristine, loadState } from "./load.ts";
 export { reinitCluster } from "./reinit.ts";
 export type { NodeErrorCode } from "./errors.ts";
-export { archiveCommandFor, redactEnvSecrets } from "./wal-archive-io.ts";
+export { archiveCommandFor, fileWalArchiveIo, redactEnvSecrets } from "./wal-archive-io.ts";
 export type { WalArchiveIo, WalArchiveStatus } from "./wal-archive-types.ts";
 export { PeerSecrets } from "./peer-tls.ts";
 export { memoryBudget, memoryFloorMb, memoryFloorWarning, type MemoryBudget } from "./memory-budget.ts";

@@ -14,6 +14,14 @@ import type { ArchiveAttempt, WalArchiveIo } from "./wal-archive-types.ts";
 /** The stderr kept from one run of the command (its tail). */
 const stderrBytesMax = 4096;
 
+/**
+ * How long one run of the command may take. A run that hangs (a mount gone, an upload that
+ * stalls) would hold archiving, and every WAL segment after the mark, with no failure to show:
+ * past this it is killed, with whatever it started, and counts as a failure that is retried.
+ * 64 MiB in 15 minutes is 75 KB/s.
+ */
+export const archiveRunMsMax = 15 * 60_000;
+
 export function archiveStagingDir(paths: DataPaths): string {
   return join(paths.raftDir, "archive-staging");
 }
@@ -36,7 +44,7 @@ export function redactEnvSecrets(text: string, env: Readonly<Record<string, stri
   return out;
 }
 
-export function fileWalArchiveIo(command: string, paths: DataPaths, wal: Wal): WalArchiveIo {
+export function fileWalArchiveIo(command: string, paths: DataPaths, wal: Wal, runMsMax = archiveRunMsMax): WalArchiveIo {
   const staging = archiveStagingDir(paths);
   ensureDir(staging);
   // Whatever a crash left staged is made again from the WAL when its turn comes.
@@ -51,16 +59,24 @@ export function fileWalArchiveIo(command: string, paths: DataPaths, wal: Wal): W
       const name = archiveSegmentName({ firstIndex: first.index, lastIndex: last.index, term: last.term });
       const path = join(staging, name);
       await Bun.write(path, encodeArchiveSegment(entries));
+      // A process group of its own: what the shell starts is stopped with it.
       const proc = Bun.spawn(["/bin/sh", "-c", archiveCommandFor(command, path, name)], {
-        cwd: paths.dataDir, stdin: "ignore", stdout: "ignore", stderr: "pipe",
+        cwd: paths.dataDir, stdin: "ignore", stdout: "ignore", stderr: "pipe", detached: true,
       });
       running = proc;
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        killGroup(proc, "SIGKILL");
+      }, runMsMax);
       try {
         const stderr = await tailOf(proc.stderr);
         const exitCode = await proc.exited;
+        if (timedOut) return { ok: false, name, exitCode: null, stderr: redactEnvSecrets(stderr.trim()), timedOutAfterMs: runMsMax };
         if (exitCode === 0) return { ok: true, name };
         return { ok: false, name, exitCode: proc.signalCode === null ? exitCode : null, stderr: redactEnvSecrets(stderr.trim()) };
       } finally {
+        clearTimeout(timer);
         running = null;
         fs.rmSync(path, { force: true });
       }
@@ -68,9 +84,17 @@ export function fileWalArchiveIo(command: string, paths: DataPaths, wal: Wal): W
     logStartedOverAt: () => readLogStart(paths.raftDir)?.index ?? null,
     segmentsAfter: (index) => wal.segments().filter((s) => s.maxIndex > index).length,
     close(): void {
-      running?.kill("SIGTERM");
+      if (running !== null) killGroup(running, "SIGTERM");
     },
   };
+}
+
+function killGroup(proc: Subprocess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-proc.pid, signal);
+  } catch {
+    proc.kill(signal); // the group is gone: the shell alone, if it is not
+  }
 }
 
 async function tailOf(stream: ReadableStream<Uint8Array>): Promise<string> {

@@ -25,7 +25,7 @@ export interface WalArchiveIo {
 
 export type ArchiveAttempt =
   | { ok: true; name: string }
-  | { ok: false; name: string; exitCode: number | null; stderr: string };
+  | { ok: false; name: string; exitCode: number | null; stderr: string; /** Killed for running this long. */ timedOutAfterMs?: number };
 
 /** What `svc admin stats`, cluster-status and /metrics show. */
 export interface WalArchiveStatus {

@@ -19,8 +19,8 @@
 //            one of them is older than wal.archive_timeout (the archive's recovery point).
 //            Noops and the marks themselves do not start that clock, so an idle cluster
 //            archives nothing.
-//   failure  a command that fails (exit ≠ 0) is retried with backoff, its stderr logged and
-//            counted; the range is never skipped.
+//   failure  a command that fails (exit ≠ 0, or still running after archiveRunMsMax) is
+//            retried with backoff, its stderr logged and counted; the range is never skipped.
 
 import { encodeCommand } from "../store/index.ts";
 import type { Entry } from "../raft/index.ts";
@@ -162,7 +162,8 @@ export class WalArchiver implements WalArchivePart {
       const attempt = await this.io.archive(read.entries);
       if (this.stopped) return;
       if (!attempt.ok) {
-        this.failed(`archive_command failed on ${attempt.name} (exit ${attempt.exitCode ?? "by signal"})`, attempt.stderr);
+        const how = attempt.timedOutAfterMs === undefined ? `exit ${attempt.exitCode ?? "by signal"}` : `did not finish within ${Math.round(attempt.timedOutAfterMs / 1000)} s and was killed`;
+        this.failed(`archive_command failed on ${attempt.name} (${how})`, attempt.stderr);
         return;
       }
       this.succeeded(attempt.name, last.index, last.index < to, term);

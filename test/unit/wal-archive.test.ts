@@ -1,16 +1,17 @@
 // Archived WAL segments: named by their committed range, bytes that depend only on the
 // entries (two leaders archiving one range write the same file), read back checked against
 // the name; committed ranges read out of a node's WAL across segments and rewrites; and
-// archive_command's substitutions and the secrets kept out of its logged stderr.
+// archive_command's substitutions, the secrets kept out of its logged stderr, and a run that
+// hangs.
 
 import { afterEach, describe, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  Wal, archiveSegmentName, encodeArchiveSegment, parseArchiveSegmentName, parseSegmentName, readWalRange, scanArchiveSegment,
+  Wal, archiveSegmentName, dataPaths, encodeArchiveSegment, parseArchiveSegmentName, parseSegmentName, readWalRange, scanArchiveSegment,
 } from "../../src/storage/index.ts";
-import { archiveCommandFor, redactEnvSecrets } from "../../src/node/index.ts";
+import { archiveCommandFor, fileWalArchiveIo, redactEnvSecrets } from "../../src/node/index.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { silentLogger } from "../../src/util/index.ts";
 
@@ -105,5 +106,29 @@ describe("archive_command", () => {
     expect(text).not.toContain("s3cr3t-value");
     expect(text).not.toContain("tok-123456");
     expect(text).toContain("/usr/bin");
+  });
+});
+
+describe("archive_command that hangs", () => {
+  /** Whether a process is gone (a zombie no one reaped yet counts as gone). */
+  function gone(pid: number): boolean {
+    try {
+      return fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.startsWith("Z") ?? true;
+    } catch {
+      return true;
+    }
+  }
+
+  test("is killed, with what it started, past its time and counts as a failure", async () => {
+    const paths = dataPaths(tempDir());
+    const { wal } = Wal.open(paths.walDir, { segmentSizeBytes: 1 << 20, logger: silentLogger });
+    const pidFile = join(paths.dataDir, "child.pid");
+    const io = fileWalArchiveIo(`echo started >&2; sleep 600 & echo $! > ${pidFile}; wait`, paths, wal, 500);
+    const attempt = await io.archive(range(1, 3));
+    expect(attempt).toEqual({ ok: false, name: archiveSegmentName({ firstIndex: 1, lastIndex: 3, term: 1 }), exitCode: null, stderr: "started", timedOutAfterMs: 500 });
+    const child = Number(fs.readFileSync(pidFile, "utf8"));
+    for (let i = 0; i < 50 && !gone(child); i++) await Bun.sleep(20);
+    expect(gone(child)).toBe(true);
+    wal.close();
   });
 });

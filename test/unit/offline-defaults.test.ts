@@ -8,6 +8,7 @@ import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { renderConfigToml } from "../../src/config/index.ts";
+import { lockDataDir } from "../../src/storage/index.ts";
 
 const REPO = resolve(import.meta.dir, "../..");
 let dir: string;
@@ -67,6 +68,19 @@ describe("offline commands without --data-dir or --config", () => {
     const report = JSON.parse(r.stdout) as { ok: boolean; findings: { target: string }[] };
     expect(report.ok).toBe(true);
     expect(report.findings.some((f) => f.target.startsWith(dataDir))).toBe(true);
+  });
+
+  test("verify-checksums --offline on a running node's data directory says to run it without --offline", () => {
+    const lock = lockDataDir(dataDir, "a running node");
+    try {
+      const r = svc(["admin", "verify-checksums", "--offline"]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain("is in use by another svc process");
+      expect(r.stderr).toContain("or run without --offline to check through the running node");
+      expect(svc(["admin", "verify-checksums", "--data-dir", dataDir]).stderr).toContain("or run without --data-dir to check");
+    } finally {
+      lock.release();
+    }
   });
 
   test("no default configuration: the message names its path and the flags to pass, exit 2", () => {

@@ -28,7 +28,8 @@ export const verifyChecksumsCommand = defineCommand({
       try {
         lock = lockDataDirIfPresent(dataDir, "verify-checksums");
       } catch (e) {
-        throw e instanceof SvcError ? new CliExit(ExitCode.failure, `${e.message}\n  → stop the node first, or run without --data-dir to check through the running node`) : e;
+        const flag = args["data-dir"] !== undefined && args["data-dir"] !== "" ? "--data-dir" : "--offline";
+        throw e instanceof SvcError ? new CliExit(ExitCode.failure, `${e.message}\n  → stop the node first, or run without ${flag} to check through the running node`) : e;
       }
       try {
         findings = await verifyDataDir(dataPaths(dataDir));

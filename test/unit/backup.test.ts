@@ -136,6 +136,25 @@ describe("archive verification", () => {
   });
 });
 
+describe("svc admin backup verify", () => {
+  const main = join(import.meta.dir, "../../src/main.ts");
+  function verify(path: string): { exitCode: number; stderr: string } {
+    const r = Bun.spawnSync([process.execPath, main, "admin", "backup", "verify", path], { stdout: "pipe", stderr: "pipe", env: { ...process.env, NO_COLOR: "1" } });
+    return { exitCode: r.exitCode, stderr: r.stderr.toString() };
+  }
+
+  test("given the backup directory, it names the newest archive there instead of calling the directory damaged", async () => {
+    const { archive } = await stagedArchive();
+    const dir = join(archive, "..");
+    expect(verify(dir)).toEqual({
+      exitCode: 2,
+      stderr: `svc: ${dir} is a directory, not a backup archive\n  → give the archive to verify, e.g. \`svc admin backup verify ${archive}\` (the newest there)\n`,
+    });
+    const empty = tempDir();
+    expect(verify(empty).stderr).toContain(`give the svc-backup-<YYYYMMDD>.tar.gz file to verify (${empty} holds none)`);
+  });
+});
+
 describe("retention", () => {
   test("dated full backups older than the limit are removed by the day in their name; latest.tar.gz and other files stay", async () => {
     const dir = tempDir();

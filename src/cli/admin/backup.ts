@@ -237,6 +237,13 @@ const verifyCommand = defineCommand({
     let path = args.file;
     let temp: string | null = null;
     if (!isObjectUrl(path) && !fs.existsSync(path)) throw new CliExit(ExitCode.failure, `${path} does not exist`);
+    if (!isObjectUrl(path) && fs.statSync(path).isDirectory()) {
+      // The backup directory given for one of its archives: not a damaged archive.
+      const newest = await newestFullBackup(openDestination(path));
+      throw usageError(`${path} is a directory, not a backup archive\n  → ${newest === null
+        ? `give the svc-backup-<YYYYMMDD>.tar.gz file to verify (${path} holds none)`
+        : `give the archive to verify, e.g. \`svc admin backup verify ${join(path, newest)}\` (the newest there)`}`);
+    }
     try {
       if (isObjectUrl(path)) {
         const slash = path.lastIndexOf("/");

@@ -60,6 +60,11 @@ export async function checkedArgs(root: CommandDef, args: readonly string[]): Pr
     defs = (await resolve(cmd.args)) ?? {};
     words.length = 0;
   }
+  // A group of commands given none (`svc admin`, `svc admin backup`): the argument parser's
+  // "No command specified." names neither the group nor its --help.
+  if (cmd !== root && cmd.run === undefined && (await resolve(cmd.subCommands)) !== undefined) {
+    throw usageError(`no command given for \`${path}\`; see \`${path} --help\``);
+  }
   const taken = Object.entries(defs).filter(([, d]) => d.type === "positional").map(([name]) => name.toUpperCase());
   const extra = words[taken.length];
   if (extra !== undefined) {

@@ -58,3 +58,11 @@ describe("words past the arguments a command takes", () => {
     expect(await checkedArgs(root, ["--config", "/etc/svc/config.toml", "serve"])).toEqual(["serve", "--config", "/etc/svc/config.toml"]);
   });
 });
+
+describe("a group of commands given none", () => {
+  test("names the group and its --help", async () => {
+    expect(await refusal(["admin"])).toEqual({ exit: 2, message: "svc: no command given for `svc admin`; see `svc admin --help`\n" });
+    expect(await refusal(["admin", "backup"])).toEqual({ exit: 2, message: "svc: no command given for `svc admin backup`; see `svc admin backup --help`\n" });
+    expect(await refusal(["admin", "backup", "full", "--to", "/backups"])).toBeNull();
+  });
+});

@@ -9,7 +9,10 @@ import { connectionStateFunctions } from "./determinism.ts";
 export interface SqlShape {
   /** Upper-cased leading keyword of each non-empty statement. */
   keywords: string[];
-  /** Every bare or quoted identifier, lower-cased. */
+  /**
+   * Every bare or quoted identifier, lower-cased, and every string literal that could name one
+   * of svc's own tables (see internalNameLiteral).
+   */
   identifiers: Set<string>;
   /** Values the SQL binds, as SQLite numbers them (see Placeholders). */
   parameterCount: number;
@@ -83,7 +86,10 @@ export function lexSql(sql: string): SqlShape {
       const end = sql.indexOf("*/", i + 2);
       i = end === -1 ? n : end + 2;
     } else if (c === "'") {
-      i = skipQuoted(sql, i, "'");
+      const end = skipQuoted(sql, i, "'");
+      const text = sql.slice(i + 1, end - 1).replaceAll("''", "'").toLowerCase();
+      if (internalNameLiteral.test(text)) identifiers.add(text);
+      i = end;
       expectKeyword = false;
       previousWord = "";
     } else if (c === '"' || c === "`") {
@@ -154,6 +160,14 @@ export function lexSql(sql: string): SqlShape {
 }
 
 const byteOrderMark = 0xfeff;
+
+/**
+ * SQLite takes a string literal as a name where a name is due (`INSERT INTO '_svc_meta'`,
+ * `DROP TABLE '_svc_requests'`), and FTS5 reads the table its `content='…'` option names: a
+ * literal shaped like a name of svc's own is checked as that name. (A pattern such as
+ * `'_svc_%'` names nothing, and passes.)
+ */
+const internalNameLiteral = /^_svc_[a-z0-9_$]*$/;
 
 function isDigit(c: number): boolean {
   return c >= 48 && c <= 57;
@@ -285,7 +299,10 @@ function checkCommon(sql: string, shape: SqlShape): void {
     throw sqlError(`placeholder ${shape.placeholderOutOfRange} is outside ?1 to ?${placeholderIndexMax}`, "number placeholders from ?1, one per value sent in \"params\"");
   }
   for (const id of shape.identifiers) {
-    if (id.startsWith(internalTablePrefix)) throw sqlError(`names starting with ${internalTablePrefix} are reserved for svc's own tables`);
+    if (id.startsWith(internalTablePrefix)) {
+      throw sqlError(`names starting with ${internalTablePrefix} are reserved for svc's own tables`,
+        `name your tables otherwise; send a value starting with ${internalTablePrefix} in "params" (SQLite takes a quoted string as a table name)`);
+    }
     if (id === "load_extension") throw sqlError("load_extension is not allowed: every node must run the same code");
   }
 }

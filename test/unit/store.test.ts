@@ -131,6 +131,21 @@ describe("store", () => {
     expect(stats.tables).toEqual([{ name: "a", rows: 2 }, { name: "b", rows: 1 }]);
   });
 
+  test("svc's own tables cannot be named by a string literal, which SQLite takes as a name", () => {
+    // Each of these ran: the first two left request ids failing every write with 500 INTERNAL.
+    for (const sql of [
+      "DROP TABLE '_svc_requests'", "CREATE TABLE '_svc_requests' (x)", "INSERT INTO '_svc_meta' VALUES ('membership', '{}')",
+      "UPDATE '_SVC_META' SET value = 0 WHERE key = 'cluster_id'", "ALTER TABLE t RENAME TO '_svc_requests'",
+      "CREATE VIRTUAL TABLE leak USING fts5(key, value, content='_svc_meta', content_rowid='value')",
+    ]) {
+      expect(() => checkWriteStatement(sql)).toThrow(/reserved for svc's own tables/);
+    }
+    expect(() => checkReadStatement("SELECT * FROM '_svc_meta'")).toThrow(/reserved for svc's own tables/);
+    expect(() => checkReadStatement("PRAGMA table_info('_svc_requests')")).toThrow(/reserved for svc's own tables/);
+    // A pattern names no table.
+    expect(checkReadStatement("SELECT name FROM sqlite_schema WHERE name NOT LIKE '_svc_%'").keyword).toBe("SELECT");
+  });
+
   test("statements that would differ between nodes are refused before the log", () => {
     for (const sql of [
       "ATTACH DATABASE 'x.db' AS x", "PRAGMA journal_mode = DELETE", "BEGIN", "COMMIT", "select load_extension('x')",

@@ -47,6 +47,15 @@ export const bodyStallMsMax = 5_000;
 const keepAliveIdleMs = 120_000;
 
 /**
+ * The request being served on a connection, until it is answered. node:http hands over the
+ * next pipelined request before the one ahead of it is answered; it is served only after that
+ * one, as sent: RFC 9112 lets a server work on pipelined requests at once only when all are
+ * safe, and a POST is not (a read behind a write that was tried before the log ran first, and
+ * did not see it).
+ */
+const answering = new WeakMap<object, Promise<void>>();
+
+/**
  * Binds the port and resolves once it listens; rejects with PORT_IN_USE, PORT_NOT_PERMITTED,
  * ADDRESS_NOT_LOCAL or LISTEN_FAILED
  * (with a hint naming the setting) when it cannot.
@@ -58,7 +67,15 @@ export async function listen(app: FetchApp, address: Address, role: "client" | "
   let origin = originOf(scheme, address.host, address.port);
   const make = (options: TlsOptions | undefined): Server => {
     const limits = limiter?.active === true ? limiter : null;
-    const handler = (req: IncomingMessage, res: ServerResponse): void => void serveOne(app, origin, req, res, limits, inFlight ?? null);
+    const handler = (req: IncomingMessage, res: ServerResponse): void => {
+      const serve = (): Promise<void> => serveOne(app, origin, req, res, limits, inFlight ?? null);
+      const before = answering.get(req.socket);
+      const served = before === undefined ? serve() : before.then(serve);
+      answering.set(req.socket, served);
+      void served.finally(() => {
+        if (answering.get(req.socket) === served) answering.delete(req.socket);
+      });
+    };
     const server = options === undefined ? createServer(handler) : createHttpsServer(options, handler);
     server.keepAliveTimeout = keepAliveIdleMs;
     server.on("clientError", answerClientError);

@@ -167,9 +167,11 @@ export function parseQueryBody(body: unknown): { sql: string; params: SqlValue[]
   return { sql: wellFormed(body["sql"], "sql"), params: parseParams(body["params"], "params"), consistency: consistency as Consistency };
 }
 
-/** {"id": "node2"} */
+/** {"id": "node2"}: nothing else, so that a field svc does not read (a dry run) is never ignored by a membership change. */
 export function parseIdBody(body: unknown): string {
-  if (!isObject(body) || typeof body["id"] !== "string" || body["id"] === "") throw badRequest('the body must be {"id": "<node id>"}');
+  if (!isObject(body)) throw badRequest('the body must be {"id": "<node id>"}');
+  checkKeys(body, ["id"], "");
+  if (typeof body["id"] !== "string" || body["id"] === "") throw badRequest('the body must be {"id": "<node id>"}');
   return body["id"];
 }
 

@@ -153,6 +153,20 @@ describe("cluster admin actions sent to a follower", () => {
     expect(leader.seen).toHaveLength(0);
   });
 
+  test("remove-node, promote and transfer-leader take {\"id\"} and nothing else: an unknown field is refused, not ignored", async () => {
+    const leader = okLeader();
+    const app = adminApp(follower(leader.address));
+    for (const path of ["/admin/remove-node", "/admin/promote", "/admin/transfer-leader"]) {
+      // A client's dry run, or a misspelt field, must not remove a member.
+      for (const [body, says] of [[{ id: "node3", dry_run: true }, '"dry_run"'], [{ to: "node3" }, '"to"'], [{ id: "" }, "id"]] as const) {
+        const r = await post(app, path, body);
+        expect(r.status).toBe(400);
+        expect(String((r.body["error"] as { message?: unknown } | undefined)?.message)).toContain(says);
+      }
+    }
+    expect(leader.seen).toHaveLength(0);
+  });
+
   test("a request that was already forwarded is not forwarded again: 503 NOT_LEADER naming the leader's admin address", async () => {
     const leader = okLeader();
     const app = adminApp(follower(leader.address));

@@ -289,11 +289,11 @@ function sqlError(message: string, hint?: string): SvcError {
   return new SvcError("SQL_REFUSED", message, hint === undefined ? {} : { hint });
 }
 
-function checkCommon(sql: string, shape: SqlShape): void {
+function checkCommon(sql: string, shape: SqlShape, kind: "read" | "write"): void {
   if (shape.keywords.length === 0) throw sqlError("empty SQL statement");
   if (shape.keywords.length > 1) {
-    throw sqlError(`one statement per entry, found ${shape.keywords.length} in "${abbreviate(sql)}"`,
-      "send each statement as its own element of \"statements\" (they still run as one transaction)");
+    throw sqlError(`one statement per ${kind === "write" ? "entry" : "query"}, found ${shape.keywords.length} in "${abbreviate(sql)}"`,
+      kind === "write" ? "send each statement as its own element of \"statements\" (they still run as one transaction)" : "send each query in a request of its own");
   }
   if (shape.placeholderOutOfRange !== null) {
     throw sqlError(`placeholder ${shape.placeholderOutOfRange} is outside ?1 to ?${placeholderIndexMax}`, "number placeholders from ?1, one per value sent in \"params\"");
@@ -362,7 +362,7 @@ export function checkReadStatement(sql: string): StatementShape {
 
 function checkWriteShape(sql: string): StatementShape {
   const shape = lexSql(sql);
-  checkCommon(sql, shape);
+  checkCommon(sql, shape, "write");
   // OR ROLLBACK, ON CONFLICT ROLLBACK and RAISE(ROLLBACK) end the store's own transaction,
   // taking the other entries of the batch with it. (A ROLLBACK statement is refused below as one.)
   if (shape.identifiers.has("rollback") && shape.keywords[0] !== "ROLLBACK") {
@@ -407,7 +407,7 @@ export function refuseReadInWrite(shapes: readonly StatementShape[]): void {
 
 function checkReadShape(sql: string): StatementShape {
   const shape = lexSql(sql);
-  checkCommon(sql, shape);
+  checkCommon(sql, shape, "read");
   const keyword = shape.keywords[0] ?? "";
   if (!readKeywords.has(keyword)) {
     if (!statementKeywords.has(keyword)) {

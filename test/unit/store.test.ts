@@ -194,6 +194,14 @@ describe("store", () => {
     db.close();
   });
 
+  test("several statements in one string are refused with a hint that fits where they were sent", () => {
+    expect(() => checkWriteStatement("INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)")).toThrow(expect.objectContaining({ hint: expect.stringContaining('element of "statements"') }));
+    // A read has no "statements" to split them into.
+    expect(() => checkReadStatement("SELECT 1; SELECT 2")).toThrow(expect.objectContaining({
+      message: expect.stringContaining("one statement per query"), hint: "send each query in a request of its own",
+    }));
+  });
+
   test("a refused statement is refused every time, and accepted ones stay accepted past the memo's bound", () => {
     for (let round = 0; round < 2; round++) {
       for (let i = 0; i < 600; i++) expect(checkWriteStatement(`INSERT INTO t VALUES (${i})`).keyword).toBe("INSERT");

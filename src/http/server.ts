@@ -79,6 +79,7 @@ export async function listen(app: FetchApp, address: Address, role: "client" | "
     const server = options === undefined ? createServer(handler) : createHttpsServer(options, handler);
     server.keepAliveTimeout = keepAliveIdleMs;
     server.on("clientError", answerClientError);
+    server.on("connect", refuseConnect);
     return server;
   };
   let current = make(tls);
@@ -132,10 +133,25 @@ function answerClientError(err: Error & { code?: string }, socket: Duplex): void
     socket.destroy();
     return;
   }
-  const error = clientErrorOf(err);
+  endWithError(socket, clientErrorOf(err));
+}
+
+/**
+ * CONNECT asks for a tunnel, which svc does not make. node:http hands such a request to a
+ * "connect" listener only, and without one it closed the connection with no answer at all.
+ */
+function refuseConnect(_req: IncomingMessage, socket: Duplex): void {
+  const error = new SvcError("METHOD_NOT_ALLOWED", "svc does not take CONNECT: it makes no tunnels", {
+    hint: "send GET or POST to a route of this port (see the API in the README)",
+  });
+  endWithError(socket, error, "allow: GET, HEAD, POST\r\n");
+}
+
+/** Answer a request node:http did not hand to the app with its JSON error, and close the connection. */
+function endWithError(socket: Duplex, error: SvcError, headers = ""): void {
   const status = statusFor(error.code);
   const body = JSON.stringify(errorBody(error));
-  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\ncontent-type: application/json\r\n${headers}content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
 }
 
 /** What a parse error of node:http means for the client. */

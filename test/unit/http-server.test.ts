@@ -1,5 +1,6 @@
-// Pipelined requests on one connection (src/http/server.ts): each is served once the one ahead
-// of it is answered, in the order sent, as RFC 9112 asks of requests that are not all safe.
+// The listener of the client and admin ports (src/http/server.ts): pipelined requests on one
+// connection are served one after another, in the order sent, as RFC 9112 asks of requests that
+// are not all safe; a request node:http does not hand to the app still gets a JSON error.
 // Served by the real listener on 127.0.0.1 with a stand-in app.
 
 import { afterEach, expect, test } from "bun:test";
@@ -10,6 +11,19 @@ const servers: BoundServer[] = [];
 afterEach(() => {
   for (const s of servers.splice(0)) s.stop();
 });
+
+/** What the server sends on a new connection given `bytes`, until it closes it. */
+async function exchange(port: number, bytes: string): Promise<string> {
+  const socket = net.connect(port, "127.0.0.1");
+  let received = "";
+  socket.on("data", (chunk) => {
+    received += chunk.toString("latin1");
+  });
+  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+  socket.write(bytes);
+  await closed;
+  return received;
+}
 
 function post(path: string): string {
   return `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}`;
@@ -43,4 +57,15 @@ test("a pipelined request is served only after the one ahead of it on its connec
   socket.destroy();
   expect(events).toEqual(["start /first", "end /first", "start /second", "end /second", "start /third", "end /third"]);
   expect(received.indexOf('{"path":"/first"}')).toBeLessThan(received.indexOf('{"path":"/second"}'));
+});
+
+test("CONNECT is answered 405 with a JSON error and Allow, and its connection closed", async () => {
+  const server = await listen({ fetch: () => Response.json({ ok: true }) }, { host: "127.0.0.1", port: 0, raw: "127.0.0.1:0" }, "client");
+  servers.push(server);
+  const received = await exchange(server.port, "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n");
+  expect(received.split("\r\n")[0]).toBe("HTTP/1.1 405 Method Not Allowed");
+  expect(received.toLowerCase()).toContain("\r\nallow: get, head, post\r\n");
+  const body = JSON.parse(received.slice(received.indexOf("\r\n\r\n") + 4)) as { error: { code: string; message: string } };
+  expect(body.error.code).toBe("METHOD_NOT_ALLOWED");
+  expect(body.error.message).toContain("CONNECT");
 });

@@ -30,11 +30,13 @@ export function fallbackRoutes(routes: () => readonly RouteEntry[] = () => []) {
   switch (code) {
     case "NOT_FOUND": {
       const url = new URL(request.url);
-      const allowed = [...new Set(routes().filter((r) => r.path === url.pathname).map((r) => r.method.toUpperCase()))];
+      // A route is served with a trailing slash as well (/v1/execute/), so it is known by that path too.
+      const path = url.pathname.length > 1 && url.pathname.endsWith("/") ? url.pathname.slice(0, -1) : url.pathname;
+      const allowed = [...new Set(routes().filter((r) => r.path === path).map((r) => r.method.toUpperCase()))];
       if (allowed.length > 0) {
         if (allowed.includes("GET") && !allowed.includes("HEAD")) allowed.push("HEAD");
         const response = errorResponse(new SvcError("METHOD_NOT_ALLOWED", `${url.pathname} does not take ${request.method}: it takes ${allowed.join(", ")}`, {
-          hint: `send ${allowed[0]} ${url.pathname} (see the API in the README)`,
+          hint: `send ${allowed[0]} ${path} (see the API in the README)`,
         }));
         response.headers.set("allow", allowed.join(", "));
         return response;

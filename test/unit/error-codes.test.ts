@@ -140,6 +140,13 @@ describe("error bodies through the apps", () => {
     expect((await admin.handle(new Request("http://localhost/metrics", { method: "POST" }))).headers.get("allow")).toBe("GET, HEAD");
   });
 
+  test("a route's path with a trailing slash, which its method is served at, answers another method 405 too", async () => {
+    const execute = await client.handle(new Request("http://localhost/v1/execute/"));
+    expect(execute.status).toBe(405);
+    expect(execute.headers.get("allow")).toBe("POST");
+    expect((await admin.handle(new Request("http://localhost/admin/stats/", { method: "POST" }))).headers.get("allow")).toBe("GET, HEAD");
+  });
+
   test("a body that is not JSON answers 400 BAD_REQUEST", async () => {
     const request = new Request("http://localhost/v1/execute", { method: "POST", body: "{not json", headers: { "content-type": "application/json" } });
     expect(await errorOf(client, request)).toMatchObject({ status: 400, error: { code: "BAD_REQUEST" } });

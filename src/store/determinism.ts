@@ -37,6 +37,7 @@ export const connectionStateFunctions: Readonly<Record<string, string>> = {
   sqlite_source_id: "the SQLite build can differ between nodes (a rolling upgrade)",
   sqlite_compileoption_get: "the SQLite build can differ between nodes (a rolling upgrade)",
   sqlite_compileoption_used: "the SQLite build can differ between nodes (a rolling upgrade)",
+  fts5_source_id: "the SQLite build, FTS5 with it, can differ between nodes (a rolling upgrade)",
   sqlite_offset: "a row's place in the file can differ between nodes",
 };
 
@@ -64,9 +65,13 @@ export class DeterministicFunctions {
     // Deterministic, as SQLite's own: allowed where SQLite allows it (generated columns, indexes).
     db.function("zeroblob", { deterministic: true }, (n: unknown) => new Uint8Array(blobSize("zeroblob", n, writeBlobBytesMax)));
     for (const [name, why] of Object.entries(connectionStateFunctions)) {
-      db.function(name, { varargs: true }, () => {
+      const refuse = (): never => {
         throw new Error(`${name}() is not allowed in a write: ${why}`);
-      });
+      };
+      db.function(name, { varargs: true }, refuse);
+      // SQLite finds a function the connection holds by its exact argument count before a
+      // varargs one of the same name: FTS5's fts5_source_id() is replaced with its own count.
+      db.function(name, refuse);
     }
     db.function("load_extension", { varargs: true }, () => {
       throw new Error("load_extension is not allowed");

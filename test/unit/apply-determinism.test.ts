@@ -182,6 +182,7 @@ describe("apply is deterministic", () => {
     for (const [sql, message] of [
       ["INSERT INTO t VALUES (total_changes())", /total_changes\(\) is not allowed/],
       ["INSERT INTO t VALUES (sqlite_version())", /sqlite_version\(\) is not allowed/],
+      ["INSERT INTO t VALUES (fts5_source_id())", /fts5_source_id\(\) is not allowed/],
       ["CREATE TEMP TABLE x (a)", /TEMP objects are not allowed/],
       ["CREATE TABLE temp.x (a)", /TEMP objects are not allowed/],
       ["CREATE TEMP TRIGGER tt AFTER INSERT ON t BEGIN SELECT 1; END", /TEMP objects are not allowed/],

@@ -140,9 +140,8 @@ export function lexSql(sql: string): SqlShape {
       else placeholders.next();
       expectKeyword = false;
       i = j;
-    } else if ((c === ":" || c === "@" || c === "$") && i + 1 < n && isWordPart(sql.charCodeAt(i + 1))) {
-      let j = i + 1;
-      while (j < n && isWordPart(sql.charCodeAt(j))) j++;
+    } else if ((c === ":" || c === "@" || c === "$" || c === "#") && (isWordPart(sql.charCodeAt(i + 1)) || sql.startsWith("::", i + 1))) {
+      const j = placeholderNameEnd(sql, i + 1);
       placeholders.named(sql.slice(i, j));
       expectKeyword = false;
       i = j;
@@ -168,6 +167,31 @@ const byteOrderMark = 0xfeff;
  * `'_svc_%'` names nothing, and passes.)
  */
 const internalNameLiteral = /^_svc_[a-z0-9_$]*$/;
+
+/**
+ * Where a named placeholder that starts at `start` (after its `:`, `@`, `$` or `#`) ends, as
+ * SQLite's tokenizer reads it: word characters, `::` anywhere (a Tcl namespace), and after
+ * them a `(…)` suffix without blanks (a Tcl array element: `$a(x)`). The suffix is part of the
+ * name, whatever it holds: `$a(')` is one placeholder, not a placeholder and a string.
+ */
+function placeholderNameEnd(sql: string, start: number): number {
+  let i = start;
+  while (i < sql.length) {
+    if (isWordPart(sql.charCodeAt(i))) {
+      i++;
+    } else if (sql.startsWith("::", i)) {
+      i += 2;
+    } else if (sql[i] === "(" && i > start) {
+      let j = i + 1;
+      while (j < sql.length && !isSpace(sql.charCodeAt(j)) && sql[j] !== ")") j++;
+      // Without its ")" SQLite refuses the token: the statement fails to compile.
+      return sql[j] === ")" ? j + 1 : j;
+    } else {
+      break;
+    }
+  }
+  return i;
+}
 
 function isDigit(c: number): boolean {
   return c >= 48 && c <= 57;

@@ -196,6 +196,21 @@ describe("store", () => {
     db.close();
   });
 
+  test("placeholders are read as SQLite reads them: #name, Tcl's $a::b and $a(…), whose suffix hides nothing", () => {
+    const sqlite = new Database(":memory:");
+    try {
+      for (const sql of ["SELECT #a", "SELECT $a::b", "SELECT :a::b, @c::d", "SELECT $a(x), $a(x), $a(y)", "SELECT $::a", "SELECT ?2, :a, #a, $a"]) {
+        expect(checkReadStatement(sql).parameterCount).toBe(sqlite.prepare(sql).paramsCount);
+      }
+    } finally {
+      sqlite.close();
+    }
+    // SQLite reads `$a(')` as one placeholder: the quote opened no string that could hide what follows.
+    expect(() => checkReadStatement("SELECT $a(') , * FROM _svc_meta --')")).toThrow(/reserved for svc's own tables/);
+    expect(() => checkWriteStatement("INSERT INTO kv SELECT $a('), sum(unused) FROM dbstat --')")).toThrow(/dbstat is not allowed/);
+    expect(() => checkWriteStatement("INSERT INTO kv VALUES ($a('), 1); INSERT INTO kv VALUES ('second', 2); --')")).toThrow(/one statement per entry/);
+  });
+
   test("several statements in one string are refused with a hint that fits where they were sent", () => {
     expect(() => checkWriteStatement("INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)")).toThrow(expect.objectContaining({ hint: expect.stringContaining('element of "statements"') }));
     // A read has no "statements" to split them into.

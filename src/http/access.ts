@@ -37,7 +37,10 @@ export const routeAccess: Readonly<Record<Port, Readonly<Record<string, Access>>
   },
 };
 
-/** The access a request needs; an unknown route needs admin (it will be answered 404 then). */
+/**
+ * The access a request needs; an unknown route needs admin (it will be answered 404 then).
+ * HEAD is served as GET (a load balancer's HEAD /health), and needs what GET needs.
+ */
 export function accessFor(port: Port, method: string, path: string): Access {
-  return routeAccess[port][`${method} ${path}`] ?? "admin";
+  return routeAccess[port][`${method === "HEAD" ? "GET" : method} ${path}`] ?? "admin";
 }

@@ -119,6 +119,13 @@ describe("tokens", () => {
     expect((await call("admin", "GET", "/metrics", undefined, true)).status).toBe(200);
   });
 
+  test("HEAD of a GET route needs what GET needs: a probe's HEAD /health needs no token", async () => {
+    for (const port of ["client", "admin"] as const) expect((await call(port, "HEAD", "/health")).status).toBe(200);
+    expect((await call("admin", "HEAD", "/metrics", undefined, true)).status).toBe(200);
+    expect((await call("admin", "HEAD", "/metrics", tokens.read)).status).toBe(200);
+    expect((await call("admin", "HEAD", "/admin/stats", tokens.write)).status).toBe(403);
+  });
+
   test("a relayed request carries the caller's Authorization header to the leader", async () => {
     const body = (await (await call("client", "POST", "/v1/execute", tokens.write)).json()) as { authorization: string };
     expect(body.authorization).toBe(`Bearer ${tokens.write}`);

@@ -22,6 +22,8 @@ export type HttpErrorCode =
   /** Request headers past node:http's limit (16 KiB): answered from the parser's clientError. */
   | "HEADERS_TOO_LARGE"
   | "UNSUPPORTED_MEDIA_TYPE"
+  /** An Expect header other than 100-continue: answered from node:http's checkExpectation. */
+  | "EXPECTATION_FAILED"
   /** No token, or one this node does not know, for a route that needs one. */
   | "UNAUTHORIZED"
   /** A token whose role is below the route's. */
@@ -91,6 +93,7 @@ export const statusByCode: Readonly<Record<KnownErrorCode, number>> = Object.fre
   BODY_TOO_LARGE: 413,
   HEADERS_TOO_LARGE: 431,
   UNSUPPORTED_MEDIA_TYPE: 415,
+  EXPECTATION_FAILED: 417,
   // Sent to a node that is no member of the cluster (removed): never here, ask a member.
   NOT_A_MEMBER: 421,
   // This node cannot answer now: retry, here later or at another member.

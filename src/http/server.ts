@@ -80,6 +80,7 @@ export async function listen(app: FetchApp, address: Address, role: "client" | "
     server.keepAliveTimeout = keepAliveIdleMs;
     server.on("clientError", answerClientError);
     server.on("connect", refuseConnect);
+    server.on("checkExpectation", refuseExpectation);
     return server;
   };
   let current = make(tls);
@@ -145,6 +146,21 @@ function refuseConnect(_req: IncomingMessage, socket: Duplex): void {
     hint: "send GET or POST to a route of this port (see the API in the README)",
   });
   endWithError(socket, error, "allow: GET, HEAD, POST\r\n");
+}
+
+/**
+ * An Expect header other than 100-continue, which svc cannot meet: node:http answers 417 with
+ * no body unless a "checkExpectation" listener answers. The body is left unread: the
+ * connection closes after the answer.
+ */
+function refuseExpectation(req: IncomingMessage, res: ServerResponse): void {
+  const expect = String(req.headers.expect ?? "");
+  const error = new SvcError("EXPECTATION_FAILED", `svc cannot meet the request's Expect: ${JSON.stringify(expect.slice(0, 80))}`, {
+    hint: "send the request without an Expect header, or with Expect: 100-continue",
+  });
+  const body = JSON.stringify(errorBody(error));
+  res.writeHead(statusFor(error.code), { "content-type": "application/json", "content-length": Buffer.byteLength(body), connection: "close" });
+  res.end(body);
 }
 
 /** Answer a request node:http did not hand to the app with its JSON error, and close the connection. */

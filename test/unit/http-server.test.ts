@@ -1,6 +1,7 @@
 // The listener of the client and admin ports (src/http/server.ts): pipelined requests on one
 // connection are served one after another, in the order sent, as RFC 9112 asks of requests that
-// are not all safe; a request node:http does not hand to the app still gets a JSON error.
+// are not all safe; a request node:http does not hand to the app (CONNECT, an Expect it cannot
+// meet) still gets a JSON error.
 // Served by the real listener on 127.0.0.1 with a stand-in app.
 
 import { afterEach, expect, test } from "bun:test";
@@ -68,4 +69,15 @@ test("CONNECT is answered 405 with a JSON error and Allow, and its connection cl
   const body = JSON.parse(received.slice(received.indexOf("\r\n\r\n") + 4)) as { error: { code: string; message: string } };
   expect(body.error.code).toBe("METHOD_NOT_ALLOWED");
   expect(body.error.message).toContain("CONNECT");
+});
+
+test("an Expect other than 100-continue is answered 417 with a JSON error, and its connection closed", async () => {
+  let reached = 0;
+  const server = await listen({ fetch: () => (reached++, Response.json({ ok: true })) }, { host: "127.0.0.1", port: 0, raw: "127.0.0.1:0" }, "client");
+  servers.push(server);
+  const received = await exchange(server.port, "POST /v1/execute HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\n{}");
+  expect(received.split("\r\n")[0]).toBe("HTTP/1.1 417 Expectation Failed");
+  const body = JSON.parse(received.slice(received.indexOf("\r\n\r\n") + 4)) as { error: { code: string; message: string } };
+  expect(body.error).toMatchObject({ code: "EXPECTATION_FAILED", message: expect.stringContaining("200-ok") });
+  expect(reached).toBe(0);
 });

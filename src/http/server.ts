@@ -228,7 +228,7 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
   try {
     // Refused before its body is read: the connection closes after the answer.
     const limited = limiter?.admit(req.socket.remoteAddress ?? "", req.socket, relayClaim(req)) ?? null;
-    const counted = inFlight !== null && inFlight.counts(req.url ?? "") ? inFlight : null;
+    const counted = inFlight !== null && inFlight.counts(originForm(req.url ?? "/")) ? inFlight : null;
     const admitted = limited ?? counted?.admit(declaredBytes(req)) ?? null;
     if (admitted !== null && !(admitted instanceof SvcError)) admission = admitted;
     // A refused body is read and dropped first (discardBody), so that a client sending all of it
@@ -429,8 +429,21 @@ function toRequest(req: IncomingMessage, body: Uint8Array, origin: string, signa
   const method = req.method ?? "GET";
   const init: RequestInit = { method, headers, signal };
   if (method !== "GET" && method !== "HEAD") init.body = body;
-  const path = req.url ?? "/";
-  return new Request(path.startsWith("/") ? origin + path : `${origin}/${path}`, init);
+  return new Request(origin + originForm(req.url ?? "/"), init);
+}
+
+/**
+ * The path and query of a request target. A server must accept the absolute form as well
+ * (RFC 9112 §3.2.2: `GET http://host:7878/health`, as a proxy sends it): its path and query
+ * are taken, never its host, for the app and for write admission alike.
+ */
+function originForm(target: string): string {
+  if (target.startsWith("/")) return target;
+  if (/^https?:\/\//i.test(target) && URL.canParse(target)) {
+    const url = new URL(target);
+    return url.pathname + url.search;
+  }
+  return `/${target}`;
 }
 
 async function writeResponse(res: ServerResponse, response: Response, closeAfter: boolean): Promise<void> {

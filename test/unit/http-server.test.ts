@@ -81,3 +81,12 @@ test("an Expect other than 100-continue is answered 417 with a JSON error, and i
   expect(body.error).toMatchObject({ code: "EXPECTATION_FAILED", message: expect.stringContaining("200-ok") });
   expect(reached).toBe(0);
 });
+
+test("a request target in absolute form is served by its path and query, its host ignored", async () => {
+  const seen: string[] = [];
+  const server = await listen({ fetch: (r: Request) => (seen.push(r.url), Response.json({ ok: true })) }, { host: "127.0.0.1", port: 0, raw: "127.0.0.1:0" }, "client");
+  servers.push(server);
+  const received = await exchange(server.port, "GET http://elsewhere.example:99/health?x=1 HTTP/1.1\r\nHost: elsewhere.example\r\nConnection: close\r\n\r\n");
+  expect(received.split("\r\n")[0]).toBe("HTTP/1.1 200 OK");
+  expect(seen).toEqual([`http://127.0.0.1:${server.port}/health?x=1`]);
+});

@@ -32,6 +32,7 @@ export const serveCommand = defineCommand({
     // Client requests' bodies in flight: writes held while they commit, and those relayed to the leader.
     const inFlight = new InFlightBytes({
       paths: ["/v1/execute"],
+      readPaths: ["/v1/query"],
       bytesMax: budget.inFlightBytesMax,
       rssBytesMax: budget.nodeBytesMax,
       maxMemoryMb: config.maxMemoryBytes / 2 ** 20,

@@ -6,7 +6,9 @@
 // its answer is written. A request is always admitted when no other body is in flight, so a
 // body of any allowed size goes through on a quiet node: the share bounds concurrency, not size.
 // The node's own RSS counts too: past its share (nodeBytesMax) only a lone request is admitted
-// until garbage collection brings it back.
+// until garbage collection brings it back. The bodies of reads (POST /v1/query) count toward the
+// same share, so that many large ones at once are refused as writes are, but a read is never
+// refused for the node's RSS: its body is small as a rule, and its answer is bounded on its own.
 
 import type { Counter, MetricsRegistry } from "../metrics/index.ts";
 import { SvcError } from "../util/errors.ts";
@@ -14,6 +16,8 @@ import { SvcError } from "../util/errors.ts";
 export interface InFlightSettings {
   /** The paths whose requests are admitted here (the write path); others pass uncounted. */
   readonly paths: readonly string[];
+  /** Paths whose bodies count toward the share too, but are not refused for the node's RSS (reads). */
+  readonly readPaths?: readonly string[];
   /** Body bytes in flight beyond a lone request. */
   readonly bytesMax: number;
   /** The node's RSS past which only a lone request is admitted; 0 turns the check off. */
@@ -84,15 +88,20 @@ export class InFlightBytes {
     };
   }
 
-  /** Whether requests to `url` (path and query) are admitted here. */
-  counts(url: string): boolean {
+  /** How requests to `url` (path and query) are admitted here: as writes, as reads, or not (null). */
+  counts(url: string): "write" | "read" | null {
     const path = url.split("?", 1)[0] ?? "";
-    return this.settings.paths.includes(path);
+    if (this.settings.paths.includes(path)) return "write";
+    return this.settings.readPaths?.includes(path) === true ? "read" : null;
   }
 
-  /** Admit a request announcing `bytes` (0 when chunked or bodiless), or the error to answer. */
-  admit(bytes: number): Admission | SvcError {
-    const refused = this.#refusal(bytes, 0);
+  /**
+   * Admit a request announcing `bytes` (0 when chunked or bodiless), or the error to answer.
+   * A read (`as` "read") is refused only past the share of bodies, never for the node's RSS.
+   */
+  admit(bytes: number, as: "write" | "read" = "write"): Admission | SvcError {
+    const rssCounts = as === "write";
+    const refused = this.#refusal(bytes, 0, rssCounts);
     if (refused !== null) {
       // Its body arrives all the same, and is garbage once the answer is out.
       this.#spent(bytes);
@@ -104,7 +113,7 @@ export class InFlightBytes {
     let released = false;
     return {
       grow: (more) => {
-        const error = this.#refusal(more, held);
+        const error = this.#refusal(more, held, rssCounts);
         if (error !== null) return error;
         held += more;
         this.#bytes += more;
@@ -142,15 +151,18 @@ export class InFlightBytes {
   }
 
 
-  /** `held`: what the asking request holds already; with nothing held by others it is alone, and passes. */
-  #refusal(bytes: number, held: number): SvcError | null {
+  /**
+   * `held`: what the asking request holds already; with nothing held by others it is alone, and
+   * passes. `rssCounts`: whether the node's RSS past its share refuses it (a write).
+   */
+  #refusal(bytes: number, held: number, rssCounts: boolean): SvcError | null {
     if (bytes === 0 || this.#bytes - held === 0) return null;
     const { bytesMax, rssBytesMax, maxMemoryMb } = this.settings;
     if (this.#bytes + bytes > bytesMax) {
       this.#metrics?.refused.labels("bytes").inc();
       return backpressure(`the node holds ${this.#bytes} bytes of requests not yet answered; ${bytes} more would pass their share of max_memory_mb (${maxMemoryMb} MB): ${bytesMax} bytes`);
     }
-    if (rssBytesMax > 0) {
+    if (rssBytesMax > 0 && rssCounts) {
       const rss = this.rssBytes();
       if (rss > rssBytesMax) {
         this.#metrics?.refused.labels("rss").inc();
@@ -180,7 +192,7 @@ function mib(bytes: number): number {
 
 function backpressure(message: string): SvcError {
   return new SvcError("MEMORY_BACKPRESSURE", message, {
-    hint: "nothing was applied; retry after Retry-After, send fewer or smaller writes at once, or raise max_memory_mb",
+    hint: "nothing was applied; retry after Retry-After, send fewer or smaller requests at once, or raise max_memory_mb",
     details: { retryAfterS },
   });
 }

@@ -228,8 +228,9 @@ async function serveOne(app: FetchApp, origin: string, req: IncomingMessage, res
   try {
     // Refused before its body is read: the connection closes after the answer.
     const limited = limiter?.admit(req.socket.remoteAddress ?? "", req.socket, relayClaim(req)) ?? null;
-    const counted = inFlight !== null && inFlight.counts(originForm(req.url ?? "/")) ? inFlight : null;
-    const admitted = limited ?? counted?.admit(declaredBytes(req)) ?? null;
+    // Write and read bodies count toward the share of max_memory_mb for bodies (in-flight.ts).
+    const kind = inFlight?.counts(originForm(req.url ?? "/")) ?? null;
+    const admitted = limited ?? (inFlight === null || kind === null ? null : inFlight.admit(declaredBytes(req), kind));
     if (admitted !== null && !(admitted instanceof SvcError)) admission = admitted;
     // A refused body is read and dropped first (discardBody), so that a client sending all of it
     // before it reads gets the 429 or 503, not a reset; at most discardingMax at once (each holds

@@ -156,9 +156,28 @@ describe("in-flight write bytes", () => {
 
   test("only the write path is counted", () => {
     const f = new InFlightBytes(settings);
-    expect(f.counts("/v1/execute")).toBe(true);
-    expect(f.counts("/v1/execute?x=1")).toBe(true);
-    expect(f.counts("/v1/query")).toBe(false);
-    expect(f.counts("/health")).toBe(false);
+    expect(f.counts("/v1/execute")).toBe("write");
+    expect(f.counts("/v1/execute?x=1")).toBe("write");
+    expect(f.counts("/v1/query")).toBe(null);
+    expect(f.counts("/health")).toBe(null);
+  });
+
+  test("read bodies count toward the same share, and are refused past it, but never for the node's RSS", () => {
+    // The node's RSS is past its share: writes are refused unless alone, reads are not.
+    const f = new InFlightBytes({ ...settings, readPaths: ["/v1/query"], rssBytesMax: 100 }, () => 200);
+    expect(f.counts("/v1/query?x=1")).toBe("read");
+    const first = admitted(f.admit(10, "read"));
+    expect((f.admit(10, "write") as SvcError).details["retryAfterS"]).toBe(1);
+    const small = admitted(f.admit(10, "read"));
+    // Many large read bodies at once: past the share of bodies, refused as writes are.
+    const large = f.admit(990, "read");
+    expect(large).toBeInstanceOf(SvcError);
+    expect((large as SvcError).code).toBe("MEMORY_BACKPRESSURE");
+    expect(f.bytes).toBe(20);
+    // A chunked read body grows past the share: refused as it arrives.
+    expect(small.grow(985)?.code).toBe("MEMORY_BACKPRESSURE");
+    first.release();
+    small.release();
+    expect(f.bytes).toBe(0);
   });
 });

@@ -282,8 +282,11 @@ class UdpGossip implements GossipService {
     let member: string | null = null;
     for (const [id, a] of this.addresses) if (a.ip !== null && a.port === port && canonicalIp(a.ip) === host) member = id;
     // At most once a minute per sender, whatever the reason, and a bounded number of senders a
-    // minute in all: the cluster id (all a packet needs to get this far) travels in clear.
-    const due = before === undefined || now - before.loggedMs >= refusedLogEveryMs;
+    // minute in all: the cluster id (all a packet needs to get this far) travels in clear. Not
+    // before the node's members were read (packets arrive from the moment the cluster id is
+    // set): the line would lack the member's name for a minute. Its next packet is logged.
+    const membersRead = this.sourceReadMs > Number.NEGATIVE_INFINITY;
+    const due = membersRead && (before === undefined || now - before.loggedMs >= refusedLogEveryMs);
     const logNow = due && this.takeRefusalLogLine(now);
     this.refusedSenders.set(address, {
       address, member, reason, cause: refusalCause(reason), count: (before?.count ?? 0) + 1, lastMs: now,

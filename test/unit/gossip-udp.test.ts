@@ -192,6 +192,30 @@ describe("senders refused for their key", () => {
   }, 30_000);
 });
 
+describe("a refused member heard before this node read its members", () => {
+  test("is logged once they are read, by its name, not first by its address alone", async () => {
+    const lines: string[] = [];
+    const logger: Logger = { ...silentLogger, warn: (message: string) => void lines.push(message), child: () => logger };
+    const [port0, port1] = await freePorts(2);
+    if (port0 === undefined || port1 === undefined) throw new Error("ports");
+    const members = [{ id: "m0", peer: `127.0.0.1:${port0}` }, { id: "m1", peer: `127.0.0.1:${port1}` }];
+    // m0 has its cluster id (it decodes packets) but not yet its members, as a node starting.
+    const g = createGossip({ self: "m0", listen: { host: "127.0.0.1", port: port0 }, logger, timings, keyFor: () => sharedKey(() => [newKey()]) });
+    await g.start();
+    g.setClusterId("udp-test");
+    started.push(g);
+    const m1 = createGossip({ self: "m1", listen: { host: "127.0.0.1", port: port1 }, logger: silentLogger, timings, keyFor: () => sharedKey(() => [newKey()]) });
+    await m1.start();
+    m1.setClusterId("udp-test");
+    m1.setSource({ members: () => members, facts: () => facts(port1) });
+    started.push(m1);
+    await waitUntil("m1's packets refused at m0", () => g.snapshot().dropped.decrypt_failed > 0);
+    g.setSource({ members: () => members, facts: () => facts(port0) });
+    await waitUntil("the refusal logged with m1's name", () => lines.some((l) => l.includes("fail authentication") && l.includes("(m1)")));
+    expect(lines.filter((l) => l.includes("fail authentication"))).toHaveLength(1);
+  }, 30_000);
+});
+
 describe("a sender this member does not know", () => {
   test("its authenticated packet is dropped, and the peer address it gives for itself is handed to the node", async () => {
     const [p0, p1] = await freePorts(2);

@@ -33,6 +33,7 @@ export const serveCommand = defineCommand({
     const inFlight = new InFlightBytes({
       paths: ["/v1/execute"],
       readPaths: ["/v1/query"],
+      readBytesMax: budget.readBodiesBytesMax,
       bytesMax: budget.inFlightBytesMax,
       rssBytesMax: budget.nodeBytesMax,
       maxMemoryMb: config.maxMemoryBytes / 2 ** 20,

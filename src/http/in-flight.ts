@@ -6,9 +6,10 @@
 // its answer is written. A request is always admitted when no other body is in flight, so a
 // body of any allowed size goes through on a quiet node: the share bounds concurrency, not size.
 // The node's own RSS counts too: past its share (nodeBytesMax) only a lone request is admitted
-// until garbage collection brings it back. The bodies of reads (POST /v1/query) count toward the
-// same share, so that many large ones at once are refused as writes are, but a read is never
-// refused for the node's RSS: its body is small as a rule, and its answer is bounded on its own.
+// until garbage collection brings it back. The bodies of reads (POST /v1/query) are held to a
+// share of their own (memory-budget.ts), so that many large ones at once are refused as writes
+// are; a read is never refused for the writes in flight nor for the node's RSS: its body is
+// small as a rule, and its answer is bounded on its own.
 
 import type { Counter, MetricsRegistry } from "../metrics/index.ts";
 import { SvcError } from "../util/errors.ts";
@@ -16,8 +17,10 @@ import { SvcError } from "../util/errors.ts";
 export interface InFlightSettings {
   /** The paths whose requests are admitted here (the write path); others pass uncounted. */
   readonly paths: readonly string[];
-  /** Paths whose bodies count toward the share too, but are not refused for the node's RSS (reads). */
+  /** Paths whose bodies are held to readBytesMax of their own, never refused for the node's RSS (reads). */
   readonly readPaths?: readonly string[];
+  /** Read body bytes in flight beyond a lone read (default: bytesMax). */
+  readonly readBytesMax?: number;
   /** Body bytes in flight beyond a lone request. */
   readonly bytesMax: number;
   /** The node's RSS past which only a lone request is admitted; 0 turns the check off. */
@@ -55,6 +58,8 @@ export interface Admission {
 export class InFlightBytes {
   #bytes = 0;
   #requests = 0;
+  /** Bytes of read bodies admitted and not yet answered (their own share). */
+  #readBytes = 0;
   #answeredSinceCollect = 0;
   /** When the next forced collection may run (collectGap). */
   #collectNotBeforeMs = -Infinity;
@@ -83,7 +88,7 @@ export class InFlightBytes {
     registry.gaugeFn("tensor_chain_write_admission_inflight_bytes", "Bytes of write request bodies admitted and not yet answered", () => this.#bytes);
     registry.gaugeFn("tensor_chain_write_admission_inflight_bytes_max", "The share of max_memory_mb those bodies may hold (beyond a lone request)", () => this.settings.bytesMax);
     this.#metrics = {
-      refused: registry.counter("tensor_chain_write_admission_refused_total", "Writes answered 503 MEMORY_BACKPRESSURE, by reason (bytes: the in-flight share; rss: the node's memory share)", ["reason"]),
+      refused: registry.counter("tensor_chain_write_admission_refused_total", "Requests answered 503 MEMORY_BACKPRESSURE, by reason (bytes: writes past the in-flight share; rss: writes past the node's memory share; read_bytes: reads past their share)", ["reason"]),
       collections: registry.counter("tensor_chain_write_admission_collections_total", "Full garbage collections forced after a share's worth of bodies"),
     };
   }
@@ -100,30 +105,33 @@ export class InFlightBytes {
    * A read (`as` "read") is refused only past the share of bodies, never for the node's RSS.
    */
   admit(bytes: number, as: "write" | "read" = "write"): Admission | SvcError {
-    const rssCounts = as === "write";
-    const refused = this.#refusal(bytes, 0, rssCounts);
+    const refused = as === "write" ? this.#refusal(bytes, 0) : this.#readRefusal(bytes, 0);
     if (refused !== null) {
       // Its body arrives all the same, and is garbage once the answer is out.
       this.#spent(bytes);
       return refused;
     }
-    this.#bytes += bytes;
-    this.#requests++;
+    const add = (n: number): void => {
+      if (as === "write") this.#bytes += n;
+      else this.#readBytes += n;
+    };
+    add(bytes);
+    if (as === "write") this.#requests++;
     let held = bytes;
     let released = false;
     return {
       grow: (more) => {
-        const error = this.#refusal(more, held, rssCounts);
+        const error = as === "write" ? this.#refusal(more, held) : this.#readRefusal(more, held);
         if (error !== null) return error;
         held += more;
-        this.#bytes += more;
+        add(more);
         return null;
       },
       release: () => {
         if (released) return;
         released = true;
-        this.#bytes -= held;
-        this.#requests--;
+        add(-held);
+        if (as === "write") this.#requests--;
         this.#spent(held);
       },
     };
@@ -151,18 +159,24 @@ export class InFlightBytes {
   }
 
 
-  /**
-   * `held`: what the asking request holds already; with nothing held by others it is alone, and
-   * passes. `rssCounts`: whether the node's RSS past its share refuses it (a write).
-   */
-  #refusal(bytes: number, held: number, rssCounts: boolean): SvcError | null {
+  /** A read's refusal: past its share of read bodies, unless alone; `held` as for #refusal. */
+  #readRefusal(bytes: number, held: number): SvcError | null {
+    if (bytes === 0 || this.#readBytes - held === 0) return null;
+    const { bytesMax, readBytesMax = bytesMax, maxMemoryMb } = this.settings;
+    if (this.#readBytes + bytes <= readBytesMax) return null;
+    this.#metrics?.refused.labels("read_bytes").inc();
+    return backpressure(`the node holds ${this.#readBytes} bytes of reads not yet answered; ${bytes} more would pass their share of max_memory_mb (${maxMemoryMb} MB): ${readBytesMax} bytes`);
+  }
+
+  /** `held`: what the asking request holds already; with nothing held by others it is alone, and passes. */
+  #refusal(bytes: number, held: number): SvcError | null {
     if (bytes === 0 || this.#bytes - held === 0) return null;
     const { bytesMax, rssBytesMax, maxMemoryMb } = this.settings;
     if (this.#bytes + bytes > bytesMax) {
       this.#metrics?.refused.labels("bytes").inc();
       return backpressure(`the node holds ${this.#bytes} bytes of requests not yet answered; ${bytes} more would pass their share of max_memory_mb (${maxMemoryMb} MB): ${bytesMax} bytes`);
     }
-    if (rssBytesMax > 0 && rssCounts) {
+    if (rssBytesMax > 0) {
       const rss = this.rssBytes();
       if (rss > rssBytesMax) {
         this.#metrics?.refused.labels("rss").inc();

@@ -24,8 +24,10 @@ export interface MemoryBudget {
   readonly maxMemoryBytes: number;
   /** The in-memory Raft log: compacted past this (snapshot-policy.ts). */
   readonly logBytesMax: number;
-  /** Request bodies admitted and not yet answered (HTTP), beyond one lone request. */
+  /** Write request bodies admitted and not yet answered (HTTP), beyond one lone request. */
   readonly inFlightBytesMax: number;
+  /** Read request bodies (POST /v1/query) admitted and not yet answered, beyond one lone read. */
+  readonly readBodiesBytesMax: number;
   /** SQLite page cache of the store's applying connection. */
   readonly storeCacheBytes: number;
   /** SQLite page cache of every other connection (the store's reader, each SQL process). */
@@ -54,6 +56,7 @@ export interface MemoryBudget {
 export function memoryBudget(maxMemoryBytes: number): MemoryBudget {
   const logBytesMax = Math.min(16 * MIB, Math.floor(maxMemoryBytes / 64));
   const inFlightBytesMax = Math.floor(maxMemoryBytes / 32);
+  const readBodiesBytesMax = Math.floor(maxMemoryBytes / 32);
   const storeCacheBytes = Math.floor(maxMemoryBytes / 32);
   const readerCacheBytes = Math.max(512 * 1024, Math.floor(maxMemoryBytes / 128));
   const resultBytesMax = Math.max(MIB, Math.floor(maxMemoryBytes / 32));
@@ -65,13 +68,13 @@ export function memoryBudget(maxMemoryBytes: number): MemoryBudget {
   // read was stopped there. One process below 512 MB gets a third; each of three, a sixth.
   const sqlProcessBytesMax = Math.max(sqlProcessBytesMin, Math.floor(maxMemoryBytes / (roomy ? 6 : 3)));
   const garbageBytes = Math.floor(maxMemoryBytes / 8);
-  // The node holds, besides its base: the log, the bodies in flight, the store's two caches,
-  // one answer per reader on its way out, and the garbage all of that leaves.
-  const nodeBytesMax = nodeBaseBytes + logBytesMax + inFlightBytesMax + storeCacheBytes + readerCacheBytes +
+  // The node holds, besides its base: the log, the bodies in flight (writes' and reads'), the
+  // store's two caches, one answer per reader on its way out, and the garbage all of that leaves.
+  const nodeBytesMax = nodeBaseBytes + logBytesMax + inFlightBytesMax + readBodiesBytesMax + storeCacheBytes + readerCacheBytes +
     readerProcessesCount * resultBytesMax + garbageBytes;
   const totalBytesMax = nodeBytesMax + sqlProcessesCount * sqlProcessBytesMax;
   return {
-    maxMemoryBytes, logBytesMax, inFlightBytesMax, storeCacheBytes, readerCacheBytes, resultBytesMax,
+    maxMemoryBytes, logBytesMax, inFlightBytesMax, readBodiesBytesMax, storeCacheBytes, readerCacheBytes, resultBytesMax,
     readerProcessesCount, writeCheckOwnProcess: roomy, sqlProcessesCount, garbageBytes, sqlProcessBytesMax, nodeBytesMax, totalBytesMax,
   };
 }

@@ -162,22 +162,27 @@ describe("in-flight write bytes", () => {
     expect(f.counts("/health")).toBe(null);
   });
 
-  test("read bodies count toward the same share, and are refused past it, but never for the node's RSS", () => {
+  test("read bodies have a share of their own: refused past it, never for the writes in flight or the node's RSS", () => {
     // The node's RSS is past its share: writes are refused unless alone, reads are not.
     const f = new InFlightBytes({ ...settings, readPaths: ["/v1/query"], rssBytesMax: 100 }, () => 200);
     expect(f.counts("/v1/query?x=1")).toBe("read");
+    const write = admitted(f.admit(1000, "write"));
+    expect((f.admit(10, "write") as SvcError).code).toBe("MEMORY_BACKPRESSURE");
+    // The write share is full: a read passes all the same.
     const first = admitted(f.admit(10, "read"));
-    expect((f.admit(10, "write") as SvcError).details["retryAfterS"]).toBe(1);
     const small = admitted(f.admit(10, "read"));
-    // Many large read bodies at once: past the share of bodies, refused as writes are.
+    // Many large read bodies at once: past their share, refused as writes are.
     const large = f.admit(990, "read");
     expect(large).toBeInstanceOf(SvcError);
     expect((large as SvcError).code).toBe("MEMORY_BACKPRESSURE");
-    expect(f.bytes).toBe(20);
+    expect(f.bytes).toBe(1000);
     // A chunked read body grows past the share: refused as it arrives.
     expect(small.grow(985)?.code).toBe("MEMORY_BACKPRESSURE");
     first.release();
     small.release();
+    write.release();
     expect(f.bytes).toBe(0);
+    // A read alone passes whatever its size, as a write does.
+    admitted(f.admit(5000, "read"));
   });
 });

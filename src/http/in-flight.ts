@@ -102,7 +102,8 @@ export class InFlightBytes {
 
   /**
    * Admit a request announcing `bytes` (0 when chunked or bodiless), or the error to answer.
-   * A read (`as` "read") is refused only past the share of bodies, never for the node's RSS.
+   * A read (`as` "read") is refused only past the share of read bodies, never for the writes'
+   * bytes or the node's RSS.
    */
   admit(bytes: number, as: "write" | "read" = "write"): Admission | SvcError {
     const refused = as === "write" ? this.#refusal(bytes, 0) : this.#readRefusal(bytes, 0);

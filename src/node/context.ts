@@ -461,8 +461,8 @@ export class NodeContext {
    * can write.
    */
   checkWritable(): void {
-    const status = this.core.status();
-    if (status.role !== "leader") return;
+    // Not core.status(): it builds every peer's progress, and this runs on every write.
+    if (!this.core.isLeader()) return;
     const space = this.io.diskSpace;
     const nowMs = this.clock.monotonicMs();
     if (this.diskFull === null && space !== undefined && nowMs - this.lastAdmissionSpaceCheckMs >= admissionSpaceCheckMs) {
@@ -489,7 +489,7 @@ export class NodeContext {
     // could only wait, so it is refused before it enters the log (nothing of it is applied).
     const others = this.core.votersDiskFull();
     if (others.length === 0) return;
-    const voters = status.membership.voters.length;
+    const voters = this.core.currentMembership().voters.length;
     if (voters - others.length >= majority(voters)) return;
     throw new SvcError("DISK_FULL", `the disks of ${others.join(", ")} are full: too few voters can persist a write for it to commit, so it was not tried`, {
       hint: `free space on the data directory's disk of ${others.join(", ")} (see their /health and logs); writes resume by themselves once a majority can persist again`,

@@ -1367,6 +1367,11 @@ export class RaftCore {
     return this.term;
   }
 
+  /** Whether this node leads, without building a status (asked on every write). */
+  isLeader(): boolean {
+    return this.role === "leader";
+  }
+
   status(): RaftStatus {
     const progress: Record<NodeId, PeerProgress> = {};
     const m = this.membership();

@@ -5,7 +5,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import {
-  checkpointPath, readMemberMark, formatRanges, inspectCheckpoint, inspectRemovedMark, listSegments, removedMarkPath, readEntriesLost, readHardState, readSegment, repairWal, SnapshotStore, verifySnapshot, type DataPaths,
+  checkpointPath, readMemberMark, formatRanges, inspectCheckpoint, inspectRemovedMark, listSegments, removedMarkPath, readEntriesLost, readHardState, readSegment, repairWal, segmentNameMismatch, SnapshotStore, verifySnapshot, type DataPaths,
 } from "../storage/index.ts";
 import { judgeCheckpoint } from "./checkpoint-trust.ts";
 import { silentLogger } from "../util/logger.ts";
@@ -208,6 +208,10 @@ export function verifyWal(walDir: string): VerifyFinding[] {
       const scan = readSegment(segment.path);
       const first = scan.entries[0]?.index ?? 0;
       const last = scan.entries.at(-1)?.index ?? 0;
+      const mismatch = segmentNameMismatch(segment, scan.header);
+      if (mismatch !== null) {
+        return { target: segment.path, ok: false, detail: `not a segment of this WAL: ${mismatch}; move it out of ${walDir} before the node starts` };
+      }
       if (scan.damage === null) {
         return { target: segment.path, ok: true, detail: `${scan.entries.length} records ok (entries ${first}..${last})` };
       }

@@ -33,6 +33,15 @@ export interface SegmentScan {
   /** Where the records end: the damage, or the zero-filled preallocated space, or the file's end. */
   dataEndBytes: number;
   sizeBytes: number;
+  /** What the segment's header record says it is; null when it has none that reads. */
+  header?: SegmentHeader | null;
+}
+
+/** A segment's header record: the WAL format, and the sequence number and first index its file name carries. */
+export interface SegmentHeader {
+  format: number;
+  seq?: number;
+  firstIndex?: number;
 }
 
 export function segmentHeaderPayload(seq: number, firstIndex: number): Uint8Array {
@@ -129,19 +138,21 @@ export function scanSegment(buf: Uint8Array, viewsThrough = 0): SegmentScan {
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   let offset = 0;
   let sawHeader = false;
+  let header: SegmentHeader | null = null;
   const damageAt = (at: number, reason: string): SegmentScan => ({
     entries,
     offsets,
     dataEndBytes: at,
     sizeBytes: buf.length,
     damage: { offset: at, reason, validRecordAfter: validRecordAfter(buf, at), afterIndex: entries.at(-1)?.index ?? 0 },
+    header,
   });
   while (offset < buf.length) {
     if (isZeroHeader(buf, offset)) {
       // Segments are preallocated with zeros: an all-zero header is where the records end,
       // provided nothing but zeros follows.
       if (!sawHeader) return damageAt(offset, "segment has no WAL header (its creation was cut short)");
-      if (isZeroFrom(buf, offset)) return { entries, offsets, damage: null, dataEndBytes: offset, sizeBytes: buf.length };
+      if (isZeroFrom(buf, offset)) return { entries, offsets, damage: null, dataEndBytes: offset, sizeBytes: buf.length, header };
       return damageAt(offset, "a zeroed record header with data after it");
     }
     const decoded = decodeRecordAt(buf, offset, view);
@@ -149,11 +160,12 @@ export function scanSegment(buf: Uint8Array, viewsThrough = 0): SegmentScan {
     if (decoded.kind === "bad") return damageAt(offset, decoded.reason);
     if (!sawHeader) {
       if (decoded.type !== RecordType.header) return damageAt(offset, "segment does not start with a WAL header");
-      const header = parseHeader(decoded.payload);
-      if (header === null) return damageAt(offset, "unreadable WAL segment header");
-      if (header.format !== walFormatVersion) {
-        return damageAt(offset, `WAL format ${header.format} is not supported by this version (expects ${walFormatVersion})`);
+      const read = parseHeader(decoded.payload);
+      if (read === null) return damageAt(offset, "unreadable WAL segment header");
+      if (read.format !== walFormatVersion) {
+        return damageAt(offset, `WAL format ${read.format} is not supported by this version (expects ${walFormatVersion})`);
       }
+      header = read;
       sawHeader = true;
     } else if (decoded.type === RecordType.entry) {
       let entry = decodeEntry(decoded.payload, false, view);
@@ -167,7 +179,7 @@ export function scanSegment(buf: Uint8Array, viewsThrough = 0): SegmentScan {
     offset = decoded.end;
   }
   if (!sawHeader) return damageAt(0, "segment has no WAL header (its creation was cut short)");
-  return { entries, offsets, damage: null, dataEndBytes: buf.length, sizeBytes: buf.length };
+  return { entries, offsets, damage: null, dataEndBytes: buf.length, sizeBytes: buf.length, header };
 }
 
 function isZeroHeader(buf: Uint8Array, offset: number): boolean {
@@ -198,11 +210,16 @@ export function nonZeroEndBytes(buf: Uint8Array): number {
   return 0;
 }
 
-function parseHeader(payload: Uint8Array): { format: number } | null {
+function parseHeader(payload: Uint8Array): SegmentHeader | null {
   try {
     const v: unknown = JSON.parse(new TextDecoder().decode(payload));
     if (typeof v === "object" && v !== null && typeof (v as { format?: unknown }).format === "number") {
-      return v as { format: number };
+      const { format, seq, firstIndex } = v as { format: number; seq?: unknown; firstIndex?: unknown };
+      return {
+        format,
+        ...(typeof seq === "number" ? { seq } : {}),
+        ...(typeof firstIndex === "number" ? { firstIndex } : {}),
+      };
     }
   } catch {
     // fall through: unreadable
@@ -291,4 +308,33 @@ export function scanSegmentSkippingDamage(buf: Uint8Array): { entries: Entry[]; 
     offset = resumeOffset;
   }
   return { entries, offsets, damages };
+}
+
+/**
+ * The header of the segment file at `path`, read from its first record alone (a segment start-up
+ * skips is not read whole); null when it has none that reads (damage is readSegment's to judge).
+ */
+export function readSegmentHeader(path: string): SegmentHeader | null {
+  const fd = fs.openSync(path, "r");
+  try {
+    const head = new Uint8Array(4096);
+    const n = fs.readSync(fd, head, 0, head.length, 0);
+    const decoded = decodeRecordAt(head.subarray(0, n), 0);
+    if (decoded.kind !== "record" || decoded.type !== RecordType.header) return null;
+    return parseHeader(decoded.payload);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/**
+ * Why the segment file `name` is not the segment its header says it is (a copy or a renamed
+ * file: the WAL would take it for part of its log, a rewrite of entries it holds); null when
+ * the two agree, or the header does not say.
+ */
+export function segmentNameMismatch(name: { seq: number; firstIndex: number }, header: SegmentHeader | null | undefined): string | null {
+  if (header?.seq === undefined || header.firstIndex === undefined) return null;
+  if (header.seq === name.seq && header.firstIndex === name.firstIndex) return null;
+  return `its header says it is segment ${header.seq} starting at entry ${header.firstIndex}, its name segment ${name.seq} starting at entry ${name.firstIndex} ` +
+    "(a copied or renamed file)";
 }

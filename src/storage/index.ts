@@ -1,6 +1,6 @@
 export { Wal, listSegments, segmentName, parseSegmentName, type SegmentInfo, type WalOpenResult, type WalFinalFrom } from "./wal.ts";
 export { WalReader, walReadWindowBytes, type WalReadStats } from "./wal-reader.ts";
-export { readSegment, scanSegment, type SegmentScan } from "./_segment.ts";
+export { readSegment, scanSegment, segmentNameMismatch, type SegmentScan } from "./_segment.ts";
 export { readHardState, writeHardState, rebuildHardState, initialHardState, type StoredHardState } from "./hardstate.ts";
 export {
   SnapshotStore, verifySnapshot, readSnapshotMeta, snapshotDirName, parseSnapshotDirName,

@@ -13,7 +13,7 @@
 // been acknowledged. A failed fsync is another matter: see sync().
 
 import * as fs from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { Entry } from "../util/log-data.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
@@ -22,7 +22,7 @@ import { encodeRecordInto, recordHeaderBytes } from "./_record.ts";
 import { entryHeaderBytes, writeEntryRecord } from "./_entry-codec.ts";
 import { ensureDir, fsyncDir, writeFully } from "../io/durable-file.ts";
 import { DiskFullError, freeBytes, isDiskFullError } from "../io/disk-space.ts";
-import { nonZeroEndOfFile, readSegment, segmentHeaderPayload, RecordType, type SegmentScan } from "./_segment.ts";
+import { nonZeroEndOfFile, readSegment, readSegmentHeader, segmentHeaderPayload, segmentNameMismatch, RecordType, type SegmentHeader, type SegmentScan } from "./_segment.ts";
 import { Syncer } from "./syncer.ts";
 import { reserveZeros, writeZeroPages } from "./_zero-fill.ts";
 import type { ZeroFillReply, ZeroFillRequest } from "./zero-fill-worker.ts";
@@ -154,6 +154,7 @@ export class Wal {
       const isLast = i === segments.length - 1;
       const next = segments[i + 1];
       if (next !== undefined && next.firstIndex - 1 <= keepAfter) {
+        checkSegmentName(segment, readSegmentHeader(segment.path));
         // Every entry of this segment is at or before what the store holds: not read at all
         // (a WAL kept back to an old image may be as large as the store). Its range still
         // counts for the replay's rules; verify-checksums reads and checks it.
@@ -166,6 +167,7 @@ export class Wal {
       }
       // What the store already holds is replayed for its indexes only: no copy of its data.
       const scan = readSegment(segment.path, { viewsThrough: keepAfter });
+      checkSegmentName(segment, scan.header);
       if (isLast && scan.entries.length === 0 && scan.damage !== null && scan.damage.offset === 0 && !scan.damage.validRecordAfter) {
         // A segment whose creation a crash cut short holds nothing: drop it, the next append
         // starts a new one. (Segments are created under a temp name and renamed, so only
@@ -557,6 +559,21 @@ const walWayOut =
   "stop the node and run `svc admin wal-repair --skip-corrupted --dry-run`, then without --dry-run: it keeps every intact entry, says which indexes are lost " +
   "(a cluster member fetches them again from the leader; a single-node cluster loses them) and leaves a WAL the node starts from. " +
   "On a member of a multi-node cluster, removing raft/ and store/ also rebuilds it from the leader; never on a single-node cluster, where that erases all its data";
+
+/**
+ * A file named as a segment that is another one (an operator's copy of a segment beside it, a
+ * renamed file) would be read as part of the log: a copy with a later number as a rewrite of
+ * everything after its first entry, after which the segments it "replaced" are removed. The
+ * node does not start on it.
+ */
+function checkSegmentName(segment: SegmentInfo, header: SegmentHeader | null | undefined): void {
+  const mismatch = segmentNameMismatch(segment, header);
+  if (mismatch === null) return;
+  throw new SvcError("RAFT_STATE_INVALID", `${segment.path} is not a segment of this WAL: ${mismatch}`, {
+    hint: `move ${segment.name} out of ${dirname(segment.path)} (keep it until the node runs again) and start the node; the WAL's own segments are named <seq>-<first index>.wal as their headers say`,
+    details: { file: segment.path },
+  });
+}
 
 function corruption(segment: SegmentInfo, scan: SegmentScan): SvcError {
   const damage = scan.damage;

@@ -12,6 +12,7 @@ import { reserveZeros, writeZeroPages } from "../../src/storage/_zero-fill.ts";
 import { dataEndOfFile } from "../../src/io/file-extents.ts";
 import type { Entry } from "../../src/raft/types.ts";
 import { isSvcError, silentLogger } from "../../src/util/index.ts";
+import { verifyWal } from "../../src/node/verify.ts";
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -56,6 +57,45 @@ function writeEntries(dir: string, count: number, segmentSizeBytes = opts.segmen
 }
 
 describe("wal", () => {
+  test("a file named as a segment that is another segment (an operator's copy) stops the open, naming it; nothing is removed, and verify-checksums reports it", () => {
+    // Three segments; copies of the first under a later and an earlier number, and of the
+    // second under its own number but another first index.
+    const dir = join(tempDir(), "wal");
+    writeEntries(dir, 1200, 16 * 1024);
+    const segments = listSegments(dir);
+    expect(segments.length).toBeGreaterThanOrEqual(3);
+    const [first, second] = segments;
+    if (first === undefined || second === undefined) throw new Error("no segments");
+    const hex = (n: number): string => n.toString(16).padStart(16, "0");
+    const copies = [
+      `${hex(segments.at(-1)!.seq + 1)}-${hex(first.firstIndex)}.wal`,
+      `${hex(0)}-${hex(first.firstIndex)}.wal`,
+      `${hex(second.seq)}-${hex(second.firstIndex + 5)}.wal`,
+    ];
+    for (const name of copies) {
+      for (const keepEntriesAfter of [0, 1190]) {
+        const copy = join(dir, name);
+        fs.copyFileSync(name.startsWith(hex(second.seq)) ? second.path : first.path, copy);
+        const before = fs.readdirSync(dir).sort();
+        const caught = openError(dir, { ...opts, segmentSizeBytes: 16 * 1024, keepEntriesAfter });
+        if (!isSvcError(caught, "RAFT_STATE_INVALID")) throw new Error(`${name} (keepEntriesAfter ${keepEntriesAfter}) was taken for part of the log: ${String(caught)}`);
+        expect(caught.message).toContain(copy);
+        expect(caught.message).toContain("a copied or renamed file");
+        expect(caught.hint).toContain(`move ${name} out of`);
+        expect(fs.readdirSync(dir).sort()).toEqual(before);
+        const finding = verifyWal(dir).find((f) => f.target === copy);
+        expect(finding).toMatchObject({ ok: false });
+        expect(finding?.detail).toContain("not a segment of this WAL");
+        fs.rmSync(copy);
+      }
+    }
+    // Without the copies the WAL opens whole.
+    const { wal, entries } = Wal.open(dir, { ...opts, segmentSizeBytes: 16 * 1024 });
+    wal.close();
+    expect(entries.length).toBe(1200);
+    expect(verifyWal(dir).every((f) => f.ok)).toBe(true);
+  });
+
   test("replays what was appended, across segment rolls", () => {
     const dir = tempDir();
     writeEntries(dir, 50, 400);

@@ -16,10 +16,8 @@
 
 import type { Database } from "bun:sqlite";
 import { internalTablePrefix } from "./_sql.ts";
+import { sqlTraits } from "./_sql-traits.ts";
 
-const connStateNames = /changes|last_insert_rowid/i;
-const schemaChange = /\b(create|drop|alter)\b/i;
-const creates = /\bcreate\b/i;
 const resetTable = `${internalTablePrefix}reset`;
 const tempObjectsSql = `SELECT type, name FROM temp.sqlite_schema WHERE name NOT LIKE '${internalTablePrefix.replaceAll("_", "\\_")}%' ESCAPE '\\' LIMIT 1`;
 /** How long an apply waits for another process's write lock (a write check is killed long before). */
@@ -40,8 +38,9 @@ export class ApplyGuards {
   beforeEntry(statements: readonly { sql: string }[], remembered = false): void {
     let named = false;
     for (const s of statements) {
-      if (connStateNames.test(s.sql)) named = true;
-      if (schemaChange.test(s.sql)) {
+      const traits = sqlTraits(s.sql);
+      if (traits.connState) named = true;
+      if (traits.schemaChange) {
         this.schemaNamesConnState = null;
         this.schemaEpoch++;
       }
@@ -57,12 +56,12 @@ export class ApplyGuards {
 
   /** A statement that may create a TEMP object must run in a savepoint (see afterStatement). */
   static mayCreate(sql: string): boolean {
-    return creates.test(sql);
+    return sqlTraits(sql).creates;
   }
 
   /** After a statement succeeded: throws when it left a TEMP object behind. */
   afterStatement(sql: string): void {
-    if (!creates.test(sql)) return;
+    if (!sqlTraits(sql).creates) return;
     // query(): the connection caches the statement and finalizes it when it closes.
     const found = this.db.query(tempObjectsSql).get() as { type: string; name: string } | null;
     if (found !== null) {

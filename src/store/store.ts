@@ -41,6 +41,7 @@ import { DeterministicFunctions } from "./determinism.ts";
 import { StoreFlusher } from "./flusher.ts";
 import { StoreCheckpointer, type CheckpointResult } from "./snapshot-image.ts";
 import { checkReadStatement, internalTablePrefix, lexSql, refusedAtApply } from "./_sql.ts";
+import { sqlTraits } from "./_sql-traits.ts";
 import { ApplyGuards, checkedElsewhereMessage } from "./_apply-guards.ts";
 import { RequestLog, answerOf, requestBodyHash, requestIdReusedMessage, reusedFor, type RequestOutcome } from "./request-ids.ts";
 import { isRowidsUsedUp, rowidsUsedUpMessage } from "./_rowid-limit.ts";
@@ -135,7 +136,6 @@ export function writesPausedAt(meta: Pick<StoreMeta, "writesPaused" | "writesPau
 
 const metaTable = `${internalTablePrefix}meta`;
 /** A statement that may insert rows: INSERT, REPLACE, or WITH … (which may end in an INSERT). */
-const insertingStatement = /^(?:\s|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*(?:insert|replace|with)\b/i;
 /** Where a table's per-row expressions start: CHECK (…), GENERATED … AS (…) or AS (…), DEFAULT (…). */
 const rowExpressionStart = /\b(?:check|as|default)\s*\(/gi;
 /** A function call: what can make an expression cost more than its size. */
@@ -1036,7 +1036,8 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     // A lone statement is atomic in SQLite already, unless its conflict resolution is FAIL
     // (which keeps the rows it changed before failing): it needs no savepoint of its own.
     // One that may create a TEMP object needs one too, to undo it (ApplyGuards.afterStatement).
-    if (statements.length === 1 && only !== undefined && !/fail/i.test(only.sql) && !ApplyGuards.mayCreate(only.sql)) {
+    const onlyTraits = statements.length === 1 && only !== undefined ? sqlTraits(only.sql) : null;
+    if (only !== undefined && onlyTraits !== null && !onlyTraits.fail && !onlyTraits.creates) {
       try {
         const r = this.run(only.sql, only.params);
         return { kind: "execute", ok: true, results: [{ rowsAffected: r.changes, lastInsertId: r.lastInsertId }] };
@@ -1093,13 +1094,14 @@ export class Store implements StateMachine<Entry, ApplyResult> {
   }
 
   private run(sql: string, params: readonly SqlValue[]): { changes: number; lastInsertId: number | bigint } {
-    const refused = refusedAtApply(sql);
+    const traits = sqlTraits(sql);
+    const refused = traits.explain ? refusedAtApply(sql) : null;
     if (refused !== null) throw new Error(refused);
     const r = withStatement(this.statements, this.db, sql, false, (stmt) => stmt.run(...(params as never[])));
     // SQLite's last_insert_rowid() is the connection's memory of its last insert, whatever the
     // statement: an UPDATE, a DELETE or a CREATE would answer an earlier insert's rowid (one of
     // svc's own tables, even). A statement that inserted nothing answers 0.
-    if (Number(r.changes) === 0 || !insertingStatement.test(sql)) return { changes: Number(r.changes), lastInsertId: 0 };
+    if (Number(r.changes) === 0 || !traits.inserting) return { changes: Number(r.changes), lastInsertId: 0 };
     const rowid = Number(r.lastInsertRowid);
     // A rowid past 2^53 comes back rounded: read it again, exact (rare enough to ask twice).
     if (Number.isSafeInteger(rowid)) return { changes: Number(r.changes), lastInsertId: rowid };

@@ -88,6 +88,10 @@ export interface WalReplayReport {
 
 const isoZoned = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|z|[+-]\d{2}(?::?\d{2})?)$/;
 
+/** The forms --until takes, for the messages that refuse one. */
+const untilForms = "write YYYY-MM-DDTHH:MM:SS (a fraction of a second may follow) and then Z for UTC or an offset ±HH:MM, " +
+  "e.g. --until 2026-11-22T21:30:00Z or --until 2026-11-22T22:30:00+01:00";
+
 /** Read --until: an ISO 8601 date and time with a zone (Z for UTC, or an offset). */
 export function parseReplayTarget(text: string): ReplayTarget {
   const m = isoZoned.exec(text.trim());
@@ -95,26 +99,26 @@ export function parseReplayTarget(text: string): ReplayTarget {
     const noZone = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}([.,]\d+)?)?$/.test(text.trim());
     throw new SvcError("WAL_REPLAY_REFUSED", noZone
       ? `--until ${JSON.stringify(text)} has no time zone: it could mean any of 24 hours`
-      : `--until ${JSON.stringify(text)} is not an ISO 8601 date and time`, {
-      hint: "write the target in UTC with a Z, e.g. --until 2026-11-22T21:30:00Z (or with an offset, +01:00)",
-    });
+      : `--until ${JSON.stringify(text)} is not an ISO 8601 date and time`, { hint: untilForms });
   }
   const [, y, mo, d, h, mi, s, frac, zone] = m;
   const fields = [y, mo, d, h, mi, s].map(Number) as [number, number, number, number, number, number];
   const [year, month, day, hour, minute, second] = fields;
-  const baseMs = Date.UTC(year, month - 1, day, hour, minute, second);
-  const check = new Date(baseMs);
-  if (month < 1 || month > 12 || check.getUTCDate() !== day || check.getUTCMonth() !== month - 1 || hour > 23 || minute > 59 || second > 59) {
+  // setUTCFullYear, not Date.UTC: that one reads a year 0 to 99 as 1900 to 1999.
+  const check = new Date(0);
+  check.setUTCFullYear(year, month - 1, day);
+  check.setUTCHours(hour, minute, second, 0);
+  const baseMs = check.getTime();
+  const z = zone === undefined || zone.toUpperCase() === "Z" ? null : /^([+-])(\d{2}):?(\d{2})?$/.exec(zone);
+  const offsetHours = Number(z?.[2] ?? 0);
+  const offsetMinutes = Number(z?.[3] ?? 0);
+  if (month < 1 || month > 12 || check.getUTCDate() !== day || check.getUTCMonth() !== month - 1 || hour > 23 || minute > 59 || second > 59 ||
+    offsetHours > 23 || offsetMinutes > 59) {
     throw new SvcError("WAL_REPLAY_REFUSED", `--until ${JSON.stringify(text)} is not a valid date and time`, {
-      hint: "check the day of the month and the hours, minutes and seconds, e.g. --until 2026-11-22T21:30:00Z",
+      hint: `check the day of the month, the hours, minutes and seconds, and the offset; ${untilForms}`,
     });
   }
-  let offsetMs = 0;
-  if (zone !== undefined && zone.toUpperCase() !== "Z") {
-    const z = /^([+-])(\d{2}):?(\d{2})?$/.exec(zone);
-    const sign = z?.[1] === "-" ? -1 : 1;
-    offsetMs = sign * (Number(z?.[2] ?? 0) * 60 + Number(z?.[3] ?? 0)) * 60_000;
-  }
+  const offsetMs = (z?.[1] === "-" ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000;
   const fracMs = frac === undefined ? 0 : Math.floor(Number(`0.${frac}`) * 1000);
   const atMs = baseMs + fracMs - offsetMs;
   return { atMs, limitMs: frac === undefined ? atMs + 999 : atMs, text };

@@ -1,9 +1,13 @@
 // The command line as an operator types it, checked before any command runs: what `checkedArgs`
 // refuses (exit 2, naming the mistake) and what it hands on unchanged.
 
-import { describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { CommandDef } from "citty";
+import * as fs from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { checkedArgs, reportError, rootCommand } from "../../src/cli/index.ts";
+import { runSource } from "../lib/source-cli.ts";
 
 const root = rootCommand as CommandDef;
 
@@ -64,5 +68,22 @@ describe("a group of commands given none", () => {
     expect(await refusal(["admin"])).toEqual({ exit: 2, message: "svc: no command given for `svc admin`; see `svc admin --help`\n" });
     expect(await refusal(["admin", "backup"])).toEqual({ exit: 2, message: "svc: no command given for `svc admin backup`; see `svc admin backup --help`\n" });
     expect(await refusal(["admin", "backup", "full", "--to", "/backups"])).toBeNull();
+  });
+});
+
+describe("a malformed value of an option", () => {
+  let dir = "";
+  beforeAll(() => {
+    dir = fs.mkdtempSync(join(tmpdir(), "svc-command-line-"));
+  });
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  test("wal-replay --until that is no time exits 2, naming --until and the forms it takes", () => {
+    for (const bad of ["yesterday", "2026-11-22T10:00:30", "2026-02-30T10:00:00Z", "2026-11-22T10:00:30+25:00"]) {
+      const r = runSource(["admin", "wal-replay", "--wal-dir", dir, "--until", bad, "--data-dir", dir], dir);
+      expect({ bad, code: r.code }).toEqual({ bad, code: 2 });
+      expect(r.stderr).toContain(`--until ${JSON.stringify(bad)}`);
+      expect(r.stderr).toContain("YYYY-MM-DDTHH:MM:SS");
+    }
   });
 });

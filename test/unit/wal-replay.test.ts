@@ -238,6 +238,15 @@ describe("wal-replay", () => {
     expect(() => parseReplayTarget("2026-11-22T10:00:30")).toThrow("no time zone");
   });
 
+  test("a year before 100 is that year, and an offset past 23:59 is refused", () => {
+    // Date.UTC reads a year 0 to 99 as 1900 to 1999.
+    expect(parseReplayTarget("0099-06-01T00:00:00Z").atMs).toBe(Date.parse("0099-06-01T00:00:00Z"));
+    expect(parseReplayTarget("2026-11-22T22:30:00+01:00").atMs).toBe(Date.parse("2026-11-22T21:30:00Z"));
+    for (const bad of ["2026-11-22T10:00:30+25:00", "2026-11-22T10:00:30-01:60", "2026-11-22T10:00:30+2400"]) {
+      expect(() => parseReplayTarget(bad)).toThrow("not a valid");
+    }
+  });
+
   test("a directory with no archived segments is refused", async () => {
     const dataDir = nodeWithSnapshot(10);
     const walDir = tempDir();

@@ -5,8 +5,8 @@
 // terminal, a one-line summary, --json for scripts; exit 0 only when the replay was written.
 
 import { defineCommand } from "citty";
-import { openArchiveSource, parseReplayTarget, replayWalArchive, type ReplayProgress, type WalReplayReport } from "../../backup/index.ts";
-import { silentLogger } from "../../util/index.ts";
+import { openArchiveSource, parseReplayTarget, replayWalArchive, type ReplayProgress, type ReplayTarget, type WalReplayReport } from "../../backup/index.ts";
+import { isSvcError, silentLogger } from "../../util/index.ts";
 import { defaultConfigPath, loadConfigOrExit, offlineDataDir } from "../_config.ts";
 import { printJson } from "../_client.ts";
 import { usageError } from "../_exit.ts";
@@ -24,7 +24,7 @@ export const walReplayCommand = defineCommand({
     const walDir = args["wal-dir"];
     if (walDir === undefined || walDir === "") throw usageError("--wal-dir DIR (or s3://bucket/prefix) is required: where archive_command put the segments");
     if (args.until === undefined || args.until === "") throw usageError("--until TIME is required, e.g. --until 2026-11-22T21:30:00Z");
-    const until = parseReplayTarget(args.until);
+    const until = untilArg(args.until);
     const dataDir = offlineDataDir({ dataDir: args["data-dir"], config: args.config });
     // The new WAL's segment size comes from the file data_dir came from (none with --data-dir).
     const given = (v: string | undefined): v is string => v !== undefined && v !== "";
@@ -42,6 +42,15 @@ export const walReplayCommand = defineCommand({
     process.stdout.write(`${summary(report)}\n`);
   },
 });
+
+/** --until as a time; one that is none is a wrong command line (exit 2), like a missing one. */
+function untilArg(text: string): ReplayTarget {
+  try {
+    return parseReplayTarget(text);
+  } catch (e) {
+    throw isSvcError(e, "WAL_REPLAY_REFUSED") ? usageError(e.describe()) : e;
+  }
+}
 
 function showProgress(p: ReplayProgress): void {
   const rate = p.elapsedMs > 0 ? Math.round((p.entries * 1000) / p.elapsedMs) : 0;

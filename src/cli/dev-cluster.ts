@@ -7,6 +7,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { renderConfigToml } from "../config/index.ts";
 import { devSecurity } from "./_dev-certs.ts";
+import { usageError } from "./_exit.ts";
 
 export interface DevNode {
   id: string;
@@ -55,8 +56,8 @@ export const devClusterCommand = defineCommand({
     secure: { type: "boolean", description: "TLS and tokens on the client and admin ports (a CA, a certificate and an admin token are made in --dir with openssl)" },
   },
   async run({ args }) {
+    if (args.nodes !== "3" && args.nodes !== "5") throw usageError(`--nodes must be 3 or 5, got ${JSON.stringify(args.nodes)}`);
     const count = Number(args.nodes);
-    if (count !== 3 && count !== 5) throw new Error("--nodes must be 3 or 5");
     const dir = resolve(args.dir);
     const nodes: DevNode[] = Array.from({ length: count }, (_, i) => ({
       id: `node${i + 1}`,

@@ -86,4 +86,20 @@ describe("a malformed value of an option", () => {
       expect(r.stderr).toContain("YYYY-MM-DDTHH:MM:SS");
     }
   });
+
+  test("support-bundle --lines takes decimal digits only, not another number's form", () => {
+    for (const bad of ["0x10", "1e3", "12abc"]) {
+      const r = runSource(["admin", "support-bundle", "--lines", bad, "--out", join(dir, "bundle.tar.gz"), "--log-file", join(dir, "none.log")], dir);
+      expect({ bad, code: r.code }).toEqual({ bad, code: 2 });
+      expect(r.stderr).toContain("--lines");
+    }
+    expect(fs.existsSync(join(dir, "bundle.tar.gz"))).toBe(false);
+  });
+
+  test("dev-cluster --nodes other than 3 or 5 exits 2", () => {
+    const r = runSource(["dev-cluster", "--nodes", "4", "--dir", join(dir, "dev")], dir);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("--nodes");
+    expect(fs.existsSync(join(dir, "dev"))).toBe(false);
+  });
 });

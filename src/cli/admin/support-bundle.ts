@@ -41,8 +41,9 @@ export const supportBundleCommand = defineCommand({
     json: { type: "boolean", description: "Print the bundle's manifest as JSON" },
   },
   async run({ args }) {
-    const lines = Number(args.lines);
-    if (!Number.isInteger(lines) || lines < 1 || lines > 1_000_000) throw usageError(`--lines must be a whole number from 1 to 1000000, got ${args.lines}`);
+    // Digits only: Number() would take "0x10" as 16 and "1e3" as 1000.
+    const lines = /^[0-9]{1,7}$/.test(args.lines) ? Number(args.lines) : Number.NaN;
+    if (!Number.isInteger(lines) || lines < 1 || lines > 1_000_000) throw usageError(`--lines must be a whole number from 1 to 1000000 in decimal digits, got ${JSON.stringify(args.lines)}`);
     const progress = (step: string): void => {
       if (process.stderr.isTTY) process.stderr.write(`  ${step}…\n`);
     };

@@ -40,7 +40,8 @@ export async function checkedArgs(root: CommandDef, args: readonly string[]): Pr
       if (def === undefined || def.type === "positional") {
         throw usageError(`unknown option ${a.split("=")[0]} for \`${path}\`; see \`${path} --help\``);
       }
-      const span = def.type === "string" && !a.includes("=") ? 2 : 1;
+      // A choice (enum) takes its value as a string does: `--consistency stale` is one option.
+      const span = (def.type === "string" || def.type === "enum") && !a.includes("=") ? 2 : 1;
       if (span === 2 && i + 1 >= args.length) throw usageError(`${a} needs a value; see \`${path} --help\``);
       if (cmd === root) rootSeen.push({ name, at: i, span });
       i += span - 1;

@@ -63,6 +63,13 @@ describe("words past the arguments a command takes", () => {
   });
 });
 
+describe("options that take a value", () => {
+  test("a choice given as the next word takes that word, not the command's argument", async () => {
+    expect(await refusal(["admin", "query", "--consistency", "stale", "SELECT 1"])).toBeNull();
+    expect(await refusal(["admin", "query", "SELECT 1", "--consistency", "leader", "--json"])).toBeNull();
+  });
+});
+
 describe("a group of commands given none", () => {
   test("names the group and its --help", async () => {
     expect(await refusal(["admin"])).toEqual({ exit: 2, message: "svc: no command given for `svc admin`; see `svc admin --help`\n" });

@@ -68,6 +68,17 @@ describe("options that take a value", () => {
     expect(await refusal(["admin", "query", "--consistency", "stale", "SELECT 1"])).toBeNull();
     expect(await refusal(["admin", "query", "SELECT 1", "--consistency", "leader", "--json"])).toBeNull();
   });
+
+  test("one given twice is refused, naming it, rather than the last taken", async () => {
+    expect(await refusal(["admin", "wal-replay", "--wal-dir", "/w", "--until", "2026-11-22T21:30:00Z", "--until", "2026-11-23T21:30:00Z"])).toEqual({
+      exit: 2,
+      message: "svc: --until is given twice (2026-11-22T21:30:00Z, then 2026-11-23T21:30:00Z): `svc admin wal-replay` takes one; see `svc admin wal-replay --help`\n",
+    });
+    expect((await refusal(["admin", "pause-writes", "--lease=5s", "--lease", "10m"]))?.message).toContain("--lease is given twice");
+    expect((await refusal(["admin", "query", "SELECT 1", "--consistency", "stale", "--consistency=leader"]))?.exit).toBe(2);
+    // A flag said twice says the same thing.
+    expect(await refusal(["admin", "query", "SELECT 1", "--json", "--json"])).toBeNull();
+  });
 });
 
 describe("a group of commands given none", () => {

@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import { parse, TomlError } from "smol-toml";
-import { assert, errorMessage } from "../util/index.ts";
+import { assert, errorMessage, pseudoFileSystemOf, pseudoFileSystemProblem } from "../util/index.ts";
 import { checkListenPorts, checkMembers, checkRaftTimes, checkSelfInMembers } from "./_checks.ts";
 import { createLocator } from "./_locate.ts";
 import { readMembers } from "./_members.ts";
@@ -191,7 +191,10 @@ function checkDataDir(dataDir: string, problems: Problems): void {
   const stat = looked.stat;
   if (stat !== undefined && !stat.isDirectory()) {
     problems.add(["data_dir"], `${JSON.stringify(dataDir)} is a file, not a directory; point data_dir at a directory (it is created if missing)`);
+    return;
   }
+  const pseudo = pseudoFileSystemOf(dataDir);
+  if (pseudo !== null) problems.add(["data_dir"], `${pseudoFileSystemProblem(dataDir, pseudo)}; point data_dir at a directory on a disk (write e.g. "/var/lib/svc")`);
 }
 
 /** A listener left out binds loopback, or every interface once TLS and tokens protect it. */

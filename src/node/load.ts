@@ -22,6 +22,7 @@ import type { CheckpointRecord } from "../io/index.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import { processOwnerSpec, userNameOf } from "../util/user.ts";
+import { pseudoFileSystemOf, pseudoFileSystemProblem } from "../util/pseudo-fs.ts";
 import { decodeMembership, isOnlyMember } from "../util/log-data.ts";
 import { judgeCheckpoint, refuseUnreachableCheckpoint } from "./checkpoint-trust.ts";
 
@@ -68,6 +69,13 @@ const bootstrapEntries = 2;
 /** Make the directory layout, checking that this process may write there. */
 export function prepareDataDir(dataDir: string): DataPaths {
   const paths = dataPaths(dataDir);
+  // Before anything is made there: as root, a directory under /dev would be made, and served from.
+  const pseudo = pseudoFileSystemOf(dataDir);
+  if (pseudo !== null) {
+    throw new SvcError("DATA_DIR_INVALID", `the data directory ${pseudoFileSystemProblem(dataDir, pseudo)}`, {
+      hint: "set data_dir to a directory on a disk (e.g. /var/lib/svc); `svc --config FILE --validate` checks it",
+    });
+  }
   checkOwner(dataDir);
   checkTreeShape(paths);
   try {

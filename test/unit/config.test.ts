@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import {
@@ -12,6 +12,7 @@ import {
   type ConfigProblem,
   type ConfigResult,
 } from "../../src/config/index.ts";
+import { runSource } from "../lib/source-cli.ts";
 
 const THREE_NODES = `node_id = "node1"
 data_dir = "/var/lib/svc"
@@ -419,6 +420,49 @@ describe("config: values that would be taken differently than written are refuse
       const problem = only(THREE_NODES.replace('data_dir = "/var/lib/svc"', `data_dir = ${JSON.stringify(file)}`), "data_dir");
       expect(problem.message).toContain("is a file");
       expect(parseConfig(THREE_NODES.replace('data_dir = "/var/lib/svc"', `data_dir = ${JSON.stringify(dir)}`), "config.toml").ok).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("config: a data_dir on a file system that holds no files", () => {
+  const withDataDir = (dataDir: string): string => THREE_NODES.replace('data_dir = "/var/lib/svc"', `data_dir = ${JSON.stringify(dataDir)}`);
+
+  /** The type of the file system mounted at `point` (the last mount there), as this host has it. */
+  const mountedType = (point: string): string | undefined =>
+    readFileSync("/proc/self/mountinfo", "utf8").split("\n").map((l) => l.split(" ")).filter((f) => f[4] === point).map((f) => f[f.indexOf("-", 6) + 1]).at(-1);
+
+  test("one under /proc, /sys or /dev (devtmpfs) is refused, naming the file system", () => {
+    const cases = [["/proc/svc", "proc"], ["/proc", "proc"], ["/sys/kernel/svc", "sysfs"], ["/dev/svc-data", "devtmpfs"]] as const;
+    // A container may mount /sys otherwise, or /dev as tmpfs: only what this host has is asked.
+    for (const [dataDir, fsType] of cases.filter(([d, t]) => d.startsWith("/proc") || mountedType(`/${d.split("/")[1]}`) === t)) {
+      const problem = only(withDataDir(dataDir), "data_dir");
+      expect(problem.message).toContain(fsType);
+      expect(problem.message).toContain("holds no files");
+    }
+  });
+
+  test("it is the file system that counts, not the path: a link into /proc is refused, /dev/shm (tmpfs) is not", () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-config-"));
+    try {
+      symlinkSync("/proc/self", join(dir, "link"));
+      expect(only(withDataDir(join(dir, "link", "data")), "data_dir").message).toContain("proc");
+      expect(parseConfig(withDataDir(join(dir, "data")), "config.toml").ok).toBe(true);
+      if (existsSync("/dev/shm")) expect(parseConfig(withDataDir("/dev/shm/svc-data"), "config.toml").ok).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("--validate refuses it, exit 2", () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-config-"));
+    try {
+      const path = join(dir, "config.toml");
+      writeFileSync(path, withDataDir("/proc/svc"));
+      const r = runSource(["--config", path, "--validate"], dir);
+      expect(r.code).toBe(2);
+      expect(r.stderr + r.stdout).toContain("data_dir");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -176,6 +176,19 @@ describe("node durability", () => {
     await fresh.stop();
   });
 
+  test("a data directory on a file system the kernel makes up (proc, sysfs) is refused at start as invalid, nothing made there", async () => {
+    const config = await testConfig();
+    for (const dataDir of ["/proc/svc-data", "/sys/svc-data"]) {
+      const refused = await SvcNode.start({ ...config, dataDir }, silentLogger).then((n) => {
+        cleanups.push(() => n.stop());
+        return null;
+      }, (e: unknown) => e as SvcError);
+      expect(refused?.code).toBe("DATA_DIR_INVALID");
+      expect(refused?.message).toContain(dataDir);
+      expect(fs.existsSync(dataDir)).toBe(false);
+    }
+  });
+
   test("a directory where svc keeps a file, or a WAL segment that is a link leading nowhere, is named at start instead of a bare EISDIR or ENOENT", async () => {
     const config = await testConfig();
     const first = await startNode(config);

@@ -18,6 +18,8 @@ export interface SqlTraits {
   readonly schemaChange: boolean;
   /** Starts (after blanks and comments) with INSERT, REPLACE or WITH: its last_insert_rowid() is its own. */
   readonly inserting: boolean;
+  /** Starts with INSERT, REPLACE, UPDATE, DELETE or WITH: a statement SQLite counts changed rows for (any other answers 0). */
+  readonly counted: boolean;
 }
 
 const explain = /explain/i;
@@ -26,6 +28,7 @@ const creates = /\bcreate\b/i;
 const connState = /changes|last_insert_rowid/i;
 const schemaChange = /\b(create|drop|alter)\b/i;
 const inserting = /^(?:\s|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*(?:insert|replace|with)\b/i;
+const counted = /^(?:\s|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*(?:insert|replace|update|delete|with)\b/i;
 
 /** Texts longer than this (values written inline) are read each time: few repeat, and each kept copy would hold its text. */
 const keptTextLengthMax = 4096;
@@ -42,6 +45,7 @@ export function sqlTraits(sql: string): SqlTraits {
     connState: connState.test(sql),
     schemaChange: schemaChange.test(sql),
     inserting: inserting.test(sql),
+    counted: counted.test(sql),
   };
   if (sql.length <= keptTextLengthMax) {
     if (kept.size >= keptTextsMax) kept.delete(kept.keys().next().value!);

@@ -135,7 +135,6 @@ export function writesPausedAt(meta: Pick<StoreMeta, "writesPaused" | "writesPau
 }
 
 const metaTable = `${internalTablePrefix}meta`;
-/** A statement that may insert rows: INSERT, REPLACE, or WITH … (which may end in an INSERT). */
 /** Where a table's per-row expressions start: CHECK (…), GENERATED … AS (…) or AS (…), DEFAULT (…). */
 const rowExpressionStart = /\b(?:check|as|default)\s*\(/gi;
 /** A function call: what can make an expression cost more than its size. */
@@ -1098,16 +1097,19 @@ export class Store implements StateMachine<Entry, ApplyResult> {
     const refused = traits.explain ? refusedAtApply(sql) : null;
     if (refused !== null) throw new Error(refused);
     const r = withStatement(this.statements, this.db, sql, false, (stmt) => stmt.run(...(params as never[])));
+    // Only the statements SQLite counts rows for answer them: CREATE VIRTUAL TABLE … USING fts5
+    // (or rtree) fills its shadow tables as it runs, and the count saw those rows.
+    const changes = traits.counted ? Number(r.changes) : 0;
     // SQLite's last_insert_rowid() is the connection's memory of its last insert, whatever the
     // statement: an UPDATE, a DELETE or a CREATE would answer an earlier insert's rowid (one of
     // svc's own tables, even). A statement that inserted nothing answers 0.
-    if (Number(r.changes) === 0 || !traits.inserting) return { changes: Number(r.changes), lastInsertId: 0 };
+    if (changes === 0 || !traits.inserting) return { changes, lastInsertId: 0 };
     const rowid = Number(r.lastInsertRowid);
     // A rowid past 2^53 comes back rounded: read it again, exact (rare enough to ask twice).
-    if (Number.isSafeInteger(rowid)) return { changes: Number(r.changes), lastInsertId: rowid };
+    if (Number.isSafeInteger(rowid)) return { changes, lastInsertId: rowid };
     this.lastRowidStmt ??= prepareStatement(this.db, "SELECT last_insert_rowid()", true);
     const exact = (this.lastRowidStmt.values()[0]?.[0] ?? 0) as number | bigint;
-    return { changes: Number(r.changes), lastInsertId: exactInt(exact) };
+    return { changes, lastInsertId: exactInt(exact) };
   }
 
   private get guards(): ApplyGuards {

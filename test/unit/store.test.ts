@@ -258,6 +258,26 @@ describe("store", () => {
     expect(decodeCommand(earlier)).toEqual({ op: "execute", statements: [{ sql: "INSERT INTO t VALUES (?)", params: [2 ** 60] }] });
   });
 
+  test("a statement other than INSERT, REPLACE, UPDATE or DELETE answers 0 rows affected, on every store", () => {
+    const entries = [
+      exec(1, "CREATE TABLE t (v)"),
+      exec(2, "INSERT INTO t VALUES (1), (2), (3)"),
+      // FTS5 and R*Tree fill their shadow tables as they are created: SQLite's count of changes saw those rows.
+      exec(3, "CREATE VIRTUAL TABLE docs USING fts5(body)"),
+      exec(4, "CREATE VIRTUAL TABLE boxes USING rtree(id, x0, x1)", "CREATE INDEX t_v ON t (v)", "/* x */ CREATE VIRTUAL TABLE more USING fts5(a, b)"),
+      exec(5, "INSERT INTO docs (body) VALUES ('a b'), ('c d')"),
+      exec(6, "ALTER TABLE docs RENAME TO texts", "DROP TABLE boxes", "CREATE TABLE u AS SELECT * FROM t"),
+    ];
+    const a = openStore();
+    const b = openStore();
+    const ownResults = a.apply(entries);
+    const decodedResults = b.apply(entries.map((e) => ({ ...e, data: e.data.slice() })));
+    for (const results of [ownResults, decodedResults]) {
+      const affected = results.map((r) => (r.kind === "execute" && r.ok ? r.results.map((s) => s.rowsAffected) : r));
+      expect(affected).toEqual([[0], [3], [0], [0, 0, 0], [2], [0, 0, 0]]);
+    }
+  });
+
   test("64-bit integers go through the log and the store exact, in both directions", () => {
     const a = openStore();
     const b = openStore();

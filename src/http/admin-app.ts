@@ -12,6 +12,7 @@ import { SvcError } from "../util/errors.ts";
 import { checkParamCount, parseIdBody, parseJsonText, parseMemberBody, parseQueryBody, parseSetMemberBody, readBodyText, readJsonBody } from "./body.ts";
 import { answer, badRequest, errorResponse, json, queryResponse } from "./errors.ts";
 import { fallbackRoutes, type RouteEntry } from "./fallback.ts";
+import { singleQueryParameters } from "./query-params.ts";
 import { forwardAdminToLeader, leaderAdminToForwardTo } from "./forward.ts";
 import { gossipStatusJson } from "./gossip-status.ts";
 import { healthResponse } from "./health.ts";
@@ -65,6 +66,7 @@ export function adminApp(node: SvcNode) {
   let routes: () => readonly RouteEntry[] = () => [];
   const app = new Elysia({ name: "svc-admin" })
     .use(fallbackRoutes(() => routes()))
+    .use(singleQueryParameters())
     .get("/health", () => healthResponse(node))
     .get("/metrics", () => new Response(node.metrics.registry.render(), { headers: { "content-type": METRICS_CONTENT_TYPE } }))
     // SPEC §4.2: the snapshot is the leader's; ?local=true takes one on this node instead (a

@@ -154,6 +154,24 @@ describe("error bodies through the apps", () => {
     expect(await errorOf(admin, adminRequest)).toMatchObject({ status: 400, error: { code: "BAD_REQUEST" } });
   });
 
+  test("a query parameter given twice answers 400 BAD_REQUEST naming it, on any route of either port, before the node is asked", async () => {
+    const post = (url: string, body?: string): Request => new Request(url, body === undefined ? { method: "POST" } : { method: "POST", body });
+    const cases: [{ handle: (r: Request) => Promise<Response> }, Request, string][] = [
+      [admin, post("http://localhost/admin/pause-writes?lease_ms=1000&lease_ms=60000"), "lease_ms"],
+      [admin, post("http://localhost/admin/snapshot?wait=true&local=true&wait=false"), "wait"],
+      // Written otherwise, the same name: names are compared as URLSearchParams reads them.
+      [admin, post("http://localhost/admin/snapshot?loc%61l=true&local"), "local"],
+      [admin, new Request("http://localhost/admin/stats?x=1&level=a&level=b"), "level"],
+      [client, post("http://localhost/v1/query?level=linearizable&level=none", '{"sql": "SELECT 1"}'), "level"],
+      [client, new Request("http://localhost/health?probe&probe"), "probe"],
+    ];
+    for (const [app, request, name] of cases) {
+      const { status, error } = await errorOf(app, request);
+      expect({ url: request.url, status, code: error.code, parameter: error.parameter }).toEqual({ url: request.url, status: 400, code: "BAD_REQUEST", parameter: name });
+      expect(error.message).toContain(`"${name}"`);
+    }
+  });
+
   test("Elysia's own parse and validation errors answer 400 BAD_REQUEST", async () => {
     const app = new Elysia().use(fallbackRoutes()).post("/typed", ({ body }) => body, { body: t.Object({ sql: t.String() }) });
     const unparsable = new Request("http://localhost/typed", { method: "POST", body: "{not json", headers: { "content-type": "application/json" } });

@@ -5,7 +5,7 @@ import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { isDiskFullError } from "../../src/io/index.ts";
 import { commitDelayMs, commitEntriesMax, indexRunsCode, tableRunsCode } from "../../src/store/store.ts";
-import { Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, refuseReadInWrite, createSnapshotImage, sealReceivedImage, stageStoreImage, type Command } from "../../src/store/index.ts";
+import { SqlProcessPool, Store, encodeCommand, decodeCommand, checkWriteStatement, checkReadStatement, refuseReadInWrite, createSnapshotImage, sealReceivedImage, stageStoreImage, type Command } from "../../src/store/index.ts";
 import { encodeMembership, type Entry } from "../../src/raft/types.ts";
 import { isSvcError } from "../../src/util/index.ts";
 import { FileSnapshots } from "../../src/node/file-snapshots.ts";
@@ -298,6 +298,21 @@ describe("store", () => {
       // Integers a double holds exactly stay plain numbers; a real past 2^53 reads as a real.
       expect(store.query("SELECT 42, 2.5", []).rows).toEqual([[42, 2.5]]);
       expect(JSON.stringify(store.query("SELECT CAST(1152921504606846976 AS REAL)", []).rows)).toBe("[[1.152921504606847e+18]]");
+    }
+  });
+
+  test("a real that is infinite reads as the string \"Infinity\" or \"-Infinity\", in the node and in a SQL process alike", async () => {
+    const path = join(tempDir(), "state.db");
+    const s = openStore(path);
+    s.apply([exec(1, "CREATE TABLE t (k INTEGER PRIMARY KEY, r REAL)"), exec(2, "INSERT INTO t VALUES (1, 9e999), (2, -9e999), (3, 1.5)")]);
+    const sql = "SELECT r, typeof(r), 1e999, -1e999 FROM t ORDER BY k";
+    const expected = '[["Infinity","real","Infinity","-Infinity"],["-Infinity","real","Infinity","-Infinity"],[1.5,"real","Infinity","-Infinity"]]';
+    expect(JSON.stringify(s.query(sql, []).rows)).toBe(expected);
+    const pool = new SqlProcessPool(path, { processesCount: 1, processMemoryBytesMax: 512 * 1024 * 1024 });
+    try {
+      expect((await pool.query(sql, [], { timeoutMs: 60_000, resultBytesMax: 1024 * 1024 })).rowsJson).toBe(expected);
+    } finally {
+      pool.close();
     }
   });
 

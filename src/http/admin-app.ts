@@ -12,7 +12,7 @@ import { SvcError } from "../util/errors.ts";
 import { checkParamCount, parseIdBody, parseJsonText, parseMemberBody, parseQueryBody, parseSetMemberBody, readBodyText, readJsonBody } from "./body.ts";
 import { answer, badRequest, errorResponse, json, queryResponse } from "./errors.ts";
 import { fallbackRoutes, type RouteEntry } from "./fallback.ts";
-import { singleQueryParameters } from "./query-params.ts";
+import { queryParameters, routeQuery, type RouteQuery } from "./query-params.ts";
 import { forwardAdminToLeader, leaderAdminToForwardTo } from "./forward.ts";
 import { gossipStatusJson } from "./gossip-status.ts";
 import { healthResponse } from "./health.ts";
@@ -66,15 +66,15 @@ export function adminApp(node: SvcNode) {
   let routes: () => readonly RouteEntry[] = () => [];
   const app = new Elysia({ name: "svc-admin" })
     .use(fallbackRoutes(() => routes()))
-    .use(singleQueryParameters())
+    .use(queryParameters("admin"))
     .get("/health", () => healthResponse(node))
     .get("/metrics", () => new Response(node.metrics.registry.render(), { headers: { "content-type": METRICS_CONTENT_TYPE } }))
     // SPEC §4.2: the snapshot is the leader's; ?local=true takes one on this node instead (a
     // follower's own WAL is compacted by its own snapshots).
     .post("/admin/snapshot", ({ request }) => {
-      const params = new URL(request.url).searchParams;
-      const wait = flagParam(params, "wait");
-      const local = flagParam(params, "local");
+      const query = routeQuery(request, "admin", "POST /admin/snapshot");
+      const wait = flagParam(query, "wait");
+      const local = flagParam(query, "local");
       return atLeader(request, wait ? relayTimeoutMs.snapshotWaited : relayTimeoutMs.snapshotStarted, async () => {
         if (!local) requireLeader();
         const pending = node.takeSnapshot();
@@ -127,7 +127,7 @@ export function adminApp(node: SvcNode) {
           hint: "give the lease as a query parameter, ?lease_ms=60000, or leave it out for a pause until resume-writes",
         });
       }
-      const leaseMs = pauseLeaseMs(new URL(request.url).searchParams.get("lease_ms"));
+      const leaseMs = pauseLeaseMs(routeQuery(request, "admin", "POST /admin/pause-writes").get("lease_ms"));
       const { index, untilMs } = await node.setWritesPaused(true, leaseMs);
       return { writes_paused: true, index, ...(untilMs > 0 ? { until: new Date(untilMs).toISOString() } : {}) };
     }), { parse: "none" })
@@ -229,8 +229,8 @@ function walArchiveJson(a: ReturnType<SvcNode["status"]>["walArchive"]): Record<
 }
 
 /** A yes/no query parameter: absent is no; anything but true/1/false/0 is refused, not read as no. */
-function flagParam(params: URLSearchParams, name: string): boolean {
-  const v = params.get(name);
+function flagParam<N extends string>(query: RouteQuery<N>, name: N): boolean {
+  const v = query.get(name);
   if (v === null || v === "false" || v === "0") return false;
   if (v === "true" || v === "1" || v === "") return true;
   throw badRequest(`?${name}=${v} is neither true nor false`, `use ?${name}=true or leave it out`);

@@ -10,7 +10,7 @@ import { jsonInt } from "../util/json64.ts";
 import { checkParamCount, parseExecuteBody, parseJsonText, parseQueryBody, parseRequestId, readBodyText } from "./body.ts";
 import { errorResponse, json, queryResponse } from "./errors.ts";
 import { fallbackRoutes, type RouteEntry } from "./fallback.ts";
-import { singleQueryParameters } from "./query-params.ts";
+import { queryParameters } from "./query-params.ts";
 import { forwardedHeader, forwardToLeader, leaderToForwardTo } from "./forward.ts";
 import { watchLeaderMoved } from "./leader-watch.ts";
 import { healthResponse } from "./health.ts";
@@ -81,7 +81,7 @@ export function clientApp(node: SvcNode) {
   let routes: () => readonly RouteEntry[] = () => [];
   const app = new Elysia({ name: "svc-client" })
     .use(fallbackRoutes(() => routes()))
-    .use(singleQueryParameters())
+    .use(queryParameters("client"))
     .get("/health", () => healthResponse(node))
     .post("/v1/execute", ({ request }) => hereOrAtLeader(request, "/v1/execute", async (body) => {
       const statements = parseExecuteBody(body);

@@ -123,6 +123,15 @@ describe("cluster admin actions sent to a follower", () => {
     expect(leader.seen).toHaveLength(1);
   });
 
+  test("a pause's lease goes to the leader in the query; a parameter the route does not take is refused here, and nothing is sent", async () => {
+    const leader = okLeader();
+    const app = adminApp(follower(leader.address));
+    expect((await post(app, "/admin/pause-writes?lease_ms=60000")).body["relayed"]).toBe("/admin/pause-writes?lease_ms=60000");
+    expect(await post(app, "/admin/snapshot?wiat=true")).toMatchObject({ status: 400, body: { error: { code: "BAD_REQUEST", parameter: "wiat" } } });
+    expect(await post(app, "/admin/pause-writes?lease=60s")).toMatchObject({ status: 400, body: { error: { code: "BAD_REQUEST", parameter: "lease" } } });
+    expect(leader.seen.map((s) => s.path)).toEqual(["/admin/pause-writes?lease_ms=60000"]);
+  });
+
   test("membership changes and transfer-leader are forwarded with their bodies", async () => {
     const leader = okLeader();
     const app = adminApp(follower(leader.address));

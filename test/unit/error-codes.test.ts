@@ -172,6 +172,47 @@ describe("error bodies through the apps", () => {
     }
   });
 
+  test("a query parameter the route does not take answers 400 BAD_REQUEST naming it and the ones the route takes, before the node is asked", async () => {
+    const post = (url: string, body?: string): Request => new Request(url, body === undefined ? { method: "POST" } : { method: "POST", body });
+    const cases: [{ handle: (r: Request) => Promise<Response> }, Request, string, string][] = [
+      // A typo of wait: the snapshot was started and answered 202 as if no wait was asked.
+      [admin, post("http://localhost/admin/snapshot?wiat=true"), "wiat", "it takes wait, local"],
+      [admin, post("http://localhost/admin/snapshot/?local=true&Wait=true"), "Wait", "it takes wait, local"],
+      [admin, post("http://localhost/admin/pause-writes?lease=60s"), "lease", "it takes lease_ms"],
+      [admin, post("http://localhost/admin/resume-writes?lease_ms=60000"), "lease_ms", "it takes none"],
+      [admin, new Request("http://localhost/admin/stats?verbose"), "verbose", "it takes none"],
+      [admin, new Request("http://localhost/metrics?format=json"), "format", "it takes none"],
+      [client, post("http://localhost/v1/query?consitency=stale", '{"sql": "SELECT 1"}'), "consitency", "it takes none"],
+      [client, post("http://localhost/v1/execute?request_id=a", '{"statements": ["SELECT 1"]}'), "request_id", "it takes none"],
+      [client, new Request("http://localhost/health?probe"), "probe", "it takes none"],
+    ];
+    for (const [app, request, name, takes] of cases) {
+      const { status, error } = await errorOf(app, request);
+      expect({ url: request.url, status, code: error.code, parameter: error.parameter }).toEqual({ url: request.url, status: 400, code: "BAD_REQUEST", parameter: name });
+      expect(error.message).toContain(`"${name}"`);
+      expect(error.message).toContain(takes);
+      expect(typeof error.hint).toBe("string");
+    }
+    // HEAD is served as GET, and refused as GET is (an answer to HEAD has no body).
+    expect((await admin.handle(new Request("http://localhost/metrics?format=json", { method: "HEAD" }))).status).toBe(400);
+  });
+
+  test("every route of either port refuses a query parameter it does not take", async () => {
+    // The stand-in node has no methods: a route that ran would answer 500, not 400.
+    for (const app of [client, admin]) {
+      for (const route of app.routes) {
+        const request = new Request(`http://localhost${route.path}?no_such_parameter=1`, { method: route.method, ...(route.method === "POST" ? { body: "{}" } : {}) });
+        const { status, error } = await errorOf(app, request);
+        expect({ route: `${route.method} ${route.path}`, status, code: error.code, parameter: error.parameter }).toEqual({ route: `${route.method} ${route.path}`, status: 400, code: "BAD_REQUEST", parameter: "no_such_parameter" });
+      }
+    }
+  });
+
+  test("a query parameter on a path no route serves, or with a method the route does not take, answers 404 or 405 as without it", async () => {
+    expect(await errorOf(admin, new Request("http://localhost/admin/nothing?wiat=true", { method: "POST" }))).toMatchObject({ status: 404, error: { code: "NOT_FOUND" } });
+    expect(await errorOf(admin, new Request("http://localhost/admin/snapshot?wiat=true"))).toMatchObject({ status: 405, error: { code: "METHOD_NOT_ALLOWED" } });
+  });
+
   test("Elysia's own parse and validation errors answer 400 BAD_REQUEST", async () => {
     const app = new Elysia().use(fallbackRoutes()).post("/typed", ({ body }) => body, { body: t.Object({ sql: t.String() }) });
     const unparsable = new Request("http://localhost/typed", { method: "POST", body: "{not json", headers: { "content-type": "application/json" } });

@@ -61,6 +61,9 @@ function bearer(header: string): string {
 
 async function statusOnly(answer: Response | Promise<Response>): Promise<Response> {
   const response = await answer;
+  // The request itself was refused (a query parameter /health does not take): the error says
+  // what to fix, and nothing of the node.
+  if (response.status === 400) return response;
   let status = "unavailable";
   try {
     const body = (await response.json()) as { status?: unknown };

@@ -126,6 +126,14 @@ describe("tokens", () => {
     expect((await call("admin", "HEAD", "/admin/stats", tokens.write)).status).toBe(403);
   });
 
+  test("a probe's /health with a query parameter it does not take gets the refusal itself, without a token", async () => {
+    for (const [port, app] of [["client", clientApp(stubNode)], ["admin", adminApp(stubNode)]] as const) {
+      const answer = await guardApp(app, port, { nodeId: "n1", tokens: () => tokenSet, metricsOpen: false, outboundTls: () => null }).fetch(new Request("http://127.0.0.1/health?probe"));
+      expect(answer.status).toBe(400);
+      expect(((await answer.json()) as { error: Record<string, unknown> }).error).toMatchObject({ code: "BAD_REQUEST", parameter: "probe" });
+    }
+  });
+
   test("a relayed request carries the caller's Authorization header to the leader", async () => {
     const body = (await (await call("client", "POST", "/v1/execute", tokens.write)).json()) as { authorization: string };
     expect(body.authorization).toBe(`Bearer ${tokens.write}`);

@@ -19,7 +19,7 @@ import { fsyncDir, writeFileAtomic } from "../io/durable-file.ts";
 import { silentLogger } from "../util/logger.ts";
 import { readWholeFile, scanSegmentSkippingDamage } from "./_segment.ts";
 import { markLostLog } from "./file-log-store.ts";
-import { listSegments, Wal } from "./wal.ts";
+import { checkSegmentNames, listSegments, Wal } from "./wal.ts";
 
 export interface IndexRange {
   from: number;
@@ -161,6 +161,8 @@ interface RepairPlan {
  */
 function planRepair(walDir: string, snapshotIndex: number): RepairPlan {
   const segments = listSegments(walDir);
+  // A copy named as a segment would be taken for a rewrite, and the log cut back to it.
+  checkSegmentNames(segments);
   const damages: RepairDamage[] = [];
   const kept: Entry[] = [];
   const lost: IndexRange[] = [];

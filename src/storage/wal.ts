@@ -22,7 +22,7 @@ import { encodeRecordInto, recordHeaderBytes } from "./_record.ts";
 import { entryHeaderBytes, writeEntryRecord } from "./_entry-codec.ts";
 import { ensureDir, fsyncDir, writeFully } from "../io/durable-file.ts";
 import { DiskFullError, freeBytes, isDiskFullError } from "../io/disk-space.ts";
-import { nonZeroEndOfFile, readSegment, readSegmentHeader, segmentHeaderPayload, segmentNameMismatch, RecordType, type SegmentHeader, type SegmentScan } from "./_segment.ts";
+import { nonZeroEndOfFile, readSegment, readSegmentHeader, segmentHeaderPayload, segmentNameMismatch, RecordType, type SegmentScan } from "./_segment.ts";
 import { Syncer } from "./syncer.ts";
 import { reserveZeros, writeZeroPages } from "./_zero-fill.ts";
 import type { ZeroFillReply, ZeroFillRequest } from "./zero-fill-worker.ts";
@@ -140,6 +140,8 @@ export class Wal {
       if (name.endsWith(".wal.creating")) fs.rmSync(join(dir, name), { force: true });
     }
     const segments = listSegments(dir);
+    // Before any record is read: damage found first would be repaired around the stranger.
+    checkSegmentNames(segments);
     const keepAfter = options.keepEntriesAfter ?? 0;
     const replay = new ReplayLog(keepAfter);
     let truncatedBytes = 0;
@@ -154,7 +156,6 @@ export class Wal {
       const isLast = i === segments.length - 1;
       const next = segments[i + 1];
       if (next !== undefined && next.firstIndex - 1 <= keepAfter) {
-        checkSegmentName(segment, readSegmentHeader(segment.path));
         // Every entry of this segment is at or before what the store holds: not read at all
         // (a WAL kept back to an old image may be as large as the store). Its range still
         // counts for the replay's rules; verify-checksums reads and checks it.
@@ -167,7 +168,6 @@ export class Wal {
       }
       // What the store already holds is replayed for its indexes only: no copy of its data.
       const scan = readSegment(segment.path, { viewsThrough: keepAfter });
-      checkSegmentName(segment, scan.header);
       if (isLast && scan.entries.length === 0 && scan.damage !== null && scan.damage.offset === 0 && !scan.damage.validRecordAfter) {
         // A segment whose creation a crash cut short holds nothing: drop it, the next append
         // starts a new one. (Segments are created under a temp name and renamed, so only
@@ -563,16 +563,20 @@ const walWayOut =
 /**
  * A file named as a segment that is another one (an operator's copy of a segment beside it, a
  * renamed file) would be read as part of the log: a copy with a later number as a rewrite of
- * everything after its first entry, after which the segments it "replaced" are removed. The
- * node does not start on it.
+ * everything after its first entry, after which the segments it "replaced" are removed; and a
+ * repair would cut the log back to it. Neither the node nor wal-repair goes on with one: each
+ * segment's header (its first record alone) is read and compared with its name first. A header
+ * that does not read is left to the damage checks that follow.
  */
-function checkSegmentName(segment: SegmentInfo, header: SegmentHeader | null | undefined): void {
-  const mismatch = segmentNameMismatch(segment, header);
-  if (mismatch === null) return;
-  throw new SvcError("RAFT_STATE_INVALID", `${segment.path} is not a segment of this WAL: ${mismatch}`, {
-    hint: `move ${segment.name} out of ${dirname(segment.path)} (keep it until the node runs again) and start the node; the WAL's own segments are named <seq>-<first index>.wal as their headers say`,
-    details: { file: segment.path },
-  });
+export function checkSegmentNames(segments: readonly SegmentInfo[]): void {
+  for (const segment of segments) {
+    const mismatch = segmentNameMismatch(segment, readSegmentHeader(segment.path));
+    if (mismatch === null) continue;
+    throw new SvcError("RAFT_STATE_INVALID", `${segment.path} is not a segment of this WAL: ${mismatch}`, {
+      hint: `move ${segment.name} out of ${dirname(segment.path)} (keep it until the node runs again) and start the node; the WAL's own segments are named <seq>-<first index>.wal as their headers say`,
+      details: { file: segment.path },
+    });
+  }
 }
 
 function corruption(segment: SegmentInfo, scan: SegmentScan): SvcError {

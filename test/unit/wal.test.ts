@@ -89,6 +89,30 @@ describe("wal", () => {
         fs.rmSync(copy);
       }
     }
+    // With damage in an earlier segment too, the copy is found first: neither the start's
+    // repair nor wal-repair cuts the log back to it (the copy would read as a rewrite).
+    const third = segments[2]!;
+    const copy = join(dir, `${hex(segments.at(-1)!.seq + 1)}-${hex(third.firstIndex)}.wal`);
+    fs.copyFileSync(third.path, copy);
+    const original = new Uint8Array(fs.readFileSync(first.path));
+    const damaged = original.slice();
+    const firstEntryAt = scanSegment(damaged).offsets[3] ?? 0;
+    damaged[firstEntryAt + 12] = (damaged[firstEntryAt + 12] ?? 0) ^ 0xff;
+    fs.writeFileSync(first.path, damaged);
+    const before = fs.readdirSync(dir).sort();
+    expect(isSvcError(openError(dir, { ...opts, segmentSizeBytes: 16 * 1024 }), "RAFT_STATE_INVALID")).toBe(true);
+    for (const dryRun of [true, false]) {
+      let refused: unknown = null;
+      try {
+        repairWal(dir, { dryRun, snapshotIndex: 400 });
+      } catch (e) {
+        refused = e;
+      }
+      expect(isSvcError(refused, "RAFT_STATE_INVALID")).toBe(true);
+    }
+    expect(fs.readdirSync(dir).sort()).toEqual(before);
+    fs.rmSync(copy);
+    fs.writeFileSync(first.path, original);
     // Without the copies the WAL opens whole.
     const { wal, entries } = Wal.open(dir, { ...opts, segmentSizeBytes: 16 * 1024 });
     wal.close();

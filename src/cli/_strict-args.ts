@@ -49,7 +49,8 @@ export async function checkedArgs(root: CommandDef, args: readonly string[]): Pr
       if (def.type === "string" || def.type === "enum") {
         const value = span === 2 ? (args[i + 1] ?? "") : a.slice(a.indexOf("=") + 1);
         const earlier = values.get(name);
-        if (earlier !== undefined) throw usageError(`--${name} is given twice (${earlier}, then ${value}): \`${path}\` takes one; see \`${path} --help\``);
+        // The values are not repeated: one may be a secret pasted by mistake (token revoke --hash).
+        if (earlier !== undefined) throw usageError(`--${name} is given twice: \`${path}\` takes one value; see \`${path} --help\``);
         values.set(name, value);
       }
       if (cmd === root) rootSeen.push({ name, at: i, span });

@@ -176,9 +176,11 @@ describe("node durability", () => {
     await fresh.stop();
   });
 
-  test("a data directory on a file system the kernel makes up (proc, sysfs) is refused at start as invalid, nothing made there", async () => {
+  test("a data directory on a file system the kernel makes up (proc) is refused at start as invalid, nothing made there", async () => {
     const config = await testConfig();
-    for (const dataDir of ["/proc/svc-data", "/sys/svc-data"]) {
+    // /proc only: every Linux host mounts proc there, while /sys may be another file system
+    // (where a start would make the directory); config.test.ts covers the others, by their mounts.
+    for (const dataDir of ["/proc/svc-data"]) {
       const refused = await SvcNode.start({ ...config, dataDir }, silentLogger).then((n) => {
         cleanups.push(() => n.stop());
         return null;

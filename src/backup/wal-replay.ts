@@ -163,7 +163,7 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     fs.rmSync(tmpDir, { recursive: true, force: true });
     const { wal } = Wal.open(tmpDir, { segmentSizeBytes: options.segmentSizeBytes, logger: options.logger });
     wal.resetTo(meta.index + 1);
-    const chain = new ArchiveChain(options.source, segments);
+    const chain = new ArchiveChain(options.source, segments, { clusterId: meta.clusterId, dir: snapshot.dir });
     let next = meta.index + 1;
     let written = 0;
     let lastIndex = meta.index;
@@ -325,7 +325,9 @@ async function checkTargetAfterSnapshot(options: WalReplayOptions, segments: rea
   for (const s of holding) {
     const copy = await fetchSegment(options.source, s.name);
     try {
-      if (!(await checkArchiveFile(s.name, copy.path)).ok) continue;
+      const check = await checkArchiveFile(s.name, copy.path);
+      if (!check.ok) continue;
+      refuseOtherCluster(options.source.location, s.name, check.clusterId, { clusterId: meta.clusterId, dir: snapshot.dir });
       let stamped: { index: number; timestampMs: number } | null = null;
       for await (const e of archiveFileEntries(copy.path)) {
         if (e.index > meta.index) break;
@@ -348,6 +350,22 @@ async function checkTargetAfterSnapshot(options: WalReplayOptions, segments: rea
     });
   }
   warnings.push(`the archive does not hold the snapshot's last entry ${meta.index}; the snapshot was taken at ${meta.createdAt}`);
+}
+
+/**
+ * A segment whose header names a cluster other than the snapshot's holds another cluster's log
+ * (two clusters archiving to one location, segments copied from the wrong one): by index and
+ * term alone it can pass for this one's, and reaching further than the segment beside it, be
+ * read in its place. Segments archived before headers named a cluster cannot be told apart.
+ */
+function refuseOtherCluster(location: string, name: string, segmentClusterId: string | null, snapshot: { clusterId: string; dir: string }): void {
+  if (segmentClusterId === null || snapshot.clusterId === "" || segmentClusterId === snapshot.clusterId) return;
+  throw new SvcError("ARCHIVE_CONFLICT", `the archived WAL segment ${name} in ${location} holds the log of cluster ${segmentClusterId}, and the snapshot ${snapshot.dir} is of cluster ${snapshot.clusterId}: ` +
+    "the location holds another cluster's segments; nothing was changed", {
+    hint: "each segment's header names its cluster (`head -c 200 <segment> | strings`): move the other cluster's segments to another directory and give --wal-dir the archive of the snapshot's cluster, " +
+      "or use a snapshot of the cluster that wrote this archive (a cluster made by init-cluster --bootstrap has a new cluster id: its archive goes with its own snapshots, not with the backup's)",
+    details: { segment: name, segmentClusterId, snapshotClusterId: snapshot.clusterId },
+  });
 }
 
 /**
@@ -393,7 +411,12 @@ class ArchiveChain {
   /** The segment `previous` came from. */
   private previousSegment: string | null = null;
 
-  constructor(private readonly source: ArchiveSource, private readonly segments: readonly ArchivedSegment[]) {}
+  constructor(
+    private readonly source: ArchiveSource,
+    private readonly segments: readonly ArchivedSegment[],
+    /** The snapshot replayed onto: a segment of another cluster is refused. */
+    private readonly snapshot: { clusterId: string; dir: string },
+  ) {}
 
   /**
    * The entries from `next` on out of one segment, one at a time (their data are views into
@@ -420,6 +443,12 @@ class ArchiveChain {
         copy.release();
         firstDamage ??= { name: s.name, offset: check.offset, reason: check.reason };
         continue;
+      }
+      try {
+        refuseOtherCluster(this.source.location, s.name, check.clusterId, this.snapshot);
+      } catch (e) {
+        copy.release();
+        throw e;
       }
       if (firstDamage !== null) this.skippedDamaged.push(`${firstDamage.name} at byte ${firstDamage.offset}: ${firstDamage.reason}`);
       return this.continuing(s, copy, next);

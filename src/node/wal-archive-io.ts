@@ -52,13 +52,13 @@ export function fileWalArchiveIo(command: string, paths: DataPaths, wal: Wal, ru
   let running: Subprocess | null = null;
   return {
     readRange: (from, to, bytesMax) => readWalRange(paths.walDir, from, to, bytesMax),
-    async archive(entries: readonly Entry[]): Promise<ArchiveAttempt> {
+    async archive(entries: readonly Entry[], clusterId: string): Promise<ArchiveAttempt> {
       const first = entries[0];
       const last = entries.at(-1);
       if (first === undefined || last === undefined) throw new Error("an archived segment holds at least one entry");
       const name = archiveSegmentName({ firstIndex: first.index, lastIndex: last.index, term: last.term });
       const path = join(staging, name);
-      await Bun.write(path, encodeArchiveSegment(entries));
+      await Bun.write(path, encodeArchiveSegment(entries, clusterId));
       // A process group of its own: what the shell starts is stopped with it.
       const proc = Bun.spawn(["/bin/sh", "-c", archiveCommandFor(command, path, name)], {
         cwd: paths.dataDir, stdin: "ignore", stdout: "ignore", stderr: "pipe", detached: true,

@@ -10,8 +10,8 @@ export interface WalArchiveIo {
   readRange(from: number, to: number, bytesMax: number): Promise<
     { ok: true; entries: Entry[] } | { ok: false; firstHeld: number | null; reason: string }
   >;
-  /** Write the segment and run the archive command on it; exit 0 means archived. */
-  archive(entries: readonly Entry[]): Promise<ArchiveAttempt>;
+  /** Write the segment (its header naming `clusterId`) and run the archive command on it; exit 0 means archived. */
+  archive(entries: readonly Entry[], clusterId: string): Promise<ArchiveAttempt>;
   /**
    * The snapshot index after which this node's log was started over by a restore or by
    * init-cluster --bootstrap (raft/LOG_START); null when it was not.

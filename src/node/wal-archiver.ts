@@ -159,7 +159,8 @@ export class WalArchiver implements WalArchivePart {
           hint: `take one now if none is kept (POST /admin/snapshot, or svc admin backup), and keep it with the archive`,
         });
       }
-      const attempt = await this.io.archive(read.entries);
+      // The header names the cluster: wal-replay refuses another cluster's segments in a location.
+      const attempt = await this.io.archive(read.entries, ctx.clusterId);
       if (this.stopped) return;
       if (!attempt.ok) {
         const how = attempt.timedOutAfterMs === undefined ? `exit ${attempt.exitCode ?? "by signal"}` : `did not finish within ${Math.round(attempt.timedOutAfterMs / 1000)} s and was killed`;

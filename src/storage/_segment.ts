@@ -42,10 +42,12 @@ export interface SegmentHeader {
   format: number;
   seq?: number;
   firstIndex?: number;
+  /** The cluster whose log it holds: written in archived segments (none in older ones, nor in a node's own). */
+  clusterId?: string;
 }
 
-export function segmentHeaderPayload(seq: number, firstIndex: number): Uint8Array {
-  return new TextEncoder().encode(JSON.stringify({ format: walFormatVersion, seq, firstIndex }));
+export function segmentHeaderPayload(seq: number, firstIndex: number, clusterId = ""): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify(clusterId === "" ? { format: walFormatVersion, seq, firstIndex } : { format: walFormatVersion, seq, firstIndex, clusterId }));
 }
 
 /**
@@ -210,15 +212,16 @@ export function nonZeroEndBytes(buf: Uint8Array): number {
   return 0;
 }
 
-function parseHeader(payload: Uint8Array): SegmentHeader | null {
+export function parseHeader(payload: Uint8Array): SegmentHeader | null {
   try {
     const v: unknown = JSON.parse(new TextDecoder().decode(payload));
     if (typeof v === "object" && v !== null && typeof (v as { format?: unknown }).format === "number") {
-      const { format, seq, firstIndex } = v as { format: number; seq?: unknown; firstIndex?: unknown };
+      const { format, seq, firstIndex, clusterId } = v as { format: number; seq?: unknown; firstIndex?: unknown; clusterId?: unknown };
       return {
         format,
         ...(typeof seq === "number" ? { seq } : {}),
         ...(typeof firstIndex === "number" ? { firstIndex } : {}),
+        ...(typeof clusterId === "string" && clusterId !== "" ? { clusterId } : {}),
       };
     }
   } catch {

@@ -13,7 +13,7 @@ import type { Entry } from "../util/log-data.ts";
 import { assert } from "../util/assert.ts";
 import { decodeRecordAt, recordCrcAt, recordHeaderBytes, recordPayloadBytesMax, encodeRecord } from "./_record.ts";
 import { entryHeaderBytes, readU64, writeEntryRecord } from "./_entry-codec.ts";
-import { RecordType, scanSegment, segmentHeaderPayload } from "./_segment.ts";
+import { RecordType, parseHeader, scanSegment, segmentHeaderPayload } from "./_segment.ts";
 import { listSegments } from "./wal.ts";
 
 const hex16 = (n: number): string => n.toString(16).padStart(16, "0");
@@ -38,11 +38,14 @@ export function parseArchiveSegmentName(name: string): ArchivedRange | null {
   return range;
 }
 
-/** The bytes of an archived segment: a WAL header, then one record per entry, nothing after. */
-export function encodeArchiveSegment(entries: readonly Entry[]): Uint8Array {
+/**
+ * The bytes of an archived segment: a WAL header naming the cluster whose log it is, then one
+ * record per entry, nothing after. Every leader of a cluster writes the same bytes for a range.
+ */
+export function encodeArchiveSegment(entries: readonly Entry[], clusterId = ""): Uint8Array {
   const first = entries[0];
   assert(first !== undefined, "an archived segment holds at least one entry");
-  const header = encodeRecord(RecordType.header, segmentHeaderPayload(0, first.index));
+  const header = encodeRecord(RecordType.header, segmentHeaderPayload(0, first.index, clusterId));
   let total = header.length;
   for (const e of entries) total += recordHeaderBytes + entryHeaderBytes + e.data.length;
   const out = new Uint8Array(total);
@@ -64,7 +67,8 @@ export type ArchiveScan =
   | { ok: false; offset: number; reason: string };
 
 export type ArchiveCheck =
-  | { ok: true; entryCount: number }
+  /** clusterId: the cluster its header names; null for a segment archived before headers named one. */
+  | { ok: true; entryCount: number; clusterId: string | null }
   | { ok: false; offset: number; reason: string };
 
 const kindsByCode: Record<number, Entry["kind"] | undefined> = { 1: "normal", 2: "config", 3: "noop" };
@@ -80,6 +84,7 @@ export function checkArchiveSegment(name: string, buf: Uint8Array): ArchiveCheck
   const header = decodeRecordAt(buf, 0);
   if (header.kind !== "record") return { ok: false, offset: 0, reason: header.kind === "bad" ? header.reason : "record cut short (an incomplete copy)" };
   if (header.type !== RecordType.header) return { ok: false, offset: 0, reason: "does not start with a WAL header" };
+  const clusterId = parseHeader(header.payload)?.clusterId ?? null;
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   let offset = header.end;
   let expected = range.firstIndex;
@@ -106,7 +111,7 @@ export function checkArchiveSegment(name: string, buf: Uint8Array): ArchiveCheck
   }
   if (expected - 1 !== range.lastIndex) return { ok: false, offset: buf.length, reason: `ends at entry ${expected - 1}, its name says ${range.lastIndex}` };
   if (lastTerm !== range.term) return { ok: false, offset: 0, reason: `its last entry is of term ${lastTerm}, its name says ${range.term}` };
-  return { ok: true, entryCount: expected - range.firstIndex };
+  return { ok: true, entryCount: expected - range.firstIndex, clusterId };
 }
 
 /**
@@ -284,6 +289,7 @@ export async function checkArchiveFile(name: string, path: string): Promise<Arch
   let expected = range.firstIndex;
   let lastTerm = 0;
   let sawHeader = false;
+  let clusterId: string | null = null;
   let count = 0;
   for await (const r of fileRecords(path)) {
     if (r.kind === "short") return { ok: false, offset: r.fileOffset, reason: "record cut short (an incomplete copy)" };
@@ -292,6 +298,7 @@ export async function checkArchiveFile(name: string, path: string): Promise<Arch
     if (recordCrcAt(buf, view, at, end) !== view.getUint32(at + 4, true)) return { ok: false, offset: r.fileOffset, reason: "checksum mismatch" };
     if (!sawHeader) {
       if (buf[at + 8] !== RecordType.header) return { ok: false, offset: 0, reason: "does not start with a WAL header" };
+      clusterId = parseHeader(buf.subarray(at + recordHeaderBytes, end))?.clusterId ?? null;
       sawHeader = true;
       continue;
     }
@@ -308,7 +315,7 @@ export async function checkArchiveFile(name: string, path: string): Promise<Arch
   if (!sawHeader) return { ok: false, offset: 0, reason: "empty file" };
   if (expected - 1 !== range.lastIndex) return { ok: false, offset: 0, reason: `ends at entry ${expected - 1}, its name says ${range.lastIndex}` };
   if (lastTerm !== range.term) return { ok: false, offset: 0, reason: `its last entry is of term ${lastTerm}, its name says ${range.term}` };
-  return { ok: true, entryCount: expected - range.firstIndex };
+  return { ok: true, entryCount: expected - range.firstIndex, clusterId };
 }
 
 /** The entries of a file checkArchiveFile accepted, a window at a time; data are views (copy to keep). */

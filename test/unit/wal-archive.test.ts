@@ -124,7 +124,7 @@ describe("archive_command that hangs", () => {
     const { wal } = Wal.open(paths.walDir, { segmentSizeBytes: 1 << 20, logger: silentLogger });
     const pidFile = join(paths.dataDir, "child.pid");
     const io = fileWalArchiveIo(`echo started >&2; sleep 600 & echo $! > ${pidFile}; wait`, paths, wal, 500);
-    const attempt = await io.archive(range(1, 3));
+    const attempt = await io.archive(range(1, 3), "c-1");
     expect(attempt).toEqual({ ok: false, name: archiveSegmentName({ firstIndex: 1, lastIndex: 3, term: 1 }), exitCode: null, stderr: "started", timedOutAfterMs: 500 });
     const child = Number(fs.readFileSync(pidFile, "utf8"));
     for (let i = 0; i < 50 && !gone(child); i++) await Bun.sleep(20);

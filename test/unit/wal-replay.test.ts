@@ -63,11 +63,12 @@ function archive(ranges: [number, number][], term = 1): string {
   return dir;
 }
 
-function writeSegment(dir: string, first: number, last: number, term = 1): string {
+/** A segment of entries first..last; `clusterId` is the cluster its header names (none: written before headers named one). */
+function writeSegment(dir: string, first: number, last: number, term = 1, clusterId?: string): string {
   const entries: Entry[] = [];
   for (let i = first; i <= last; i++) entries.push(entry(i, term));
   const name = archiveSegmentName({ firstIndex: first, lastIndex: last, term });
-  fs.writeFileSync(join(dir, name), encodeArchiveSegment(entries));
+  fs.writeFileSync(join(dir, name), encodeArchiveSegment(entries, clusterId));
   return name;
 }
 
@@ -278,6 +279,27 @@ describe("wal-replay", () => {
     // Both segments are named, so that the operator can separate the histories.
     expect(e.message).toContain(later);
     expect(e.message).toContain(archiveSegmentName({ firstIndex: 1, lastIndex: 20, term: 1 }));
+  });
+
+  test("a segment another cluster archived is refused, naming it and both clusters, even where it reaches further than the snapshot's own; nothing is changed", async () => {
+    // Two clusters archiving to one location (or segments copied from the wrong one): the
+    // other cluster's 6…12 reaches further than this one's 6…8 and would be read in its place.
+    const dataDir = nodeWithSnapshot(5);
+    const walDir = tempDir();
+    writeSegment(walDir, 1, 5, 1, "c-1");
+    writeSegment(walDir, 6, 8, 1, "c-1");
+    const foreign = writeSegment(walDir, 6, 12, 1, "c-2");
+    const e = await refusal(dataDir, () => replay(dataDir, walDir, at(100)));
+    expect(e.code).toBe("ARCHIVE_CONFLICT");
+    expect(e.message).toContain(foreign);
+    expect(e.message).toContain("c-2");
+    expect(e.message).toContain("c-1");
+    expect(e.hint).toContain("--wal-dir");
+    // The cluster's own segments alone replay; so do segments whose header names no cluster.
+    fs.rmSync(join(walDir, foreign));
+    writeSegment(walDir, 9, 12);
+    await replay(dataDir, walDir, at(100));
+    expect(walIndexes(dataDir)).toEqual(replayedThrough(6, 12));
   });
 
   test("a full backup's raft/RESTORED mark is consumed: the replayed log starts at its snapshot and goes further", async () => {

@@ -25,7 +25,7 @@ export function healthResponse(node: SvcNode): Response {
   // linearizable read, so a load balancer should send it nothing. An election is shorter.
   const leaderlessMs = node.leaderlessMs();
   const noLeader = leaderlessMs > 2 * node.config.raft.electionTimeoutMs;
-  const removed = node.removedProblem;
+  const removed = node.removedProblem ?? node.foreignMembersProblem;
   const healthy = s.recovery === "healthy" && node.fatal === null && !noLeader && removed === null;
   const problem = removed !== null
     ? removed

@@ -330,7 +330,10 @@ export class NodeContext {
     if (key === this.configDriftTold) return;
     this.configDriftTold = key;
     const unknown = drift.filter((d) => d.inFile === null && d.replicated === null).map((d) => d.id);
-    if (unknown.length > 0) {
+    const foreign = this.foreignMembers;
+    if (foreign !== null) {
+      this.logger.error(foreignMembersText(this.config.nodeId, foreign), { members: foreign, hint: foreignMembersWayOut });
+    } else if (unknown.length > 0) {
       this.logger.warn(`${unknown.join(", ")} ${unknown.length === 1 ? "is a member" : "are members"} of the cluster, but not in this node's [cluster] members: ` +
         "this node cannot reach them and refuses their connections", {
         members: unknown,
@@ -383,6 +386,20 @@ export class NodeContext {
    * replicates to it). Not a new member that installs an image, or copies the log, from before
    * it was added: no configuration it holds names it yet.
    */
+  /**
+   * The members of the cluster this node's data belongs to, when neither this node nor any
+   * member its configuration file names is one of them (a backup restored onto hosts whose
+   * node ids differ, started without init-cluster --bootstrap): it waits for members that
+   * are not there, and only a new cluster made of the data gets it going. Null otherwise.
+   */
+  get foreignMembers(): string[] | null {
+    const m = this.core.currentMembership();
+    const members = [...m.voters, ...m.learners];
+    if (m.voters.length === 0 || members.includes(this.config.nodeId) || this.removed) return null;
+    if (this.config.cluster.members.some((f) => members.includes(f.id))) return null;
+    return members;
+  }
+
   get removed(): boolean {
     if (this.recovery !== "healthy" && this.recovery !== "replaying_wal" && this.recovery !== "joining") return false;
     // Removed while cut off: its log never got the entry, a member said so (RaftCore.removalNotice).
@@ -526,3 +543,12 @@ export class NodeContext {
     this.onFatal?.(error);
   }
 }
+
+/** What a node holding another set of members' data says, on /health and in its log. */
+export function foreignMembersText(nodeId: string, members: readonly string[]): string {
+  return `this node (${nodeId}) holds the data of a cluster whose members are ${members.join(", ")}; neither it nor any member its configuration file names is one of them, ` +
+    "so it waits for members that are not there (a backup restored onto hosts whose node ids differ, started without init-cluster --bootstrap)";
+}
+
+export const foreignMembersWayOut = "stop it, extract the backup again into its emptied raft/ and store/, run `svc admin init-cluster --bootstrap` " +
+  "(on every node given the backup), and start it: a new cluster of the data with the members the configuration file names (SPEC §4.5, disaster recovery)";

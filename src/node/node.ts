@@ -23,7 +23,7 @@ import { isDiskFullError } from "../io/index.ts";
 import { assert } from "../util/assert.ts";
 import { SvcError, errorMessage, isSvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
-import { NodeContext, roleCodes, type NodeIo } from "./context.ts";
+import { NodeContext, foreignMembersText, foreignMembersWayOut, roleCodes, type NodeIo } from "./context.ts";
 import { EffectLoop } from "./loop.ts";
 import { MembershipAdmin } from "./membership-admin.ts";
 import { createNodeMetrics, type NodeMetrics } from "./metrics.ts";
@@ -239,6 +239,12 @@ export class SvcNode {
     if (!this.ctx.removed) return null;
     return `this node (${this.ctx.config.nodeId}) was removed from the cluster: stop it (its data is no longer replicated), ` +
       "or add it back with `svc admin add-node` on an empty data directory";
+  }
+
+  /** Restored data of other hosts' members, waiting for them (see NodeContext.foreignMembers); null otherwise. */
+  get foreignMembersProblem(): string | null {
+    const members = this.ctx.foreignMembers;
+    return members === null ? null : `${foreignMembersText(this.ctx.config.nodeId, members)}: ${foreignMembersWayOut}`;
   }
 
   /** Where this node's [cluster] members disagrees with the cluster (see config-drift.ts). */

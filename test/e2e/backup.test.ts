@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { describe, expect } from "bun:test";
 import * as tar from "tar";
 import {
-  GiveUp, addressText, clusterConfigs, execute, executeRaw, freePort, getJson, metric, postJson, procTest, query, runBinary, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
+  GiveUp, addressText, clusterConfigs, execute, executeRaw, freePort, getJson, health, metric, postJson, procTest, query, runBinary, singleNodeConfig, startCluster, useCompiledBinary, useProcessCleanup, waitFor, waitForLeader,
   type NodeProcess, type ProcEnv,
 } from "../lib/proc.ts";
 import { ensureBinary } from "../lib/proc-binary.ts";
@@ -440,6 +440,42 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
       for (const n of fresh) await n.stop();
     }
   }, 240_000);
+
+  procTest("a backup restored onto a host whose node id the backup's members do not name, started without init-cluster --bootstrap, says so on /health and in its log, naming init-cluster --bootstrap; doing as it says gives the data", async (env) => {
+    const node = await env.startSingleNode();
+    await execute(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"]);
+    await writeRows(node, 1, 20);
+    const etcDir = join(env.dir, "etc-svc");
+    fs.mkdirSync(etcDir, { recursive: true });
+    fs.copyFileSync(node.configPath, join(etcDir, "config.toml"));
+    const made = await fullBackup(node, join(env.dir, "backups"), etcDir);
+    expect(await node.stop()).toBe(0);
+    // A new host, its node named otherwise; SPEC §4.5's step 4 (init-cluster --bootstrap) skipped.
+    const config = await singleNodeConfig(join(env.dir, "new-host"), {}, "db1");
+    const fresh = env.node({ ...config, cluster: { ...config.cluster, bootstrap: false } });
+    const extract = async (): Promise<void> => {
+      fs.rmSync(join(fresh.dataDir, "raft"), { recursive: true, force: true });
+      fs.rmSync(join(fresh.dataDir, "store"), { recursive: true, force: true });
+      fs.mkdirSync(fresh.dataDir, { recursive: true });
+      await tar.x({ file: made.archive, cwd: fresh.dataDir, filter: (p) => p.startsWith("raft/") || p.startsWith("store/") });
+    };
+    await extract();
+    fresh.spawn();
+    const problem = await waitFor("/health to say why db1 waits", async () => {
+      const r = await health(fresh);
+      return r?.body.problem?.includes("init-cluster --bootstrap") === true ? r.body.problem : undefined;
+    }, { deadlineMs: 30_000, intervalMs: 200 });
+    expect(problem).toContain("db1");
+    expect(problem).toContain("node1");
+    await waitFor("the log to say it", () => fresh.lastRunLog().includes("init-cluster --bootstrap"), { deadlineMs: 10_000, intervalMs: 100 });
+    // What it says to do: stop, extract again, init-cluster --bootstrap, start.
+    expect(await fresh.stop()).toBe(0);
+    await extract();
+    const r = await svc(["admin", "init-cluster", "--bootstrap", "--config", fresh.configPath]);
+    expect(r.exitCode).toBe(0);
+    await fresh.start();
+    await expectRows(fresh, 20);
+  }, 120_000);
 
   procTest("init-cluster --bootstrap refuses a data directory whose Raft state is newer than the restored snapshot, unless --force", async (env) => {
     const { nodes, leader, etcDir } = await clusterWithRows(env);

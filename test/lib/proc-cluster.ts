@@ -9,6 +9,8 @@ import type { NodeProcess, StartNodeOptions } from "./proc-node.ts";
 /** GET /health as the node answers it (200 healthy, 503 otherwise; the same body). */
 export interface HealthBody {
   status: string;
+  /** Why the node does not serve, when it knows (no leader, removed, …). */
+  problem?: string;
   recovery: string;
   node_id: string;
   role: string;

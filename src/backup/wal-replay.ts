@@ -28,7 +28,7 @@ import {
   type SnapshotEntry,
 } from "../storage/index.ts";
 import { restoreMarkerPath, writeLogStart } from "../storage/restore-marker.ts";
-import { snapshotStateFile } from "../storage/snapshots.ts";
+import { parseSnapshotDirName, readSnapshotMeta, snapshotDirName, snapshotMetaFile, snapshotStateFile } from "../storage/snapshots.ts";
 import { Store, backupPauseResumedText, decodeCommand, imageWritesPause, pauseSetBy, restoreEntry, type HeldPause } from "../store/index.ts";
 import type { ArchiveSource, ArchivedSegment, LocalCopy } from "./archive-source.ts";
 
@@ -307,10 +307,57 @@ async function checkRaftHoldsOnlyASnapshot(paths: ReturnType<typeof dataPaths>):
   const latest = await snapshots.latestValid((entry, reason) => damaged.push(`${entry.dir}: ${reason}`));
   if (latest === null || latest.meta === null) {
     throw new SvcError("WAL_REPLAY_REFUSED", `no valid snapshot in ${paths.snapshotsDir}${damaged.length > 0 ? ` (damaged: ${damaged.join("; ")})` : ""}`, {
-      hint: "copy the latest snapshot directory (raft/snapshots/<term>-<index>/ of a node, or a backup's latest/) into it (SPEC §4.5 step 3)",
+      hint: misplacedSnapshot(paths) ??
+        "copy the latest snapshot directory (raft/snapshots/<term>-<index>/ of a node, or the <term>-<index>/ inside a backup's latest/) into it (SPEC §4.5 step 3)",
     });
   }
   return latest;
+}
+
+/**
+ * Where a snapshot copied in for SPEC §4.5 step 3 landed beside its place, as the command that
+ * moves it there: a backup's latest/ copied whole (its <term>-<index>/ one level down), a
+ * snapshot directory under another name, its two files loose in raft/snapshots/, or the
+ * directory in raft/ itself. Null when none is found.
+ */
+function misplacedSnapshot(paths: ReturnType<typeof dataPaths>): string | null {
+  const snaps = paths.snapshotsDir;
+  const placeOf = (dir: string): string | null => {
+    const meta = readSnapshotMeta(dir);
+    return meta === null ? null : join(snaps, snapshotDirName(meta.term, meta.index));
+  };
+  const say = (found: string, command: string): string => `${found}; wal-replay reads a snapshot only as ${snaps}/<term>-<index>/: put it there (${command}) and run wal-replay again`;
+  const dirsIn = (dir: string): string[] => {
+    try {
+      return fs.readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    } catch {
+      return [];
+    }
+  };
+  if (fs.existsSync(join(snaps, snapshotMetaFile)) && fs.existsSync(join(snaps, snapshotStateFile))) {
+    const to = placeOf(snaps);
+    if (to !== null) {
+      return say(`the snapshot's ${snapshotStateFile} and ${snapshotMetaFile} are loose in ${snaps}`,
+        `mkdir ${to} && mv ${join(snaps, snapshotStateFile)} ${join(snaps, snapshotMetaFile)} ${to}/`);
+    }
+  }
+  for (const name of dirsIn(snaps)) {
+    if (parseSnapshotDirName(name) !== null) continue;
+    const dir = join(snaps, name);
+    const to = placeOf(dir);
+    if (to !== null) return say(`${dir} holds a snapshot under another name`, `mv ${dir} ${to}`);
+    for (const inner of dirsIn(dir)) {
+      const innerTo = placeOf(join(dir, inner));
+      if (innerTo !== null) return say(`${join(dir, inner)} holds a snapshot one level down (a backup's latest/ copied whole)`, `mv ${join(dir, inner)} ${innerTo}`);
+    }
+  }
+  for (const name of dirsIn(paths.raftDir)) {
+    if (name === "snapshots" || name === "wal") continue;
+    const dir = join(paths.raftDir, name);
+    const to = placeOf(dir);
+    if (to !== null) return say(`${dir} holds a snapshot beside ${snaps}`, `mv ${dir} ${to}`);
+  }
+  return null;
 }
 
 /**

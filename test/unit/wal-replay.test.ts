@@ -302,6 +302,31 @@ describe("wal-replay", () => {
     expect(walIndexes(dataDir)).toEqual(replayedThrough(6, 12));
   });
 
+  test("a snapshot put one level too deep (a backup's latest/ copied whole), as loose files, or beside raft/snapshots/ is refused with the command that puts it in place", async () => {
+    const name = snapshotDirName(1, 10);
+    const cases: [string, (snaps: string, raft: string) => void, (snaps: string, raft: string) => string][] = [
+      ["latest/ whole", (snaps) => {
+        fs.mkdirSync(join(snaps, "latest"));
+        fs.renameSync(join(snaps, name), join(snaps, "latest", name));
+        fs.writeFileSync(join(snaps, "latest", "metadata.json"), "{}");
+      }, (snaps) => `mv ${join(snaps, "latest", name)} ${join(snaps, name)}`],
+      ["renamed", (snaps) => fs.renameSync(join(snaps, name), join(snaps, "snap")), (snaps) => `mv ${join(snaps, "snap")} ${join(snaps, name)}`],
+      ["loose files", (snaps) => {
+        for (const f of ["state.db", "meta.json"]) fs.renameSync(join(snaps, name, f), join(snaps, f));
+        fs.rmdirSync(join(snaps, name));
+      }, (snaps) => `mkdir ${join(snaps, name)} && mv ${join(snaps, "state.db")} ${join(snaps, "meta.json")} ${join(snaps, name)}/`],
+      ["beside raft/snapshots/", (snaps, raft) => fs.renameSync(join(snaps, name), join(raft, name)), (snaps, raft) => `mv ${join(raft, name)} ${join(snaps, name)}`],
+    ];
+    for (const [what, misplace, fix] of cases) {
+      const dataDir = nodeWithSnapshot(10);
+      const { snapshotsDir, raftDir } = dataPaths(dataDir);
+      misplace(snapshotsDir, raftDir);
+      const e = await refusal(dataDir, () => replay(dataDir, archive([[1, 40]]), at(30)));
+      expect(e.code, what).toBe("WAL_REPLAY_REFUSED");
+      expect(e.hint, what).toContain(fix(snapshotsDir, raftDir));
+    }
+  });
+
   test("a full backup's raft/RESTORED mark is consumed: the replayed log starts at its snapshot and goes further", async () => {
     const dataDir = nodeWithSnapshot(10);
     fs.writeFileSync(join(dataPaths(dataDir).raftDir, "RESTORED"), "{}");

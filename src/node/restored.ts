@@ -21,8 +21,29 @@ import { backupPauseResumedText, imageWritesPause, restoreEntry } from "../store
 import { SvcError } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 
+/**
+ * A backup's raft/ or store/ copied into the node's raft/ or store/ rather than over them
+ * (`cp -r /tmp/r/raft /var/lib/svc/raft` with raft/ there makes raft/raft/): the node would
+ * start on the state the restore was to replace, and serve it without a word. svc makes no
+ * directory of those names, so one is always such a copy; the node refuses to start.
+ */
+export function refuseNestedBackupCopy(paths: DataPaths): void {
+  const nestedRaft = join(paths.raftDir, "raft");
+  const nestedStore = join(paths.storeDir, "store");
+  const found: string[] = [];
+  if (["RESTORED", "snapshots", "wal", "hardstate"].some((n) => fs.existsSync(join(nestedRaft, n)))) found.push(nestedRaft);
+  if (fs.existsSync(join(nestedStore, "state.db")) || (found.length > 0 && fs.existsSync(nestedStore))) found.push(nestedStore);
+  if (found.length === 0) return;
+  throw new SvcError("RESTORE_REFUSED", `${found.join(" and ")} ${found.length === 1 ? "holds" : "hold"} a backup's copy, made one level too deep ` +
+    `(copied into ${found.map((f) => join(f, "..")).join(" and ")} rather than into ${paths.dataDir}): started, this node would serve the data the restore was to replace; nothing was changed`, {
+    hint: `copy the extracted raft and store into the data directory itself, as SPEC §4.5 step 3 does (cp -r /tmp/r/raft /tmp/r/store ${paths.dataDir}/; ` +
+      `a backup made by hand, into emptied raft/ and store/), remove ${found.join(" and ")}, and start the node`,
+  });
+}
+
 /** Adopt a restored backup's snapshot as the log's start; the marker, or null when there is none. */
 export async function adoptRestoredBackup(paths: DataPaths, config: Config, logger: Logger): Promise<RestoreMarker | null> {
+  refuseNestedBackupCopy(paths);
   let marker: RestoreMarker | null;
   try {
     marker = readRestoreMarker(paths.raftDir);

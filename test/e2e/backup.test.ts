@@ -477,6 +477,35 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     await expectRows(fresh, 20);
   }, 120_000);
 
+  procTest("a backup's raft/ and store/ copied into raft/ and store/ (one level too deep) stop the node at start, naming them and how to copy them, rather than serving the data they were to replace", async (env) => {
+    const node = await env.startSingleNode();
+    await execute(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"]);
+    await writeRows(node, 1, 20);
+    const etcDir = join(env.dir, "etc-svc");
+    fs.mkdirSync(etcDir, { recursive: true });
+    fs.copyFileSync(node.configPath, join(etcDir, "config.toml"));
+    const made = await fullBackup(node, join(env.dir, "backups"), etcDir);
+    await writeRows(node, 21, 30);
+    expect(await node.stop()).toBe(0);
+    const extracted = join(env.dir, "extracted");
+    fs.mkdirSync(extracted);
+    await tar.x({ file: made.archive, cwd: extracted });
+    // `cp -r /tmp/r/raft /var/lib/svc/raft` with raft/ there: the copy lands in raft/raft/.
+    fs.cpSync(join(extracted, "raft"), join(node.dataDir, "raft", "raft"), { recursive: true });
+    fs.cpSync(join(extracted, "store"), join(node.dataDir, "store", "store"), { recursive: true });
+    node.spawn();
+    expect(await node.waitExit(30_000)).toBe(3);
+    const said = node.lastRunLog();
+    expect(said).toContain(join(node.dataDir, "raft", "raft"));
+    expect(said).toContain(`cp -r /tmp/r/raft /tmp/r/store ${node.dataDir}/`);
+    // As it says: the copies moved to where they belong, the nested ones removed.
+    fs.cpSync(join(extracted, "raft"), join(node.dataDir, "raft"), { recursive: true, force: true });
+    fs.rmSync(join(node.dataDir, "raft", "raft"), { recursive: true });
+    fs.rmSync(join(node.dataDir, "store", "store"), { recursive: true });
+    await node.start();
+    await expectRows(node, 20);
+  }, 120_000);
+
   procTest("init-cluster --bootstrap refuses a data directory whose Raft state is newer than the restored snapshot, unless --force", async (env) => {
     const { nodes, leader, etcDir } = await clusterWithRows(env);
     await fullBackup(leader, join(env.dir, "backups"), etcDir);

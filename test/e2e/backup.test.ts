@@ -506,6 +506,24 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     await expectRows(node, 20);
   }, 120_000);
 
+  procTest("a backup destination inside the data directory is refused (exit 2), naming it: the disk failure, and SPEC §4.5's emptied raft/, would take the backup with the data", async (env) => {
+    const node = await env.startSingleNode();
+    const etcDir = join(env.dir, "etc-svc");
+    fs.mkdirSync(etcDir, { recursive: true });
+    fs.copyFileSync(node.configPath, join(etcDir, "config.toml"));
+    for (const [kind, sub] of [["full", "backups"], ["full", "raft/snapshots"], ["snapshot", "raft/snapshots/latest-copy"], ["snapshot", "."]] as const) {
+      const to = join(node.dataDir, sub);
+      const r = await svc(["admin", "backup", kind, "--config", node.configPath, "--to", to, ...(kind === "full" ? ["--etc-dir", etcDir] : [])]);
+      expect(r.exitCode, `${kind} --to ${sub}`).toBe(2);
+      expect(r.stderr).toContain(node.dataDir);
+      expect(r.stderr).toContain("inside the data directory");
+    }
+    // Nothing was paused, and nothing written there.
+    expect((await getJson<{ writes_paused: boolean }>(`${node.clientUrl}/health`)).writes_paused).toBe(false);
+    expect(fs.existsSync(join(node.dataDir, "backups"))).toBe(false);
+    expect(fs.readdirSync(join(node.dataDir, "raft", "snapshots")).filter((n) => !/^[0-9a-f]{16}-[0-9a-f]{16}$/.test(n))).toEqual([]);
+  }, 60_000);
+
   procTest("init-cluster --bootstrap refuses a data directory whose Raft state is newer than the restored snapshot, unless --force", async (env) => {
     const { nodes, leader, etcDir } = await clusterWithRows(env);
     await fullBackup(leader, join(env.dir, "backups"), etcDir);

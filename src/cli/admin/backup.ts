@@ -104,6 +104,36 @@ async function skipUnlessLeader(args: Common, api: BackupNodeApi, what: string):
   return true;
 }
 
+/** A path with the links in its nearest existing ancestor resolved (the rest may not exist yet). */
+function realPathOf(path: string): string {
+  const abs = resolve(path);
+  let head = abs;
+  while (!fs.existsSync(head)) {
+    const up = dirname(head);
+    if (up === head) return abs;
+    head = up;
+  }
+  try {
+    return join(fs.realpathSync(head), abs.slice(head.length));
+  } catch {
+    return abs;
+  }
+}
+
+/**
+ * A backup is for the loss of the data directory: one written inside it goes with it (a disk
+ * that fails, a full state rebuild, SPEC §4.5's emptied raft/, the snapshot cleanup's pruning),
+ * so such a destination is a wrong command line.
+ */
+function refuseDestinationInDataDir(to: string, dataDir: string): void {
+  if (isObjectUrl(to)) return;
+  const dest = realPathOf(to);
+  const data = realPathOf(dataDir);
+  if (dest !== data && !dest.startsWith(`${data}/`)) return;
+  throw usageError(`the destination ${to} is inside the data directory ${dataDir}: the backup would be lost with it ` +
+    "(a disk that fails, raft/ emptied for a restore or a rebuild); give a directory on another disk, e.g. --to /var/backups/svc, or s3://bucket/prefix");
+}
+
 /** What to do about a backup that does not verify (the same words as archiveDamaged's hint). */
 const damagedBackupWayOut = "use another backup (an older one, or another copy of this one); a damaged archive may still be extracted with tar for what it holds";
 
@@ -160,6 +190,7 @@ const fullCommand = defineCommand({
       }
       throw usageError("no destination: pass --to DIR|s3://bucket/prefix or set dir in the [backup] table of the configuration");
     }
+    refuseDestinationInDataDir(to, config.dataDir);
     const retainMs = durationArg(args.retain, "retain", config.backup?.retainMs ?? null);
     const offsiteRetainMs = durationArg(args["offsite-retain"], "offsite-retain", config.backup?.offsiteRetainMs ?? null);
     const leaseMs = durationArg(args.lease, "lease", 60_000) ?? 60_000;
@@ -217,6 +248,7 @@ const snapshotCommand = defineCommand({
     const { config, api } = setup(args);
     const to = args.to ?? config.backup?.dir ?? "";
     if (to === "") throw usageError("no destination: pass --to DIR|s3://bucket/prefix or set dir in the [backup] table of the configuration");
+    refuseDestinationInDataDir(to, config.dataDir);
     if (await skipUnlessLeader(args, api, "snapshot")) return;
     const json = args.json === true;
     const r = await writingTo(to, () => snapshotBackup(api, { to: isObjectUrl(to) ? to : resolve(to), holdMs: 3_600_000, nowMs: Date.now(), progress: progressPrinter(json) }));

@@ -24,7 +24,7 @@ import type { Entry } from "../util/log-data.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import {
-  SnapshotStore, Wal, archiveFileEntries, checkArchiveFile, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, removedMarkPath, removeReplayLeftovers, writeHardState,
+  SnapshotStore, Wal, archiveFileEntries, giveToDataDirOwner, checkArchiveFile, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, removedMarkPath, removeReplayLeftovers, writeHardState,
   type SnapshotEntry,
 } from "../storage/index.ts";
 import { restoreMarkerPath, writeLogStart } from "../storage/restore-marker.ts";
@@ -288,6 +288,7 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     throw e;
   } finally {
     lock.release();
+    giveToDataDirOwner(options.dataDir);
   }
 }
 

@@ -8,6 +8,7 @@ export {
   type SnapshotEntry, type SnapshotFileMeta,
 } from "./snapshots.ts";
 export { lockDataDir, lockDataDirIfPresent, type DataDirLock } from "./lock.ts";
+export { giveToDataDirOwner } from "./owner.ts";
 export { writeFileAtomic, fsyncDir, fsyncPath, fsyncPathAsync, ensureDir } from "../io/durable-file.ts";
 export { dataPaths, type DataPaths } from "./paths.ts";
 export { linkDataDirAliases, type DataDirAliasOutcome } from "./aliases.ts";

@@ -327,6 +327,28 @@ describe("wal-replay", () => {
     }
   });
 
+  test.if(process.getuid?.() === 0)("run as root on a data directory the service user owns, what it writes is given to that user, refused or not: the node can start on it", async () => {
+    const owned = (dataDir: string): string[] => {
+      const wrong: string[] = [];
+      for (const name of ["", ...(fs.readdirSync(dataDir, { recursive: true }) as string[])]) {
+        const st = fs.lstatSync(join(dataDir, name));
+        if (st.uid !== 65534 || st.gid !== 65534) wrong.push(`${name || "."} (${st.uid}:${st.gid})`);
+      }
+      return wrong;
+    };
+    const giveAway = (dataDir: string): void => {
+      for (const name of ["", ...(fs.readdirSync(dataDir, { recursive: true }) as string[])]) fs.lchownSync(join(dataDir, name), 65534, 65534);
+    };
+    const dataDir = nodeWithSnapshot(10);
+    giveAway(dataDir);
+    await replay(dataDir, archive([[1, 40]]), at(30));
+    expect(owned(dataDir)).toEqual([]);
+    const refused = nodeWithSnapshot(10);
+    giveAway(refused);
+    await replay(refused, archive([[15, 40]]), at(30)).catch(() => null);
+    expect(owned(refused)).toEqual([]);
+  });
+
   test("a full backup's raft/RESTORED mark is consumed: the replayed log starts at its snapshot and goes further", async () => {
     const dataDir = nodeWithSnapshot(10);
     fs.writeFileSync(join(dataPaths(dataDir).raftDir, "RESTORED"), "{}");

@@ -7,7 +7,7 @@
 import { defineCommand } from "citty";
 import { createLogger } from "../../log/index.ts";
 import { bootstrapIfNew, isPristine, loadState, prepareDataDir, reinitCluster } from "../../node/index.ts";
-import { lockDataDir } from "../../storage/index.ts";
+import { giveToDataDirOwner, lockDataDir } from "../../storage/index.ts";
 import { SvcError } from "../../util/index.ts";
 import { defaultConfigPath, givenConfigPath, installedConfigPath, loadConfigOrExit, requireNewOrDataDir } from "../_config.ts";
 import { printJson, printKeyValues } from "../_client.ts";
@@ -67,6 +67,7 @@ export const initClusterCommand = defineCommand({
       }
     } finally {
       lock.release();
+      giveToDataDirOwner(config.dataDir);
     }
   },
 });

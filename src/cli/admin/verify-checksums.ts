@@ -6,7 +6,7 @@
 
 import { defineCommand } from "citty";
 import { verifyDataDir, type VerifyFinding } from "../../node/index.ts";
-import { dataPaths, lockDataDirIfPresent } from "../../storage/index.ts";
+import { dataPaths, giveToDataDirOwner, lockDataDirIfPresent } from "../../storage/index.ts";
 import { callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
 import { defaultConfigPath, offlineDataDir } from "../_config.ts";
 import { CliExit, ExitCode } from "../_exit.ts";
@@ -35,6 +35,8 @@ export const verifyChecksumsCommand = defineCommand({
         findings = await verifyDataDir(dataPaths(dataDir));
       } finally {
         lock?.release();
+        // A damaged store it found is marked for the next start to rebuild: the mark is the node's.
+        if (lock !== null) giveToDataDirOwner(dataDir);
       }
     } else {
       findings = ((await callNode(nodeUrl(args), "GET", "/admin/verify-checksums", undefined, 3_600_000)) as { findings: VerifyFinding[] }).findings;

@@ -8,7 +8,7 @@
 import * as fs from "node:fs";
 import { defineCommand } from "citty";
 import {
-  SnapshotStore, dataPaths, formatRanges, lockDataDir, lockDataDirIfPresent, markLostLog, readHardState, rebuildHardState, repairWal,
+  SnapshotStore, dataPaths, formatRanges, giveToDataDirOwner, lockDataDir, lockDataDirIfPresent, markLostLog, readHardState, rebuildHardState, repairWal,
   type RepairReport,
 } from "../../storage/index.ts";
 import { SvcError, isSvcError } from "../../util/index.ts";
@@ -69,6 +69,7 @@ export const walRepairCommand = defineCommand({
       process.stdout.write(`${out.join("\n")}\n`);
     } finally {
       lock?.release();
+      if (!dryRun) giveToDataDirOwner(dataDir);
     }
   },
 });

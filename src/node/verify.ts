@@ -29,7 +29,7 @@ export async function verifyDataDir(paths: DataPaths, options: { store?: Store; 
   for (const entry of snapshots) {
     const check = await verifySnapshot(entry);
     if (check.ok) newestValidIndex = Math.max(newestValidIndex, entry.meta?.index ?? entry.index);
-    findings.push({ target: entry.dir, ok: check.ok, detail: check.ok ? `snapshot index ${entry.index} term ${entry.term}: sha256 ok` : check.reason });
+    findings.push({ target: entry.dir, ok: check.ok, detail: check.ok ? `snapshot index ${entry.index} term ${entry.term}: sha256 ok` : `${check.reason}; ${damagedImageWayOut}` });
   }
   if (options.skipWal !== true) findings.push(...verifyLogContinuity(paths, newestValidIndex));
   const store = verifyStore(paths.storePath, options.store);
@@ -285,6 +285,10 @@ function verifyStore(storePath: string, open: Store | undefined): { finding: Ver
     if (open === undefined) store?.close();
   }
 }
+
+/** A damaged image is never used (a rebuild, a follower, a backup hash it first): the way out is a new one. */
+const damagedImageWayOut = "the node does not use it: take a new image with `svc admin snapshot` (POST /admin/snapshot) while the node runs; " +
+  "a rebuild meanwhile uses an older image that checks";
 
 /**
  * A damaged store, with the way out. The store is marked, so that the node's next start sets it

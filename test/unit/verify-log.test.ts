@@ -124,3 +124,18 @@ test("MEMBER that holds no cluster id is reported as damaged; one naming another
   const differs = (await verifyDataDir(paths)).find((f) => f.target === member);
   expect(differs).toMatchObject({ ok: true, detail: expect.stringContaining(`cluster ${other}, while raft/hardstate names ${clusterId}`) });
 });
+
+test("a damaged snapshot image is reported with what to do: a new image, from the running node", async () => {
+  const paths = dataDirWithLog(10);
+  const dir = join(paths.snapshotsDir, "0000000000000001-0000000000000005");
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(join(dir, "state.db"), "an image");
+  fs.writeFileSync(join(dir, "meta.json"), JSON.stringify({
+    formatVersion: 1, clusterId: "c1", index: 5, term: 1, membership: { voters: ["n1"], learners: [] },
+    createdAt: new Date(0).toISOString(), stateSha256: "0".repeat(64), stateSizeBytes: 8,
+  }));
+  const damaged = (await verifyDataDir(paths)).find((f) => f.target === dir);
+  expect(damaged?.ok).toBe(false);
+  expect(damaged?.detail).toContain("checksum mismatch");
+  expect(damaged?.detail).toContain("svc admin snapshot");
+});

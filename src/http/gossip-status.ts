@@ -23,6 +23,8 @@ export function gossipStatusJson(node: SvcNode): Record<string, unknown> {
     raft_links: links,
     // Where this node's configuration file disagrees with the cluster: cluster-status says what to change.
     config_drift: node.configDrift().map((d) => ({ id: d.id, in_file: d.inFile, replicated: d.replicated })),
+    // Members whose handshakes name another cluster: cluster-status names them so, not as stopped.
+    of_another_cluster: node.membersOfAnotherCluster(),
     gossip: g === null ? null : {
       protocol_period_ms: g.timings.protocolPeriodMs,
       suspicion_timeout_ms: g.timings.suspicionTimeoutMs,

@@ -82,6 +82,8 @@ export interface NodeParts {
    * <data_dir>/MEMBER says this node was rebuilt from (node/start.ts). Absent: never.
    */
   readonly ofAnotherCluster?: (peerId: string) => boolean;
+  /** Peers whose handshakes lately said they are of another cluster than this node's (the transport's); absent: none known. */
+  readonly peersOfAnotherCluster?: () => string[];
   /** The cluster <data_dir>/MEMBER names (this node was a member of it); absent or null: none. */
   readonly memberOf?: string | null;
   /** The index raft/checkpoint vouches the store durable to (0: none). */
@@ -131,6 +133,8 @@ export class NodeContext {
   lostLog = false;
   /** See NodeParts.ofAnotherCluster. */
   ofAnotherCluster: (peerId: string) => boolean = () => false;
+  /** See NodeParts.peersOfAnotherCluster. */
+  peersOfAnotherCluster: () => string[] = () => [];
   /** See NodeParts.memberOf. */
   memberOf: string | null = null;
   /** The highest commit index a leader has told this node. */

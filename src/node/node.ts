@@ -152,6 +152,7 @@ export class SvcNode {
     ctx.lostLog = parts.lostLog;
     ctx.removedMark = parts.removedMark ?? null;
     if (parts.ofAnotherCluster !== undefined) ctx.ofAnotherCluster = parts.ofAnotherCluster;
+    if (parts.peersOfAnotherCluster !== undefined) ctx.peersOfAnotherCluster = parts.peersOfAnotherCluster;
     ctx.memberOf = parts.memberOf ?? null;
     policy = new SnapshotPolicy(ctx, parts.checkpointIndex, parts.imageLogBytesMin);
     const loop = new EffectLoop(ctx, policy);
@@ -245,6 +246,14 @@ export class SvcNode {
   get foreignMembersProblem(): string | null {
     const members = this.ctx.foreignMembers;
     return members === null ? null : `${foreignMembersText(this.ctx.config.nodeId, members)}: ${foreignMembersWayOut}`;
+  }
+
+  /** Members whose last handshake named another cluster than this node's (another cluster's data restored on them). */
+  membersOfAnotherCluster(): string[] {
+    if (this.ctx.clusterId === "") return [];
+    const other = new Set(this.ctx.peersOfAnotherCluster());
+    const m = this.ctx.core.currentMembership();
+    return [...m.voters, ...m.learners].filter((id) => id !== this.ctx.config.nodeId && (other.has(id) || this.ctx.ofAnotherCluster(id)));
   }
 
   /** Where this node's [cluster] members disagrees with the cluster (see config-drift.ts). */

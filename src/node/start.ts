@@ -265,6 +265,8 @@ export async function openNode(
       lostLog,
       removedMark,
       memberOf,
+      // A refused dial is retried every few seconds: one refused within two minutes is current.
+      peersOfAnotherCluster: () => transport.peersOfAnotherCluster(120_000),
       ofAnotherCluster: (peerId: string) => {
         const heard = transport.heardClusterIds().get(peerId) ?? "";
         return memberOf !== null && heard !== "" && heard !== memberOf;

@@ -26,6 +26,8 @@ export interface TransportContext {
   heard(peerId: string, clusterId: string): void;
   /** The peer refused this node's handshake saying it belongs to a cluster, which it did not name. */
   heardInACluster(peerId: string): void;
+  /** The peer refused this node's handshake as one from another cluster than its own. */
+  heardOfAnotherCluster(peerId: string): void;
 }
 
 /**

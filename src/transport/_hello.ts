@@ -77,9 +77,12 @@ export function decodeHello(payload: Uint8Array): Hello | { readonly error: stri
 }
 
 /** `peerId`: the node that spoke for the other side. */
+/** The words of a refusal that says the acceptor belongs to another cluster than the dialler (see clusterMismatch). */
+export const OF_ANOTHER_CLUSTER = ", and this node to another, ";
+
 function clusterMismatch(local: string, remote: string, peerId: string): string | null {
   if (local === "" || remote === "" || local === remote) return null;
-  return `peer ${JSON.stringify(peerId)} belongs to cluster ${JSON.stringify(remote)}, and this node to another, ${JSON.stringify(local)}: ` +
+  return `peer ${JSON.stringify(peerId)} belongs to cluster ${JSON.stringify(remote)}${OF_ANOTHER_CLUSTER}${JSON.stringify(local)}: ` +
     "one of the two holds another cluster's data (restored from another cluster's backup, or made anew by init-cluster --bootstrap), " +
     "and they never exchange entries; `svc admin cluster-info` on each names its cluster";
 }

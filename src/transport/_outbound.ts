@@ -10,7 +10,7 @@ import { errorMessage } from "../util/index.ts";
 import { reconnectDelayMs } from "./_backoff.ts";
 import { guard, type TransportContext } from "./_context.ts";
 import { describeFrameError, encodeFrame, FrameDecoder, FrameType } from "./_frame.ts";
-import { BELONGS_TO_A_CLUSTER, decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, refuseAsDialer } from "./_hello.ts";
+import { BELONGS_TO_A_CLUSTER, decodeHello, encodeHello, HELLO_FRAME_BYTES_MAX, OF_ANOTHER_CLUSTER, refuseAsDialer } from "./_hello.ts";
 import { parsePeerAddress } from "./_options.ts";
 import { connectTls, servedCertificateProblem } from "./_peer-tls.ts";
 import { SendQueue } from "./_send-queue.ts";
@@ -259,6 +259,8 @@ export class OutboundPeer {
       count(this.counters, "handshakeRejects");
       const reason = new TextDecoder().decode(payload);
       if (reason.includes(BELONGS_TO_A_CLUSTER)) this.#ctx.heardInACluster(this.peerId);
+      // A member that answers for another cluster (its id is not told to a dialler).
+      if (reason.includes(OF_ANOTHER_CLUSTER)) this.#ctx.heardOfAnotherCluster(this.peerId);
       this.#fail(attempt, `peer refused the handshake: ${reason}`, false, "warn");
       return false;
     }

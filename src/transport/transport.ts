@@ -64,6 +64,7 @@ export interface Transport {
    * makes one (start.ts).
    */
   heardClusterIds(): ReadonlyMap<string, string>;
+  peersOfAnotherCluster(withinMs: number): string[];
   /**
    * Peers that refused this node's handshake because they belong to a cluster and this node
    * sent no cluster id, without naming it: a member that no longer counts this node among its
@@ -92,6 +93,8 @@ class PeerTransport implements Transport {
   #learnedClusterId = "";
   /** The cluster id each member sent in its last handshake read (see heardClusterIds). */
   readonly #heard = new Map<string, string>();
+  /** Peers that last refused this node's handshake as another cluster's, and when (see peersOfAnotherCluster). */
+  readonly #ofAnotherCluster = new Map<string, number>();
   /** Peers that refused this node's handshake saying they belong to a cluster (not named: see peersInAClusterUntold). */
   readonly #inAClusterUntold = new Set<string>();
   /** False until the first setPeers: no peer is accepted before the members are known. */
@@ -122,6 +125,9 @@ class PeerTransport implements Transport {
       },
       heardInACluster: (peerId) => {
         if (this.#peers.has(peerId)) this.#inAClusterUntold.add(peerId);
+      },
+      heardOfAnotherCluster: (peerId) => {
+        if (this.#peers.has(peerId)) this.#ofAnotherCluster.set(peerId, Date.now());
       },
     };
     this.#inbound = new InboundServer(ctx, {
@@ -225,6 +231,12 @@ class PeerTransport implements Transport {
 
   peersInAClusterUntold(): ReadonlySet<string> {
     return this.#inAClusterUntold;
+  }
+
+  /** Peers that refused a handshake of this node's within `withinMs` as one from another cluster than theirs. */
+  peersOfAnotherCluster(withinMs: number): string[] {
+    const since = Date.now() - withinMs;
+    return [...this.#ofAnotherCluster].filter(([, atMs]) => atMs >= since).map(([id]) => id);
   }
 
   stats(): TransportStats {

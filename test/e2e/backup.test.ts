@@ -524,6 +524,33 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     expect(fs.readdirSync(join(node.dataDir, "raft", "snapshots")).filter((n) => !/^[0-9a-f]{16}-[0-9a-f]{16}$/.test(n))).toEqual([]);
   }, 60_000);
 
+  procTest("another cluster's backup restored onto one member of a live cluster: the others keep their data and take writes, and their cluster-status names that member as answering for another cluster, not as stopped", async (env) => {
+    const { nodes, leader, etcDir } = await clusterWithRows(env);
+    const target = nodes.find((n) => n !== leader)!;
+    // The other cluster: a lone node with the same name.
+    const other = await env.node(await singleNodeConfig(join(env.dir, "other"), {}, target.nodeId)).start();
+    await execute(other.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)", "INSERT INTO t VALUES (999, 'other')"]);
+    const made = await fullBackup(other, join(env.dir, "other-backups"), etcDir);
+    expect(await other.stop()).toBe(0);
+    expect(await target.stop()).toBe(0);
+    const extracted = join(env.dir, "extracted");
+    fs.mkdirSync(extracted);
+    await tar.x({ file: made.archive, cwd: extracted });
+    fs.cpSync(join(extracted, "raft"), join(target.dataDir, "raft"), { recursive: true, force: true });
+    fs.cpSync(join(extracted, "store"), join(target.dataDir, "store"), { recursive: true, force: true });
+    target.spawn();
+    const said = await waitFor("cluster-status to name the member of another cluster", async () => {
+      const r = await svc(["admin", "cluster-status", "--node", leader.adminUrl]);
+      return r.stdout.includes(`${target.nodeId} answers as a member of another cluster`) ? r : undefined;
+    }, { deadlineMs: 30_000, intervalMs: 500 });
+    expect(said.exitCode).toBe(1);
+    expect(said.stdout).not.toContain("cut off by a partition");
+    await writeRows(leader, rowsBefore + 1, rowsBefore + 5);
+    const live = nodes.filter((n) => n !== target);
+    for (const n of live) await waitFor(`${n.nodeId} to hold every row`, async () => (await query(n.clientUrl, "SELECT count(*) FROM t WHERE id <= ?", [rowsBefore + 5]).catch(() => null))?.[0]?.[0] === rowsBefore + 5, { deadlineMs: 20_000 });
+    for (const n of live) expect((await query(n.clientUrl, "SELECT count(*) FROM t WHERE id = 999"))[0]?.[0]).toBe(0);
+  }, 120_000);
+
   procTest("init-cluster --bootstrap refuses a data directory whose Raft state is newer than the restored snapshot, unless --force", async (env) => {
     const { nodes, leader, etcDir } = await clusterWithRows(env);
     await fullBackup(leader, join(env.dir, "backups"), etcDir);

@@ -81,6 +81,20 @@ describe("cluster-status from gossip", () => {
     expect(gossipReport(s).problems).toContain("node3 is dead as seen by node1 (for 0 s)");
   });
 
+  test("a member that answers as a member of another cluster (another cluster's backup restored on it) is named so, with the way out, not as stopped or cut off", () => {
+    const s = status([
+      member("node1", "alive", { node2: "dead", node3: "alive" }, { role: "leader" }),
+      member("node2", "dead", {}),
+      member("node3", "alive", { node1: "alive", node2: "dead" }),
+    ]);
+    const r = gossipReport({ ...s, of_another_cluster: ["node2"] });
+    expect(r.healthy).toBe(false);
+    const said = r.problems.join("\n");
+    expect(said).toContain("node2 answers as a member of another cluster");
+    expect(said).toContain("svc admin cluster-info");
+    expect(said).not.toContain("cut off by a partition");
+  });
+
   test("a node removed from the cluster names its removal as the one problem, with what to do, not the partition its gossip shows", () => {
     const s = status([
       member("node1", "alive", { node2: "suspect", node3: "alive" }, { leader: "node3" }),

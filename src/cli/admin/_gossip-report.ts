@@ -44,6 +44,8 @@ export interface GossipStatusJson {
   raft_links: Record<string, boolean>;
   /** Where the answering node's configuration file disagrees with the cluster (absent from a node of an older version). */
   config_drift?: ConfigDriftJson[];
+  /** Members whose handshakes name another cluster: they answer, but hold another cluster's data (absent from a node of an older version). */
+  of_another_cluster?: string[];
   gossip: {
     protocol_period_ms: number;
     suspicion_timeout_ms: number;
@@ -174,8 +176,14 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
   for (const id of [...s.voters, ...s.learners]) {
     if (!inGossip.has(id)) problems.push(`${id} is a member of the cluster, but ${s.node_id}'s gossip has not heard of it yet (it just started or joined?): its state is unknown`);
   }
+  const otherCluster = new Set(s.of_another_cluster ?? []);
+  for (const id of otherCluster) {
+    problems.push(`${id} answers as a member of another cluster: it holds another cluster's data (restored from another cluster's backup, or made anew by ` +
+      `init-cluster --bootstrap), and ${s.node_id} refuses its connections; \`svc admin cluster-info\` on it names its cluster. Restore it as the other members were, ` +
+      "or stop it, remove the contents of its raft/ and store/ and its <data_dir>/MEMBER, and start it: it is rebuilt from the leader");
+  }
   for (const m of g.members) {
-    if (m.id === s.node_id) continue;
+    if (m.id === s.node_id || otherCluster.has(m.id)) continue;
     if (m.state === "alive") continue;
     const seen = `${m.id} is ${m.state} as seen by ${s.node_id}${m.state_for_ms === null ? "" : ` (for ${Math.round(m.state_for_ms / 1000)} s)`}`;
     const its = refused.find((r) => r.member === m.id);
@@ -195,7 +203,7 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
   // A group counts as heard from when one of its members' views is current.
   const current = new Set(views.filter((v) => !v.stale).map((v) => v.observer));
   const heard = groups.filter((grp) => grp.some((id) => current.has(id)));
-  const unreachable = groups.filter((grp) => !grp.some((id) => current.has(id))).flat().sort();
+  const unreachable = groups.filter((grp) => !grp.some((id) => current.has(id))).flat().filter((id) => !otherCluster.has(id)).sort();
   const partitioned = heard.length > 1;
   if (partitioned) problems.push(`partition: ${formatGroups(groups)}`);
   else if (unreachable.length > 0) {

@@ -76,10 +76,10 @@ export function decodeHello(payload: Uint8Array): Hello | { readonly error: stri
   return { version, clusterId, senderId, targetId };
 }
 
-/** `peerId`: the node that spoke for the other side. */
 /** The words of a refusal that says the acceptor belongs to another cluster than the dialler (see clusterMismatch). */
 export const OF_ANOTHER_CLUSTER = ", and this node to another, ";
 
+/** `peerId`: the node that spoke for the other side. */
 function clusterMismatch(local: string, remote: string, peerId: string): string | null {
   if (local === "" || remote === "" || local === remote) return null;
   return `peer ${JSON.stringify(peerId)} belongs to cluster ${JSON.stringify(remote)}${OF_ANOTHER_CLUSTER}${JSON.stringify(local)}: ` +

@@ -59,6 +59,17 @@ async function fullBackup(node: NodeProcess, to: string, etcDir: string, extra: 
   return JSON.parse(r.stdout) as { status: string; archive: string; snapshot: { index: number } };
 }
 
+/** A single node with table t and rows 1..20, its configuration copied as /etc/svc would hold it, and a full backup of it. */
+async function backedUpSingleNode(env: ProcEnv): Promise<{ node: NodeProcess; made: Awaited<ReturnType<typeof fullBackup>> }> {
+  const node = await env.startSingleNode();
+  await execute(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"]);
+  await writeRows(node, 1, 20);
+  const etcDir = join(env.dir, "etc-svc");
+  fs.mkdirSync(etcDir, { recursive: true });
+  fs.copyFileSync(node.configPath, join(etcDir, "config.toml"));
+  return { node, made: await fullBackup(node, join(env.dir, "backups"), etcDir) };
+}
+
 async function writesAccepted(node: NodeProcess, id: number): Promise<boolean> {
   const r = await executeRaw(node.clientUrl, [{ sql: "INSERT OR REPLACE INTO t (id, v) VALUES (?, ?)", params: [id, value(id)] }]);
   return r.status === 200;
@@ -442,13 +453,7 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
   }, 240_000);
 
   procTest("a backup restored onto a host whose node id the backup's members do not name, started without init-cluster --bootstrap, says so on /health and in its log, naming init-cluster --bootstrap; doing as it says gives the data", async (env) => {
-    const node = await env.startSingleNode();
-    await execute(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"]);
-    await writeRows(node, 1, 20);
-    const etcDir = join(env.dir, "etc-svc");
-    fs.mkdirSync(etcDir, { recursive: true });
-    fs.copyFileSync(node.configPath, join(etcDir, "config.toml"));
-    const made = await fullBackup(node, join(env.dir, "backups"), etcDir);
+    const { node, made } = await backedUpSingleNode(env);
     expect(await node.stop()).toBe(0);
     // A new host, its node named otherwise; SPEC §4.5's step 4 (init-cluster --bootstrap) skipped.
     const config = await singleNodeConfig(join(env.dir, "new-host"), {}, "db1");
@@ -478,13 +483,7 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
   }, 120_000);
 
   procTest("a backup's raft/ and store/ copied into raft/ and store/ (one level too deep) stop the node at start, naming them and how to copy them, rather than serving the data they were to replace", async (env) => {
-    const node = await env.startSingleNode();
-    await execute(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"]);
-    await writeRows(node, 1, 20);
-    const etcDir = join(env.dir, "etc-svc");
-    fs.mkdirSync(etcDir, { recursive: true });
-    fs.copyFileSync(node.configPath, join(etcDir, "config.toml"));
-    const made = await fullBackup(node, join(env.dir, "backups"), etcDir);
+    const { node, made } = await backedUpSingleNode(env);
     await writeRows(node, 21, 30);
     expect(await node.stop()).toBe(0);
     const extracted = join(env.dir, "extracted");

@@ -28,9 +28,9 @@ export async function checkedArgs(root: CommandDef, args: readonly string[]): Pr
   const rootSeen: Seen[] = [];
   let sub: CommandDef | null = null;
   const words: string[] = [];
-  // The values given to the current command's options: the argument parser keeps the last of
-  // two, so `--until A --until B` would replay to B with nothing said.
-  let values = new Map<string, string>();
+  // The current command's options given a value: the argument parser keeps the last of two,
+  // so `--until A --until B` would replay to B with nothing said.
+  let withValue = new Set<string>();
   for (let i = 0; i < args.length; i++) {
     const a = args[i] ?? "";
     if (a === "--") {
@@ -47,11 +47,9 @@ export async function checkedArgs(root: CommandDef, args: readonly string[]): Pr
       const span = (def.type === "string" || def.type === "enum") && !a.includes("=") ? 2 : 1;
       if (span === 2 && i + 1 >= args.length) throw usageError(`${a} needs a value; see \`${path} --help\``);
       if (def.type === "string" || def.type === "enum") {
-        const value = span === 2 ? (args[i + 1] ?? "") : a.slice(a.indexOf("=") + 1);
-        const earlier = values.get(name);
         // The values are not repeated: one may be a secret pasted by mistake (token revoke --hash).
-        if (earlier !== undefined) throw usageError(`--${name} is given twice: \`${path}\` takes one value; see \`${path} --help\``);
-        values.set(name, value);
+        if (withValue.has(name)) throw usageError(`--${name} is given twice: \`${path}\` takes one value; see \`${path} --help\``);
+        withValue.add(name);
       }
       if (cmd === root) rootSeen.push({ name, at: i, span });
       i += span - 1;
@@ -70,7 +68,7 @@ export async function checkedArgs(root: CommandDef, args: readonly string[]): Pr
     path = `${path} ${a}`;
     defs = (await resolve(cmd.args)) ?? {};
     words.length = 0;
-    values = new Map();
+    withValue = new Set();
   }
   // A group of commands given none (`svc admin`, `svc admin backup`): the argument parser's
   // "No command specified." names neither the group nor its --help.

@@ -54,11 +54,6 @@ export class ApplyGuards {
     this.schemaEpoch++;
   }
 
-  /** A statement that may create a TEMP object must run in a savepoint (see afterStatement). */
-  static mayCreate(sql: string): boolean {
-    return sqlTraits(sql).creates;
-  }
-
   /** After a statement succeeded: throws when it left a TEMP object behind. */
   afterStatement(sql: string): void {
     if (!sqlTraits(sql).creates) return;

@@ -7,3 +7,4 @@ export { parseJson64, stringifyJson64, jsonInt, exactInt } from "./json64.ts";
 export { emptyMembership, encodeMembership, decodeMembership, type Entry, type EntryKind, type HardState, type Membership, type NodeId } from "./log-data.ts";
 export { certificateDates, outsideValidity, type CertificateDates } from "./cert-validity.ts";
 export { pseudoFileSystemOf, pseudoFileSystemProblem, type PseudoFileSystem } from "./pseudo-fs.ts";
+export { resolvedPath } from "./resolved-path.ts";

@@ -4,8 +4,9 @@
 // path's nearest existing directory, links resolved (the path itself may not exist yet): by its
 // statfs magic, and by its mount in /proc/self/mountinfo, which alone tells devtmpfs from tmpfs.
 
-import { readFileSync, realpathSync, statfsSync, statSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { readFileSync, statfsSync } from "node:fs";
+import { resolve } from "node:path";
+import { nearestExisting, resolvedPath } from "./resolved-path.ts";
 
 /** statfs(2) f_type of each such file system (linux/magic.h). */
 const pseudoMagics: ReadonlyMap<number, string> = new Map([
@@ -43,14 +44,10 @@ export interface PseudoFileSystem {
  * cannot be told (nothing along the path can be looked at: the caller's own checks say why).
  */
 export function pseudoFileSystemOf(path: string, mountinfo = readMountinfo()): PseudoFileSystem | null {
+  // The part that does not exist yet is on the file system of the part that does.
   const existing = nearestExisting(resolve(path));
   if (existing === null) return null;
-  let real = existing;
-  try {
-    real = realpathSync(existing);
-  } catch {
-    // Looked at as written.
-  }
+  const real = resolvedPath(existing);
   const mount = mountinfo === null ? null : mountOf(real, mountinfo);
   if (mount !== null && pseudoTypes.has(mount.fsType)) return mount;
   let magic: number | null = null;
@@ -67,19 +64,6 @@ export function pseudoFileSystemOf(path: string, mountinfo = readMountinfo()): P
 export function pseudoFileSystemProblem(path: string, pseudo: PseudoFileSystem): string {
   const where = pseudo.mountPoint === null ? pseudo.fsType : `${pseudo.fsType} (mounted at ${pseudo.mountPoint})`;
   return `${JSON.stringify(path)} is on ${where}, a file system the kernel makes up: it holds no files, and what svc wrote there would be refused, or gone at the next boot`;
-}
-
-/** `path`, or the nearest directory above it that exists; null when none can be looked at. */
-function nearestExisting(path: string): string | null {
-  for (let p = path; ; p = dirname(p)) {
-    try {
-      statSync(p);
-      return p;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "ENOENT") return null;
-    }
-    if (dirname(p) === p) return null;
-  }
 }
 
 function readMountinfo(): string | null {

@@ -14,6 +14,7 @@ import {
   isObjectUrl, type BackupNodeApi,
 } from "../../backup/index.ts";
 import { secretPaths, type Config } from "../../config/index.ts";
+import { resolvedPath } from "../../util/index.ts";
 import { pauseLeaseMsMax } from "../../http/index.ts";
 import { callNode, nodeUrlWith, printJson } from "../_client.ts";
 import { defaultConfigPath, loadConfigOrExit } from "../_config.ts";
@@ -104,22 +105,6 @@ async function skipUnlessLeader(args: Common, api: BackupNodeApi, what: string):
   return true;
 }
 
-/** A path with the links in its nearest existing ancestor resolved (the rest may not exist yet). */
-function realPathOf(path: string): string {
-  const abs = resolve(path);
-  let head = abs;
-  while (!fs.existsSync(head)) {
-    const up = dirname(head);
-    if (up === head) return abs;
-    head = up;
-  }
-  try {
-    return join(fs.realpathSync(head), abs.slice(head.length));
-  } catch {
-    return abs;
-  }
-}
-
 /**
  * A backup is for the loss of the data directory: one written inside it goes with it (a disk
  * that fails, a full state rebuild, SPEC §4.5's emptied raft/, the snapshot cleanup's pruning),
@@ -127,8 +112,8 @@ function realPathOf(path: string): string {
  */
 function refuseDestinationInDataDir(to: string, dataDir: string): void {
   if (isObjectUrl(to)) return;
-  const dest = realPathOf(to);
-  const data = realPathOf(dataDir);
+  const dest = resolvedPath(to);
+  const data = resolvedPath(dataDir);
   if (dest !== data && !dest.startsWith(`${data}/`)) return;
   throw usageError(`the destination ${to} is inside the data directory ${dataDir}: the backup would be lost with it ` +
     "(a disk that fails, raft/ emptied for a restore or a rebuild); give a directory on another disk, e.g. --to /var/backups/svc, or s3://bucket/prefix");

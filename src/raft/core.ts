@@ -663,7 +663,7 @@ export class RaftCore {
           this.setPeerDiskFull(m.from, pr, true);
         } else {
           this.setPeerDiskFull(m.from, pr, false);
-          pr.probeSent = false;
+          if (!pr.probeIsFresh(this.ticks, this.opts.heartbeatTicks)) pr.probeSent = false;
           // The follower is alive but the window is full: the appends in it may all have been
           // lost. Free one slot so that the next append goes out; if the follower lacks what it
           // follows, its rejection sends this progress back to probing.
@@ -1007,7 +1007,7 @@ export class RaftCore {
     this.send(to, this.term, { type: "append", prevIndex, prevTerm, entries, commit: this.log.commit });
     let sizeBytes = 0;
     for (const e of entries) sizeBytes += e.data.length;
-    pr.sentAppend(entries.length, entries.at(-1)?.index ?? prevIndex, sizeBytes);
+    pr.sentAppend(entries.length, entries.at(-1)?.index ?? prevIndex, sizeBytes, this.ticks);
   }
 
   /**
@@ -1205,6 +1205,7 @@ export class RaftCore {
     // Success: wait for the follower's response to the installed snapshot. Failure: retry
     // after the next heartbeat response rather than at once.
     pr.probeSent = true;
+    pr.probeSentAtTick = this.ticks;
     this.logger.info("snapshot send finished", { peer, ok });
   }
 

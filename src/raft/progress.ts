@@ -67,6 +67,8 @@ export class Progress {
   state: ProgressState = "probe";
   /** probe: an append is out and unanswered, so wait (a heartbeat response also unblocks). */
   probeSent = false;
+  /** probe: the leader's tick when the append out was sent (see probeIsFresh). */
+  probeSentAtTick = 0;
   /** snapshot: the index of the snapshot being sent. */
   pendingSnapshot = 0;
   /**
@@ -176,8 +178,8 @@ export class Progress {
     }
   }
 
-  /** Book-keeping after sending an append whose last entry is lastIndex (entryCount may be 0). */
-  sentAppend(entryCount: number, lastIndex: number, sizeBytes = 0): void {
+  /** Book-keeping after sending, at tick `atTick`, an append whose last entry is lastIndex (entryCount may be 0). */
+  sentAppend(entryCount: number, lastIndex: number, sizeBytes: number, atTick: number): void {
     if (this.state === "replicate") {
       if (entryCount > 0) {
         this.next = lastIndex + 1;
@@ -185,6 +187,17 @@ export class Progress {
       }
     } else if (this.state === "probe") {
       this.probeSent = true;
+      this.probeSentAtTick = atTick;
     }
+  }
+
+  /**
+   * probe: the append out was sent less than a heartbeat (`heartbeatTicks`) before `nowTick`,
+   * so its answer may still come. A heartbeat response does not send it again then: the
+   * heartbeats queued while a member was unreachable reach it together when it comes back,
+   * and each answer would send the same appends again.
+   */
+  probeIsFresh(nowTick: number, heartbeatTicks: number): boolean {
+    return this.state === "probe" && this.probeSent && nowTick - this.probeSentAtTick < heartbeatTicks;
   }
 }

@@ -318,6 +318,33 @@ describe("leader replication", () => {
     expect(b.outbox).toEqual([]);
   });
 
+  test("a member in probe is sent one probe per heartbeat, however many heartbeat responses arrive at once", () => {
+    // Heartbeats queued while a member was down reach it together once its connection comes
+    // back, and it answers every one: each answer used to send the same appends again.
+    const c = new TestCluster(["a", "b", "c"]);
+    const a = c.elect("a");
+    c.isolate("b");
+    a.core.propose(bytes("x"), 0);
+    c.deliverAll();
+    a.core.reportUnreachable("b");
+    c.heal();
+    a.core.peerReachable("b");
+    a.process();
+    const appendsToB = (): number => a.outbox.filter((m) => m.to === "b" && m.type === "append").length;
+    expect(appendsToB()).toBe(1);
+    for (let i = 0; i < 5; i++) a.core.step({ type: "heartbeat_response", from: "b", to: "a", term: a.core.status().term, readSeq: 0 });
+    a.process();
+    expect(appendsToB()).toBe(1);
+    // A heartbeat later, its answer still missing, the probe goes again: it may have been lost.
+    a.core.tick();
+    a.outbox = a.outbox.filter((m) => m.type !== "heartbeat");
+    a.core.step({ type: "heartbeat_response", from: "b", to: "a", term: a.core.status().term, readSeq: 0 });
+    a.process();
+    expect(appendsToB()).toBe(2);
+    c.deliverAll();
+    expect(c.node("b").appliedTexts()).toEqual(["x"]);
+  });
+
   test("a follower whose appends were all lost is reached again after a heartbeat response", () => {
     const c = new TestCluster(["a", "b", "c"], { maxInflightAppends: 1, maxEntriesPerAppend: 1 });
     const a = c.elect("a");

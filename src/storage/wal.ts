@@ -57,6 +57,9 @@ export interface WalOpenResult {
 
 const hex16 = (n: number): string => n.toString(16).padStart(16, "0");
 
+/** The largest append buffer a WAL keeps between appends (a follower's batches are at most 512 KiB of entries). */
+const appendBufferBytesKept = 1024 * 1024;
+
 /** At most one WAL mark (see Wal.marks) per this many entries: 10 M entries keep 10,000 marks. */
 export const walMarkEveryEntries = 1024;
 
@@ -116,6 +119,12 @@ export class Wal {
   private readonly marks: WalFinalFrom[] = [];
   /** The thread syncAsync() runs on, started with the first call. */
   private syncer: Syncer | null = null;
+  /**
+   * The buffer append() encodes records into, kept from one append to the next (up to
+   * appendBufferBytesKept): a new one for each batch cost a follower catching up fresh pages,
+   * zeroed by the kernel, for every batch of entries it received.
+   */
+  private appendBuffer: Uint8Array = new Uint8Array(0);
 
   private constructor(
     readonly dir: string,
@@ -266,8 +275,8 @@ export class Wal {
     this.rollIfFull(first.index);
     let total = 0;
     for (const e of entries) total += recordHeaderBytes + entryHeaderBytes + e.data.length;
-    const buf = new Uint8Array(total);
-    const view = new DataView(buf.buffer);
+    const buf = this.appendBufferOf(total);
+    const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
     let offset = 0;
     let expected = first.index;
     for (const entry of entries) {
@@ -298,6 +307,13 @@ export class Wal {
     this.lastIndexValue = last.index;
     segment.maxIndex = Math.max(segment.maxIndex, last.index);
     if (segment.sizeBytes * 2 > this.options.segmentSizeBytes) this.prepareSpare();
+  }
+
+  /** `bytes` of buffer for append() to fill entirely (records leave no byte unwritten). */
+  private appendBufferOf(bytes: number): Uint8Array {
+    if (bytes > appendBufferBytesKept) return new Uint8Array(bytes);
+    if (this.appendBuffer.byteLength < bytes) this.appendBuffer = new Uint8Array(Math.min(appendBufferBytesKept, Math.max(bytes, 2 * this.appendBuffer.byteLength)));
+    return this.appendBuffer.subarray(0, bytes);
   }
 
   /** Note where the record of `index` begins, unless a mark within walMarkEveryEntries before it exists. */

@@ -83,6 +83,9 @@ export class GossipCore {
   private probeOrder: string[] = [];
   private probe: Probe | null = null;
   private nextProbeMs = 0;
+  /** When tick() last ran (null: not yet), and whether it put off its conclusions as late. */
+  private lastTickMs: number | null = null;
+  private putOff = false;
   private nextSeq = 1;
   private readonly relays = new Map<number, Relay>();
   private readonly updates = new Map<string, Pending<StateUpdate>>();
@@ -123,10 +126,24 @@ export class GossipCore {
     this.refreshOwnRecord();
   }
 
-  /** Advance time: start, escalate or conclude probes, expire suspicions. */
+  /**
+   * Advance time: start, escalate or conclude probes, expire suspicions. A tick later than
+   * half the ack timeout after the one before comes from a loop that was held up here (a long
+   * turn, a loaded host): the packets that arrived meanwhile, the acks of this member's probe
+   * among them, are read only after it. Such a tick concludes nothing; the next one does,
+   * late or not, so a member whose every tick is late still finds a member down.
+   */
   tick(nowMs: number): Outgoing[] {
     const out: Outgoing[] = [];
     const t = this.opts.timings;
+    const sinceLastMs = this.lastTickMs === null ? 0 : nowMs - this.lastTickMs;
+    this.lastTickMs = nowMs;
+    if (sinceLastMs > t.ackTimeoutMs / 2 && !this.putOff) {
+      this.putOff = true;
+      if (this.opts.logger.enabled("debug")) this.opts.logger.debug("gossip: this member's tick came late; probes are concluded at the next one", { sinceLastTickMs: sinceLastMs });
+      return out;
+    }
+    this.putOff = false;
     const probe = this.probe;
     if (probe !== null && !probe.acked && !probe.indirectSent && nowMs - probe.startedMs >= t.ackTimeoutMs) {
       probe.indirectSent = true;

@@ -125,15 +125,27 @@ export interface ArchiveCheck {
   /** The snapshot the archive holds, from its meta.json. */
   snapshot: { term: number; index: number; clusterId: string } | null;
   metadata: Record<string, unknown> | null;
+  /** The parts of a full backup (fullBackupParts) the archive lacks; empty when it could not be read. */
+  missing: string[];
+  /**
+   * Why the file is no svc backup at all (not a gzip file, or none of a full backup's parts in
+   * it): some other file given for one, not a backup that was damaged. null otherwise.
+   */
+  notBackup: string | null;
 }
 
 const requiredFiles = [manifestName, metadataName, "raft/RESTORED"];
+const snapshotPart = "a snapshot in raft/snapshots/";
+/** What every full backup holds (SPEC §2.1, §4.4 step 3), in the words verify names them. */
+const fullBackupParts = [...requiredFiles, snapshotPart, "store/", "etc/svc/"];
 
 /** List the archive and check every file against its manifest (SPEC §4.4 step 5, and more). */
 export async function verifyArchive(path: string, onFile: (path: string) => void = () => {}): Promise<ArchiveCheck> {
   const hashes = new Map<string, string>();
   const texts = new Map<string, string>();
   const links = new Map<string, string>();
+  /** Directory entries, without their trailing slash (store/ is one, empty). */
+  const dirs = new Set<string>();
   /** Entries that are neither files, hard links to them, nor directories: none is svc's. */
   const strange: string[] = [];
   let bytes = 0;
@@ -150,7 +162,10 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
           onFile(name);
           return;
         }
-        if (entry.type === "Directory") return;
+        if (entry.type === "Directory") {
+          dirs.add(name.replace(/\/+$/, ""));
+          return;
+        }
         if (entry.type !== "File" && entry.type !== "OldFile" && entry.type !== "ContiguousFile") {
           strange.push(`${name} is a ${entry.type} entry${entry.linkpath === undefined ? "" : ` (to ${entry.linkpath})`}`);
           entry.resume();
@@ -172,7 +187,7 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
       },
     });
   } catch (e) {
-    return { ok: false, path, files: hashes.size, bytes, problems: [`cannot read ${path} as a gzip tar: ${(e as Error).message}`], snapshot: null, metadata: null };
+    return unreadable(path, e, hashes.size, bytes);
   }
   // A symbolic link (or a device, a FIFO) in a backup is none of svc's: extracted, a link in
   // raft/ or store/ would have the restored node write wherever it points.
@@ -183,7 +198,18 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
     if (h === undefined) problems.push(`${name} is a link to ${target}, which is not in the archive`);
     else hashes.set(name, h);
   }
+  const metaPaths = [...texts.keys()].filter((p) => /^raft\/snapshots\/[0-9a-f]{16}-[0-9a-f]{16}\/meta\.json$/.test(p));
+  const names = [...hashes.keys(), ...dirs];
+  const holdsTree = (dir: string): boolean => names.some((n) => n === dir || n.startsWith(`${dir}/`));
+  const missing = fullBackupParts.filter((part) =>
+    part === snapshotPart ? metaPaths.length === 0 : part.endsWith("/") ? !holdsTree(part.slice(0, -1)) : !hashes.has(part));
+  if (missing.length === fullBackupParts.length) {
+    // Some other archive: what it lacks is the point, not a line for each of its files.
+    const notBackup = `the archive holds none of ${fullBackupParts.join(", ")}`;
+    return { ok: false, path, files: hashes.size, bytes, problems: [`the archive holds none of what a full backup holds: ${fullBackupParts.join(", ")}`], snapshot: null, metadata: null, missing, notBackup };
+  }
   for (const f of requiredFiles) if (!hashes.has(f)) problems.push(`${f} is missing`);
+  for (const part of ["store/", "etc/svc/"]) if (missing.includes(part)) problems.push(`${part} is missing`);
   const manifest = texts.get(manifestName) ?? "";
   const listed = new Set<string>();
   for (const line of manifest.split("\n").filter((l) => l !== "")) {
@@ -198,16 +224,24 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
     if (got === undefined) problems.push(`${file} is in the manifest but not in the archive`);
     else if (got !== want) problems.push(`${file} does not match its checksum (manifest ${want.slice(0, 12)}…, archive ${got.slice(0, 12)}…)`);
   }
-  for (const f of hashes.keys()) if (f !== manifestName && !listed.has(f)) problems.push(`${f} is in the archive but not in the manifest`);
-  const metaPaths = [...texts.keys()].filter((p) => /^raft\/snapshots\/[0-9a-f]{16}-[0-9a-f]{16}\/meta\.json$/.test(p));
+  // Without a manifest, every file would be "not in the manifest": its absence says it once.
+  if (hashes.has(manifestName)) for (const f of hashes.keys()) if (f !== manifestName && !listed.has(f)) problems.push(`${f} is in the archive but not in the manifest`);
   let snapshot: ArchiveCheck["snapshot"] = null;
   if (metaPaths.length !== 1) problems.push(`the archive holds ${metaPaths.length} snapshots, not one`);
   else {
     const metaPath = metaPaths[0] ?? "";
-    const meta = JSON.parse(texts.get(metaPath) ?? "{}") as { term?: number; index?: number; clusterId?: string; stateSha256?: string };
-    snapshot = { term: meta.term ?? 0, index: meta.index ?? 0, clusterId: meta.clusterId ?? "" };
-    const statePath = metaPath.replace(/meta\.json$/, "state.db");
-    if (hashes.get(statePath) !== meta.stateSha256) problems.push(`${statePath} does not match the SHA-256 in its meta.json`);
+    let meta: { term?: number; index?: number; clusterId?: string; stateSha256?: string } | null;
+    try {
+      meta = JSON.parse(texts.get(metaPath) ?? "{}") as { term?: number; index?: number; clusterId?: string; stateSha256?: string } | null;
+    } catch {
+      meta = null;
+      problems.push(`${metaPath} is not JSON`);
+    }
+    if (meta !== null) {
+      snapshot = { term: meta.term ?? 0, index: meta.index ?? 0, clusterId: meta.clusterId ?? "" };
+      const statePath = metaPath.replace(/meta\.json$/, "state.db");
+      if (hashes.get(statePath) !== meta.stateSha256) problems.push(`${statePath} does not match the SHA-256 in its meta.json`);
+    }
   }
   let metadata: Record<string, unknown> | null = null;
   try {
@@ -215,7 +249,36 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
   } catch {
     problems.push(`${metadataName} is not JSON`);
   }
-  return { ok: problems.length === 0, path, files: hashes.size, bytes, problems, snapshot, metadata };
+  return { ok: problems.length === 0, path, files: hashes.size, bytes, problems, snapshot, metadata, missing, notBackup: null };
+}
+
+/** A file tar could not read to its end: not gzip at all, cut short, or something else. */
+function unreadable(path: string, e: unknown, files: number, bytes: number): ArchiveCheck {
+  const failed = { ok: false, path, files, bytes, snapshot: null, metadata: null, missing: [] };
+  const head = Buffer.alloc(2);
+  let headBytes = 0;
+  try {
+    const fd = fs.openSync(path, "r");
+    try {
+      headBytes = fs.readSync(fd, head, 0, 2, 0);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    // Unreadable even for this: tar's own error below says why.
+  }
+  const code = (e as { code?: unknown } | null)?.code;
+  // tar reads an uncompressed tar too: one it cannot read that does not start as gzip does (1f 8b) is no gzip file.
+  if (code === "TAR_BAD_ARCHIVE" && (headBytes < 2 || head[0] !== 0x1f || head[1] !== 0x8b)) {
+    // Not naming `path`, which for an archive fetched from an object store is a temporary file.
+    const what = headBytes === 0 ? "the file is empty" : "the file is not gzip-compressed";
+    return { ...failed, problems: [`${what} (a full backup is a gzip-compressed tar)`], notBackup: what };
+  }
+  if (code === "TAR_BAD_ARCHIVE") {
+    return { ...failed, problems: ["the file is gzip-compressed but holds no tar archive"], notBackup: "the file holds no tar archive" };
+  }
+  if (code === "Z_BUF_ERROR") return { ...failed, problems: [`the archive is cut short: it cannot be read to its end (${(e as Error).message})`], notBackup: null };
+  return { ...failed, problems: [`cannot read ${path} as a gzip tar: ${(e as Error).message}`], notBackup: null };
 }
 
 /** Extract an archive into a directory (made if missing). */

@@ -76,6 +76,8 @@ async function stagedArchive(): Promise<{ dir: string; archive: string }> {
   fs.writeFileSync(join(snap, "meta.json"), JSON.stringify({ term: 1, index: 5, clusterId: "c", stateSha256: sha }));
   fs.writeFileSync(join(staging, "raft", "RESTORED"), "{}");
   fs.writeFileSync(join(staging, "metadata.json"), JSON.stringify({ cluster_id: "c" }));
+  fs.mkdirSync(join(staging, "etc", "svc"), { recursive: true });
+  fs.writeFileSync(join(staging, "etc", "svc", "config.toml"), `node_id = "n1"\n`);
   const archive = join(dir, fullBackupName(Date.UTC(2026, 0, 2)));
   await writeArchive(staging, archive);
   return { dir, archive };
@@ -129,6 +131,22 @@ describe("archive verification", () => {
     expect(check.problems).toContain(`raft/wal is a SymbolicLink entry (to ${join(dir, "victim")}): a backup holds only files and directories (extracted, it could make the node write outside its data directory)`);
   });
 
+  test("an archive with a sound manifest but no store/ or etc/svc/ does not verify: a full backup holds both", async () => {
+    const { dir, archive } = await stagedArchive();
+    const out = join(dir, "out");
+    fs.mkdirSync(out);
+    await tar.x({ file: archive, cwd: out });
+    const manifest = fs.readFileSync(join(out, "MANIFEST.sha256"), "utf8").split("\n").filter((l) => !l.endsWith("etc/svc/config.toml")).join("\n");
+    fs.writeFileSync(join(out, "MANIFEST.sha256"), manifest);
+    const partial = join(dir, "partial.tar.gz");
+    await tar.c({ gzip: true, file: partial, cwd: out }, ["MANIFEST.sha256", "metadata.json", "raft"]);
+    const check = await verifyArchive(partial);
+    expect(check.ok).toBe(false);
+    expect(check.missing).toEqual(["store/", "etc/svc/"]);
+    expect(check.problems).toContain("store/ is missing");
+    expect(check.problems).toContain("etc/svc/ is missing");
+  });
+
   test("a file that is not a gzip tar does not verify", async () => {
     const path = join(tempDir(), "svc-backup-20260101.tar.gz");
     fs.writeFileSync(path, "not an archive");
@@ -152,6 +170,55 @@ describe("svc admin backup verify", () => {
     });
     const empty = tempDir();
     expect(verify(empty).stderr).toContain(`give the svc-backup-<YYYYMMDD>.tar.gz file to verify (${empty} holds none)`);
+  });
+
+  test("a gzip tar of some other directory is refused as no svc backup, naming what a full backup holds (exit 1), not every file in it", async () => {
+    const dir = tempDir();
+    fs.mkdirSync(join(dir, "photos", "2025"), { recursive: true });
+    for (let i = 0; i < 30; i++) fs.writeFileSync(join(dir, "photos", "2025", `${i}.jpg`), `jpeg ${i}`);
+    const other = join(dir, "photos.tar.gz");
+    await tar.c({ gzip: true, file: other, cwd: dir }, ["photos"]);
+    const r = Bun.spawnSync([process.execPath, main, "admin", "backup", "verify", other], { stdout: "pipe", stderr: "pipe", env: { ...process.env, NO_COLOR: "1" } });
+    expect(r.exitCode).toBe(1);
+    const parts = "MANIFEST.sha256, metadata.json, raft/RESTORED, a snapshot in raft/snapshots/, store/, etc/svc/";
+    expect(r.stdout.toString()).toBe(`${other}: NOT A SVC BACKUP\n  the archive holds none of what a full backup holds: ${parts}\n`);
+    expect(r.stderr.toString()).toBe(`svc: ${other} is not a svc backup: the archive holds none of ${parts}\n  → give a svc-backup-<YYYYMMDD>.tar.gz that \`svc admin backup full\` wrote\n`);
+  });
+
+  test("an archive that lacks part of a full backup is refused naming the parts (exit 1)", async () => {
+    const { dir, archive } = await stagedArchive();
+    const out = join(dir, "out");
+    fs.mkdirSync(out);
+    await tar.x({ file: archive, cwd: out });
+    const partial = join(dir, "partial.tar.gz");
+    await tar.c({ gzip: true, file: partial, cwd: out }, ["MANIFEST.sha256", "raft"]);
+    const r = Bun.spawnSync([process.execPath, main, "admin", "backup", "verify", partial], { stdout: "pipe", stderr: "pipe", env: { ...process.env, NO_COLOR: "1" } });
+    expect(r.exitCode).toBe(1);
+    expect(r.stdout.toString()).toStartWith(`${partial}: INCOMPLETE\n`);
+    expect(r.stderr.toString()).toBe(`svc: ${partial} is not a whole full backup: it lacks metadata.json, store/, etc/svc/\n` +
+      "  → use another backup (an older one, or another copy of this one), or make one with `svc admin backup full`\n");
+  });
+
+  test("a truncated archive and a file that is not gzip are each refused with what happened, no stack trace (exit 1)", async () => {
+    const { dir, archive } = await stagedArchive();
+    const whole = fs.readFileSync(archive);
+    const cut = join(dir, "cut.tar.gz");
+    fs.writeFileSync(cut, whole.subarray(0, Math.floor(whole.length / 2)));
+    const text = join(dir, "notes.tar.gz");
+    fs.writeFileSync(text, "these are notes, not an archive\n");
+    const run = (path: string) => {
+      const r = Bun.spawnSync([process.execPath, main, "admin", "backup", "verify", path], { stdout: "pipe", stderr: "pipe", env: { ...process.env, NO_COLOR: "1" } });
+      return { exitCode: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
+    };
+    const truncated = run(cut);
+    expect(truncated.exitCode).toBe(1);
+    expect(truncated.stdout).toBe(`${cut}: DAMAGED\n  the archive is cut short: it cannot be read to its end (zlib: unexpected end of file)\n`);
+    expect(truncated.stderr).toStartWith(`svc: ${cut} does not verify\n  → use another backup`);
+    const notGzip = run(text);
+    expect(notGzip.exitCode).toBe(1);
+    expect(notGzip.stdout).toBe(`${text}: NOT A SVC BACKUP\n  the file is not gzip-compressed (a full backup is a gzip-compressed tar)\n`);
+    expect(notGzip.stderr).toBe(`svc: ${text} is not a svc backup: the file is not gzip-compressed\n  → give a svc-backup-<YYYYMMDD>.tar.gz that \`svc admin backup full\` wrote\n`);
+    for (const r of [truncated, notGzip]) expect(`${r.stdout}${r.stderr}`).not.toMatch(/^\s+at /m);
   });
 });
 

@@ -11,7 +11,7 @@ import { dirname, join, resolve } from "node:path";
 import { defineCommand } from "citty";
 import {
   FullBackup, copyOffsite, newestFullBackup, openDestination, parseDuration, snapshotBackup, verifyArchive,
-  isObjectUrl, type BackupNodeApi,
+  isObjectUrl, type ArchiveCheck, type BackupNodeApi,
 } from "../../backup/index.ts";
 import { secretPaths, type Config } from "../../config/index.ts";
 import { resolvedPath } from "../../util/index.ts";
@@ -121,6 +121,15 @@ function refuseDestinationInDataDir(to: string, dataDir: string): void {
 
 /** What to do about a backup that does not verify (the same words as archiveDamaged's hint). */
 const damagedBackupWayOut = "use another backup (an older one, or another copy of this one); a damaged archive may still be extracted with tar for what it holds";
+
+/** What verify says on stderr about an archive that does not verify, and what to do. */
+function whyNotVerified(file: string, check: ArchiveCheck): string {
+  if (check.notBackup !== null) return `${file} is not a svc backup: ${check.notBackup}\n  → give a svc-backup-<YYYYMMDD>.tar.gz that \`svc admin backup full\` wrote`;
+  if (check.missing.length > 0) {
+    return `${file} is not a whole full backup: it lacks ${check.missing.join(", ")}\n  → use another backup (an older one, or another copy of this one), or make one with \`svc admin backup full\``;
+  }
+  return `${file} does not verify\n  → ${damagedBackupWayOut}`;
+}
 
 /** File-system errors of a backup's destination, with what to do about each. */
 const destinationFixes: Readonly<Record<string, string>> = {
@@ -274,8 +283,8 @@ const verifyCommand = defineCommand({
       const shown = { ...check, path: args.file };
       if (json) printJson(shown);
       else if (check.ok) process.stdout.write(`${args.file}: ok, ${check.files} files, ${mib(check.bytes)}, snapshot ${check.snapshot?.index} (term ${check.snapshot?.term}) of cluster ${check.snapshot?.clusterId}\n`);
-      else process.stdout.write(`${args.file}: DAMAGED\n${check.problems.map((p) => `  ${p}\n`).join("")}`);
-      if (!check.ok) throw new CliExit(ExitCode.failure, json ? "" : `${args.file} does not verify\n  → ${damagedBackupWayOut}`);
+      else process.stdout.write(`${args.file}: ${check.notBackup !== null ? "NOT A SVC BACKUP" : check.missing.length > 0 ? "INCOMPLETE" : "DAMAGED"}\n${check.problems.map((p) => `  ${p}\n`).join("")}`);
+      if (!check.ok) throw new CliExit(ExitCode.failure, json ? "" : whyNotVerified(args.file, check));
     } finally {
       if (temp !== null) fs.rmSync(dirname(temp), { recursive: true, force: true });
     }

@@ -23,7 +23,15 @@ export interface BackupNodeApi {
   appliedIndex(): Promise<number>;
   /** Take an image on this node and wait for it: its directory (absolute, on this host). */
   snapshotHere(): Promise<{ dir: string; index: number; term: number }>;
+  /**
+   * total_entries as `stats` counts them on this node, and the applied index it gave with them,
+   * for metadata.json: what a restore's verification compares `stats` with (SPEC §4.5).
+   */
+  totalEntries(): Promise<{ total_entries: number | null; total_entries_applied_index: number | null }>;
 }
+
+/** metadata.json's count when the node could not count (the backup goes on: the archive is what matters). */
+const notCounted = { total_entries: null, total_entries_applied_index: null };
 
 export interface FullBackupOptions {
   to: string;
@@ -109,8 +117,9 @@ export class FullBackup {
       }, Math.max(1000, Math.floor(o.leaseMs / 3)));
       await this.waitApplied(pauseIndex);
       o.progress("taking a snapshot");
-      const image = await api.snapshotHere();
-      this.stage(image.dir, info);
+      // Counted beside the image while writes are paused: the rows the archive holds.
+      const [image, counted] = await Promise.all([api.snapshotHere(), api.totalEntries().catch(() => notCounted)]);
+      this.stage(image.dir, { ...info, ...counted });
       await this.resume();
       const pausedMs = performance.now() - pausedAt;
       o.progress("writes resumed; writing the archive");

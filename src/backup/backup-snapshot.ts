@@ -24,7 +24,7 @@ export function snapshotBackupName(nowMs: number): string {
 }
 
 export async function snapshotBackup(
-  api: Pick<BackupNodeApi, "clusterInfo" | "snapshotHere">,
+  api: Pick<BackupNodeApi, "clusterInfo" | "snapshotHere" | "totalEntries">,
   o: { to: string; holdMs: number; nowMs: number; progress: (step: string) => void },
 ): Promise<SnapshotBackupResult> {
   const info = await api.clusterInfo();
@@ -40,7 +40,9 @@ export async function snapshotBackup(
     const name = snapshotBackupName(o.nowMs);
     const dirName = basename(image.dir);
     const files = [snapshotStateFile, snapshotMetaFile];
-    const metadata = `${JSON.stringify(info, null, 2)}\n`;
+    // Counted after the image, with writes going on: total_entries_applied_index says where.
+    const counted = await api.totalEntries().catch(() => ({ total_entries: null, total_entries_applied_index: null }));
+    const metadata = `${JSON.stringify({ ...info, ...counted }, null, 2)}\n`;
     if (isObjectUrl(o.to)) {
       const store = ObjectStore.at(o.to);
       for (const prefix of [name, "latest"]) {

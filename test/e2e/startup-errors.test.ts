@@ -368,8 +368,9 @@ describe("configuration checks", () => {
 
     const info = await runBinary(["cluster-info", "--node", node.adminUrl, "--json"], { executable: link });
     expect(info.exitCode).toBe(0);
-    const parsed = JSON.parse(info.stdout) as { node_id: string };
+    const { total_entries: totalEntries, total_entries_applied_index: _, ...parsed } = JSON.parse(info.stdout) as { node_id: string; total_entries: number; total_entries_applied_index: number };
     expect(parsed.node_id).toBe("node1");
+    expect(totalEntries).toBe(1);
     expect(parsed).toEqual(await getJson(`${node.adminUrl}/admin/cluster-info`));
   });
 });

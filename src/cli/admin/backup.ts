@@ -19,6 +19,7 @@ import { pauseLeaseMsMax } from "../../http/index.ts";
 import { callNode, nodeUrlWith, printJson } from "../_client.ts";
 import { defaultConfigPath, loadConfigOrExit } from "../_config.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
+import { totalEntriesOf } from "./cluster-info.ts";
 
 const commonArgs = {
   config: { type: "string", description: `Configuration file (data_dir, admin address, [backup]; default ${defaultConfigPath()})`, valueHint: "FILE" },
@@ -86,6 +87,7 @@ function setup(args: Common): { config: Config; configPath: string; base: string
       throw first;
     },
     appliedIndex: async () => ((await callNode(base, "GET", "/admin/stats")) as { applied_index: number }).applied_index,
+    totalEntries: async () => totalEntriesOf(await callNode(base, "GET", "/admin/stats")),
     snapshotHere: async () => {
       const s = (await callNode(base, "POST", "/admin/snapshot?wait=true&local=true", undefined, 3_600_000)) as { dir: string; index: number; term: number };
       return { dir: s.dir, index: s.index, term: s.term };

@@ -10,6 +10,8 @@ import { freePort } from "./proc-ports.ts";
 export interface S3Server {
   readonly endpoint: string;
   readonly bucket: string;
+  /** Where the server keeps its objects: a file's modification time is its object's last-modified time. */
+  readonly dir: string;
   /** Environment variables for a process that talks to this server. */
   readonly env: Record<string, string>;
   stop(): Promise<void>;
@@ -42,6 +44,7 @@ export async function startS3Server(bucket = "svc-backups"): Promise<S3Server> {
   return {
     endpoint,
     bucket,
+    dir,
     env: { AWS_ACCESS_KEY_ID: "S3RVER", AWS_SECRET_ACCESS_KEY: "S3RVER", AWS_REGION: "us-east-1", AWS_ENDPOINT_URL: endpoint },
     async stop() {
       proc.kill();

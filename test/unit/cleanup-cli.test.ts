@@ -148,6 +148,21 @@ describe("svc admin cleanup-wal-archive", () => {
     expect(svc("admin", "cleanup-wal-archive").exitCode).toBe(2);
   });
 
+  test("--older-than below a day (0d, 0h, 0s, 23h) is refused with exit 2 and removes nothing: a point-in-time restore from the newest daily backup replays those segments", () => {
+    const recent = walFile(root, "0000000000000101-0000000000000200-0000000000000001.wal", 0.5);
+    const older = walFile(root, "0000000000000001-0000000000000100-0000000000000001.wal", 2);
+    for (const age of ["0d", "0h", "0s", "23h", "1439m"]) {
+      const r = svc("admin", "cleanup-wal-archive", "--dir", root, "--older-than", age);
+      expect({ age, exitCode: r.exitCode, stdout: r.stdout }).toEqual({ age, exitCode: 2, stdout: "" });
+      expect(r.stderr).toBe(`svc: --older-than ${age} would remove archived WAL segments written since the newest daily full backup, ` +
+        "which a point-in-time restore from it replays (SPEC §4.5)\n  → give at least 1d; the weekly timer keeps 30d, as long as full backups are kept\n");
+    }
+    expect([fs.existsSync(recent), fs.existsSync(older)]).toEqual([true, true]);
+    const day = svc("admin", "cleanup-wal-archive", "--dir", root, "--older-than", "24h");
+    expect(day.exitCode).toBe(0);
+    expect([fs.existsSync(recent), fs.existsSync(older)]).toEqual([true, false]);
+  });
+
   test.skipIf(!canRunAsNobody())("a directory the user may list but not search fails with exit 1, naming the file and what to do", () => {
     const dir = join(root, "archive");
     fs.mkdirSync(dir);

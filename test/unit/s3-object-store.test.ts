@@ -85,9 +85,13 @@ describe("object store", () => {
     const dry = await cleanupWalArchiveObjects(url, { olderThanMs: 30 * 86_400_000, nowMs: nowMs + 31 * 86_400_000, dryRun: true }, s3.env);
     expect(dry.removed.length).toBe(2);
     expect((await store.list()).length).toBe(4);
-    // Through the command, as the weekly timer runs it.
+    // Through the command, as the weekly timer runs it, once the segments are 31 days old.
+    const monthAgo = new Date(nowMs - 31 * 86_400_000);
+    for (const f of fs.readdirSync(s3.dir, { recursive: true, encoding: "utf8" })) {
+      if (f.includes(".wal")) fs.utimesSync(join(s3.dir, f), monthAgo, monthAgo);
+    }
     const main = join(import.meta.dir, "../../src/main.ts");
-    const r = Bun.spawnSync([process.execPath, main, "admin", "cleanup-wal-archive", "--dir", url, "--older-than", "0s", "--json"], {
+    const r = Bun.spawnSync([process.execPath, main, "admin", "cleanup-wal-archive", "--dir", url, "--older-than", "30d", "--json"], {
       stdout: "pipe", stderr: "pipe", env: { ...process.env, ...s3.env, NO_COLOR: "1" },
     });
     expect(r.stderr.toString()).toBe("");

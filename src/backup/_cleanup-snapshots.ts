@@ -3,14 +3,16 @@
 //   is never removed, whatever its age: the node restarts from it and sends it to followers;
 // - any other snapshot directory older than the threshold is removed, valid or damaged; its age
 //   is meta.createdAt, else the directory's modification time;
-// - incomplete temp directories (`.tmp…`) older than the threshold are removed too;
+// - incomplete temp directories (`.tmp…`) older than the threshold are removed too, but never
+//   one of a process still running (`.tmp-<pid>-…`): the node may be writing a snapshot there,
+//   for as long as a large one takes, and a zero threshold must not take it from under it;
 // - if snapshots exist but none verifies, none is removed: that is reported as a problem to look
 //   at (verify-checksums), not something to tidy away.
 
 import * as fs from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import {
-  dataPaths, fsyncDir, parseSnapshotDirName, readSnapshotMeta, snapshotHeld, snapshotMetaFile, verifySnapshot,
+  dataPaths, fsyncDir, parseSnapshotDirName, processAlive, readSnapshotMeta, snapshotHeld, snapshotMetaFile, verifySnapshot,
   type SnapshotEntry,
 } from "../storage/index.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -19,6 +21,8 @@ import { formatDuration } from "./_duration.ts";
 import { readDirOrThrow, removePath, treeSizeBytes } from "./_fs.ts";
 
 const TEMP_PREFIX = ".tmp";
+/** A snapshot being built or received: `.tmp-<pid>-<ms>-<random>` (storage/snapshots.ts beginTemp). */
+const tempPidPattern = /^\.tmp-(\d+)-/;
 
 interface Candidate {
   readonly entry: SnapshotEntry;
@@ -78,7 +82,10 @@ export async function cleanupSnapshots(dataDir: string, options: CleanupOptions)
   for (const path of temps) {
     const tempAgeMs = ageMs(path, undefined, options.nowMs);
     const sizeBytes = treeSizeBytes(path);
-    if (isOlder(tempAgeMs, options)) {
+    const pid = Number(tempPidPattern.exec(basename(path))?.[1] ?? Number.NaN);
+    if (Number.isSafeInteger(pid) && processAlive(pid)) {
+      report.kept.push({ path, reason: `incomplete snapshot of a running process (pid ${pid}), possibly being written`, ageMs: tempAgeMs, sizeBytes });
+    } else if (isOlder(tempAgeMs, options)) {
       remove({ path, reason: `incomplete snapshot older than ${formatDuration(options.olderThanMs)}`, ageMs: tempAgeMs, sizeBytes }, report, options);
     } else {
       report.kept.push({ path, reason: "incomplete snapshot, possibly being written", ageMs: tempAgeMs, sizeBytes });

@@ -23,6 +23,6 @@ export {
   archiveSegmentName, parseArchiveSegmentName, encodeArchiveSegment, scanArchiveSegment, checkArchiveSegment, archivedEntries, checkArchiveFile, archiveFileEntries, readWalRange,
   type ArchivedRange, type ArchiveScan, type ArchiveCheck, type WalRangeRead,
 } from "./wal-archive.ts";
-export { removeAtomicWriteLeftovers, removeFilesOfDeadProcesses, removeReplayLeftovers } from "./replay-leftovers.ts";
+export { processAlive, removeAtomicWriteLeftovers, removeFilesOfDeadProcesses, removeReplayLeftovers } from "./replay-leftovers.ts";
 export { ensureMemberMark, readMemberMark } from "./member-mark.ts";
 export { writeRemovedMark, inspectRemovedMark, removedMarkPath, removedMarkFile, type RemovedMark, type RemovedMarkRead } from "./removed-mark.ts";

@@ -63,7 +63,8 @@ export function removeFilesOfDeadProcesses(dir: string, pattern: RegExp, minAgeM
   return removed;
 }
 
-function processAlive(pid: number): boolean {
+/** Whether a process with this pid runs (as any user). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -157,7 +157,8 @@ describe("cleanup-snapshots", () => {
 
   test("removes old incomplete temp directories and keeps fresh ones", async () => {
     const newest = makeSnapshot({ index: 100, ageDays: 1 });
-    for (const [name, ageDays] of [[".tmp-123-old", 9], [".tmp-456-fresh", 0]] as const) {
+    // Pids above the kernel's largest (2^22): no process runs with them.
+    for (const [name, ageDays] of [[".tmp-4194311-old", 9], [".tmp-4194312-fresh", 0]] as const) {
       const dir = join(snapshotsDir, name);
       fs.mkdirSync(dir);
       fs.writeFileSync(join(dir, "state.db"), "partial");
@@ -165,8 +166,26 @@ describe("cleanup-snapshots", () => {
       fs.utimesSync(dir, mtime, mtime);
     }
     const report = await cleanupSnapshots(dataDir, SEVEN_DAYS);
-    expect(remaining()).toEqual([".tmp-456-fresh", newest]);
-    expect(report.removed.map((e) => e.path)).toEqual([join(snapshotsDir, ".tmp-123-old")]);
+    expect(remaining()).toEqual([".tmp-4194312-fresh", newest]);
+    expect(report.removed.map((e) => e.path)).toEqual([join(snapshotsDir, ".tmp-4194311-old")]);
+  });
+
+  test("with a zero age, only the newest valid snapshot and the temp directory of a running process stay: a snapshot being written is not taken from under it", async () => {
+    const old = makeSnapshot({ index: 10, ageDays: 9 });
+    const recent = makeSnapshot({ index: 20, ageDays: 0.01 });
+    const newest = makeSnapshot({ index: 30, ageDays: 0.01 });
+    const writing = `.tmp-${process.pid}-${NOW_MS}-1`;
+    const left = ".tmp-4194311-1-1";
+    for (const name of [writing, left]) {
+      fs.mkdirSync(join(snapshotsDir, name));
+      fs.writeFileSync(join(snapshotsDir, name, "state.db"), "partial");
+      const mtime = (NOW_MS - 2 * DAY_MS) / 1000;
+      fs.utimesSync(join(snapshotsDir, name), mtime, mtime);
+    }
+    const report = await cleanupSnapshots(dataDir, { olderThanMs: 0, nowMs: NOW_MS, dryRun: false });
+    expect(remaining()).toEqual([writing, newest].sort());
+    expect(report.removed.map((e) => e.path).sort()).toEqual([join(snapshotsDir, left), join(snapshotsDir, old), join(snapshotsDir, recent)].sort());
+    expect(report.kept.find((e) => e.path === join(snapshotsDir, writing))?.reason).toBe(`incomplete snapshot of a running process (pid ${process.pid}), possibly being written`);
   });
 
   test("leaves entries that are not snapshots alone, whatever their age", async () => {

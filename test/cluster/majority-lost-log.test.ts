@@ -1,0 +1,106 @@
+// SPEC §4.6 recovery from snapshot done on a majority of the voters at once: each of them lost
+// log entries it may have acknowledged, so none of them votes (DESIGN §5), and the one member
+// that kept its log cannot win an election alone. The cluster stays without a leader: every
+// member's /health, its log and cluster-status must say why, name the members that lost their
+// log and give the way out; putting the WAL back (it was moved aside) is one, and must work.
+
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { beforeAll, describe, expect } from "bun:test";
+import { clusterTest, expectSameData } from "../lib/cluster.ts";
+import { Ledger, WriteLoad, ensureBinary, execute, kvSchema, postJson, runBinary, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
+
+useProcessCleanup();
+
+/** What the members that lost their log say on /health, in their log and in cluster-status. */
+const majorityLost = /a majority of the voters lost their log \(node2, node3 of node1, node2, node3\): no leader can be elected/;
+
+/** Move the contents of `node`'s raft/wal/ to `aside` (SPEC §4.6 removes them; these can be put back). */
+function moveWalAside(node: NodeProcess, aside: string): void {
+  const walDir = join(node.dataDir, "raft", "wal");
+  fs.mkdirSync(aside, { recursive: true });
+  const names = fs.readdirSync(walDir);
+  expect(names.length).toBeGreaterThan(0);
+  for (const name of names) fs.renameSync(join(walDir, name), join(aside, name));
+}
+
+/** The way out the message gives first: the WAL put back in place of what is there, raft/LOST_LOG removed. */
+function putWalBack(node: NodeProcess, aside: string): void {
+  const walDir = join(node.dataDir, "raft", "wal");
+  for (const name of fs.readdirSync(walDir)) fs.rmSync(join(walDir, name), { recursive: true, force: true });
+  for (const name of fs.readdirSync(aside)) fs.renameSync(join(aside, name), join(walDir, name));
+  fs.rmSync(join(node.dataDir, "raft", "LOST_LOG"), { force: true });
+}
+
+describe("a majority of the voters lost their log (SPEC §4.6 on two members of three)", () => {
+  beforeAll(() => {
+    ensureBinary();
+  });
+
+  clusterTest("with two of three voters' WAL emptied no leader can be elected: /health, the log and cluster-status say so, name them and the way out; their WAL put back, the cluster elects a leader with every write", {
+    overrides: { snapshotIntervalEntries: 100 },
+  }, async (cluster) => {
+    await cluster.start();
+    const [a, b, c] = cluster.nodes as [NodeProcess, NodeProcess, NodeProcess];
+    await execute(a.clientUrl, [kvSchema]);
+    // node1 is to keep its log: let it lead while the rows are written, so it holds them all.
+    const leader = await cluster.waitLeader();
+    if (leader !== a) {
+      expect((await postJson(`${leader.adminUrl}/admin/transfer-leader`, { id: a.nodeId })).status).toBe(200);
+      await cluster.waitLeader();
+    }
+    const ledger = new Ledger(32);
+    const load = new WriteLoad({ target: () => a.clientUrl, clients: 4, keyPrefix: "a", ledger, requestTimeoutMs: 10_000 });
+    try {
+      await load.untilAcked(300);
+    } finally {
+      await load.stop();
+    }
+    await cluster.waitConverged();
+
+    // The operator takes two followers through SPEC §4.6's recovery from snapshot at once.
+    expect(await b.stop()).toBe(0);
+    expect(await c.stop()).toBe(0);
+    await waitFor("node1 to step down without a majority", async () => (await cluster.health(a))?.role !== "leader");
+    const aside = (n: NodeProcess): string => join(cluster.env.dir, `${n.nodeId}-wal-aside`);
+    moveWalAside(b, aside(b));
+    moveWalAside(c, aside(c));
+    b.spawn();
+    c.spawn();
+
+    // Each member says it on /health: the ones that lost their log, and the one that kept it.
+    for (const n of cluster.nodes) {
+      await waitFor(`${n.nodeId}'s /health to say that a majority of the voters lost their log`, async () => {
+        const h = await cluster.health(n);
+        return h !== null && h.status === "unavailable" && majorityLost.test(h.problem ?? "");
+      }, { deadlineMs: 30_000 });
+    }
+    const h = await cluster.health(b);
+    expect(h?.problem).toContain("raft/wal/");
+    expect(h?.problem).toContain("LOST_LOG");
+    expect(h?.problem).toContain("init-cluster --bootstrap");
+
+    // The log says it once, at error level, not at every tick.
+    for (const n of cluster.nodes) {
+      await waitFor(`${n.nodeId}'s log to say that a majority of the voters lost their log`, () => majorityLost.test(n.lastRunLog()), { deadlineMs: 30_000 });
+    }
+    const status = await runBinary(["admin", "cluster-status", "--json", "--node", a.adminUrl], { deadlineMs: 30_000 });
+    expect(status.exitCode).not.toBe(0);
+    const report = JSON.parse(status.stdout) as { problems: string[] };
+    expect(report.problems.some((p) => majorityLost.test(p))).toBe(true);
+    for (const n of cluster.nodes) {
+      const lines = n.lastRunLog().split("\n").filter((l) => majorityLost.test(l));
+      expect(lines.length).toBe(1);
+      expect(lines[0]).toContain("ERROR");
+    }
+
+    // The way out the message gives first: their WAL was moved aside, so it goes back.
+    for (const n of [b, c]) {
+      expect(await n.stop()).toBe(0);
+      putWalBack(n, aside(n));
+      n.spawn();
+    }
+    await Promise.all(cluster.nodes.map((n) => cluster.waitHealthy(n, 30_000)));
+    await expectSameData(cluster, ledger);
+  }, 150_000);
+});

@@ -134,6 +134,7 @@ function isFacts(v: unknown): v is MemberFacts {
   const archive = v["archive"];
   return isText(v["role"]) && isCount(v["term"]) && (v["leader"] === null || isId(v["leader"])) && isCount(v["commitIndex"]) && isCount(v["appliedIndex"])
     && isText(v["version"]) && isText(v["recovery"]) && (v["diskFull"] === undefined || typeof v["diskFull"] === "boolean")
+    && (v["lostLog"] === undefined || typeof v["lostLog"] === "boolean")
     && isObject(a) && isText(a["peer"]) && isText(a["client"]) && isText(a["admin"])
     && isObject(links) && Object.entries(links).every(([k, up]) => isId(k) && typeof up === "boolean")
     && (archive === null || (isObject(archive) && isCount(archive["archivedThrough"]) && (archive["lastArchivedSegment"] === null || isText(archive["lastArchivedSegment"]))

@@ -21,6 +21,11 @@ export interface MemberFacts {
   readonly recovery: string;
   /** The member's data directory's disk is full (absent from members that do not say). */
   readonly diskFull?: boolean;
+  /**
+   * The member lost log entries it held (its WAL emptied or cut) and does not vote until a
+   * leader gives them back (absent from members that do not say).
+   */
+  readonly lostLog?: boolean;
   readonly addresses: { readonly peer: string; readonly client: string; readonly admin: string };
   /** This member's Raft links: peer id → a working connection both ways. */
   readonly raftLinks: Readonly<Record<string, boolean>>;

@@ -45,6 +45,8 @@ export function gossipStatusJson(node: SvcNode): Record<string, unknown> {
           version: m.record.facts.version,
           recovery: m.record.facts.recovery,
           disk_full: m.record.facts.diskFull === true,
+          // The member lost log entries it held and does not vote until a leader gives them back.
+          lost_log: m.record.facts.lostLog === true,
           peer: m.record.facts.addresses.peer,
           client: m.record.facts.addresses.client,
           admin: m.record.facts.addresses.admin,

@@ -74,6 +74,7 @@ function ownFacts(ctx: NodeContext, version: string): MemberFacts {
     version,
     recovery: ctx.recovery,
     diskFull: ctx.diskFull !== null,
+    lostLog: ctx.lostLog,
     addresses: {
       peer: own?.peer ?? ctx.config.listen.peer.raw,
       client: own?.client ?? ctx.config.listen.client.raw,

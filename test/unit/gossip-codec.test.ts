@@ -63,6 +63,21 @@ describe("gossip packets", () => {
     expect(decodePacket(bad, "cluster-a", key, 1400)).toEqual({ ok: false, reason: "malformed" });
   });
 
+  test("a member's lost log is carried; a packet of a member that does not say decodes as well", () => {
+    const facts = ping.facts[0]!;
+    const lost: GossipMessage = { ...ping, facts: [{ ...facts, facts: { ...facts.facts, lostLog: true } }] };
+    expect(decodePacket(encodePacket(lost, "cluster-a", key), "cluster-a", key, 1400)).toEqual({ ok: true, message: lost });
+    expect(decodePacket(encodePacket(ping, "cluster-a", key), "cluster-a", key, 1400)).toEqual({ ok: true, message: ping });
+    const bad = { ...ping, facts: [{ ...facts, facts: { ...facts.facts, lostLog: "yes" } }] } as unknown as GossipMessage;
+    expect(decodePacket(encodePacket(bad, "cluster-a", key), "cluster-a", key, 1400)).toEqual({ ok: false, reason: "malformed" });
+  });
+
+  test("a fact this version does not know (one a newer member adds) is no reason to drop the packet: a rolling upgrade keeps gossip", () => {
+    const facts = ping.facts[0]!;
+    const newer = { ...ping, facts: [{ ...facts, facts: { ...facts.facts, aFactOfLater: 3 } }] } as unknown as GossipMessage;
+    expect(decodePacket(encodePacket(newer, "cluster-a", key), "cluster-a", key, 1400).ok).toBe(true);
+  });
+
   test("a packet over the size bound is dropped as too_large", () => {
     expect(decodePacket(new Uint8Array(1401), "cluster-a", key, 1400)).toEqual({ ok: false, reason: "too_large" });
   });

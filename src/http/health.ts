@@ -27,15 +27,20 @@ export function healthResponse(node: SvcNode): Response {
   const noLeader = leaderlessMs > 2 * node.config.raft.electionTimeoutMs;
   const removed = node.removedProblem ?? node.foreignMembersProblem;
   const healthy = s.recovery === "healthy" && node.fatal === null && !noLeader && removed === null;
+  // Too many voters lost their log for any election to succeed: waiting changes nothing, and
+  // every member, the one that kept its log too, says what the operator must do.
+  const lostLogQuorum = noLeader ? node.lostLogQuorumProblem : null;
   const problem = removed !== null
     ? removed
-    : noLeader && node.lostLog
-      ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node lost log entries and does not vote until a leader gives them back; ` +
-        "check that a majority of the other voters is up and reaches it (`svc admin cluster-status`). Only if every member was restored from the same snapshot " +
-        "copied by hand (no raft/RESTORED) can none of them lead: then stop them all, run `svc admin init-cluster --bootstrap` on each, and start them"
-      : noLeader
-        ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node reaches no majority of the voters (check the others with \`svc admin cluster-status\`)`
-        : null;
+    : lostLogQuorum !== null
+      ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: ${lostLogQuorum}`
+      : noLeader && node.lostLog
+        ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node lost log entries and does not vote until a leader gives them back; ` +
+          "check that a majority of the other voters is up and reaches it (`svc admin cluster-status`). Only if every member was restored from the same snapshot " +
+          "copied by hand (no raft/RESTORED) can none of them lead: then stop them all, run `svc admin init-cluster --bootstrap` on each, and start them"
+        : noLeader
+          ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node reaches no majority of the voters (check the others with \`svc admin cluster-status\`)`
+          : null;
   const diskFull = node.diskFull;
   return json(
     {

@@ -6,6 +6,7 @@
 import type { Config } from "../config/index.ts";
 import type { Clock, LogStore, PeerNetwork, RemovedRecord, SnapshotStore } from "../io/index.ts";
 import type { GossipService } from "../gossip/index.ts";
+import type { LostLogQuorum } from "./lost-log-quorum.ts";
 import type { Entry, Membership, RaftCore, Role } from "../raft/index.ts";
 import { majority } from "../raft/index.ts";
 import type { MemberAddress, Store } from "../store/index.ts";
@@ -163,6 +164,11 @@ export class NodeContext {
   onFatal: ((e: SvcError) => void) | null = null;
   /** Failing pending reads too is the read barrier's job; it registers here. */
   readonly failHooks: ((e: SvcError) => void)[] = [];
+  /**
+   * The voters that lost their log, when they leave too few to elect a leader (see
+   * lost-log-quorum.ts); null otherwise, or when this node cannot tell (no gossip).
+   */
+  lostLogQuorum: () => LostLogQuorum | null = () => null;
   /** Archives the WAL while this node leads (set by the loop when the io can archive). */
   walArchiver: WalArchivePart | null = null;
   /** What raft/REMOVED holds (see syncRemoval). */

@@ -11,6 +11,7 @@ import { SvcError, errorMessage } from "../util/errors.ts";
 import { listenFailure } from "../util/listen-failure.ts";
 import type { Logger } from "../util/logger.ts";
 import type { NodeContext } from "./context.ts";
+import { lostLogQuorum } from "./lost-log-quorum.ts";
 
 export type { GossipSnapshot };
 
@@ -58,6 +59,16 @@ export function wireGossip(ctx: NodeContext, gossip: GossipService, registry: Me
     stranger: (id, peer) => ctx.learnStrangerAddress(id, peer),
   });
   registerGossipMetrics(registry, gossip);
+  ctx.lostLogQuorum = () => {
+    // A member that lost its log may have lost the membership with it: the configuration's members stand in.
+    const m = ctx.core.status().membership;
+    const voters = m.voters.length > 0 ? m.voters : ctx.config.cluster.members.map((x) => x.id);
+    const members = gossip.snapshot().members;
+    // Only what members alive now say counts: a stopped one may come back with its log.
+    return lostLogQuorum(voters, (id) => id === ctx.config.nodeId
+      ? ctx.lostLog
+      : members.some((x) => x.id === id && x.state === "alive" && x.record?.facts.lostLog === true));
+  };
 }
 
 function ownFacts(ctx: NodeContext, version: string): MemberFacts {

@@ -22,11 +22,13 @@ import { PeerMessages } from "./peer-messages.ts";
 import { ReadBarriers } from "./reads.ts";
 import type { SnapshotPolicy } from "./snapshot-policy.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
+import { lostLogQuorumText } from "./lost-log-quorum.ts";
 import { WalArchiver } from "./wal-archiver.ts";
 
 const writeTimeoutMs = 30_000;
 /** How often a node that lost its log and sees no leader says it still waits (see tellLostLogWaits). */
 const lostLogReminderMs = 30_000;
+const lostLogQuorumCheckMs = 1_000;
 
 export class EffectLoop {
   readonly reads: ReadBarriers;
@@ -48,6 +50,9 @@ export class EffectLoop {
   private peersMembership: Membership | null = null;
   /** When a node that lost its log last said it still waits for a leader (monotonic ms). */
   private lostLogToldAtMs: number | null = null;
+  /** The lost-log quorum last logged ("lost/voters"), until a leader is known again; and when last looked for. */
+  private lostLogQuorumTold: string | null = null;
+  private lostLogQuorumCheckedAtMs: number | null = null;
   /** A full disk: a Ready it stalled, retried every second (disk-guard.ts). */
   private readonly disk: DiskGuard;
   /** Messages to and from the other members (peer-messages.ts). */
@@ -135,7 +140,8 @@ export class EffectLoop {
   private tellLostLogWaits(): void {
     const { ctx } = this;
     const nowMs = ctx.clock.monotonicMs();
-    if (ctx.core.status().leaderId !== null) {
+    // It hears no election (it does not tick), so it may still name the leader it last heard from.
+    if (ctx.leaderlessMs() <= 2 * ctx.config.raft.electionTimeoutMs) {
       this.lostLogToldAtMs = null;
       return;
     }
@@ -157,6 +163,28 @@ export class EffectLoop {
     });
   }
 
+  /**
+   * Too many voters lost their log for a leader to be elected (lost-log-quorum.ts): say it at
+   * error level once, and again only if the members in that state change, not at every tick
+   * (the half-minute reminder of tellLostLogWaits, whose hint does not fit, stays quiet then).
+   */
+  private tellLostLogQuorum(): void {
+    const { ctx } = this;
+    const nowMs = ctx.clock.monotonicMs();
+    const leaderlessMs = ctx.leaderlessMs();
+    if (leaderlessMs === 0) this.lostLogQuorumTold = null;
+    // Gossip changes within a protocol period (a second): looking at every tick would cost for nothing.
+    if (this.lostLogQuorumCheckedAtMs !== null && nowMs - this.lostLogQuorumCheckedAtMs < lostLogQuorumCheckMs) return;
+    this.lostLogQuorumCheckedAtMs = nowMs;
+    if (leaderlessMs <= 2 * ctx.config.raft.electionTimeoutMs) return;
+    const q = ctx.lostLogQuorum();
+    if (q === null) return;
+    const key = `${q.lost.join(",")}/${q.voters.join(",")}`;
+    if (key === this.lostLogQuorumTold) return;
+    this.lostLogQuorumTold = key;
+    ctx.logger.error(`recovery: no leader for ${(leaderlessMs / 1000).toFixed(1)} s: ${lostLogQuorumText(q)}`, { lost: q.lost.join(","), voters: q.voters.join(",") });
+  }
+
   private tick(): void {
     const { ctx } = this;
     this.updatePriority();
@@ -168,7 +196,8 @@ export class EffectLoop {
     this.disk.check();
     this.commitStoreIfDue();
     if (!ctx.lostLog && this.disk.stalled === null && !this.disk.holdsElection()) ctx.core.tick();
-    if (ctx.lostLog) this.tellLostLogWaits();
+    this.tellLostLogQuorum();
+    if (ctx.lostLog && this.lostLogQuorumTold === null) this.tellLostLogWaits();
     ctx.syncRemoval();
     const leaderlessMs = ctx.leaderlessMs();
     if (ctx.waiters.size > 0 && leaderlessMs > 2 * ctx.config.raft.electionTimeoutMs) {

@@ -36,6 +36,7 @@ import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 import { openNode } from "./start.ts";
 import type { PeerSecrets } from "./peer-tls.ts";
 import { wireGossip, type GossipSnapshot } from "./gossip.ts";
+import { lostLogQuorumText } from "./lost-log-quorum.ts";
 import type { NodeParts } from "./context.ts";
 import { messageTraceFields } from "./_message-trace.ts";
 import type { ConfigDrift } from "./config-drift.ts";
@@ -225,6 +226,16 @@ export class SvcNode {
   /** The node lost log entries it held and waits, not voting, for a leader to give them back (see NodeContext.lostLog). */
   get lostLog(): boolean {
     return this.ctx.lostLog;
+  }
+
+  /**
+   * With no leader for two election timeouts, the voters that lost their log when they leave too
+   * few to elect one, with what to do (see lost-log-quorum.ts); null otherwise.
+   */
+  get lostLogQuorumProblem(): string | null {
+    if (this.ctx.leaderlessMs() <= 2 * this.ctx.config.raft.electionTimeoutMs) return null;
+    const q = this.ctx.lostLogQuorum();
+    return q === null ? null : lostLogQuorumText(q);
   }
 
   /** Removed from the cluster (see NodeContext.removed). */

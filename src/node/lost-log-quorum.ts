@@ -1,0 +1,44 @@
+// Too many voters lost their log: a member that lost entries it held does not vote until a
+// leader gives them back (it may have acknowledged writes no other member holds), so when the
+// voters that kept their log are fewer than a majority, no leader can ever be elected and none
+// of them gets anything back. Nothing automatic is safe then; this names the members and the
+// operator's ways out, for /health, the log and cluster-status alike.
+
+import { majority } from "../raft/index.ts";
+
+export interface LostLogQuorum {
+  /** Every voter, sorted. */
+  readonly voters: readonly string[];
+  /** The voters known to have lost their log, sorted. */
+  readonly lost: readonly string[];
+}
+
+/**
+ * The voters that lost their log when they leave too few to elect a leader; null otherwise.
+ * `lost` holds what is known: a voter not heard from counts as one that kept its log (it may
+ * come back and vote), so this never speaks too early.
+ */
+export function lostLogQuorum(voters: readonly string[], lost: (id: string) => boolean): LostLogQuorum | null {
+  if (voters.length < 2) return null;
+  const sorted = [...voters].sort();
+  const lostIds = sorted.filter(lost);
+  if (sorted.length - lostIds.length >= majority(sorted.length)) return null;
+  return { voters: sorted, lost: lostIds };
+}
+
+/** What is wrong and what to do, in one text. */
+export function lostLogQuorumText(q: LostLogQuorum): string {
+  const kept = q.voters.filter((id) => !q.lost.includes(id));
+  const which = `(${q.lost.join(", ")} of ${q.voters.join(", ")})`;
+  const what = q.lost.length >= majority(q.voters.length) ? `a majority of the voters lost their log ${which}` : `too many voters lost their log ${which}`;
+  const keeper = kept.length === 0 ? "no member" : kept.join(", ");
+  return `${what}: no leader can be elected. A member that lost log entries it held (raft/wal/ emptied or cut) does not vote until a leader gives them back, ` +
+    `since it may have acknowledged writes no other member holds, and the members that kept their log (${kept.length === 0 ? "none" : kept.join(", ")}) are fewer than a majority. ` +
+    // Every member restored from one archive made by hand (no raft/RESTORED) is the common case of all of them.
+    (kept.length === 0 ? "If every member was restored from a copy of the same snapshot made by hand (an archive without raft/RESTORED), stop them all, " +
+      "run `svc admin init-cluster --bootstrap` on each, and start them: one cluster with the archive's data. " : "") +
+    "If their raft/wal/ was moved aside, stop each of them, put its own segments back into raft/wal/ (in place of what is there now), remove raft/LOST_LOG, and start it. " +
+    `Otherwise the writes they held are gone but for what ${keeper} and your backups hold: restore every member from the newest full backup ` +
+    "(README, Backup and restore), or stop every member, run `svc admin init-cluster --bootstrap --force` on the one whose data you keep (a new cluster of what it holds; " +
+    "acknowledged writes it lacks are lost), remove the contents of raft/ and store/ and <data_dir>/MEMBER on the others, and start them all: they are rebuilt from it";
+}

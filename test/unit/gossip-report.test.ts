@@ -44,6 +44,40 @@ describe("cluster-status from gossip", () => {
     ]);
   });
 
+  test("a majority of the voters that lost their log is named as why no leader can be elected, though they still name the leader they last heard", () => {
+    // node1 kept its log and campaigns in vain; node2 and node3 do not vote, and name node1 still.
+    const r = gossipReport(status([
+      member("node1", "alive", { node2: "alive", node3: "alive" }, { role: "pre_candidate", leader: null }),
+      member("node2", "alive", { node1: "alive", node3: "alive" }, { recovery: "requesting_snapshot", lost_log: true, applied_index: 0 }),
+      member("node3", "alive", { node1: "alive", node2: "alive" }, { recovery: "requesting_snapshot", lost_log: true, applied_index: 0 }),
+    ], null));
+    expect(r.healthy).toBe(false);
+    expect(r.problems).toEqual([
+      expect.stringMatching(/^a majority of the voters lost their log \(node2, node3 of node1, node2, node3\): no leader can be elected\. /),
+      "node2 is requesting_snapshot: it lost log entries it held and does not vote until a leader gives them back",
+      "node3 is requesting_snapshot: it lost log entries it held and does not vote until a leader gives them back",
+    ]);
+  });
+
+  test("one member that lost its log while the others elect a leader is only recovering: no word of an election that cannot succeed", () => {
+    const r = gossipReport(status([
+      member("node1", "alive", { node2: "alive", node3: "alive" }, { role: "leader" }),
+      member("node2", "alive", { node1: "alive", node3: "alive" }, { recovery: "requesting_snapshot", lost_log: true }),
+      member("node3", "alive", { node1: "alive", node2: "alive" }),
+    ]));
+    expect(r.problems).toEqual(["node2 is requesting_snapshot: it lost log entries it held and does not vote until a leader gives them back"]);
+  });
+
+  test("a member that lost its log and is stopped may come back with it: only members alive by gossip count", () => {
+    const r = gossipReport(status([
+      member("node1", "alive", { node2: "alive", node3: "dead" }, { role: "pre_candidate", leader: null }),
+      member("node2", "alive", { node1: "alive", node3: "dead" }, { recovery: "requesting_snapshot", lost_log: true }),
+      member("node3", "dead", { node1: "alive", node2: "alive" }, { recovery: "requesting_snapshot", lost_log: true }),
+    ], null));
+    expect(r.problems.some((p) => p.includes("lost their log"))).toBe(false);
+    expect(r.problems).toContain("no leader is known: node1, named as leader by members that last heard from it, is pre_candidate itself");
+  });
+
   test("a member whose disk is full is a problem, and a learner is shown as one", () => {
     const s = status([
       member("node1", "alive", { node2: "alive", node3: "alive" }, { role: "leader" }),

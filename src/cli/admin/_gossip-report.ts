@@ -2,6 +2,8 @@
 // member sees it, lag behind the leader's commit, partitions named as groups of members that
 // see each other alive, members alive by gossip but cut from Raft, and what is unhealthy.
 
+import { lostLogQuorum, lostLogQuorumText } from "../../node/index.ts";
+
 export type GossipState = "alive" | "suspect" | "dead";
 
 export interface GossipMemberJson {
@@ -16,6 +18,8 @@ export interface GossipMemberJson {
     role: string; term: number; leader: string | null; commit_index: number; applied_index: number; version: string; recovery: string;
     /** Absent from a member of an older version. */
     disk_full?: boolean;
+    /** The member lost log entries it held and does not vote until a leader gives them back (absent from a member of an older version). */
+    lost_log?: boolean;
     peer: string; client: string; admin: string; raft_links: Record<string, boolean>; archive: unknown;
   } | null;
   view: Record<string, GossipState> | null;
@@ -210,7 +214,18 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
     problems.push(`${unreachable.join(", ")} ${unreachable.length === 1 ? "is" : "are"} unreachable from ${formatGroups(heard)}: stopped, or cut off by a partition ` +
       "(from here the two look the same; their views shown are the last known)");
   }
-  if (leader === null) problems.push("no leader is known");
+  // Members that lost their log hear no election (they do not tick) and may still name the
+  // leader they last heard, which itself says it no longer leads: no leader is known then.
+  const namedLeader = leader === null ? undefined : byId.get(leader);
+  const namedStepsDown = namedLeader !== undefined && namedLeader.state === "alive" && namedLeader.facts !== null && namedLeader.facts.role !== "leader";
+  // Too many voters lost their log to elect a leader: the one problem that explains the others.
+  // A member that lost its log may have lost the membership too: every member gossip knows stands in.
+  const lostQuorum = leader === null || namedStepsDown || namedLeader?.state !== "alive"
+    ? lostLogQuorum(s.voters.length > 0 ? s.voters : ids, (id) => byId.get(id)?.state === "alive" && byId.get(id)?.facts?.lost_log === true)
+    : null;
+  if (lostQuorum !== null) problems.push(lostLogQuorumText(lostQuorum));
+  else if (leader === null) problems.push("no leader is known");
+  else if (namedStepsDown) problems.push(`no leader is known: ${leader}, named as leader by members that last heard from it, is ${namedLeader?.facts?.role} itself`);
   else {
     const lf = byId.get(leader)?.facts;
     for (const m of g.members) {
@@ -223,7 +238,9 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
     }
   }
   for (const m of g.members) {
-    if (m.state === "alive" && m.facts !== null && m.facts.recovery !== "healthy") problems.push(`${m.id} is ${m.facts.recovery}`);
+    if (m.state === "alive" && m.facts !== null && m.facts.recovery !== "healthy") {
+      problems.push(m.facts.lost_log === true ? `${m.id} is ${m.facts.recovery}: it lost log entries it held and does not vote until a leader gives them back` : `${m.id} is ${m.facts.recovery}`);
+    }
     if (m.state === "alive" && m.facts?.disk_full === true) {
       problems.push(`${m.id}'s disk is full: it takes no entries (writes are refused once a majority of the voters cannot persist); free space on its data directory`);
     }

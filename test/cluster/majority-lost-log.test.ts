@@ -7,13 +7,15 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect } from "bun:test";
-import { clusterTest, expectSameData } from "../lib/cluster.ts";
+import { clusterTest, expectSameData, type Cluster } from "../lib/cluster.ts";
 import { Ledger, WriteLoad, ensureBinary, execute, kvSchema, postJson, runBinary, useProcessCleanup, waitFor, type NodeProcess } from "../lib/proc.ts";
 
 useProcessCleanup();
 
-/** What the members that lost their log say on /health, in their log and in cluster-status. */
-const majorityLost = /a majority of the voters lost their log \(node2, node3 of node1, node2, node3\): no leader can be elected/;
+/** What every member says on /health, in its log and in cluster-status when `lost` lost their log. */
+function majorityLost(lost: readonly NodeProcess[]): RegExp {
+  return new RegExp(`a majority of the voters lost their log \\(${lost.map((n) => n.nodeId).join(", ")} of node1, node2, node3\\): no leader can be elected`);
+}
 
 /** Move the contents of `node`'s raft/wal/ to `aside` (SPEC §4.6 removes them; these can be put back). */
 function moveWalAside(node: NodeProcess, aside: string): void {
@@ -32,75 +34,85 @@ function putWalBack(node: NodeProcess, aside: string): void {
   fs.rmSync(join(node.dataDir, "raft", "LOST_LOG"), { force: true });
 }
 
-describe("a majority of the voters lost their log (SPEC §4.6 on two members of three)", () => {
+/**
+ * Rows written through node1; then SPEC §4.6's recovery from snapshot on `losers` at once (their
+ * WAL moved aside), the others stopped meanwhile too when `stopAll`. Every member must say why no
+ * leader comes, once in its log; their WAL put back, the cluster must elect one with every write.
+ */
+async function majorityLosesWal(cluster: Cluster, losersOf: (nodes: NodeProcess[]) => NodeProcess[], stopAll: boolean): Promise<void> {
+  await cluster.start();
+  const [a] = cluster.nodes as [NodeProcess];
+  await execute(a.clientUrl, [kvSchema]);
+  // node1 leads while the rows are written, so that it holds them all.
+  const leader = await cluster.waitLeader();
+  if (leader !== a) {
+    expect((await postJson(`${leader.adminUrl}/admin/transfer-leader`, { id: a.nodeId })).status).toBe(200);
+    await cluster.waitLeader();
+  }
+  const ledger = new Ledger(32);
+  const load = new WriteLoad({ target: () => a.clientUrl, clients: 4, keyPrefix: "a", ledger, requestTimeoutMs: 10_000 });
+  try {
+    await load.untilAcked(300);
+  } finally {
+    await load.stop();
+  }
+  await cluster.waitConverged();
+
+  const losers = losersOf([...cluster.nodes]);
+  const stopped = stopAll ? [...cluster.nodes] : losers;
+  for (const n of stopped) expect(await n.stop()).toBe(0);
+  if (!stopAll) await waitFor("node1 to step down without a majority", async () => (await cluster.health(a))?.role !== "leader");
+  const aside = (n: NodeProcess): string => join(cluster.env.dir, `${n.nodeId}-wal-aside`);
+  for (const n of losers) moveWalAside(n, aside(n));
+  for (const n of stopped) n.spawn();
+
+  // Each member says it on /health: the ones that lost their log, and any that kept it.
+  const said = majorityLost(losers);
+  for (const n of cluster.nodes) {
+    await waitFor(`${n.nodeId}'s /health to say that a majority of the voters lost their log`, async () => {
+      const h = await cluster.health(n);
+      return h !== null && h.status === "unavailable" && said.test(h.problem ?? "");
+    }, { deadlineMs: 30_000 });
+  }
+  const h = await cluster.health(losers[0]!);
+  expect(h?.problem).toContain("raft/wal/");
+  expect(h?.problem).toContain("LOST_LOG");
+  expect(h?.problem).toContain("init-cluster --bootstrap");
+
+  // The log says it once, at error level, not at every tick.
+  for (const n of cluster.nodes) {
+    await waitFor(`${n.nodeId}'s log to say that a majority of the voters lost their log`, () => said.test(n.lastRunLog()), { deadlineMs: 30_000 });
+  }
+  const status = await runBinary(["admin", "cluster-status", "--json", "--node", a.adminUrl], { deadlineMs: 30_000 });
+  expect(status.exitCode).not.toBe(0);
+  const report = JSON.parse(status.stdout) as { problems: string[] };
+  expect(report.problems.join("\n")).toMatch(said);
+  for (const n of cluster.nodes) {
+    const lines = n.lastRunLog().split("\n").filter((l) => said.test(l));
+    expect(lines.length).toBe(1);
+    expect(lines[0]).toContain("ERROR");
+  }
+
+  // The way out the message gives first: their WAL was moved aside, so it goes back.
+  for (const n of losers) {
+    expect(await n.stop()).toBe(0);
+    putWalBack(n, aside(n));
+    n.spawn();
+  }
+  await Promise.all(cluster.nodes.map((n) => cluster.waitHealthy(n, 30_000)));
+  await expectSameData(cluster, ledger);
+}
+
+describe("a majority of the voters lost their log (SPEC §4.6 on several members at once)", () => {
   beforeAll(() => {
     ensureBinary();
   });
 
   clusterTest("with two of three voters' WAL emptied no leader can be elected: /health, the log and cluster-status say so, name them and the way out; their WAL put back, the cluster elects a leader with every write", {
     overrides: { snapshotIntervalEntries: 100 },
-  }, async (cluster) => {
-    await cluster.start();
-    const [a, b, c] = cluster.nodes as [NodeProcess, NodeProcess, NodeProcess];
-    await execute(a.clientUrl, [kvSchema]);
-    // node1 is to keep its log: let it lead while the rows are written, so it holds them all.
-    const leader = await cluster.waitLeader();
-    if (leader !== a) {
-      expect((await postJson(`${leader.adminUrl}/admin/transfer-leader`, { id: a.nodeId })).status).toBe(200);
-      await cluster.waitLeader();
-    }
-    const ledger = new Ledger(32);
-    const load = new WriteLoad({ target: () => a.clientUrl, clients: 4, keyPrefix: "a", ledger, requestTimeoutMs: 10_000 });
-    try {
-      await load.untilAcked(300);
-    } finally {
-      await load.stop();
-    }
-    await cluster.waitConverged();
+  }, (cluster) => majorityLosesWal(cluster, (nodes) => nodes.slice(1), false), 150_000);
 
-    // The operator takes two followers through SPEC §4.6's recovery from snapshot at once.
-    expect(await b.stop()).toBe(0);
-    expect(await c.stop()).toBe(0);
-    await waitFor("node1 to step down without a majority", async () => (await cluster.health(a))?.role !== "leader");
-    const aside = (n: NodeProcess): string => join(cluster.env.dir, `${n.nodeId}-wal-aside`);
-    moveWalAside(b, aside(b));
-    moveWalAside(c, aside(c));
-    b.spawn();
-    c.spawn();
-
-    // Each member says it on /health: the ones that lost their log, and the one that kept it.
-    for (const n of cluster.nodes) {
-      await waitFor(`${n.nodeId}'s /health to say that a majority of the voters lost their log`, async () => {
-        const h = await cluster.health(n);
-        return h !== null && h.status === "unavailable" && majorityLost.test(h.problem ?? "");
-      }, { deadlineMs: 30_000 });
-    }
-    const h = await cluster.health(b);
-    expect(h?.problem).toContain("raft/wal/");
-    expect(h?.problem).toContain("LOST_LOG");
-    expect(h?.problem).toContain("init-cluster --bootstrap");
-
-    // The log says it once, at error level, not at every tick.
-    for (const n of cluster.nodes) {
-      await waitFor(`${n.nodeId}'s log to say that a majority of the voters lost their log`, () => majorityLost.test(n.lastRunLog()), { deadlineMs: 30_000 });
-    }
-    const status = await runBinary(["admin", "cluster-status", "--json", "--node", a.adminUrl], { deadlineMs: 30_000 });
-    expect(status.exitCode).not.toBe(0);
-    const report = JSON.parse(status.stdout) as { problems: string[] };
-    expect(report.problems.join("\n")).toMatch(majorityLost);
-    for (const n of cluster.nodes) {
-      const lines = n.lastRunLog().split("\n").filter((l) => majorityLost.test(l));
-      expect(lines.length).toBe(1);
-      expect(lines[0]).toContain("ERROR");
-    }
-
-    // The way out the message gives first: their WAL was moved aside, so it goes back.
-    for (const n of [b, c]) {
-      expect(await n.stop()).toBe(0);
-      putWalBack(n, aside(n));
-      n.spawn();
-    }
-    await Promise.all(cluster.nodes.map((n) => cluster.waitHealthy(n, 30_000)));
-    await expectSameData(cluster, ledger);
-  }, 150_000);
+  clusterTest("with every voter's WAL emptied while the cluster was stopped no leader can be elected: every member says so, naming all; their WAL put back, the cluster elects a leader with every write", {
+    overrides: { snapshotIntervalEntries: 100 },
+  }, (cluster) => majorityLosesWal(cluster, (nodes) => nodes, true), 150_000);
 });

@@ -28,6 +28,7 @@ import { WalArchiver } from "./wal-archiver.ts";
 const writeTimeoutMs = 30_000;
 /** How often a node that lost its log and sees no leader says it still waits (see tellLostLogWaits). */
 const lostLogReminderMs = 30_000;
+/** How often a node with no leader looks whether too many voters lost their log: gossip changes once a protocol period (a second). */
 const lostLogQuorumCheckMs = 1_000;
 
 export class EffectLoop {
@@ -172,11 +173,13 @@ export class EffectLoop {
     const { ctx } = this;
     const nowMs = ctx.clock.monotonicMs();
     const leaderlessMs = ctx.leaderlessMs();
-    if (leaderlessMs === 0) this.lostLogQuorumTold = null;
-    // Gossip changes within a protocol period (a second): looking at every tick would cost for nothing.
+    // A leader heard from: whatever was said is over.
+    if (leaderlessMs <= 2 * ctx.config.raft.electionTimeoutMs) {
+      this.lostLogQuorumTold = null;
+      return;
+    }
     if (this.lostLogQuorumCheckedAtMs !== null && nowMs - this.lostLogQuorumCheckedAtMs < lostLogQuorumCheckMs) return;
     this.lostLogQuorumCheckedAtMs = nowMs;
-    if (leaderlessMs <= 2 * ctx.config.raft.electionTimeoutMs) return;
     const q = ctx.lostLogQuorum();
     if (q === null) return;
     const key = `${q.lost.join(",")}/${q.voters.join(",")}`;

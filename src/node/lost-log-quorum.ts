@@ -31,14 +31,15 @@ export function lostLogQuorumText(q: LostLogQuorum): string {
   const kept = q.voters.filter((id) => !q.lost.includes(id));
   const which = `(${q.lost.join(", ")} of ${q.voters.join(", ")})`;
   const what = q.lost.length >= majority(q.voters.length) ? `a majority of the voters lost their log ${which}` : `too many voters lost their log ${which}`;
-  const keeper = kept.length === 0 ? "no member" : kept.join(", ");
   return `${what}: no leader can be elected. A member that lost log entries it held (raft/wal/ emptied or cut) does not vote until a leader gives them back, ` +
     `since it may have acknowledged writes no other member holds, and the members that kept their log (${kept.length === 0 ? "none" : kept.join(", ")}) are fewer than a majority. ` +
     // Every member restored from one archive made by hand (no raft/RESTORED) is the common case of all of them.
     (kept.length === 0 ? "If every member was restored from a copy of the same snapshot made by hand (an archive without raft/RESTORED), stop them all, " +
       "run `svc admin init-cluster --bootstrap` on each, and start them: one cluster with the archive's data. " : "") +
     "If their raft/wal/ was moved aside, stop each of them, put its own segments back into raft/wal/ (in place of what is there now), remove raft/LOST_LOG, and start it. " +
-    `Otherwise the writes they held are gone but for what ${keeper} and your backups hold: restore every member from the newest full backup ` +
+    (kept.length === 0 ? "Otherwise what they held after their own newest snapshots is gone but for what your backups hold: "
+      : `Otherwise the writes they held are gone but for what ${kept.join(", ")} and your backups hold: `) +
+    "restore every member from the newest full backup " +
     "(README, Backup and restore), or stop every member, run `svc admin init-cluster --bootstrap --force` on the one whose data you keep (a new cluster of what it holds; " +
     "acknowledged writes it lacks are lost), remove the contents of raft/ and store/ and <data_dir>/MEMBER on the others, and start them all: they are rebuilt from it";
 }

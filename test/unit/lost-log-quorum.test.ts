@@ -42,6 +42,6 @@ describe("voters that lost their log", () => {
     expect(text).toContain("run `svc admin init-cluster --bootstrap` on each");
     expect(lostLogQuorumText({ voters: ["node1", "node2", "node3"], lost: ["node2", "node3"] })).not.toContain("on each");
     expect(text).toContain("the members that kept their log (none)");
-    expect(text).toContain("gone but for what no member and your backups hold");
+    expect(text).toContain("what they held after their own newest snapshots is gone but for what your backups hold");
   });
 });

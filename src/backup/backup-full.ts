@@ -193,8 +193,19 @@ export class FullBackup {
       clusterId: meta.clusterId, index: meta.index, term: meta.term, membership: meta.membership,
       archive: fullBackupName(o.nowMs), createdAt: new Date(o.nowMs).toISOString(),
     }));
-    const excluded = new Set((o.excludedFiles ?? []).map((p) => resolve(p)));
-    fs.cpSync(o.configDir, join(staging, "etc", "svc"), { recursive: true, filter: (from) => !excluded.has(resolve(from)) });
+    // Links are followed (configuration management keeps /etc/svc's files, or the directory
+    // itself, as links): the archive holds the files they lead to. A key file stays out by the
+    // file it is, however the configuration or the directory reaches it; a link leading nowhere
+    // holds nothing to keep.
+    const excluded = new Set((o.excludedFiles ?? []).map((p) => realPathOrNull(p) ?? resolve(p)));
+    fs.cpSync(o.configDir, join(staging, "etc", "svc"), {
+      recursive: true,
+      dereference: true,
+      filter: (from) => {
+        const real = realPathOrNull(from);
+        return real !== null && !excluded.has(real);
+      },
+    });
     fs.writeFileSync(join(staging, metadataName), `${JSON.stringify(info, null, 2)}\n`);
   }
 
@@ -271,4 +282,13 @@ export async function copyOffsite(localArchive: string, name: string, url: strin
   await dest.put(localArchive, "latest.tar.gz");
   if (retainMs !== null) await applyRetention(dest, retainMs, nowMs, new Set([name]));
   return [name, "latest.tar.gz"];
+}
+
+/** Where `path` leads once every link is followed; null when it leads nowhere. */
+function realPathOrNull(path: string): string | null {
+  try {
+    return fs.realpathSync(path);
+  } catch {
+    return null;
+  }
 }

@@ -6,7 +6,7 @@
 // clusters taking writes although the backup was taken while they were paused.
 
 import * as fs from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { describe, expect } from "bun:test";
 import * as tar from "tar";
 import {
@@ -772,6 +772,33 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     expect(await listing(plain.archive)).not.toContain("etc/svc/gossip.key");
     const withSecrets = await fullBackup(node, join(env.dir, "with-secrets"), etcDir, ["--include-secrets"]);
     expect(await listing(withSecrets.archive)).toContain("etc/svc/gossip.key");
+  }, 120_000);
+
+  procTest("a configuration directory of links (as configuration management makes it) is archived as the files they lead to, and verifies; a key file reached through a link stays out", async (env) => {
+    const managed = join(env.dir, "managed");
+    fs.mkdirSync(managed, { recursive: true });
+    fs.writeFileSync(join(managed, "gossip.key"), `${Buffer.from("0123456789abcdef0123456789ABCDEF").toString("base64")}\n`, { mode: 0o600 });
+    const etcDir = join(env.dir, "etc-svc");
+    fs.mkdirSync(etcDir, { recursive: true });
+    fs.symlinkSync(join(managed, "gossip.key"), join(etcDir, "gossip.key"));
+    const [node] = await startCluster(env, 1, { gossip: { keyFile: join(etcDir, "gossip.key") } });
+    if (node === undefined) throw new Error("no node");
+    fs.copyFileSync(node.configPath, join(managed, "config.toml"));
+    fs.symlinkSync(join(managed, "config.toml"), join(etcDir, "config.toml"));
+    fs.symlinkSync(join(managed, "nowhere.toml"), join(etcDir, "dangling.toml"));
+    // The directory itself a link, too.
+    const etcLink = join(env.dir, "etc-link");
+    fs.symlinkSync(etcDir, etcLink);
+    for (const dir of [etcDir, etcLink]) {
+      const made = await fullBackup(node, join(env.dir, `backups-${basename(dir)}`), dir);
+      const files = new Map<string, string>();
+      await tar.t({ file: made.archive, onReadEntry: (e) => files.set(e.path, e.type) });
+      expect(files.get("etc/svc/config.toml")).toBe("File");
+      expect(files.has("etc/svc/gossip.key")).toBe(false);
+      expect(files.has("etc/svc/dangling.toml")).toBe(false);
+      const verified = await svc(["admin", "backup", "verify", made.archive]);
+      expect(`${verified.exitCode} ${verified.stdout}`).toStartWith("0 ");
+    }
   }, 120_000);
 
   procTest("a backup's store copied over a data directory that keeps the newer history: the node says that this undoes the restore, and how to restore", async (env) => {

@@ -78,6 +78,25 @@ describe("cluster-status from gossip", () => {
     expect(r.problems).toContain("no leader is known: node1, named as leader by members that last heard from it, is pre_candidate itself");
   });
 
+  test("just after an election, the new leader's facts gossiped before it won do not make it a leader that stepped down", () => {
+    for (const before of [{ role: "follower", term: 2, leader: "node1" }, { role: "candidate", term: 3, leader: null }]) {
+      const s = status([
+        member("node1", "alive", { node2: "alive", node3: "alive" }, { term: 3, leader: "node3" }),
+        member("node2", "alive", { node1: "alive", node3: "alive" }, { term: 3, leader: "node3" }),
+        member("node3", "alive", { node1: "alive", node2: "alive" }, before),
+      ], "node3");
+      const r = gossipReport({ ...s, node_id: "node2" });
+      expect(r.problems.filter((p) => p.includes("no leader is known"))).toEqual([]);
+    }
+    // Facts of a later term, or of the same term as a follower: it no longer leads.
+    const later = gossipReport({ ...status([
+      member("node1", "alive", { node2: "alive", node3: "alive" }, { term: 3, leader: "node3" }),
+      member("node2", "alive", { node1: "alive", node3: "alive" }, { term: 3, leader: "node3" }),
+      member("node3", "alive", { node1: "alive", node2: "alive" }, { role: "follower", term: 3, leader: null }),
+    ], "node3"), node_id: "node2" });
+    expect(later.problems).toContain("no leader is known: node3, named as leader by members that last heard from it, is follower itself");
+  });
+
   test("a member whose disk is full is a problem, and a learner is shown as one", () => {
     const s = status([
       member("node1", "alive", { node2: "alive", node3: "alive" }, { role: "leader" }),

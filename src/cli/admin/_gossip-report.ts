@@ -217,7 +217,13 @@ export function gossipReport(s: GossipStatusJson): GossipReport {
   // Members that lost their log hear no election (they do not tick) and may still name the
   // leader they last heard, which itself says it no longer leads: no leader is known then.
   const namedLeader = leader === null ? undefined : byId.get(leader);
-  const namedStepsDown = namedLeader !== undefined && namedLeader.state === "alive" && namedLeader.facts !== null && namedLeader.facts.role !== "leader";
+  // Facts gossiped before it won its election (a follower of the term before, a candidate of its
+  // own term) say nothing of whether it still leads: only those of a later term, or of the term
+  // in which the members name it as a follower or pre-candidate (it stepped down), do.
+  const namedInTerm = Math.max(0, ...g.members.filter((m) => m.facts !== null && m.facts.leader === leader).map((m) => m.facts?.term ?? 0));
+  const nf = namedLeader?.state === "alive" ? namedLeader.facts : null;
+  const namedStepsDown = nf !== null && nf !== undefined && nf.role !== "leader" &&
+    (nf.term > namedInTerm || (nf.term === namedInTerm && nf.role !== "candidate"));
   // Too many voters lost their log to elect a leader: the one problem that explains the others.
   // A member that lost its log may have lost the membership too: every member gossip knows stands in.
   const lostQuorum = leader === null || namedStepsDown || namedLeader?.state !== "alive"

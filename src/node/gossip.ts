@@ -11,7 +11,7 @@ import { SvcError, errorMessage } from "../util/errors.ts";
 import { listenFailure } from "../util/listen-failure.ts";
 import type { Logger } from "../util/logger.ts";
 import type { NodeContext } from "./context.ts";
-import { lostLogQuorum } from "./lost-log-quorum.ts";
+import { lostLogQuorumSeen } from "./lost-log-quorum.ts";
 
 export type { GossipSnapshot };
 
@@ -63,11 +63,7 @@ export function wireGossip(ctx: NodeContext, gossip: GossipService, registry: Me
     // A member that lost its log may have lost the membership with it: the configuration's members stand in.
     const m = ctx.core.status().membership;
     const voters = m.voters.length > 0 ? m.voters : ctx.config.cluster.members.map((x) => x.id);
-    const members = gossip.snapshot().members;
-    // Only what members alive now say counts: a stopped one may come back with its log.
-    return lostLogQuorum(voters, (id) => id === ctx.config.nodeId
-      ? ctx.lostLog
-      : members.some((x) => x.id === id && x.state === "alive" && x.record?.facts.lostLog === true));
+    return lostLogQuorumSeen(voters, { id: ctx.config.nodeId, lostLog: ctx.lostLog, term: ctx.core.status().term }, gossip.snapshot().members);
   };
 }
 

@@ -4,7 +4,7 @@ export { verifyDataDir, verifyWal, type VerifyFinding } from "./verify.ts";
 export { prepareDataDir } from "./load.ts";
 export type { NodeIo } from "./context.ts";
 export type { SnapshotTransfer, SnapshotTransferHooks, SnapshotMessage } from "./snapshot-transfer.ts";
-export { lostLogQuorum, lostLogQuorumText, type LostLogQuorum } from "./lost-log-quorum.ts";
+export { lostLogQuorum, lostLogQuorumSeen, lostLogQuorumText, type LostLogQuorum } from "./lost-log-quorum.ts";
 export { bootstrapIfNew, planStart, type StartPlan } from "./bootstrap.ts";
 export { isPristine, loadState } from "./load.ts";
 export { reinitCluster } from "./reinit.ts";

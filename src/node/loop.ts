@@ -52,8 +52,10 @@ export class EffectLoop {
   /** When a node that lost its log last said it still waits for a leader (monotonic ms). */
   private lostLogToldAtMs: number | null = null;
   /** The lost-log quorum last logged ("lost/voters"), until a leader is known again; and when last looked for. */
-  private lostLogQuorumTold: string | null = null;
+  private lostLogQuorumTold: Set<string> | null = null;
   private lostLogQuorumCheckedAtMs: number | null = null;
+  /** Whether, at the last look, too many voters had lost their log (the reminder of tellLostLogWaits stays quiet then). */
+  private lostLogQuorumStands = false;
   /** A full disk: a Ready it stalled, retried every second (disk-guard.ts). */
   private readonly disk: DiskGuard;
   /** Messages to and from the other members (peer-messages.ts). */
@@ -166,8 +168,10 @@ export class EffectLoop {
 
   /**
    * Too many voters lost their log for a leader to be elected (lost-log-quorum.ts): say it at
-   * error level once, and again only if the members in that state change, not at every tick
-   * (the half-minute reminder of tellLostLogWaits, whose hint does not fit, stays quiet then).
+   * error level once, and again only when a member not named yet joins them, until a leader is
+   * heard from. A member turning suspect for a moment and back does not say it again; while it
+   * stands, the half-minute reminder of tellLostLogWaits (whose hint does not fit) stays quiet,
+   * and speaks again once it no longer does.
    */
   private tellLostLogQuorum(): void {
     const { ctx } = this;
@@ -176,15 +180,17 @@ export class EffectLoop {
     // A leader heard from: whatever was said is over.
     if (leaderlessMs <= 2 * ctx.config.raft.electionTimeoutMs) {
       this.lostLogQuorumTold = null;
+      this.lostLogQuorumStands = false;
       return;
     }
     if (this.lostLogQuorumCheckedAtMs !== null && nowMs - this.lostLogQuorumCheckedAtMs < lostLogQuorumCheckMs) return;
     this.lostLogQuorumCheckedAtMs = nowMs;
     const q = ctx.lostLogQuorum();
+    this.lostLogQuorumStands = q !== null;
     if (q === null) return;
-    const key = `${q.lost.join(",")}/${q.voters.join(",")}`;
-    if (key === this.lostLogQuorumTold) return;
-    this.lostLogQuorumTold = key;
+    const told = this.lostLogQuorumTold;
+    if (told !== null && q.lost.every((id) => told.has(id))) return;
+    this.lostLogQuorumTold = new Set([...(told ?? []), ...q.lost]);
     ctx.logger.error(`recovery: no leader for ${(leaderlessMs / 1000).toFixed(1)} s: ${lostLogQuorumText(q)}`, { lost: q.lost.join(","), voters: q.voters.join(",") });
   }
 
@@ -200,7 +206,7 @@ export class EffectLoop {
     this.commitStoreIfDue();
     if (!ctx.lostLog && this.disk.stalled === null && !this.disk.holdsElection()) ctx.core.tick();
     this.tellLostLogQuorum();
-    if (ctx.lostLog && this.lostLogQuorumTold === null) this.tellLostLogWaits();
+    if (ctx.lostLog && !this.lostLogQuorumStands) this.tellLostLogWaits();
     ctx.syncRemoval();
     const leaderlessMs = ctx.leaderlessMs();
     if (ctx.waiters.size > 0 && leaderlessMs > 2 * ctx.config.raft.electionTimeoutMs) {

@@ -26,6 +26,27 @@ export function lostLogQuorum(voters: readonly string[], lost: (id: string) => b
   return { voters: sorted, lost: lostIds };
 }
 
+/** A member as this node's gossip sees it: only what lostLogQuorumSeen reads. */
+export interface GossipedMember {
+  readonly id: string;
+  readonly state: string;
+  readonly record: { readonly facts: { readonly role: string; readonly term: number; readonly lostLog?: boolean } } | null;
+}
+
+/**
+ * lostLogQuorum as this node sees it through gossip: itself by what it knows, the others by
+ * what those alive now say (a stopped one may come back with its log). A member alive that
+ * says it leads, in this node's term or a later one, is a leader that exists (this node may
+ * only be cut off from it): nothing to say then, whatever the count.
+ */
+export function lostLogQuorumSeen(
+  voters: readonly string[], self: { readonly id: string; readonly lostLog: boolean; readonly term: number }, members: readonly GossipedMember[],
+): LostLogQuorum | null {
+  const alive = members.filter((m) => m.id !== self.id && m.state === "alive");
+  if (alive.some((m) => m.record?.facts.role === "leader" && m.record.facts.term >= self.term)) return null;
+  return lostLogQuorum(voters, (id) => id === self.id ? self.lostLog : alive.some((m) => m.id === id && m.record?.facts.lostLog === true));
+}
+
 /** What is wrong and what to do, in one text. */
 export function lostLogQuorumText(q: LostLogQuorum): string {
   const kept = q.voters.filter((id) => !q.lost.includes(id));

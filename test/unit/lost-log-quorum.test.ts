@@ -3,7 +3,7 @@
 // names the members, and never speaks while an election can still succeed.
 
 import { describe, expect, test } from "bun:test";
-import { lostLogQuorum, lostLogQuorumText } from "../../src/node/index.ts";
+import { lostLogQuorum, lostLogQuorumSeen, lostLogQuorumText } from "../../src/node/index.ts";
 
 const three = ["node3", "node1", "node2"];
 
@@ -43,5 +43,21 @@ describe("voters that lost their log", () => {
     expect(lostLogQuorumText({ voters: ["node1", "node2", "node3"], lost: ["node2", "node3"] })).not.toContain("on each");
     expect(text).toContain("the members that kept their log (none)");
     expect(text).toContain("what they held after their own newest snapshots is gone but for what your backups hold");
+  });
+
+  test("seen through gossip: a member alive that leads in this node's term or later means a leader exists, whatever the count", () => {
+    const member = (id: string, role: string, term: number, lostLog = false, state = "alive") => ({ id, state, record: { facts: { role, term, lostLog } } });
+    const self = { id: "node2", lostLog: true, term: 4 };
+    // node2 and node3 lost their log; node1 kept it and campaigns in vain.
+    const campaigning = [member("node1", "pre_candidate", 4), member("node3", "follower", 4, true)];
+    expect(lostLogQuorumSeen(three, self, campaigning)?.lost).toEqual(["node2", "node3"]);
+    // node1 leads (node2 is only cut off from it on Raft): nothing to say.
+    expect(lostLogQuorumSeen(three, self, [member("node1", "leader", 4), member("node3", "follower", 4, true)])).toBeNull();
+    expect(lostLogQuorumSeen(three, self, [member("node1", "leader", 5), member("node3", "follower", 5, true)])).toBeNull();
+    // A leader of an earlier term, or one gossip no longer hears, leads no more as far as this node can tell.
+    expect(lostLogQuorumSeen(three, self, [member("node1", "leader", 3), member("node3", "follower", 4, true)])?.lost).toEqual(["node2", "node3"]);
+    expect(lostLogQuorumSeen(three, self, [member("node1", "leader", 4, false, "dead"), member("node3", "follower", 4, true)])?.lost).toEqual(["node2", "node3"]);
+    // A member that lost its log but is not alive by gossip may come back with it.
+    expect(lostLogQuorumSeen(three, self, [member("node1", "pre_candidate", 4), member("node3", "follower", 4, true, "suspect")])).toBeNull();
   });
 });

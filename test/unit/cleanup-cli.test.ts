@@ -154,7 +154,7 @@ describe("svc admin cleanup-wal-archive", () => {
     for (const age of ["0d", "0h", "0s", "23h", "1439m"]) {
       const r = svc("admin", "cleanup-wal-archive", "--dir", root, "--older-than", age);
       expect({ age, exitCode: r.exitCode, stdout: r.stdout }).toEqual({ age, exitCode: 2, stdout: "" });
-      expect(r.stderr).toBe(`svc: --older-than ${age} would remove archived WAL segments written since the newest daily full backup, ` +
+      expect(r.stderr).toBe(`svc: --older-than ${age} removes archived WAL segments written since the newest daily full backup (all of them at 0), ` +
         "which a point-in-time restore from it replays (SPEC §4.5)\n  → give at least 1d; the weekly timer keeps 30d, as long as full backups are kept\n");
     }
     expect([fs.existsSync(recent), fs.existsSync(older)]).toEqual([true, true]);

@@ -26,7 +26,7 @@ export const cleanupWalArchiveCommand = defineCommand({
   async run({ args }) {
     const thresholdMs = olderThanMs(args["older-than"]);
     if (thresholdMs < olderThanMsMin) {
-      throw usageError(`--older-than ${args["older-than"]} would remove archived WAL segments written since the newest daily full backup, ` +
+      throw usageError(`--older-than ${args["older-than"]} removes archived WAL segments written since the newest daily full backup (all of them at 0), ` +
         "which a point-in-time restore from it replays (SPEC §4.5)\n  → give at least 1d; the weekly timer keeps 30d, as long as full backups are kept");
     }
     if (args.dir === undefined || args.dir === "") throw usageError("--dir DIR is required: the directory the archive command writes segments to");

@@ -7,7 +7,7 @@ import type { Config } from "../config/index.ts";
 import type { Clock, LogStore, PeerNetwork, RemovedRecord, SnapshotStore } from "../io/index.ts";
 import type { GossipService } from "../gossip/index.ts";
 import type { LostLogQuorum } from "./lost-log-quorum.ts";
-import type { Entry, Membership, RaftCore, Role } from "../raft/index.ts";
+import type { Entry, Membership, NodeId, RaftCore, Role } from "../raft/index.ts";
 import { majority } from "../raft/index.ts";
 import type { MemberAddress, Store } from "../store/index.ts";
 import { assert } from "../util/assert.ts";
@@ -217,6 +217,20 @@ export class NodeContext {
     this.leaderSeenAtMs = now;
     if (status.role === "leader") return 0;
     return now - this.leaderHeardAtMs;
+  }
+
+  /**
+   * The leader this node reports (/health, cluster-info, stats, gossip): the core's, but none
+   * while it has not heard from it for two election timeouts, longer than an election takes.
+   * A member that does not campaign (one that lost its log, a learner, one whose disk is full)
+   * keeps naming the leader it last heard from, which may have stopped leading long since:
+   * operators would read that as a leader there is. A leader names itself (leaderlessMs is 0),
+   * and a follower hears its leader every heartbeat interval. The node's own decisions (where a
+   * write or a read is forwarded, votes) read the core's leader.
+   */
+  reportedLeaderId(): NodeId | null {
+    const leaderId = this.core.status().leaderId;
+    return this.leaderlessMs() > 2 * this.config.raft.electionTimeoutMs ? null : leaderId;
   }
 
   /**

@@ -75,7 +75,7 @@ function ownFacts(ctx: NodeContext, version: string): MemberFacts {
   return {
     role: ctx.reportedRole(),
     term: raft.term,
-    leader: raft.leaderId,
+    leader: ctx.reportedLeaderId(),
     commitIndex: raft.commit,
     appliedIndex: ctx.store.meta.appliedIndex,
     version,

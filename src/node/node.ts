@@ -295,7 +295,7 @@ export class SvcNode {
       recovery: ctx.recovery,
       role: ctx.reportedRole(),
       term: raft.term,
-      leaderId: raft.leaderId,
+      leaderId: ctx.reportedLeaderId(),
       commitIndex: raft.commit,
       appliedIndex: ctx.store.meta.appliedIndex,
       lastLogIndex: raft.lastIndex,

@@ -2,7 +2,9 @@
 // log entries it may have acknowledged, so none of them votes (DESIGN §5), and the one member
 // that kept its log cannot win an election alone. The cluster stays without a leader: every
 // member's /health, its log and cluster-status must say why, name the members that lost their
-// log and give the way out; putting the WAL back (it was moved aside) is one, and must work.
+// log and give the way out, and none may name a leader (those that lost their log may last have
+// heard one that has stopped leading since); putting the WAL back (it was moved aside) is one,
+// and must work.
 
 import * as fs from "node:fs";
 import { join } from "node:path";
@@ -74,6 +76,15 @@ async function majorityLosesWal(cluster: Cluster, losersOf: (nodes: NodeProcess[
       return h !== null && h.status === "unavailable" && said.test(h.problem ?? "");
     }, { deadlineMs: 30_000 });
   }
+  // None of them names a leader, on /health or in cluster-info: not the members that lost their
+  // log, which hear no election and may name node1 from heartbeats it queued for them while it
+  // still led (delivered once they are back), nor node1, which no longer leads.
+  for (const n of cluster.nodes) {
+    expect({ node: n.nodeId, leader: (await cluster.health(n))?.leader }).toEqual({ node: n.nodeId, leader: null });
+    const info = await runBinary(["admin", "cluster-info", "--node", n.adminUrl]);
+    expect(info.exitCode).toBe(0);
+    expect({ node: n.nodeId, leader: (JSON.parse(info.stdout) as { leader: string | null }).leader }).toEqual({ node: n.nodeId, leader: null });
+  }
   const h = await cluster.health(losers[0]!);
   expect(h?.problem).toContain("raft/wal/");
   expect(h?.problem).toContain("LOST_LOG");
@@ -87,6 +98,12 @@ async function majorityLosesWal(cluster: Cluster, losersOf: (nodes: NodeProcess[
   expect(status.exitCode).not.toBe(0);
   const report = JSON.parse(status.stdout) as { problems: string[] };
   expect(report.problems.join("\n")).toMatch(said);
+  // Nor in what they gossip, as cluster-status shows it (facts spread within a few protocol periods).
+  await waitFor("every member's gossiped facts to name no leader", async () => {
+    const r = await runBinary(["admin", "cluster-status", "--json", "--node", a.adminUrl], { deadlineMs: 30_000 });
+    const members = (JSON.parse(r.stdout) as { members: { id: string; leader: string | null }[] }).members;
+    return members.length === cluster.nodes.length && members.every((m) => m.leader === null);
+  }, { deadlineMs: 30_000 });
   for (const n of cluster.nodes) {
     const lines = n.lastRunLog().split("\n").filter((l) => said.test(l));
     expect(lines.length).toBe(1);
@@ -100,6 +117,8 @@ async function majorityLosesWal(cluster: Cluster, losersOf: (nodes: NodeProcess[
     n.spawn();
   }
   await Promise.all(cluster.nodes.map((n) => cluster.waitHealthy(n, 30_000)));
+  // Hearing from a leader again, every member names it on /health (waitLeader waits for that).
+  await cluster.waitLeader();
   await expectSameData(cluster, ledger);
 }
 
@@ -108,11 +127,11 @@ describe("a majority of the voters lost their log (SPEC §4.6 on several members
     ensureBinary();
   });
 
-  clusterTest("with two of three voters' WAL emptied no leader can be elected: /health, the log and cluster-status say so, name them and the way out; their WAL put back, the cluster elects a leader with every write", {
+  clusterTest("with two of three voters' WAL emptied no leader can be elected: /health, the log and cluster-status say so, name them and the way out, and none names a leader; their WAL put back, the cluster elects a leader with every write", {
     overrides: { snapshotIntervalEntries: 100 },
   }, (cluster) => majorityLosesWal(cluster, (nodes) => nodes.slice(1), false), 150_000);
 
-  clusterTest("with every voter's WAL emptied while the cluster was stopped no leader can be elected: every member says so, naming all; their WAL put back, the cluster elects a leader with every write", {
+  clusterTest("with every voter's WAL emptied while the cluster was stopped no leader can be elected: every member says so, naming all, and none names a leader; their WAL put back, the cluster elects a leader with every write", {
     overrides: { snapshotIntervalEntries: 100 },
   }, (cluster) => majorityLosesWal(cluster, (nodes) => nodes, true), 150_000);
 });

@@ -132,6 +132,37 @@ export interface ArchiveCheck {
    * it): some other file given for one, not a backup that was damaged. null otherwise.
    */
   notBackup: string | null;
+  /**
+   * How the file is compressed, by its first bytes. tar reads an uncompressed or a zstd tar as
+   * well, and its files are checked all the same, but only gzip is a full backup (SPEC §2.1).
+   */
+  compression: ArchiveCompression;
+}
+
+export type ArchiveCompression = "gzip" | "zstd" | "none";
+
+const gzipMagic = [0x1f, 0x8b];
+const zstdMagic = [0x28, 0xb5, 0x2f, 0xfd];
+
+/** How a file that starts with `head` is compressed ("none" for anything but gzip and zstd). */
+function compressionOf(head: Buffer): ArchiveCompression {
+  const startsWith = (magic: readonly number[]): boolean => head.length >= magic.length && magic.every((b, i) => head[i] === b);
+  return startsWith(gzipMagic) ? "gzip" : startsWith(zstdMagic) ? "zstd" : "none";
+}
+
+/** The first bytes of the file (fewer when it is shorter, none when it cannot be read: tar then says why). */
+function headOf(path: string): Buffer {
+  const head = Buffer.alloc(zstdMagic.length);
+  try {
+    const fd = fs.openSync(path, "r");
+    try {
+      return head.subarray(0, fs.readSync(fd, head, 0, head.length, 0));
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return head.subarray(0, 0);
+  }
 }
 
 const requiredFiles = [manifestName, metadataName, "raft/RESTORED"];
@@ -141,6 +172,8 @@ const fullBackupParts = [...requiredFiles, snapshotPart, "store/", "etc/svc/"];
 
 /** List the archive and check every file against its manifest (SPEC §4.4 step 5, and more). */
 export async function verifyArchive(path: string, onFile: (path: string) => void = () => {}): Promise<ArchiveCheck> {
+  const head = headOf(path);
+  const compression = compressionOf(head);
   const hashes = new Map<string, string>();
   const texts = new Map<string, string>();
   const links = new Map<string, string>();
@@ -187,11 +220,17 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
       },
     });
   } catch (e) {
-    return unreadable(path, e, hashes.size, bytes);
+    return unreadable(path, e, hashes.size, bytes, head);
   }
+  // Read all the same, an archive that is not gzip is no full backup as svc restores one: `tar
+  // xzf` (README, SPEC §4.5) cannot read it, and its off-site copies would be named .tar.gz.
+  const problems: string[] = compression === "gzip" ? [] : [
+    `the archive is ${compression === "zstd" ? "a zstd-compressed tar" : "an uncompressed tar"}, not gzip-compressed: ` +
+    "a full backup is a gzip-compressed tar (`tar xzf`, which a restore runs, cannot read this one)",
+  ];
   // A symbolic link (or a device, a FIFO) in a backup is none of svc's: extracted, a link in
   // raft/ or store/ would have the restored node write wherever it points.
-  const problems: string[] = strange.map((s) => `${s}: a backup holds only files and directories (extracted, it could make the node write outside its data directory)`);
+  problems.push(...strange.map((s) => `${s}: a backup holds only files and directories (extracted, it could make the node write outside its data directory)`));
   // A hard link entry holds the bytes of the file it names.
   for (const [name, target] of links) {
     const h = hashes.get(target);
@@ -206,7 +245,7 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
   if (missing.length === fullBackupParts.length) {
     // Some other archive: what it lacks is the point, not a line for each of its files.
     const notBackup = `the archive holds none of ${fullBackupParts.join(", ")}`;
-    return { ok: false, path, files: hashes.size, bytes, problems: [`the archive holds none of what a full backup holds: ${fullBackupParts.join(", ")}`], snapshot: null, metadata: null, missing, notBackup };
+    return { ok: false, path, files: hashes.size, bytes, problems: [`the archive holds none of what a full backup holds: ${fullBackupParts.join(", ")}`], snapshot: null, metadata: null, missing, notBackup, compression };
   }
   for (const f of requiredFiles) if (!hashes.has(f)) problems.push(`${f} is missing`);
   for (const part of ["store/", "etc/svc/"]) if (missing.includes(part)) problems.push(`${part} is missing`);
@@ -249,29 +288,18 @@ export async function verifyArchive(path: string, onFile: (path: string) => void
   } catch {
     problems.push(`${metadataName} is not JSON`);
   }
-  return { ok: problems.length === 0, path, files: hashes.size, bytes, problems, snapshot, metadata, missing, notBackup: null };
+  return { ok: problems.length === 0, path, files: hashes.size, bytes, problems, snapshot, metadata, missing, notBackup: null, compression };
 }
 
-/** A file tar could not read to its end: not gzip at all, cut short, or something else. */
-function unreadable(path: string, e: unknown, files: number, bytes: number): ArchiveCheck {
-  const failed = { ok: false, path, files, bytes, snapshot: null, metadata: null, missing: [] };
-  const head = Buffer.alloc(2);
-  let headBytes = 0;
-  try {
-    const fd = fs.openSync(path, "r");
-    try {
-      headBytes = fs.readSync(fd, head, 0, 2, 0);
-    } finally {
-      fs.closeSync(fd);
-    }
-  } catch {
-    // Unreadable even for this: tar's own error below says why.
-  }
+/** A file tar could not read to its end: not gzip at all, cut short, or something else. `head`: its first bytes. */
+function unreadable(path: string, e: unknown, files: number, bytes: number, head: Buffer): ArchiveCheck {
+  const compression = compressionOf(head);
+  const failed = { ok: false, path, files, bytes, snapshot: null, metadata: null, missing: [], compression };
   const code = (e as { code?: unknown } | null)?.code;
   // tar reads an uncompressed tar too: one it cannot read that does not start as gzip does (1f 8b) is no gzip file.
-  if (code === "TAR_BAD_ARCHIVE" && (headBytes < 2 || head[0] !== 0x1f || head[1] !== 0x8b)) {
+  if (code === "TAR_BAD_ARCHIVE" && compression !== "gzip") {
     // Not naming `path`, which for an archive fetched from an object store is a temporary file.
-    const what = headBytes === 0 ? "the file is empty" : "the file is not gzip-compressed";
+    const what = head.length === 0 ? "the file is empty" : "the file is not gzip-compressed";
     return { ...failed, problems: [`${what} (a full backup is a gzip-compressed tar)`], notBackup: what };
   }
   if (code === "TAR_BAD_ARCHIVE") {

@@ -147,6 +147,27 @@ describe("archive verification", () => {
     expect(check.problems).toContain("etc/svc/ is missing");
   });
 
+  test("a whole full backup in an uncompressed or a zstd-compressed tar does not verify: a full backup is gzip-compressed, and `tar xzf` reads no other", async () => {
+    const { dir, archive } = await stagedArchive();
+    const out = join(dir, "out");
+    fs.mkdirSync(out);
+    await tar.x({ file: archive, cwd: out });
+    const plain = join(dir, "plain.tar");
+    await tar.c({ file: plain, cwd: out }, fs.readdirSync(out));
+    const zstd = join(dir, "zstd.tar.zst");
+    await tar.c({ zstd: true, file: zstd, cwd: out }, fs.readdirSync(out));
+    for (const [path, compression, stored] of [[plain, "none", "an uncompressed tar"], [zstd, "zstd", "a zstd-compressed tar"]] as const) {
+      const check = await verifyArchive(path);
+      // Its files are read and checked all the same: gzip-compressed, it is a sound backup.
+      expect({ path, ok: check.ok, compression: check.compression, problems: check.problems, missing: check.missing, notBackup: check.notBackup }).toEqual({
+        path, ok: false, compression, missing: [], notBackup: null,
+        problems: [`the archive is ${stored}, not gzip-compressed: a full backup is a gzip-compressed tar (\`tar xzf\`, which a restore runs, cannot read this one)`],
+      });
+      expect(check.snapshot).toEqual({ term: 1, index: 5, clusterId: "c" });
+    }
+    expect((await verifyArchive(archive)).compression).toBe("gzip");
+  });
+
   test("a file that is not a gzip tar does not verify", async () => {
     const path = join(tempDir(), "svc-backup-20260101.tar.gz");
     fs.writeFileSync(path, "not an archive");
@@ -197,6 +218,22 @@ describe("svc admin backup verify", () => {
     expect(r.stdout.toString()).toStartWith(`${partial}: INCOMPLETE\n`);
     expect(r.stderr.toString()).toBe(`svc: ${partial} is not a whole full backup: it lacks metadata.json, store/, etc/svc/\n` +
       "  → use another backup (an older one, or another copy of this one), or make one with `svc admin backup full`\n");
+  });
+
+  test("a whole full backup in an uncompressed tar is refused as not gzip-compressed, saying how to compress it (exit 1); compressed so, it verifies", async () => {
+    const { dir, archive } = await stagedArchive();
+    const plain = join(dir, "svc-backup-20260102.tar");
+    fs.writeFileSync(plain, Bun.gunzipSync(fs.readFileSync(archive)));
+    const r = Bun.spawnSync([process.execPath, main, "admin", "backup", "verify", plain], { stdout: "pipe", stderr: "pipe", env: { ...process.env, NO_COLOR: "1" } });
+    expect(r.exitCode).toBe(1);
+    expect(r.stdout.toString()).toBe(`${plain}: NOT GZIP-COMPRESSED\n  the archive is an uncompressed tar, not gzip-compressed: a full backup is a gzip-compressed tar (\`tar xzf\`, which a restore runs, cannot read this one)\n`);
+    expect(r.stderr.toString()).toBe(`svc: ${plain} holds a whole full backup, but as an uncompressed tar: a full backup is gzip-compressed, and \`tar xzf\` cannot read this one\n` +
+      `  → compress it with gzip (\`gzip -c ${plain} > svc-backup-<YYYYMMDD>.tar.gz\`, dated as the backup) and verify that, or use the archive \`svc admin backup full\` wrote\n`);
+    const gzipped = join(dir, "svc-backup-20260103.tar.gz");
+    fs.writeFileSync(gzipped, Bun.gzipSync(fs.readFileSync(plain)));
+    const again = Bun.spawnSync([process.execPath, main, "admin", "backup", "verify", gzipped], { stdout: "pipe", stderr: "pipe", env: { ...process.env, NO_COLOR: "1" } });
+    expect({ exitCode: again.exitCode, stderr: again.stderr.toString() }).toEqual({ exitCode: 0, stderr: "" });
+    expect(again.stdout.toString()).toStartWith(`${gzipped}: ok, `);
   });
 
   test("a truncated archive and a file that is not gzip are each refused with what happened, no stack trace (exit 1)", async () => {

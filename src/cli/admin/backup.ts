@@ -124,11 +124,31 @@ function refuseDestinationInDataDir(to: string, dataDir: string): void {
 /** What to do about a backup that does not verify (the same words as archiveDamaged's hint). */
 const damagedBackupWayOut = "use another backup (an older one, or another copy of this one); a damaged archive may still be extracted with tar for what it holds";
 
+/** A sound full backup whose one fault is that it is not gzip-compressed: compressed so, it verifies. */
+function onlyNotGzip(check: ArchiveCheck): boolean {
+  return check.compression !== "gzip" && check.notBackup === null && check.missing.length === 0 && check.problems.length === 1;
+}
+
+/** The word verify prints for an archive that does not verify. */
+function verdict(check: ArchiveCheck): string {
+  if (check.notBackup !== null) return "NOT A SVC BACKUP";
+  if (check.missing.length > 0) return "INCOMPLETE";
+  return onlyNotGzip(check) ? "NOT GZIP-COMPRESSED" : "DAMAGED";
+}
+
 /** What verify says on stderr about an archive that does not verify, and what to do. */
 function whyNotVerified(file: string, check: ArchiveCheck): string {
   if (check.notBackup !== null) return `${file} is not a svc backup: ${check.notBackup}\n  → give a svc-backup-<YYYYMMDD>.tar.gz that \`svc admin backup full\` wrote`;
   if (check.missing.length > 0) {
     return `${file} is not a whole full backup: it lacks ${check.missing.join(", ")}\n  → use another backup (an older one, or another copy of this one), or make one with \`svc admin backup full\``;
+  }
+  if (onlyNotGzip(check)) {
+    const zstd = check.compression === "zstd";
+    // One in an object store is compressed where it can be read: a copy here.
+    const local = isObjectUrl(file) ? file.slice(file.lastIndexOf("/") + 1) : file;
+    const gzipIt = zstd ? `zstd -dc ${local} | gzip > svc-backup-<YYYYMMDD>.tar.gz` : `gzip -c ${local} > svc-backup-<YYYYMMDD>.tar.gz`;
+    return `${file} holds a whole full backup, but as ${zstd ? "a zstd-compressed" : "an uncompressed"} tar: a full backup is gzip-compressed, and \`tar xzf\` cannot read this one\n` +
+      `  → ${isObjectUrl(file) ? "copy it here and " : ""}compress it with gzip (\`${gzipIt}\`, dated as the backup) and verify that, or use the archive \`svc admin backup full\` wrote`;
   }
   return `${file} does not verify\n  → ${damagedBackupWayOut}`;
 }
@@ -285,7 +305,7 @@ const verifyCommand = defineCommand({
       const shown = { ...check, path: args.file };
       if (json) printJson(shown);
       else if (check.ok) process.stdout.write(`${args.file}: ok, ${check.files} files, ${mib(check.bytes)}, snapshot ${check.snapshot?.index} (term ${check.snapshot?.term}) of cluster ${check.snapshot?.clusterId}\n`);
-      else process.stdout.write(`${args.file}: ${check.notBackup !== null ? "NOT A SVC BACKUP" : check.missing.length > 0 ? "INCOMPLETE" : "DAMAGED"}\n${check.problems.map((p) => `  ${p}\n`).join("")}`);
+      else process.stdout.write(`${args.file}: ${verdict(check)}\n${check.problems.map((p) => `  ${p}\n`).join("")}`);
       if (!check.ok) throw new CliExit(ExitCode.failure, json ? "" : whyNotVerified(args.file, check));
     } finally {
       if (temp !== null) fs.rmSync(dirname(temp), { recursive: true, force: true });

@@ -12,8 +12,12 @@ export interface PeerLinkStatus {
 }
 
 export interface PeerNetwork {
-  /** Queue a message; false when it cannot be sent now (no link, queue full). */
-  send(peerId: string, type: number, payload: Uint8Array, options?: { bulk?: boolean }): boolean;
+  /**
+   * Queue a message; false when it cannot be sent now (no link, queue full). `headroom`: the
+   * payload was encoded with room before it for the transport's frame (see the transport's
+   * SendOptions); a network that frames nothing ignores it.
+   */
+  send(peerId: string, type: number, payload: Uint8Array, options?: { bulk?: boolean; headroom?: boolean }): boolean;
   /**
    * The peers to talk to, by id, with their peer addresses. `onDemand`: those among them that
    * are not members as far as this node knows, dialled only while something is to be sent to them.

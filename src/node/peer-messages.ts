@@ -8,7 +8,7 @@
 // With RUST_LOG=tensor_chain::raft=trace every message in and out is a trace line.
 
 import { decodeMessage, encodeMessage, type Entry, type LogFetch, type Message } from "../raft/index.ts";
-import { MessageType } from "../transport/index.ts";
+import { FRAME_HEADROOM_BYTES, MessageType } from "../transport/index.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import { messageTraceFields } from "./_message-trace.ts";
@@ -224,7 +224,8 @@ export class PeerMessages {
         });
       return;
     }
-    const queued = ctx.io.network.send(m.to, MessageType.raft, encodeMessage(m));
+    // Encoded with room for the frame header before it: the transport frames it in place.
+    const queued = ctx.io.network.send(m.to, MessageType.raft, encodeMessage(m, FRAME_HEADROOM_BYTES), { headroom: true });
     if (this.trace !== null) {
       if (queued) this.trace.trace("message sent", messageTraceFields(m, "to"));
       else this.trace.trace("message not sent: the peer's send queue refused it (full, or the peer is unknown)", messageTraceFields(m, "to"));

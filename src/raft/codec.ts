@@ -50,13 +50,17 @@ export type DecodeResult = { readonly ok: true; readonly message: Message } | { 
 class Writer {
   private buf: Uint8Array;
   private view: DataView;
-  private pos = 0;
+  private pos: number;
   private static readonly utf8 = new TextEncoder();
 
-  /** `capacityBytes`: what the message is expected to need, so that a large one is not grown (and copied) again and again. */
-  constructor(capacityBytes = 256) {
-    this.buf = new Uint8Array(capacityBytes);
+  /**
+   * `capacityBytes`: what the message is expected to need, so that a large one is not grown (and
+   * copied) again and again. `headroomBytes`: left unwritten before the message (see encodeMessage).
+   */
+  constructor(capacityBytes = 256, private readonly headroomBytes = 0) {
+    this.buf = new Uint8Array(headroomBytes + capacityBytes);
     this.view = new DataView(this.buf.buffer);
+    this.pos = headroomBytes;
   }
 
   private reserve(n: number): void {
@@ -107,7 +111,7 @@ class Writer {
   }
   /** The bytes written: a view, not a copy (the writer is not used again). */
   finish(): Uint8Array {
-    return this.buf.subarray(0, this.pos);
+    return this.buf.subarray(this.headroomBytes, this.pos);
   }
 }
 
@@ -136,9 +140,13 @@ function writeMembership(w: Writer, m: Membership): void {
   for (const id of m.learners) w.str(id);
 }
 
-/** Encodes a message the core produced. Throws RangeError only for values the core never makes. */
-export function encodeMessage(m: Message): Uint8Array {
-  const w = new Writer(m.type === "append" ? appendBytesMax(m.entries) : 256);
+/**
+ * Encodes a message the core produced. Throws RangeError only for values the core never makes.
+ * `headroomBytes`: that many bytes of the returned view's buffer, just before it, are left for
+ * the caller (a transport frames the message there, in place, rather than copy it into a frame).
+ */
+export function encodeMessage(m: Message, headroomBytes = 0): Uint8Array {
+  const w = new Writer(m.type === "append" ? appendBytesMax(m.entries) : 256, headroomBytes);
   w.u8(codecVersion);
   w.u8(typeCodes[m.type]);
   w.str(m.from);

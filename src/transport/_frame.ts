@@ -41,6 +41,22 @@ export function encodeFrame(type: number, ...parts: Uint8Array[]): Uint8Array {
   return frame;
 }
 
+/**
+ * The frame of `payload`, made in place: its header is written into the FRAME_HEADER_BYTES of
+ * the payload's buffer just before it, which the caller left free and hands over with the
+ * payload (SendOptions.headroom). No copy of the payload: a leader sending a member behind
+ * appends of half a megabyte each made a new buffer for every one, and filled it.
+ */
+export function frameAround(type: number, payload: Uint8Array): Uint8Array {
+  if (payload.byteOffset < FRAME_HEADER_BYTES) throw new RangeError("no room for a frame header before the payload");
+  const frame = new Uint8Array(payload.buffer, payload.byteOffset - FRAME_HEADER_BYTES, FRAME_HEADER_BYTES + payload.byteLength);
+  const view = new DataView(frame.buffer, frame.byteOffset, FRAME_HEADER_BYTES);
+  view.setUint32(0, payload.byteLength);
+  view.setUint32(4, crcOf(type, [payload]));
+  view.setUint8(8, type);
+  return frame;
+}
+
 export type FrameError =
   | { readonly code: "FRAME_TOO_LARGE"; readonly payloadBytes: number; readonly payloadBytesMax: number }
   | { readonly code: "FRAME_BAD_CRC"; readonly type: number; readonly payloadBytes: number };

@@ -117,9 +117,9 @@ export class OutboundPeer {
   }
 
   /** Enqueues one message; false (and counted) when its lane is full. */
-  send(type: number, payload: Uint8Array, bulk: boolean): boolean {
+  send(type: number, payload: Uint8Array, bulk: boolean, headroom = false): boolean {
     if (this.#state === "closed") return false;
-    const queued = bulk ? this.#queue.pushBulk(type, payload) : this.#queue.pushControl(type, payload);
+    const queued = bulk ? this.#queue.pushBulk(type, payload) : this.#queue.pushControl(type, payload, headroom);
     if (!queued) {
       this.#ctx.count(this.counters, "queueDrops");
       return false;

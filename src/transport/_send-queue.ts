@@ -5,7 +5,7 @@
 // a snapshot transfer still progresses under heavy Raft traffic. A full lane refuses new
 // messages: Raft retransmits.
 
-import { encodeFrame, FRAME_HEADER_BYTES, FrameType } from "./_frame.ts";
+import { encodeFrame, FRAME_HEADER_BYTES, FrameType, frameAround } from "./_frame.ts";
 import { FRAGMENT_HEADER_BYTES, fragmentHeader } from "./_fragment.ts";
 
 export interface LaneBounds {
@@ -88,11 +88,14 @@ export class SendQueue {
     return this.#controlBytes + this.#bulkBytes;
   }
 
-  /** False when the control lane is full; the message is then dropped. */
-  pushControl(type: number, payload: Uint8Array): boolean {
+  /**
+   * False when the control lane is full; the message is then dropped. `headroom`: the payload
+   * comes with room for the frame header before it (frameAround), and is not copied.
+   */
+  pushControl(type: number, payload: Uint8Array, headroom = false): boolean {
     if (this.#control.length + 1 > this.#controlBounds.messagesMax) return false;
     if (this.#controlBytes + FRAME_HEADER_BYTES + payload.byteLength > this.#controlBounds.bytesMax) return false;
-    const frame = encodeFrame(type, payload);
+    const frame = headroom ? frameAround(type, payload) : encodeFrame(type, payload);
     this.#control.push(frame);
     this.#controlBytes += frame.byteLength;
     return true;

@@ -6,7 +6,7 @@
 // `u32 length | u32 crc32(type, payload) | u8 type | payload`, big-endian; types below 0x10
 // belong to the transport (0x01 handshake, 0x02 refusal, 0x03 bulk fragment).
 
-export { createTransport, type SendOptions, type Transport } from "./transport.ts";
+export { createTransport, FRAME_HEADROOM_BYTES, type SendOptions, type Transport } from "./transport.ts";
 export type { MessageHandler, TransportOptions } from "./_options.ts";
 export { certificateIds, tlsRefusalReasons, type PeerTls, type TlsRefusalReason } from "./_peer-tls.ts";
 export type { PeerStats, TransportCounters, TransportStats } from "./_stats.ts";

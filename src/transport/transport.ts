@@ -7,7 +7,7 @@
 
 import { AssertionError, assert, errorMessage, silentLogger, type Logger } from "../util/index.ts";
 import type { TransportContext } from "./_context.ts";
-import { CALLER_TYPE_MAX, CALLER_TYPE_MIN } from "./_frame.ts";
+import { CALLER_TYPE_MAX, CALLER_TYPE_MIN, FRAME_HEADER_BYTES } from "./_frame.ts";
 import { InboundServer } from "./_inbound.ts";
 import { checkId, parsePeerAddress, resolveOptions, type MessageHandler, type ResolvedOptions, type TransportOptions } from "./_options.ts";
 import { OutboundPeer } from "./_outbound.ts";
@@ -20,7 +20,16 @@ export interface SendOptions {
    * control messages, under the bulk lane's bounds. The payload is not copied: do not change it.
    */
   readonly bulk?: boolean;
+  /**
+   * The payload's buffer holds FRAME_HEADROOM_BYTES just before it that nothing else uses (made
+   * by encodeMessage with that headroom): the frame is made there, in place, and the payload is
+   * not copied. The caller hands the buffer over: do not change it. Not for bulk messages.
+   */
+  readonly headroom?: boolean;
 }
+
+/** What SendOptions.headroom needs before a payload: the frame header. */
+export const FRAME_HEADROOM_BYTES = FRAME_HEADER_BYTES;
 
 export interface PeerSetOptions {
   /**
@@ -198,7 +207,8 @@ class PeerTransport implements Transport {
       this.#logger.warn(`peer transport: dropping a ${payload.byteLength}-byte message to peer ${peerId}: over the ${this.#options.frameBytesMax}-byte limit`, { peer: peerId });
       return false;
     }
-    return peer.send(type, payload, options?.bulk === true);
+    const bulk = options?.bulk === true;
+    return peer.send(type, payload, bulk, !bulk && options?.headroom === true && payload.byteOffset >= FRAME_HEADROOM_BYTES);
   }
 
   setClusterId(clusterId: string): void {

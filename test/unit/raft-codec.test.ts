@@ -30,6 +30,16 @@ const samples: Message[] = [
 ];
 
 describe("raft message codec", () => {
+  test("encoded with headroom, a message leaves that many bytes free before it and is the same bytes", () => {
+    for (const m of samples) {
+      const plain = encodeMessage(m);
+      const roomy = encodeMessage(m, 9);
+      expect(roomy.byteOffset).toBe(9);
+      expect([...roomy]).toEqual([...plain]);
+      expect(decodeMessage(roomy)).toEqual({ ok: true, message: m });
+    }
+  });
+
   test("every message type survives an encode/decode round trip", () => {
     for (const m of samples) {
       const r = decodeMessage(encodeMessage(m));

@@ -3,7 +3,7 @@
 
 import { afterEach, describe, expect, test } from "bun:test";
 import type { Socket } from "bun";
-import { createTransport, MessageType, type Transport, type TransportOptions } from "../../src/transport/index.ts";
+import { createTransport, FRAME_HEADROOM_BYTES, MessageType, type Transport, type TransportOptions } from "../../src/transport/index.ts";
 import { refuseAsAcceptor, refuseAsDialer } from "../../src/transport/_hello.ts";
 import { createPrng, type Logger } from "../../src/util/index.ts";
 
@@ -217,6 +217,22 @@ describe("peer transport", () => {
     await waitFor("both messages arrived", () => b.received.length === 2);
     expect(Bun.hash(b.received[0]!.payload)).toBe(Bun.hash(big));
     expect(text(b.received[1])).toBe("after");
+  });
+
+  test("messages encoded with room for the frame header before them arrive intact, in order with the others; one without the room is copied", async () => {
+    const a = startNode("a");
+    const b = startNode("b");
+    connect(a, b);
+    const big = randomBytes(3, 700 * 1024);
+    const withRoom = new Uint8Array(FRAME_HEADROOM_BYTES + big.byteLength);
+    withRoom.set(big, FRAME_HEADROOM_BYTES);
+    expect(a.transport.send("b", MessageType.raft, withRoom.subarray(FRAME_HEADROOM_BYTES), { headroom: true })).toBe(true);
+    expect(a.transport.send("b", MessageType.raft, te.encode("plain"))).toBe(true);
+    // Said to have room it does not have (a view at the start of its buffer): framed as a copy.
+    expect(a.transport.send("b", MessageType.raft, te.encode("no room"), { headroom: true })).toBe(true);
+    await waitFor("three messages arrived", () => b.received.length === 3);
+    expect(Bun.hash(b.received[0]!.payload)).toBe(Bun.hash(big));
+    expect(b.received.slice(1).map(text)).toEqual(["plain", "no room"]);
   });
 
   test("small messages are not held behind a bulk transfer", async () => {

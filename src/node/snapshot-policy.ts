@@ -68,6 +68,8 @@ interface Progress {
 export class SnapshotPolicy {
   private inFlight: Promise<SnapshotOutcome> | null = null;
   private checkpointInFlight = false;
+  /** The checkpoint in progress, for stop to wait out (its worker holds a connection to the store). */
+  private checkpointRun: Promise<void> | null = null;
   /** The applied index the last checkpoint began at (the next is due snapshot_interval after it). */
   private checkpointStartedAt: number;
   /** Durable up to here (raft/checkpoint). */
@@ -135,9 +137,14 @@ export class SnapshotPolicy {
     return { index: record.index, term: record.term, membership: record.membership };
   }
 
-  /** Wait for an image in progress to end (stop). */
+  /**
+   * Wait for an image or a checkpoint in progress to end (stop): either one's worker holds a
+   * connection to the store, which must not outlive the store's own close (a start in the same
+   * process would find the store locked).
+   */
   async settle(): Promise<void> {
     if (this.inFlight !== null) await this.inFlight.catch(() => undefined);
+    if (this.checkpointRun !== null) await this.checkpointRun.catch(() => undefined);
   }
 
   /** A snapshot from the leader replaced the store: checkpoints start over from it. */
@@ -160,7 +167,7 @@ export class SnapshotPolicy {
     const dueBySize = applied > this.checkpointStartedAt && now >= this.lastCheckpointMs + 1000 && now >= this.nextStoreWalProbeMs && this.storeWalFull(now);
     if (!this.checkpointInFlight && (dueByCount || dueBySize) && now >= this.nextCheckpointAtMs) {
       this.lastCheckpointMs = now;
-      void this.checkpointNow();
+      this.checkpointRun = this.checkpointNow();
     }
     if (this.logBytesInMemory >= this.memoryBudgetBytes()) this.compactInMemory();
     if (this.inFlight === null && ctx.recovery === "healthy" && now >= this.nextImageAtMs && this.imageDue()) this.take().catch(() => undefined);

@@ -348,46 +348,61 @@ export class Store implements StateMachine<Entry, ApplyResult> {
         hint: "svc rebuilds it from the latest snapshot and the WAL when the file is removed",
       });
     }
-    let store: Store | null = null;
-    let markPending = false;
-    try {
-      // The mark is on disk before the first write that is not. On a full disk it waits for
-      // that first write (see ensureBootMark): a node must start and serve reads on a full disk.
-      if (bootId !== null && openedIn !== bootId) {
-        try {
-          writeFileAtomic(path + bootMarkSuffix, `${bootId}\n`);
-        } catch (e) {
-          if (!isDiskFullError(e)) throw e;
-          markPending = true;
+    // Another connection may hold the file locked for a moment (a checkpoint closing the last
+    // connection takes it exclusively): that is waited out, never taken for damage.
+    const busyUntilMs = Date.now() + storeBusyWaitMs;
+    for (;;) {
+      let store: Store | null = null;
+      let markPending = false;
+      try {
+        // The mark is on disk before the first write that is not. On a full disk it waits for
+        // that first write (see ensureBootMark): a node must start and serve reads on a full disk.
+        if (bootId !== null && openedIn !== bootId) {
+          try {
+            writeFileAtomic(path + bootMarkSuffix, `${bootId}\n`);
+          } catch (e) {
+            if (!isDiskFullError(e)) throw e;
+            markPending = true;
+          }
         }
-      }
-      store = new Store(path, options.cacheKib ?? defaultCacheKib, bootId !== null);
-      if (markPending) store.bootMarkPending = bootId;
-      if (openedIn !== null && openedIn !== bootId) store.openedInEarlierBoot = openedIn;
-      store.leftOpen = openedIn !== null;
-      // quick_check reads every page: it runs only on a store that was open when its machine
-      // went down. A process that stopped, even by kill -9, left SQLite's files whole in the
-      // page cache (SQLite's own guarantee), and a 10 GB store would take minutes to read.
-      // A small store is checked at every start: damage made while the node was stopped is
-      // found before anything reads it (see startCheckBytesMax).
-      if (options.check ?? ((openedIn !== null && openedIn !== bootId) || store.sizeBytes() <= startCheckBytesMax())) {
-        const problems = store.integrityProblems("quick_check");
-        if (problems.length > 0) throw new Error(problems.slice(0, 3).join("; "));
-      }
-      return store;
-    } catch (e) {
-      store?.close({ discard: true });
-      if (isUnwritable(e)) {
-        // A full disk or a read-only one is no reason to throw the store away.
-        throw new SvcError("STORAGE_FAILED", `cannot write the store ${path}: ${errorMessage(e)}`, {
-          hint: "free space on the data directory's disk or fix its permissions, then start the node again; the store is left as it is",
+        store = new Store(path, options.cacheKib ?? defaultCacheKib, bootId !== null);
+        if (markPending) store.bootMarkPending = bootId;
+        if (openedIn !== null && openedIn !== bootId) store.openedInEarlierBoot = openedIn;
+        store.leftOpen = openedIn !== null;
+        // quick_check reads every page: it runs only on a store that was open when its machine
+        // went down. A process that stopped, even by kill -9, left SQLite's files whole in the
+        // page cache (SQLite's own guarantee), and a 10 GB store would take minutes to read.
+        // A small store is checked at every start: damage made while the node was stopped is
+        // found before anything reads it (see startCheckBytesMax).
+        if (options.check ?? ((openedIn !== null && openedIn !== bootId) || store.sizeBytes() <= startCheckBytesMax())) {
+          const problems = store.integrityProblems("quick_check");
+          if (problems.length > 0) throw new Error(problems.slice(0, 3).join("; "));
+        }
+        return store;
+      } catch (e) {
+        store?.close({ discard: true });
+        if (isLocked(e)) {
+          if (Date.now() < busyUntilMs) {
+            Bun.sleepSync(25);
+            continue;
+          }
+          throw new SvcError("STORAGE_FAILED", `the store ${path} stayed locked by another connection for ${storeBusyWaitMs / 1000} s: ${errorMessage(e)}`, {
+            hint: "another process has it open (sqlite3, a second svc on this data directory?): stop that process, then start the node again; the store is left as it is",
+            cause: e,
+          });
+        }
+        if (isUnwritable(e)) {
+          // A full disk or a read-only one is no reason to throw the store away.
+          throw new SvcError("STORAGE_FAILED", `cannot write the store ${path}: ${errorMessage(e)}`, {
+            hint: "free space on the data directory's disk or fix its permissions, then start the node again; the store is left as it is",
+            cause: e,
+          });
+        }
+        throw setAside ? Store.damaged(path, errorMessage(e), e) : new SvcError("STORE_DAMAGED", `the store ${path} is damaged: ${errorMessage(e)}`, {
+          hint: damagedStoreFix(path),
           cause: e,
         });
       }
-      throw setAside ? Store.damaged(path, errorMessage(e), e) : new SvcError("STORE_DAMAGED", `the store ${path} is damaged: ${errorMessage(e)}`, {
-        hint: damagedStoreFix(path),
-        cause: e,
-      });
     }
   }
 
@@ -1203,6 +1218,15 @@ function throwIfEnvironmental(e: unknown): void {
   const code = (e as { code?: unknown } | null)?.code;
   if (typeof code === "string" && (code === "SQLITE_FULL" || code.startsWith("SQLITE_IOERR"))) throw e;
   if (e instanceof Error && /database or disk is full|disk I\/O error/.test(e.message)) throw e;
+}
+
+/** How long Store.open waits out a lock another connection holds on the store. */
+const storeBusyWaitMs = 10_000;
+
+/** Another connection holds a lock on the store: it is busy, not damaged. */
+function isLocked(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
 }
 
 /** The disk or the permissions refused a write: a storage failure, not a damaged store. */

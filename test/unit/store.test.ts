@@ -792,3 +792,31 @@ describe("a table out of rowids", () => {
     expect(one.query("SELECT v FROM x ORDER BY rowid", []).rows).toEqual(s.query("SELECT v FROM x ORDER BY rowid", []).rows);
   });
 });
+
+describe("a store another connection holds locked for a moment", () => {
+  test("is opened once the lock is let go, not set aside as damaged and rebuilt", async () => {
+    const path = join(tempDir(), "state.db");
+    const first = Store.open(path);
+    first.apply([exec(1, "CREATE TABLE t (v)", ["INSERT INTO t VALUES (?)", [1]])]);
+    first.close();
+    // Another process takes the file's exclusive lock (as a checkpoint closing the last
+    // connection does, for a moment), and lets it go 400 ms later.
+    const holder = Bun.spawn([process.execPath, "-e", `
+      const { Database } = require("bun:sqlite");
+      const db = new Database(${JSON.stringify(path)});
+      db.run("PRAGMA locking_mode = EXCLUSIVE");
+      db.run("BEGIN EXCLUSIVE");
+      db.run("CREATE TABLE IF NOT EXISTS held (v)");
+      console.log("held");
+      setTimeout(() => { db.run("COMMIT"); db.close(); }, 400);
+    `], { stdout: "pipe" });
+    const reader = holder.stdout.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain("held");
+    const again = Store.open(path);
+    stores.push(again);
+    expect(again.meta.appliedIndex).toBe(1);
+    expect(fs.readdirSync(join(path, "..", "..")).filter((n) => n.includes("damaged"))).toEqual([]);
+    await holder.exited;
+  });
+});
+

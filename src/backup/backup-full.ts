@@ -27,11 +27,17 @@ export interface BackupNodeApi {
    * total_entries as `stats` counts them on this node, and the applied index it gave with them,
    * for metadata.json: what a restore's verification compares `stats` with (SPEC §4.5).
    */
-  totalEntries(): Promise<{ total_entries: number | null; total_entries_applied_index: number | null }>;
+  totalEntries(): Promise<TotalEntries>;
+}
+
+/** metadata.json's count of the rows (`stats`' total_entries) and the applied index they were counted at. */
+export interface TotalEntries {
+  total_entries: number | null;
+  total_entries_applied_index: number | null;
 }
 
 /** metadata.json's count when the node could not count (the backup goes on: the archive is what matters). */
-const notCounted = { total_entries: null, total_entries_applied_index: null };
+export const notCounted: TotalEntries = { total_entries: null, total_entries_applied_index: null };
 
 export interface FullBackupOptions {
   to: string;

@@ -9,7 +9,7 @@ import { sha256File } from "../io/file-hash.ts";
 import { readSnapshotMeta, snapshotHoldFile, snapshotMetaFile, snapshotStateFile } from "../storage/snapshots.ts";
 import { SvcError } from "../util/errors.ts";
 import { metadataName } from "./backup-archive.ts";
-import type { BackupNodeApi } from "./backup-full.ts";
+import { notCounted, type BackupNodeApi } from "./backup-full.ts";
 import { ObjectStore, isObjectUrl } from "./s3.ts";
 
 export interface SnapshotBackupResult {
@@ -41,7 +41,7 @@ export async function snapshotBackup(
     const dirName = basename(image.dir);
     const files = [snapshotStateFile, snapshotMetaFile];
     // Counted after the image, with writes going on: total_entries_applied_index says where.
-    const counted = await api.totalEntries().catch(() => ({ total_entries: null, total_entries_applied_index: null }));
+    const counted = await api.totalEntries().catch(() => notCounted);
     const metadata = `${JSON.stringify({ ...info, ...counted }, null, 2)}\n`;
     if (isObjectUrl(o.to)) {
       const store = ObjectStore.at(o.to);

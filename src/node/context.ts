@@ -220,6 +220,14 @@ export class NodeContext {
   }
 
   /**
+   * No leader heard from for two election timeouts, longer than an election takes: none is
+   * about to be, from where this node stands (/health says so).
+   */
+  leaderGone(): boolean {
+    return this.leaderlessMs() > 2 * this.config.raft.electionTimeoutMs;
+  }
+
+  /**
    * The leader this node reports (/health, cluster-info, stats, gossip): the core's, but none
    * while it has not heard from it for two election timeouts, longer than an election takes.
    * A member that does not campaign (one that lost its log, a learner, one whose disk is full)
@@ -229,8 +237,7 @@ export class NodeContext {
    * write or a read is forwarded, votes) read the core's leader.
    */
   reportedLeaderId(): NodeId | null {
-    const leaderId = this.core.status().leaderId;
-    return this.leaderlessMs() > 2 * this.config.raft.electionTimeoutMs ? null : leaderId;
+    return this.leaderGone() ? null : this.core.status().leaderId;
   }
 
   /**
@@ -385,7 +392,7 @@ export class NodeContext {
     const leader = leaderId === null ? undefined : this.memberAddresses().get(leaderId);
     // Leaderless past two election timeouts: no election is about to end here; this node reaches
     // no majority (as /health says), and the client had better try another node.
-    const cutOff = leaderId === null && this.leaderlessMs() > 2 * this.config.raft.electionTimeoutMs;
+    const cutOff = leaderId === null && this.leaderGone();
     return new SvcError("NOT_LEADER", leaderId === null ? "no leader is known right now" : `this node is not the leader; ${leaderId} is`, {
       hint: leaderId !== null ? "send the request to the leader"
         : cutOff ? `this node has known no leader for ${(this.leaderlessMs() / 1000).toFixed(1)} s: it reaches no majority of the voters; send the request to another node`

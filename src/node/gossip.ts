@@ -61,9 +61,9 @@ export function wireGossip(ctx: NodeContext, gossip: GossipService, registry: Me
   registerGossipMetrics(registry, gossip);
   ctx.lostLogQuorum = () => {
     // A member that lost its log may have lost the membership with it: the configuration's members stand in.
-    const m = ctx.core.status().membership;
+    const { membership: m, term } = ctx.core.status();
     const voters = m.voters.length > 0 ? m.voters : ctx.config.cluster.members.map((x) => x.id);
-    return lostLogQuorumSeen(voters, { id: ctx.config.nodeId, lostLog: ctx.lostLog, term: ctx.core.status().term }, gossip.snapshot().members);
+    return lostLogQuorumSeen(voters, { id: ctx.config.nodeId, lostLog: ctx.lostLog, term }, gossip.snapshot().members);
   };
 }
 

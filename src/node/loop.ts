@@ -144,7 +144,7 @@ export class EffectLoop {
     const { ctx } = this;
     const nowMs = ctx.clock.monotonicMs();
     // It hears no election (it does not tick), so it may still name the leader it last heard from.
-    if (ctx.leaderlessMs() <= 2 * ctx.config.raft.electionTimeoutMs) {
+    if (!ctx.leaderGone()) {
       this.lostLogToldAtMs = null;
       return;
     }
@@ -176,9 +176,8 @@ export class EffectLoop {
   private tellLostLogQuorum(): void {
     const { ctx } = this;
     const nowMs = ctx.clock.monotonicMs();
-    const leaderlessMs = ctx.leaderlessMs();
     // A leader heard from: whatever was said is over.
-    if (leaderlessMs <= 2 * ctx.config.raft.electionTimeoutMs) {
+    if (!ctx.leaderGone()) {
       this.lostLogQuorumTold = null;
       this.lostLogQuorumStands = false;
       return;
@@ -191,7 +190,7 @@ export class EffectLoop {
     const told = this.lostLogQuorumTold;
     if (told !== null && q.lost.every((id) => told.has(id))) return;
     this.lostLogQuorumTold = new Set([...(told ?? []), ...q.lost]);
-    ctx.logger.error(`recovery: no leader for ${(leaderlessMs / 1000).toFixed(1)} s: ${lostLogQuorumText(q)}`, { lost: q.lost.join(","), voters: q.voters.join(",") });
+    ctx.logger.error(`recovery: no leader for ${(ctx.leaderlessMs() / 1000).toFixed(1)} s: ${lostLogQuorumText(q)}`, { lost: q.lost.join(","), voters: q.voters.join(",") });
   }
 
   private tick(): void {
@@ -208,13 +207,12 @@ export class EffectLoop {
     this.tellLostLogQuorum();
     if (ctx.lostLog && !this.lostLogQuorumStands) this.tellLostLogWaits();
     ctx.syncRemoval();
-    const leaderlessMs = ctx.leaderlessMs();
-    if (ctx.waiters.size > 0 && leaderlessMs > 2 * ctx.config.raft.electionTimeoutMs) {
+    if (ctx.waiters.size > 0 && ctx.leaderGone()) {
       // Writes proposed while this node led, and it has heard no leader since (cut off from the
       // majority): nothing will tell it their outcome until it is reachable again. Waiting out the
       // write timeout would only make their clients wait to learn the same.
       // (Those at or below the commit index it knows are committed: they apply, and are answered then.)
-      ctx.waiters.failAbove(ctx.core.status().commit, new SvcError("NOT_LEADER", `this node lost its leadership and has heard no leader for ${(leaderlessMs / 1000).toFixed(1)} s (it reaches no majority of the voters)`));
+      ctx.waiters.failAbove(ctx.core.status().commit, new SvcError("NOT_LEADER", `this node lost its leadership and has heard no leader for ${(ctx.leaderlessMs() / 1000).toFixed(1)} s (it reaches no majority of the voters)`));
     }
     const now = ctx.clock.nowMs();
     ctx.metrics.catchUp.sample(ctx.recovery !== "healthy", ctx.store.meta.appliedIndex, ctx.clock.monotonicMs());

@@ -233,7 +233,7 @@ export class SvcNode {
    * few to elect one, with what to do (see lost-log-quorum.ts); null otherwise.
    */
   get lostLogQuorumProblem(): string | null {
-    if (this.ctx.leaderlessMs() <= 2 * this.ctx.config.raft.electionTimeoutMs) return null;
+    if (!this.ctx.leaderGone()) return null;
     const q = this.ctx.lostLogQuorum();
     return q === null ? null : lostLogQuorumText(q);
   }

@@ -5,6 +5,7 @@
 // no member's.
 
 import { defineCommand } from "citty";
+import { notCounted, type TotalEntries } from "../../backup/index.ts";
 import { errorMessage } from "../../util/index.ts";
 import { callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
 
@@ -29,13 +30,6 @@ export const clusterInfoCommand = defineCommand({
     if (info.removed === true) process.stderr.write(`svc: ${info.problem ?? "this node was removed from the cluster"}\n`);
   },
 });
-
-export interface TotalEntries {
-  total_entries: number | null;
-  total_entries_applied_index: number | null;
-}
-
-export const notCounted: TotalEntries = { total_entries: null, total_entries_applied_index: null };
 
 /**
  * The rows `stats` counted and the applied index it gave with them (under writes, the rows may

@@ -54,13 +54,9 @@ export function adminApp(node: SvcNode) {
 
   /** NOT_LEADER for an action this node could run but that belongs to the leader (a snapshot). */
   function requireLeader(): void {
-    const s = node.status();
-    if (s.role === "leader") return;
-    const leader = s.leaderId === null ? undefined : node.memberAddresses().get(s.leaderId);
-    throw new SvcError("NOT_LEADER", s.leaderId === null ? "no leader is known right now" : `this node is not the leader; ${s.leaderId} is`, {
-      hint: s.leaderId === null ? "retry shortly: an election is in progress" : "send the request to the leader, or add ?local=true to act on this node",
-      details: { leaderId: s.leaderId, leaderClient: leader?.client ?? null, leaderAdmin: leader?.admin ?? null },
-    });
+    if (node.status().role === "leader") return;
+    const e = node.notLeader();
+    throw new SvcError(e.code, e.message, { hint: `${e.hint ?? "send the request to the leader"}; or add ?local=true to take the snapshot on this node`, details: { ...e.details } });
   }
 
   let routes: () => readonly RouteEntry[] = () => [];

@@ -484,6 +484,11 @@ export class SvcNode {
     return this.ctx.memberAddresses();
   }
 
+  /** NOT_LEADER for an action that belongs to the leader, naming it when known (NodeContext.notLeader). */
+  notLeader(): SvcError {
+    return this.ctx.notLeader(this.ctx.reportedLeaderId());
+  }
+
   /** What gossip knows here: every member's state, facts and view (null: no gossip, as in the simulator). */
   gossip(): GossipSnapshot | null {
     return this.parts.gossip?.snapshot() ?? null;

@@ -128,6 +128,12 @@ describe("failover of a three-node cluster", () => {
     expect(answer.problem).toContain("reaches no majority");
     // The client port answers the same.
     expect((await fetch(`${leader.clientUrl}/health`)).status).toBe(503);
+    // So does an action that belongs to the leader: no election is about to end here.
+    const snapshot = await postJson<{ error: { code: string; hint: string } }>(`${leader.adminUrl}/admin/snapshot`, {});
+    expect(snapshot.status).toBe(503);
+    expect(snapshot.body?.error.code).toBe("NOT_LEADER");
+    expect(snapshot.body?.error.hint).toContain("reaches no majority");
+    expect(snapshot.body?.error.hint).toContain("?local=true");
     x.spawn();
     await cluster.waitLeader([leader, x], 30_000);
     await cluster.waitHealthy(leader, 30_000);

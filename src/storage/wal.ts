@@ -57,7 +57,7 @@ export interface WalOpenResult {
 
 const hex16 = (n: number): string => n.toString(16).padStart(16, "0");
 
-/** The largest append buffer a WAL keeps between appends (a follower's batches are at most 512 KiB of entries). */
+/** The append buffer a WAL keeps between appends; a larger append is written in pieces of this size (one record larger than it, alone). */
 const appendBufferBytesKept = 1024 * 1024;
 
 /** At most one WAL mark (see Wal.marks) per this many entries: 10 M entries keep 10,000 marks. */
@@ -273,28 +273,25 @@ export class Wal {
     if (first === undefined) return;
     assert(first.index <= this.lastIndexValue + 1 || this.lastIndexValue === 0, "WAL append leaves no gap");
     this.rollIfFull(first.index);
-    let total = 0;
-    for (const e of entries) total += recordHeaderBytes + entryHeaderBytes + e.data.length;
-    const buf = this.appendBufferOf(total);
-    const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-    let offset = 0;
-    let expected = first.index;
-    for (const entry of entries) {
-      assert(entry.index === expected, "WAL append entries are contiguous");
-      expected++;
-      offset = writeEntryRecord(buf, view, offset, RecordType.entry, entry);
-    }
-    assert(offset === total, "WAL batch fills its buffer exactly");
     const segment = this.currentSegment();
     const rewrites = this.finalFromValue === null || first.index !== this.lastIndexValue + 1;
     const fd = this.openFd();
+    // Encoded and written a kept buffer's worth at a time: a follower catching up appends
+    // megabytes at once, and a buffer made for them cost fresh pages, zeroed, every time.
+    let total = 0;
     try {
-      writeFullyAt(fd, buf, segment.sizeBytes);
+      for (let from = 0; from < entries.length;) {
+        const written = this.writeRecordsAt(fd, entries, from, segment.sizeBytes + total);
+        total += written.bytes;
+        from = written.to;
+      }
     } catch (e) {
       if (!isDiskFullError(e)) throw e;
-      this.undoPartialWrite(fd, segment, total);
+      let attempted = 0;
+      for (const entry of entries) attempted += recordHeaderBytes + entryHeaderBytes + entry.data.length;
+      this.undoPartialWrite(fd, segment, attempted);
       throw new DiskFullError(
-        `no space left to append ${total} bytes to the WAL segment ${segment.path} (${describeFree(this.dir)})`,
+        `no space left to append ${attempted} bytes to the WAL segment ${segment.path} (${describeFree(this.dir)})`,
         segment.path, freeBytes(this.dir), { cause: e },
       );
     }
@@ -307,6 +304,32 @@ export class Wal {
     this.lastIndexValue = last.index;
     segment.maxIndex = Math.max(segment.maxIndex, last.index);
     if (segment.sizeBytes * 2 > this.options.segmentSizeBytes) this.prepareSpare();
+  }
+
+  /**
+   * Writes the records of entries[from…] at `at`, as many as fit the kept append buffer (at
+   * least one); returns the index of the first entry left and the bytes written.
+   */
+  private writeRecordsAt(fd: number, entries: readonly Entry[], from: number, at: number): { to: number; bytes: number } {
+    let to = from;
+    let bytes = 0;
+    while (to < entries.length) {
+      const recordBytes = recordHeaderBytes + entryHeaderBytes + entries[to]!.data.length;
+      if (to > from && bytes + recordBytes > appendBufferBytesKept) break;
+      bytes += recordBytes;
+      to++;
+    }
+    const buf = this.appendBufferOf(bytes);
+    const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+    let offset = 0;
+    for (let i = from; i < to; i++) {
+      const entry = entries[i]!;
+      assert(entry.index === entries[0]!.index + i, "WAL append entries are contiguous");
+      offset = writeEntryRecord(buf, view, offset, RecordType.entry, entry);
+    }
+    assert(offset === bytes, "WAL batch fills its buffer exactly");
+    writeFullyAt(fd, buf, at);
+    return { to, bytes };
   }
 
   /** `bytes` of buffer for append() to fill entirely (records leave no byte unwritten). */

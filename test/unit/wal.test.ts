@@ -130,6 +130,24 @@ describe("wal", () => {
     expect(entries[9]).toEqual(entry(10));
   });
 
+  test("an append of megabytes at once (a follower catching up), written in pieces, and a record larger than a piece, read back as appended", () => {
+    const dir = tempDir();
+    const big = { segmentSizeBytes: 32 * 1024 * 1024, logger: silentLogger };
+    const { wal } = Wal.open(dir, big);
+    const batch = Array.from({ length: 12_000 }, (_, i) => entry(i + 1, 1, 300));
+    wal.append(batch);
+    const lone = entry(12_001, 1, 3 * 1024 * 1024);
+    wal.append([entry(12_001, 1, 3 * 1024 * 1024), entry(12_002), entry(12_003, 1, 1024 * 1024)]);
+    wal.sync();
+    wal.close();
+    const { entries, truncatedBytes } = Wal.open(dir, big);
+    expect(truncatedBytes).toBe(0);
+    expect(entries.length).toBe(12_003);
+    expect(entries.slice(0, 12_000)).toEqual(batch);
+    expect(entries[12_000]).toEqual(lone);
+    expect(entries.slice(12_001)).toEqual([entry(12_002), entry(12_003, 1, 1024 * 1024)]);
+  });
+
   test("truncation at every byte offset of the last record recovers all earlier records", () => {
     const dir = tempDir();
     writeEntries(dir, 5);

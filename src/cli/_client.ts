@@ -5,7 +5,7 @@
 import type { Config } from "../config/index.ts";
 import { givenConfigPath, loadConfigOrExit } from "./_config.ts";
 import { credentialHeaders, credentialTls, nodeCredentials, useCredentials } from "./_credentials.ts";
-import { CliExit, ExitCode } from "./_exit.ts";
+import { CliExit, ExitCode, usageError } from "./_exit.ts";
 import { parseJson64, stringifyJson64 } from "../util/index.ts";
 
 export const nodeArgs = {
@@ -32,13 +32,44 @@ export function nodeUrl(args: NodeArgs): string {
 /** As nodeUrl, with the configuration already loaded (null: none). */
 export function nodeUrlWith(args: Omit<NodeArgs, "config">, config: Config | null): string {
   useCredentials(nodeCredentials(args, config));
-  if (args.node !== undefined && args.node !== "") return args.node.replace(/\/+$/, "");
+  if (args.node !== undefined && args.node !== "") return adminBaseUrl(args.node);
   if (config !== null) {
     const admin = config.listen.admin;
     const host = admin.host === "0.0.0.0" ? "127.0.0.1" : admin.host === "::" ? "::1" : admin.host;
     return `${config.tls == null ? "http" : "https"}://${host.includes(":") ? `[${host}]` : host}:${admin.port}`;
   }
   return "http://127.0.0.1:9090";
+}
+
+const nodeUrlExample = "e.g. --node http://10.0.0.1:9090 (https:// when the node has [tls])";
+
+/**
+ * --node as the base of the admin routes: an http or https URL (a path in it stays, as the
+ * prefix of a proxy). What fetch would refuse, or send somewhere else than meant (a query or
+ * fragment swallowing the route's path), is the command line's mistake, said as such rather
+ * than as a node that cannot be reached.
+ */
+export function adminBaseUrl(text: string): string {
+  const given = text.trim();
+  if (/^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):\d+$/.test(given)) {
+    throw usageError(`--node ${given} has no scheme: write --node http://${given} (or https://${given} when the node has [tls])`);
+  }
+  let url: URL;
+  try {
+    url = new URL(given);
+  } catch {
+    throw usageError(`--node ${JSON.stringify(text)} is not a URL: give the node's admin address, ${nodeUrlExample}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw usageError(`--node takes an http:// or https:// URL, not ${url.protocol}//…: give the node's admin address, ${nodeUrlExample}`);
+  }
+  if (url.username !== "" || url.password !== "") {
+    throw usageError("--node holds a user name or password, which svc admin does not send: give the token with --token-file FILE or SVC_TOKEN, and the URL without them");
+  }
+  if (url.search !== "" || url.hash !== "") {
+    throw usageError(`--node ${url.origin}${url.pathname}${url.search}${url.hash} has a query or fragment, which would swallow the path of the admin route: give --node ${url.origin}${url.pathname.replace(/\/+$/, "")}`);
+  }
+  return `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
 }
 
 export async function callNode(base: string, method: "GET" | "POST", path: string, body?: unknown, timeoutMs = 60_000): Promise<unknown> {
@@ -149,6 +180,9 @@ function noAnswerMessage(base: string, method: "GET" | "POST", path: string, tim
 function unreachableHint(why: string): string {
   if (/certificate|self[- ]signed|UNABLE_TO_VERIFY|CERT_/i.test(why)) {
     return "the node's certificate is not trusted: pass --cacert FILE with the CA that signed it (or set [tls] ca_file in the --config file)";
+  }
+  if (/TLS handshake|EPROTO|wrong version number/i.test(why)) {
+    return "the port answered, but not with TLS: a node without [tls] in its configuration serves http://, not https://";
   }
   return "is it running (`systemctl status svc`)? pass --node URL or --config FILE to pick the node";
 }

@@ -26,12 +26,12 @@ export function nodeCredentials(args: { "token-file"?: string | undefined; cacer
   const given = (v: string | undefined): v is string => v !== undefined && v !== "";
   let token: string | null = null;
   const fromEnv = process.env.SVC_TOKEN;
-  if (given(args["token-file"])) token = readSecret(args["token-file"], "--token-file");
-  else if (given(fromEnv)) token = fromEnv.trim();
-  else if (config?.auth != null && config.auth.tokenFile !== "") token = readSecret(config.auth.tokenFile, "[auth] token_file");
+  if (given(args["token-file"])) token = checkedToken(readSecret(args["token-file"], "--token-file"), `${args["token-file"]} (--token-file)`);
+  else if (given(fromEnv)) token = checkedToken(fromEnv.trim(), "SVC_TOKEN");
+  else if (config?.auth != null && config.auth.tokenFile !== "") token = checkedToken(readSecret(config.auth.tokenFile, "[auth] token_file"), `${config.auth.tokenFile} ([auth] token_file)`);
   const caPath = given(args.cacert) ? args.cacert : config?.tls?.caFile ?? "";
   const out: { token: string | null; ca?: string; cert?: string; key?: string } = { token };
-  if (caPath !== "") out.ca = readSecret(caPath, given(args.cacert) ? "--cacert" : "[tls] ca_file");
+  if (caPath !== "") out.ca = checkedCa(readSecret(caPath, given(args.cacert) ? "--cacert" : "[tls] ca_file"), `${caPath} (${given(args.cacert) ? "--cacert" : "[tls] ca_file"})`);
   if (config?.tls != null && config.tls.clientCaFile !== "") {
     out.cert = readSecret(config.tls.certFile, "[tls] cert_file");
     out.key = readSecret(config.tls.keyFile, "[tls] key_file");
@@ -47,6 +47,30 @@ export function credentialTls(): { tls?: { ca?: string; cert?: string; key?: str
   const { ca, cert, key } = current;
   if (ca === undefined && cert === undefined) return {};
   return { tls: { ...(ca === undefined ? {} : { ca }), ...(cert === undefined || key === undefined ? {} : { cert, key }) } };
+}
+
+/**
+ * A token as `svc admin token create` prints it: one word of printable ASCII. Anything else
+ * cannot go in an Authorization header (fetch refuses it before a byte is sent), so it is
+ * refused here, saying where it came from and never what it holds: the tokens file of hashes
+ * given in place of the token file is the likely mistake.
+ */
+function checkedToken(token: string, from: string): string {
+  const create = "`svc admin token create --role admin` prints a new one";
+  if (token === "") throw usageError(`${from} is empty: it should hold the token itself; ${create}`);
+  if (token.includes("\n") || token.startsWith("sha256:")) {
+    throw usageError(`${from} looks like a tokens file (lines of sha256:<hash> <role> <name>, which a node checks tokens against), not a token: ` +
+      `give the file that holds the token itself (install.sh writes /etc/svc/admin-token); ${create}`);
+  }
+  const bad = [...token].findIndex((c) => !/^[\x21-\x7e]$/.test(c));
+  if (bad >= 0) throw usageError(`${from}: the token holds a blank or a control character at character ${bad}; a token is one word of printable characters, as \`svc admin token create\` prints it`);
+  return token;
+}
+
+/** A CA file must hold a PEM certificate: fetch would otherwise fail at the connection, as if the node were down. */
+function checkedCa(text: string, from: string): string {
+  if (!text.includes("-----BEGIN CERTIFICATE-----")) throw usageError(`${from} holds no PEM certificate (-----BEGIN CERTIFICATE-----): give the CA certificate that signed the node's certificate (ca.crt)`);
+  return text;
 }
 
 /** A file's text; the message names the file and where it came from, never its content. */

@@ -66,6 +66,12 @@ export function parseJsonText(text: string): unknown {
   try {
     return parseJson64Strict(text);
   } catch (e) {
+    // The parser recurses: a body of arrays or objects nested past the stack is well-formed
+    // JSON that cannot be read, and no request svc takes nests more than four levels.
+    if (e instanceof RangeError) {
+      throw badRequest("the request body has arrays or objects nested too deeply to read",
+        "a request nests at most four levels: {\"statements\": [{\"sql\": \"…\", \"params\": [values]}]}; parameter values are strings, numbers, booleans or null");
+    }
     throw badRequest(`the request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`, "send one JSON object, e.g. {\"statements\": [\"…\"]}; check quoting and commas");
   }
 }

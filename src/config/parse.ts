@@ -2,7 +2,7 @@
 // Syntax errors stop at the first (the TOML parser cannot go on); everything else is
 // collected in one pass so that an operator fixes a file in one round.
 
-import { readFileSync } from "node:fs";
+import { closeSync, openSync, readSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import { parse, TomlError } from "smol-toml";
 import { assert, errorMessage, pseudoFileSystemOf, pseudoFileSystemProblem } from "../util/index.ts";
@@ -17,16 +17,43 @@ import { readSecurity } from "./_security.ts";
 import { MIB, NODE_ID_PATTERN, PROTECTED_LISTEN_HOST, ROOT_FIELDS, type FieldSpec, type TableSpec } from "./schema.ts";
 import type { Config, ConfigProblem, ConfigResult } from "./types.ts";
 
+/**
+ * No configuration comes near this (one with a hundred members is about 20 KiB); a file past it
+ * was given by mistake (a log, a WAL segment, /dev/zero), and reading it whole could take the
+ * host's memory.
+ */
+const configFileBytesMax = 1024 * 1024;
+
 export function loadConfigFile(path: string): ConfigResult {
-  let bytes: Uint8Array;
+  let bytes: Uint8Array | null;
   try {
-    bytes = readFileSync(path);
+    bytes = readBounded(path, configFileBytesMax);
   } catch (e) {
     return { ok: false, problems: [{ keyPath: "", message: `cannot read the config file: ${errorMessage(e)}` }] };
+  }
+  if (bytes === null) {
+    return { ok: false, problems: [{ keyPath: "", message: `the file is larger than ${configFileBytesMax / MIB} MiB, which no configuration is: is it the configuration file (/etc/svc/config.toml)?` }] };
   }
   const text = decodeUtf8(bytes);
   if (typeof text !== "string") return { ok: false, problems: [text] };
   return parseConfig(text, path);
+}
+
+/** The file's bytes, read up to bytesMax (null past it); a pipe is read to its end like a file. */
+function readBounded(path: string, bytesMax: number): Uint8Array | null {
+  const fd = openSync(path, "r");
+  try {
+    const buffer = new Uint8Array(bytesMax + 1);
+    let filled = 0;
+    while (filled < buffer.byteLength) {
+      const n = readSync(fd, buffer, filled, buffer.byteLength - filled, null);
+      if (n === 0) break;
+      filled += n;
+    }
+    return filled > bytesMax ? null : buffer.slice(0, filled);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });

@@ -2,7 +2,7 @@
 // Syntax errors stop at the first (the TOML parser cannot go on); everything else is
 // collected in one pass so that an operator fixes a file in one round.
 
-import { closeSync, openSync, readSync } from "node:fs";
+import { closeSync, openSync, readSync, statSync, type Stats } from "node:fs";
 import { isAbsolute } from "node:path";
 import { parse, TomlError } from "smol-toml";
 import { assert, errorMessage, pseudoFileSystemOf, pseudoFileSystemProblem } from "../util/index.ts";
@@ -11,6 +11,7 @@ import { createLocator } from "./_locate.ts";
 import { readMembers } from "./_members.ts";
 import { checkSelfEntry } from "./_self-entry.ts";
 import { Problems } from "./_problems.ts";
+import { processOwnerSpec, processUserText, userNameOf } from "../util/user.ts";
 import { statConfigPath } from "./_stat.ts";
 import { checkUnknownKeys, readAddress, readBool, readInt, readString, readTable, type TomlTable } from "./_read.ts";
 import { readSecurity } from "./_security.ts";
@@ -29,7 +30,7 @@ export function loadConfigFile(path: string): ConfigResult {
   try {
     bytes = readBounded(path, configFileBytesMax);
   } catch (e) {
-    return { ok: false, problems: [{ keyPath: "", message: `cannot read the config file: ${errorMessage(e)}` }] };
+    return { ok: false, problems: [{ keyPath: "", message: `cannot read the config file: ${unreadableText(path, e)}` }] };
   }
   if (bytes === null) {
     return { ok: false, problems: [{ keyPath: "", message: `the file is larger than ${configFileBytesMax / MIB} MiB, which no configuration is: is it the configuration file (/etc/svc/config.toml)?` }] };
@@ -37,6 +38,25 @@ export function loadConfigFile(path: string): ConfigResult {
   const text = decodeUtf8(bytes);
   if (typeof text !== "string") return { ok: false, problems: [text] };
   return parseConfig(text, path);
+}
+
+/**
+ * Why the file could not be read; for a permission refused, who svc runs as, the file's owner
+ * and mode, and what lets it read the file (a unit running as svc with a file left 0600 root).
+ */
+function unreadableText(path: string, e: unknown): string {
+  if ((e as { code?: unknown }).code !== "EACCES") return errorMessage(e);
+  const user = processUserText();
+  let st: Stats;
+  try {
+    st = statSync(path);
+  } catch {
+    return `svc runs as ${user}, and a directory on the way to ${path} does not let it through: see each one's owner and mode with \`namei -l ${path}\``;
+  }
+  const mode = (st.mode & 0o7777).toString(8).padStart(4, "0");
+  const group = processOwnerSpec().split(":")[1];
+  return `svc runs as ${user}, and the file has owner ${userNameOf(st.uid)}, mode ${mode}: let its group read it, ` +
+    `\`chgrp ${group} ${path} && chmod 640 ${path}\` (install.sh makes /etc/svc/config.toml 0640 root:svc), or run svc as the user the file is for`;
 }
 
 /** The file's bytes, read up to bytesMax (null past it); a pipe is read to its end like a file. */

@@ -21,11 +21,28 @@ export interface RouteEntry {
   readonly path: string;
 }
 
+/** Which port an app serves, and the address of the other one (read when a request needs it). */
+export interface PortSide {
+  readonly port: "client" | "admin";
+  readonly otherAddress: () => string;
+}
+
+/** host:port of a listen address, an IPv6 host in brackets. */
+export function listenAddressText(address: { readonly host: string; readonly port: number }): string {
+  return address.host.includes(":") && !address.host.startsWith("[") ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`;
+}
+
+/** Whether a path is one the other port serves: a request sent to the wrong port. */
+function otherPortServes(port: PortSide["port"], path: string): boolean {
+  return port === "client" ? path === "/metrics" || path.startsWith("/admin/") : path === "/v1/execute" || path === "/v1/query";
+}
+
 /**
  * The fallback for an app whose routes `routes()` lists (read when a request matches none):
- * a path the app serves with other methods is answered 405 with Allow, any other 404.
+ * a path the app serves with other methods is answered 405 with Allow, any other 404 (naming
+ * the other port's address when that port serves the path).
  */
-export function fallbackRoutes(routes: () => readonly RouteEntry[] = () => []) {
+export function fallbackRoutes(routes: () => readonly RouteEntry[] = () => [], side?: PortSide) {
   return new Elysia().onError({ as: "global" }, ({ code, request, error }) => {
   switch (code) {
     case "NOT_FOUND": {
@@ -40,6 +57,12 @@ export function fallbackRoutes(routes: () => readonly RouteEntry[] = () => []) {
         }));
         response.headers.set("allow", allowed.join(", "));
         return response;
+      }
+      if (side !== undefined && otherPortServes(side.port, path)) {
+        const other = side.port === "client" ? "admin" : "client";
+        return errorResponse(new SvcError("NOT_FOUND", `${path} is served on the ${other} port, not on this ${side.port} port`, {
+          hint: `send ${request.method} ${path} to this node's ${other} port, ${side.otherAddress()} (listen.${other} in its configuration)`,
+        }));
       }
       return errorResponse(new SvcError("NOT_FOUND", `no route for ${request.method} ${url.pathname}`, {
         hint: "see the API in the README: /health, /v1/execute, /v1/query on the client port; /health, /metrics, /admin/* on the admin port",

@@ -131,6 +131,22 @@ describe("error bodies through the apps", () => {
     expect(await errorOf(admin, new Request("http://localhost/admin/nothing", { method: "POST" }))).toMatchObject({ status: 404, error: { code: "NOT_FOUND" } });
   });
 
+  test("a route of the other port names that port and its address, so that a request sent to the wrong port says where to send it", async () => {
+    const addressed = { config: { nodeId: "n1", listen: { client: { host: "10.0.0.1", port: 7878 }, admin: { host: "10.0.0.1", port: 9090 } } } } as unknown as SvcNode;
+    const snapshot = await errorOf(clientApp(addressed), new Request("http://localhost/admin/snapshot", { method: "POST" }));
+    expect(snapshot).toMatchObject({ status: 404, error: { code: "NOT_FOUND" } });
+    expect(snapshot.error.message).toContain("admin port");
+    expect(snapshot.error.hint).toContain("10.0.0.1:9090");
+    const metrics = await errorOf(clientApp(addressed), new Request("http://localhost/metrics"));
+    expect(metrics.error.hint).toContain("10.0.0.1:9090");
+    const execute = await errorOf(adminApp(addressed), new Request("http://localhost/v1/execute", { method: "POST", body: "{}" }));
+    expect(execute).toMatchObject({ status: 404, error: { code: "NOT_FOUND" } });
+    expect(execute.error.message).toContain("client port");
+    expect(execute.error.hint).toContain("10.0.0.1:7878");
+    // A path neither port serves keeps the general answer.
+    expect((await errorOf(clientApp(addressed), new Request("http://localhost/v2/nothing"))).error.hint).toContain("see the API");
+  });
+
   test("a route asked with the wrong method answers 405 METHOD_NOT_ALLOWED with Allow, on both ports", async () => {
     expect(await errorOf(client, new Request("http://localhost/v1/execute"))).toMatchObject({ status: 405, error: { code: "METHOD_NOT_ALLOWED" } });
     expect((await client.handle(new Request("http://localhost/v1/execute"))).headers.get("allow")).toBe("POST");

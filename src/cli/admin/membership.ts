@@ -3,8 +3,24 @@
 // promoted once it has caught up.
 
 import { defineCommand } from "citty";
+import { NODE_ID_PATTERN, parseAddress } from "../../config/index.ts";
 import { callNode, nodeArgs, nodeUrl, printJson, printKeyValues } from "../_client.ts";
 import { usageError } from "../_exit.ts";
+
+/**
+ * What no node could be given is the command line's mistake, said before the node is asked
+ * (and before add-node announces a wait): the node would refuse it, later and less plainly.
+ */
+function checkedId(id: string, option: "--id" | "--to"): string {
+  if (!NODE_ID_PATTERN.test(id)) throw usageError(`${option} ${JSON.stringify(id)} is no node id: a node id is 1 to 64 characters of A-Z a-z 0-9 _ . - (node_id in that node's configuration)`);
+  return id;
+}
+
+function checkedAddress(value: string, option: "--peer" | "--client" | "--admin"): string {
+  const parsed = parseAddress(value);
+  if (!parsed.ok) throw usageError(`${option}: ${parsed.message}`);
+  return value;
+}
 
 const idArg = { id: { type: "string", description: "Node id", required: true, valueHint: "ID" } } as const;
 
@@ -19,6 +35,8 @@ export const addNodeCommand = defineCommand({
     ...nodeArgs,
   },
   async run({ args }) {
+    checkedId(args.id, "--id");
+    for (const k of ["peer", "client", "admin"] as const) checkedAddress(args[k], `--${k}`);
     // The wait is announced only for a node that is not a member yet: for one that is, the
     // leader's refusal is all there is to say.
     if (args.learner !== true && !(await isMemberAlready(nodeUrl(args), args.id))) {
@@ -54,6 +72,8 @@ export const setMemberCommand = defineCommand({
   async run({ args }) {
     const change = Object.fromEntries((["peer", "client", "admin"] as const).flatMap((k) => (args[k] === undefined || args[k] === "" ? [] : [[k, args[k]]])));
     if (Object.keys(change).length === 0) throw usageError("give at least one of --peer, --client and --admin");
+    checkedId(args.id, "--id");
+    for (const [k, v] of Object.entries(change)) checkedAddress(v, `--${k}` as "--peer" | "--client" | "--admin");
     const r = await callNode(nodeUrl(args), "POST", "/admin/set-member", { id: args.id, ...change }, 120_000);
     if (args.json) return printJson(r);
     printKeyValues(r as Record<string, unknown>);
@@ -65,6 +85,7 @@ function simple(name: string, path: string, description: string) {
     meta: { name, description },
     args: { ...idArg, ...nodeArgs },
     async run({ args }) {
+      checkedId(args.id, "--id");
       const r = await callNode(nodeUrl(args), "POST", path, { id: args.id }, 120_000);
       if (args.json) return printJson(r);
       printKeyValues(r as Record<string, unknown>);
@@ -78,6 +99,7 @@ export const transferLeaderCommand = defineCommand({
   meta: { name: "transfer-leader", description: "Hand leadership to another voter and wait until it leads" },
   args: { to: { type: "string", description: "The voter to lead", required: true, valueHint: "ID" }, ...nodeArgs },
   async run({ args }) {
+    checkedId(args.to, "--to");
     const r = await callNode(nodeUrl(args), "POST", "/admin/transfer-leader", { id: args.to }, 60_000);
     if (args.json) return printJson(r);
     printKeyValues(r as Record<string, unknown>);

@@ -163,6 +163,23 @@ describe("the read-only tools on a real data directory", () => {
   });
 });
 
+describe("wal-repair --dry-run", () => {
+  test("looks without --skip-corrupted, which only a repair that removes entries needs, and writes nothing", () => {
+    const dataDir = join(dir, "data");
+    expect(svc(["admin", "init-cluster", "--config", configFor(dataDir)]).code).toBe(0);
+    fs.rmSync(join(dataDir, "LOCK"));
+    const before = tree(dataDir);
+    const look = svc(["admin", "wal-repair", "--dry-run", "--data-dir", dataDir]);
+    expect(look.stderr).toBe("");
+    expect(look.code).toBe(0);
+    expect(tree(dataDir)).toEqual(before);
+    // A repair itself still asks for the acknowledgement.
+    const repair = svc(["admin", "wal-repair", "--data-dir", dataDir]);
+    expect(repair.code).toBe(2);
+    expect(repair.stderr).toContain("--skip-corrupted");
+  });
+});
+
 describe("init-cluster makes a new data directory", () => {
   test("in an empty directory, or one holding only lost+found (a fresh file system)", () => {
     for (const [name, prepare] of [["empty", () => {}], ["mount", (d: string) => fs.mkdirSync(join(d, "lost+found"))]] as const) {

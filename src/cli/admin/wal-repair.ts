@@ -19,15 +19,16 @@ import { CliExit, ExitCode, usageError } from "../_exit.ts";
 export const walRepairCommand = defineCommand({
   meta: { name: "wal-repair", description: "Rebuild the WAL from its intact records and say which entries are lost (offline)" },
   args: {
-    "skip-corrupted": { type: "boolean", description: "Required: acknowledge that damaged entries (and intact ones after a gap) leave the log" },
+    "skip-corrupted": { type: "boolean", description: "Required for a repair (not for --dry-run): acknowledge that damaged entries (and intact ones after a gap) leave the log" },
     "data-dir": { type: "string", description: "Data directory of the stopped node", valueHint: "DIR" },
     config: { type: "string", description: `Take data_dir from this configuration file (default ${defaultConfigPath()})`, valueHint: "FILE" },
     "dry-run": { type: "boolean", description: "Say what would be done without changing anything" },
     json: { type: "boolean", description: "Print machine-readable JSON" },
   },
   async run({ args }) {
-    if (!args["skip-corrupted"]) {
-      throw usageError("wal-repair takes damaged entries out of the log; pass --skip-corrupted to confirm (or --dry-run to look first)");
+    // The acknowledgement is for removing entries; a dry run removes nothing, so it looks without it.
+    if (!args["skip-corrupted"] && args["dry-run"] !== true) {
+      throw usageError("wal-repair takes damaged entries out of the log; pass --skip-corrupted to confirm (or --dry-run alone to look first)");
     }
     const dataDir = offlineDataDir({ dataDir: args["data-dir"], config: args.config });
     const dryRun = args["dry-run"] === true;

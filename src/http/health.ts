@@ -38,9 +38,15 @@ export function healthResponse(node: SvcNode): Response {
         ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node lost log entries and does not vote until a leader gives them back; ` +
           "check that a majority of the other voters is up and reaches it (`svc admin cluster-status`). Only if every member was restored from the same snapshot " +
           "copied by hand (no raft/RESTORED) can none of them lead: then stop them all, run `svc admin init-cluster --bootstrap` on each, and start them"
-        : noLeader
-          ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node reaches no majority of the voters (check the others with \`svc admin cluster-status\`)`
-          : null;
+        : noLeader && node.clusterId === ""
+          // No cluster has taken it in (a new member, or one whose first start waits): it has no
+          // voters to reach, and waits for a leader to add it.
+          ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node belongs to no cluster yet and waits for a leader to take it in: ` +
+            `add it from a member with \`svc admin add-node --id ${s.nodeId} --peer … --client … --admin …\` (its [listen] addresses), ` +
+            "check that the members in its [cluster] members are up and reach it, or, to start a new cluster, start one node with bootstrap = true"
+          : noLeader
+            ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node reaches no majority of the voters (check the others with \`svc admin cluster-status\`)`
+            : null;
   const diskFull = node.diskFull;
   return json(
     {

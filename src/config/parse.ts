@@ -10,6 +10,7 @@ import { checkListenPorts, checkMembers, checkRaftTimes, checkSelfInMembers } fr
 import { createLocator } from "./_locate.ts";
 import { readMembers } from "./_members.ts";
 import { checkSelfEntry } from "./_self-entry.ts";
+import { locationProblem } from "./location.ts";
 import { Problems } from "./_problems.ts";
 import { processOwnerSpec, processUserText, userNameOf } from "../util/user.ts";
 import { statConfigPath } from "./_stat.ts";
@@ -185,6 +186,8 @@ function readConfig(root: TomlTable, problems: Problems, selfEntry: { problems: 
   const backupTable = readTable(root, "backup", backupSpec, problems) ?? {};
   const backupDir = readString(backupTable, "dir", field(backupSpec, "dir", "string"), ["backup"], problems);
   const backupOffsite = readString(backupTable, "offsite", field(backupSpec, "offsite", "string"), ["backup"], problems);
+  if (backupDir !== undefined) checkBackupLocation("dir", backupDir, problems);
+  if (backupOffsite !== undefined) checkBackupLocation("offsite", backupOffsite, problems);
   const retainDays = readInt(backupTable, "retain_days", field(backupSpec, "retain_days", "int"), ["backup"], problems);
   const offsiteRetainDays = readInt(backupTable, "offsite_retain_days", field(backupSpec, "offsite_retain_days", "int"), ["backup"], problems);
 
@@ -215,6 +218,19 @@ function readConfig(root: TomlTable, problems: Problems, selfEntry: { problems: 
     limits: { queryTimeoutMs, adminQueryTimeoutMs, writeCheckTimeoutMs, clientRequestsPerSecond, clientConnectionsMax },
     backup: { dir: backupDir, offsite: backupOffsite, retainMs: retainDays * 86_400_000, offsiteRetainMs: offsiteRetainDays * 86_400_000 },
   };
+}
+
+/**
+ * [backup] dir and offsite: empty (no timer backup), an absolute directory (the timers run in
+ * no particular directory) or s3://BUCKET/PREFIX.
+ */
+function checkBackupLocation(key: "dir" | "offsite", value: string, problems: Problems): void {
+  if (value === "") return;
+  const problem = locationProblem(value);
+  if (problem !== null) problems.add(["backup", key], problem);
+  else if (!value.startsWith("s3://") && !isAbsolute(value)) {
+    problems.add(["backup", key], `must be an absolute directory or s3://BUCKET/PREFIX, got ${JSON.stringify(value)}; a relative path would depend on the directory the backup runs in (write e.g. "/var/backups/svc")`);
+  }
 }
 
 /**

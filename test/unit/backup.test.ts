@@ -288,9 +288,9 @@ describe("[backup] in the configuration", () => {
     const defaults = parseConfig(`node_id = "a"\n`, "config.toml");
     if (!defaults.ok) throw new Error(JSON.stringify(defaults.problems));
     expect(defaults.config.backup).toEqual({ dir: "", offsite: "", retainMs: 30 * 86_400_000, offsiteRetainMs: 365 * 86_400_000 });
-    const set = parseConfig(`node_id = "a"\n[backup]\ndir = "/var/backups/svc"\noffsite = "s3://b/offsite"\nretain_days = 7\n`, "config.toml");
+    const set = parseConfig(`node_id = "a"\n[backup]\ndir = "/var/backups/svc"\noffsite = "s3://bucket/offsite"\nretain_days = 7\n`, "config.toml");
     if (!set.ok) throw new Error(JSON.stringify(set.problems));
-    expect(set.config.backup).toEqual({ dir: "/var/backups/svc", offsite: "s3://b/offsite", retainMs: 7 * 86_400_000, offsiteRetainMs: 365 * 86_400_000 });
+    expect(set.config.backup).toEqual({ dir: "/var/backups/svc", offsite: "s3://bucket/offsite", retainMs: 7 * 86_400_000, offsiteRetainMs: 365 * 86_400_000 });
     const wrong = parseConfig(`node_id = "a"\n[backup]\nretain = 7\nretain_days = 0\n`, "config.toml");
     expect(wrong.ok).toBe(false);
     if (!wrong.ok) expect(wrong.problems.length).toBe(2);

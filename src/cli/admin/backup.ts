@@ -17,6 +17,7 @@ import { secretPaths, type Config } from "../../config/index.ts";
 import { resolvedPath } from "../../util/index.ts";
 import { pauseLeaseMsMax } from "../../http/index.ts";
 import { callNode, nodeUrlWith, printJson } from "../_client.ts";
+import { checkedLocation } from "../_location.ts";
 import { defaultConfigPath, loadConfigOrExit } from "../_config.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
 import { totalEntriesOf } from "./cluster-info.ts";
@@ -206,6 +207,8 @@ const fullCommand = defineCommand({
       }
       throw usageError("no destination: pass --to DIR|s3://bucket/prefix or set dir in the [backup] table of the configuration");
     }
+    checkedLocation(to, "--to");
+    if (args.offsite !== undefined) checkedLocation(args.offsite, "--offsite");
     refuseDestinationInDataDir(to, config.dataDir);
     const retainMs = durationArg(args.retain, "retain", config.backup?.retainMs ?? null);
     const offsiteRetainMs = durationArg(args["offsite-retain"], "offsite-retain", config.backup?.offsiteRetainMs ?? null);
@@ -264,6 +267,7 @@ const snapshotCommand = defineCommand({
     const { config, api } = setup(args);
     const to = args.to ?? config.backup?.dir ?? "";
     if (to === "") throw usageError("no destination: pass --to DIR|s3://bucket/prefix or set dir in the [backup] table of the configuration");
+    checkedLocation(to, "--to");
     refuseDestinationInDataDir(to, config.dataDir);
     if (await skipUnlessLeader(args, api, "snapshot")) return;
     const json = args.json === true;
@@ -282,7 +286,7 @@ const verifyCommand = defineCommand({
   },
   async run({ args }) {
     const json = args.json === true;
-    let path = args.file;
+    let path = checkedLocation(args.file, "the backup to verify");
     let temp: string | null = null;
     if (!isObjectUrl(path) && !fs.existsSync(path)) throw new CliExit(ExitCode.failure, `${path} does not exist`);
     if (!isObjectUrl(path) && fs.statSync(path).isDirectory()) {
@@ -324,6 +328,8 @@ const offsiteCommand = defineCommand({
   async run({ args }) {
     // Both places given, no leader to ask and no configuration named: none is needed (the
     // default file may well be absent on the host that copies).
+    if (args.from !== undefined) checkedLocation(args.from, "--from");
+    if (args.to !== undefined) checkedLocation(args.to, "--to");
     const standalone = args.from !== undefined && args.to !== undefined && args["if-leader"] !== true && args.config === undefined &&
       !fs.existsSync(defaultConfigPath());
     const { config, api } = standalone ? { config: null, api: null } : setup(args);
@@ -367,6 +373,7 @@ const fetchCommand = defineCommand({
   },
   async run({ args }) {
     const json = args.json === true;
+    checkedLocation(args.from, "the backup to fetch");
     const slash = args.from.lastIndexOf("/");
     const name = args.from.slice(slash + 1);
     if (name === "") throw usageError(`${args.from} names no file`);

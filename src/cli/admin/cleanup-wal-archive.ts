@@ -5,6 +5,7 @@
 import { defineCommand } from "citty";
 import { cleanupWalArchive, cleanupWalArchiveObjects, isObjectUrl } from "../../backup/index.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
+import { checkedLocation } from "../_location.ts";
 import { olderThanMs, printCleanupReport } from "./_cleanup-output.ts";
 
 /**
@@ -30,6 +31,7 @@ export const cleanupWalArchiveCommand = defineCommand({
         "which a point-in-time restore from it replays (SPEC §4.5)\n  → give at least 1d; the weekly timer keeps 30d, as long as full backups are kept");
     }
     if (args.dir === undefined || args.dir === "") throw usageError("--dir DIR is required: the directory the archive command writes segments to");
+    checkedLocation(args.dir, "--dir");
     const options = { olderThanMs: thresholdMs, nowMs: Date.now(), dryRun: args["dry-run"] };
     let report;
     if (isObjectUrl(args.dir)) report = await cleanupWalArchiveObjects(args.dir, options);

@@ -4,6 +4,7 @@
 
 import { defineCommand } from "citty";
 import { putArchivedSegment } from "../../backup/index.ts";
+import { checkedLocation } from "../_location.ts";
 
 export const walArchivePutCommand = defineCommand({
   meta: { name: "wal-archive-put", description: "Store one archived WAL segment in a directory or s3://bucket/prefix (for archive_command)" },
@@ -12,7 +13,7 @@ export const walArchivePutCommand = defineCommand({
     destination: { type: "positional", description: "A directory, a file path, or s3://bucket/prefix[/name] (credentials from AWS_* in the environment)", required: true },
   },
   async run({ args }) {
-    const outcome = await putArchivedSegment(args.file, args.destination);
+    const outcome = await putArchivedSegment(args.file, checkedLocation(args.destination, "the destination"));
     process.stdout.write(`${outcome.stored === "written" ? "archived" : "already archived (identical)"}: ${outcome.destination}\n`);
   },
 });

@@ -10,6 +10,7 @@ import { isSvcError, silentLogger } from "../../util/index.ts";
 import { defaultConfigPath, loadConfigOrExit, offlineDataDir } from "../_config.ts";
 import { printJson } from "../_client.ts";
 import { usageError } from "../_exit.ts";
+import { checkedLocation } from "../_location.ts";
 
 export const walReplayCommand = defineCommand({
   meta: { name: "wal-replay", description: "Replay archived WAL up to a point in time onto a node holding only a snapshot (offline, SPEC §4.5)" },
@@ -23,6 +24,7 @@ export const walReplayCommand = defineCommand({
   async run({ args }) {
     const walDir = args["wal-dir"];
     if (walDir === undefined || walDir === "") throw usageError("--wal-dir DIR (or s3://bucket/prefix) is required: where archive_command put the segments");
+    checkedLocation(walDir, "--wal-dir");
     if (args.until === undefined || args.until === "") throw usageError("--until TIME is required, e.g. --until 2026-11-22T21:30:00Z");
     const until = untilArg(args.until);
     const dataDir = offlineDataDir({ dataDir: args["data-dir"], config: args.config });

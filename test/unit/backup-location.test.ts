@@ -1,0 +1,62 @@
+// Where backups and archived WAL go is a directory or s3://BUCKET/PREFIX. A location that
+// starts like a URL but is not one svc reads (s3:/bucket with one slash, S3://…, gs://…) is a
+// mistake, refused before anything is written: taken as a directory, it made a local folder
+// named "s3:" and reported an off-site backup as done.
+
+import { afterAll, expect, test } from "bun:test";
+import * as fs from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseConfig } from "../../src/config/index.ts";
+
+const REPO = resolve(import.meta.dir, "../..");
+const dir = fs.mkdtempSync(join(tmpdir(), "svc-backup-location-"));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+function svc(args: string[]): { code: number; stderr: string } {
+  const env: Record<string, string | undefined> = { ...process.env, NO_COLOR: "1", SVC_CONFIG: join(dir, "absent.toml") };
+  delete env.SVC_TOKEN;
+  const r = Bun.spawnSync([process.execPath, join(REPO, "src/main.ts"), ...args], { cwd: dir, env, stdout: "pipe", stderr: "pipe" });
+  return { code: r.exitCode ?? -1, stderr: r.stderr.toString() };
+}
+
+const config = join(dir, "etc", "config.toml");
+fs.mkdirSync(join(dir, "etc"));
+// Its node's admin port is port 1 on loopback, where nothing answers: a command that got as far as asking it fails otherwise.
+fs.writeFileSync(config, `node_id = "node1"\ndata_dir = "${join(dir, "data")}"\n[listen]\nadmin = "127.0.0.1:1"\n`);
+
+const misspelt = ["s3:/bucket/full", "s3:bucket", "S3://bucket/full", "gs://bucket/full", "s3://B/x"];
+
+test("backup full and backup snapshot refuse such a --to, exit 2, and write nothing", () => {
+  for (const to of misspelt) {
+    for (const command of ["full", "snapshot"]) {
+      const r = svc(["admin", "backup", command, "--config", config, "--to", to]);
+      expect({ to, command, code: r.code, said: r.stderr.includes("s3://bucket/prefix") }).toEqual({ to, command, code: 2, said: true });
+    }
+  }
+  expect(fs.readdirSync(dir).sort()).toEqual(["etc"]);
+});
+
+test("backup full refuses such an --offsite, backup offsite such a --from or --to", () => {
+  expect(svc(["admin", "backup", "full", "--config", config, "--to", join(dir, "bk"), "--offsite", "s3:/bucket/offsite"]).code).toBe(2);
+  expect(svc(["admin", "backup", "offsite", "--from", join(dir, "bk"), "--to", "s3:/bucket/offsite"]).code).toBe(2);
+  expect(svc(["admin", "backup", "offsite", "--from", "S3://bucket/full", "--to", join(dir, "off")]).code).toBe(2);
+  expect(fs.existsSync(join(dir, "bk"))).toBe(false);
+});
+
+test("wal-replay, cleanup-wal-archive, backup verify and backup fetch refuse such a location", () => {
+  expect(svc(["admin", "wal-replay", "--wal-dir", "s3:/bucket/wal", "--until", "2026-11-22T21:30:00Z", "--data-dir", join(dir, "data")]).code).toBe(2);
+  expect(svc(["admin", "cleanup-wal-archive", "--dir", "s3:/bucket/wal", "--older-than", "30d"]).code).toBe(2);
+  expect(svc(["admin", "backup", "verify", "s3:/bucket/full/svc-backup-20261122.tar.gz"]).code).toBe(2);
+  expect(svc(["admin", "backup", "fetch", "S3://bucket/offsite/latest.tar.gz", "--out", join(dir, "latest.tar.gz")]).code).toBe(2);
+});
+
+test("[backup] dir and offsite must be an absolute directory or s3://BUCKET/PREFIX", () => {
+  for (const [key, value] of [["dir", "s3:/bucket/full"], ["offsite", "S3://bucket/offsite"], ["dir", "backups"]]) {
+    const r = parseConfig(`node_id = "node1"\ndata_dir = "/var/lib/svc"\n[backup]\n${key} = "${value}"\n`, "config.toml");
+    expect({ key, value, ok: r.ok, keyPath: r.ok ? null : r.problems[0]?.keyPath }).toEqual({ key, value, ok: false, keyPath: `backup.${key}` });
+  }
+  for (const value of ["", "/var/backups/svc", "s3://bucket/full"]) {
+    expect(parseConfig(`node_id = "node1"\ndata_dir = "/var/lib/svc"\n[backup]\ndir = "${value}"\n`, "config.toml").ok).toBe(true);
+  }
+});

@@ -46,7 +46,9 @@ function readGossip(root: TomlTable, problems: Problems): GossipSettings | null 
   const stat = looked.stat;
   if (stat === undefined || !stat.isFile()) {
     // Missing, it may yet be written; a directory where a file is named is the text's mistake.
-    problems.add(["gossip", "key_file"], `${JSON.stringify(keyFile)} ${stat === undefined ? "does not exist" : "is not a file"}; make one with \`svc admin gossip keygen > ${keyFile}\` and chmod 600 it`, { secretsFile: stat === undefined });
+    problems.add(["gossip", "key_file"], stat === undefined
+      ? `${JSON.stringify(keyFile)} does not exist; make one with \`svc admin gossip keygen > ${keyFile}\` and chmod 600 it`
+      : `${JSON.stringify(keyFile)} is not a file; name the key file itself (make one with \`svc admin gossip keygen > FILE\` and chmod 600 it)`, { secretsFile: stat === undefined });
     return undefined;
   }
   const modeProblem = secretFileModeProblem(keyFile, stat.mode);
@@ -97,6 +99,11 @@ function readAuth(root: TomlTable, problems: Problems): AuthSettings | undefined
     return undefined;
   }
   const stat = looked.stat;
+  if (stat !== undefined && !stat.isFile()) {
+    // A directory or a device where the file of hashes is named: the text's mistake, and no chmod fixes it.
+    problems.add(["auth", "tokens_file"], `${JSON.stringify(tokensFile)} is not a file; name the tokens file itself (create it with \`svc admin token create --role admin --tokens-file FILE\`)`);
+    return undefined;
+  }
   if (stat !== undefined) {
     const modeProblem = secretFileModeProblem(tokensFile, stat.mode);
     if (modeProblem !== null) problems.addFile(["auth", "tokens_file"], modeProblem);

@@ -58,6 +58,7 @@ export class TokenSet {
     } catch (e) {
       throw invalid(path, `cannot read the tokens file ${path}: ${errorMessage(e)}`, `create it with \`svc admin token create --role admin --tokens-file ${path}\``);
     }
+    if (!stat.isFile()) throw invalid(path, `the tokens file ${path} is not a file`, "name the tokens file itself ([auth] tokens_file, or --tokens-file)");
     const modeProblem = secretFileModeProblem(path, stat.mode);
     if (modeProblem !== null) throw invalid(path, `refusing the tokens file: ${modeProblem}`, `chmod 600 ${path}`);
     if (stat.size > tokensFileBytesMax) throw invalid(path, `the tokens file ${path} is ${stat.size} bytes, more than ${tokensFileBytesMax}`, "keep one line per token");

@@ -46,6 +46,12 @@ export async function checkedArgs(root: CommandDef, args: readonly string[]): Pr
       // A choice (enum) takes its value as a string does: `--consistency stale` is one option.
       const span = (def.type === "string" || def.type === "enum") && !a.includes("=") ? 2 : 1;
       if (span === 2 && i + 1 >= args.length) throw usageError(`${a} needs a value; see \`${path} --help\``);
+      // An empty value is a variable left unset, not a choice to leave the option out: taken
+      // as not given, `serve --config=$UNSET` started a new, empty lone node on the default ports.
+      const value = span === 2 ? (args[i + 1] ?? "") : a.includes("=") ? a.slice(a.indexOf("=") + 1) : null;
+      if ((def.type === "string" || def.type === "enum") && value !== null && value.trim() === "") {
+        throw usageError(`--${name} is given an empty value: give it one, or leave the option out (is a shell variable unset?); see \`${path} --help\``);
+      }
       if (def.type === "string" || def.type === "enum") {
         // The values are not repeated: one may be a secret pasted by mistake (token revoke --hash).
         if (withValue.has(name)) throw usageError(`--${name} is given twice: \`${path}\` takes one value; see \`${path} --help\``);

@@ -81,6 +81,20 @@ describe("options that take a value", () => {
   });
 });
 
+describe("an option given an empty value", () => {
+  test("is refused, naming it, rather than taken as not given: `serve --config=$UNSET` would start a new, empty lone node on the default ports", async () => {
+    expect(await refusal(["serve", "--config="])).toEqual({
+      exit: 2,
+      message: "svc: --config is given an empty value: give it one, or leave the option out (is a shell variable unset?); see `svc serve --help`\n",
+    });
+    expect((await refusal(["serve", "--config", ""]))?.exit).toBe(2);
+    expect((await refusal(["--config=", "--validate"]))?.exit).toBe(2);
+    expect((await refusal(["admin", "pause-writes", "--node="]))?.message).toContain("--node is given an empty value");
+    expect((await refusal(["admin", "query", "SELECT 1", "--consistency", ""]))?.exit).toBe(2);
+    expect((await refusal(["admin", "stats", "--token-file", " "]))?.exit).toBe(2);
+  });
+});
+
 describe("a group of commands given none", () => {
   test("names the group and its --help", async () => {
     expect(await refusal(["admin"])).toEqual({ exit: 2, message: "svc: no command given for `svc admin`; see `svc admin --help`\n" });

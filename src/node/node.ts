@@ -32,6 +32,7 @@ import { recoveryStateCode, type RecoveryState } from "./recovery.ts";
 import { SnapshotPolicy, type SnapshotOutcome } from "./snapshot-policy.ts";
 import { NodeSqlProcesses } from "./sql-processes.ts";
 import { WriteGate, requestIdReused } from "./write-gate.ts";
+import { archiveAtStopMsMax } from "./wal-archiver.ts";
 import type { SnapshotTransfer } from "./snapshot-transfer.ts";
 import { openNode } from "./start.ts";
 import type { PeerSecrets } from "./peer-tls.ts";
@@ -62,6 +63,8 @@ export class SvcNode {
   /** Where reads and write checks run, killable; null on an in-memory store. */
   private readonly sql: NodeSqlProcesses | null;
   private readonly writeGate: WriteGate;
+  /** The stop under way (it archives a last segment before the node stops): one for every caller. */
+  private stopping: Promise<void> | null = null;
 
   private constructor(
     private readonly ctx: NodeContext,
@@ -541,9 +544,16 @@ export class SvcNode {
     this.loop.onPeerReachable(id);
   }
 
-  async stop(): Promise<void> {
+  stop(): Promise<void> {
+    this.stopping ??= this.stopOnce();
+    return this.stopping;
+  }
+
+  private async stopOnce(): Promise<void> {
     const { ctx } = this;
     if (ctx.stopped) return;
+    // The loop goes on meanwhile: nothing new comes in once the client ports are closed.
+    await ctx.walArchiver?.archiveAtStop(archiveAtStopMsMax);
     ctx.stopped = true;
     this.sql?.close();
     this.loop.stop();

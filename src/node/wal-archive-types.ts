@@ -47,5 +47,7 @@ export interface WalArchivePart {
   snapshot(): WalArchiveStatus;
   applied(entries: readonly Entry[]): void;
   tick(): void;
+  /** At a clean stop: archive what no other member will (wal-archiver.ts); bounded by timeoutMs. */
+  archiveAtStop(timeoutMs: number): Promise<void>;
   stop(): void;
 }

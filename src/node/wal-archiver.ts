@@ -33,6 +33,8 @@ import type { WalArchiveIo, WalArchivePart, WalArchiveStatus } from "./wal-archi
 export type { ArchiveAttempt, WalArchiveIo, WalArchiveStatus } from "./wal-archive-types.ts";
 
 const retryDelayMsMin = 1_000;
+/** How long a clean stop waits for its last segment to be archived (systemd gives a stop 90 s). */
+export const archiveAtStopMsMax = 30_000;
 const retryDelayMsMax = 60_000;
 const markPrefix = new TextEncoder().encode('{"op":"archived_through"');
 
@@ -45,9 +47,15 @@ interface Pending {
 
 const nothingPending = (): Pending => ({ bytes: 0, oldestMs: null });
 
+/** How an archiving attempt ended: `through` the last index archived. */
+type Outcome = { kind: "archived"; through: number } | { kind: "failed" } | { kind: "nothing" };
+
 export class WalArchiver implements WalArchivePart {
-  private inFlight = false;
+  /** The attempt running now. */
+  private attempt: Promise<Outcome> | null = null;
   private stopped = false;
+  /** archiveAtStop runs: tick starts nothing more. */
+  private closing = false;
   /** Archived by this leader in `leaderTerm`, its mark maybe not yet applied. */
   private localThrough = 0;
   private leaderTerm = 0;
@@ -98,7 +106,7 @@ export class WalArchiver implements WalArchivePart {
   /** On every tick: archive when due and this node leads. */
   tick(): void {
     const { ctx } = this;
-    if (this.inFlight || this.stopped || ctx.fatalError !== null) return;
+    if (this.attempt !== null || this.closing || this.stopped || ctx.fatalError !== null) return;
     const status = ctx.core.status();
     if (status.role !== "leader" || ctx.recovery !== "healthy") {
       this.leaderTerm = 0;
@@ -114,10 +122,51 @@ export class WalArchiver implements WalArchivePart {
     const from = this.archivedThrough() + 1;
     const applied = ctx.store.meta.appliedIndex;
     if (applied < from || ctx.clock.monotonicMs() < this.nextAttemptAtMs || !this.due()) return;
-    this.inFlight = true;
     this.sinceCut = nothingPending();
-    void this.archiveRange(from, applied).finally(() => {
-      this.inFlight = false;
+    this.attempt = this.archiveRange(from, applied, false).finally(() => {
+      this.attempt = null;
+    });
+  }
+
+  /**
+   * At a clean stop, once the client ports are closed: what this node applied past the archive
+   * is archived before it goes, when no other member will — it leads, or it knows no leader (the
+   * last one of a cluster being stopped, whose leader stepped down as the others stopped).
+   * PostgreSQL archives its last segment at shutdown the same way. Without it, SPEC §4.5's "stop
+   * all nodes, remove the Raft state" lost what was written in the last archive_timeout. Waits
+   * for an attempt under way first; bounded by `timeoutMs`, after which stop() ends the command.
+   */
+  async archiveAtStop(timeoutMs: number): Promise<void> {
+    const { ctx } = this;
+    this.closing = true;
+    const deadlineMs = ctx.clock.monotonicMs() + timeoutMs;
+    const within = <T>(work: Promise<T>): Promise<T | "late"> => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<"late">((resolve) => {
+        timer = setTimeout(() => resolve("late"), Math.max(0, deadlineMs - ctx.clock.monotonicMs()));
+      });
+      return Promise.race([work, late]).finally(() => clearTimeout(timer));
+    };
+    if (this.attempt !== null && (await within(this.attempt)) === "late") return this.leftAtStop("an archive_command run was still going");
+    let from = this.archivedThrough() + 1;
+    for (;;) {
+      if (this.stopped || ctx.fatalError !== null || ctx.recovery !== "healthy") return;
+      const status = ctx.core.status();
+      if (status.role !== "leader" && status.leaderId !== null) return;
+      const to = ctx.store.meta.appliedIndex;
+      if (to < from) return;
+      const outcome = await within(this.archiveRange(from, to, true));
+      if (outcome === "late") return this.leftAtStop(`archive_command did not finish within ${Math.round(timeoutMs / 1000)} s`);
+      if (outcome.kind === "failed") return this.leftAtStop("archive_command failed");
+      if (outcome.kind === "nothing") return;
+      from = outcome.through + 1;
+    }
+  }
+
+  private leftAtStop(why: string): void {
+    const { ctx } = this;
+    ctx.logger.warn(`stopping with entries ${this.archivedThrough() + 1}…${ctx.store.meta.appliedIndex} not archived: ${why}`, {
+      hint: "they stay in this node's WAL and the next leader archives them; remove no member's raft/wal/ (SPEC §4.5 step 2) before they are, or the archive ends before them",
     });
   }
 
@@ -132,7 +181,8 @@ export class WalArchiver implements WalArchivePart {
     return this.pending.oldestMs !== null && this.ctx.clock.nowMs() - this.pending.oldestMs >= this.ctx.config.wal.archiveTimeoutMs;
   }
 
-  private async archiveRange(from: number, to: number): Promise<void> {
+  /** `atStop`: a range that holds nothing archive_timeout counts (noops, marks) is left. */
+  private async archiveRange(from: number, to: number, atStop: boolean): Promise<Outcome> {
     const { ctx } = this;
     const term = this.leaderTerm;
     try {
@@ -147,11 +197,11 @@ export class WalArchiver implements WalArchivePart {
         // others keep them (nothing unarchived is removed), so one of them can archive them.
         this.failed(`cannot read entries ${from}…${to} from this node's WAL: ${read.reason} ` +
           "(it received a snapshot instead of them); move leadership to another member: svc admin transfer-leader --to <id>", null);
-        return;
+        return { kind: "failed" };
       }
       const first = read.entries[0];
       const last = read.entries.at(-1);
-      if (first === undefined || last === undefined) return;
+      if (first === undefined || last === undefined || (atStop && !read.entries.some(countsTowardTimeout))) return { kind: "nothing" };
       if (first.index > from) {
         ctx.logger.warn(`WAL archiving goes on after entries ${from}…${first.index - 1}, which no member holds (${gapCause ?? "they are gone from every WAL"}): ` +
           `the archive has a gap there, so a point-in-time restore to a later time needs a snapshot at index ${first.index - 1} or later`, {
@@ -161,15 +211,17 @@ export class WalArchiver implements WalArchivePart {
       }
       // The header names the cluster: wal-replay refuses another cluster's segments in a location.
       const attempt = await this.io.archive(read.entries, ctx.clusterId);
-      if (this.stopped) return;
+      if (this.stopped) return { kind: "failed" };
       if (!attempt.ok) {
         const how = attempt.timedOutAfterMs === undefined ? `exit ${attempt.exitCode ?? "by signal"}` : `did not finish within ${Math.round(attempt.timedOutAfterMs / 1000)} s and was killed`;
         this.failed(`archive_command failed on ${attempt.name} (${how})`, attempt.stderr);
-        return;
+        return { kind: "failed" };
       }
       this.succeeded(attempt.name, last.index, last.index < to, term);
+      return { kind: "archived", through: last.index };
     } catch (e) {
       this.failed(`archiving entries ${from}…${to} failed: ${errorMessage(e)}`, null);
+      return { kind: "failed" };
     }
   }
 

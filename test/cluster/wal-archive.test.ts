@@ -230,6 +230,43 @@ describe("WAL archiving on three nodes", () => {
     expect(restoredLeader.log()).toMatch(/WAL archiving goes on after entries \d+…\d+, which no member holds/);
   }, 180_000);
 
+  // SPEC §4.5 begins "stop all nodes", then removes their Raft state: what was written since the
+  // last archived segment must reach the archive at the stop, as PostgreSQL archives its last
+  // segment at shutdown, whether the leader stops first or last (by then no longer leading).
+  clusterTest("a cluster stopped cleanly archives every acknowledged write, the leader stopped first or last, with archive_timeout far off", {
+    overrides: { wal: { archiveCommand: "cp %p ../archive/%f", archiveTimeoutMs: 3_600_000, segmentSizeBytes: 1024 * 1024 } },
+  }, async (cluster) => {
+    const arch = archiveDir(cluster);
+    await cluster.start();
+    await execute(cluster.nodes[0]!.clientUrl, [kvSchema]);
+    const insert = (key: string) => ({ sql: `INSERT INTO ${kvTable} (k, v) VALUES (?, ?)`, params: [key, `value of ${key}`] });
+    const ledger = new Ledger(0);
+    const writeBatch = async (prefix: string): Promise<void> => {
+      for (let i = 0; i < 20; i++) {
+        await cluster.executeAnywhere([insert(`${prefix}-${i}`)]);
+        ledger.outcomes.set(`${prefix}-${i}`, "acked");
+      }
+    };
+    // The leader stopped last: the followers first, then the leader once it has stepped down.
+    await writeBatch("leader-last");
+    const leader = await cluster.waitLeader();
+    for (const n of cluster.others(leader)) expect(await n.stop()).toBe(0);
+    await waitFor(`${leader.nodeId} to step down`, async () => (await metric(leader.adminUrl, "tensor_chain_is_leader")) === 0, { deadlineMs: 20_000 });
+    expect(await leader.stop()).toBe(0);
+    expect(archivedKeys(await archivedEntries(arch)).size).toBe(20);
+    // The leader stopped first; the others, which elect one of them meanwhile, after it.
+    for (const n of cluster.nodes) n.spawn();
+    for (const n of cluster.nodes) await cluster.waitHealthy(n, 60_000);
+    await writeBatch("leader-first");
+    const second = await cluster.waitLeader();
+    expect(await second.stop()).toBe(0);
+    for (const n of cluster.others(second)) expect(await n.stop()).toBe(0);
+    const entries = await archivedEntries(arch);
+    expectGapFree(entries);
+    const keys = archivedKeys(entries);
+    expect(ackedKeys(ledger).filter((k) => !keys.has(k))).toEqual([]);
+  }, 120_000);
+
   clusterTest("point-in-time restore as SPEC §4.5 writes it: every row committed at or before the target is on every node, none after", {
     overrides: { wal: { archiveCommand: "cp %p ../archive/%f", archiveTimeoutMs, segmentSizeBytes: 1024 * 1024 } },
   }, async (cluster) => {

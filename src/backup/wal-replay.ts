@@ -241,6 +241,7 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     if (stoppedBefore === null) {
       warnings.push(`the archive ends at entry ${archiveLastIndex}${reachedMs > 0 ? ` (stamped ${iso(reachedMs)})` : ""}, before the target: everything archived was replayed`);
     }
+    warnings.push(...chain.partlyRead);
     if (pause !== null) warnings.push(backupPauseResumedText(pause, pauseFromReplay ? "target" : "backup"));
 
     // Everything checked and written: move the new WAL in, say it is committed, drop the store.
@@ -455,6 +456,8 @@ function checkOneHistory(location: string, segments: readonly ArchivedSegment[])
 class ArchiveChain {
   segmentsRead = 0;
   readonly skippedDamaged: string[] = [];
+  /** Damaged segments whose entries before the damage were replayed (no intact one held them). */
+  readonly partlyRead: string[] = [];
   private previous: Entry | null = null;
   /** The segment `previous` came from. */
   private previousSegment: string | null = null;
@@ -483,6 +486,8 @@ class ArchiveChain {
       });
     }
     let firstDamage: { name: string; offset: number; reason: string } | null = null;
+    // The damaged segment whose records before the damage hold `next` and reach furthest.
+    let partial: { segment: ArchivedSegment; lastIndex: number; clusterId: string | null; damage: string } | null = null;
     for (const s of holding) {
       const copy = await fetchSegment(this.source, s.name);
       this.segmentsRead++;
@@ -490,6 +495,10 @@ class ArchiveChain {
       if (!check.ok) {
         copy.release();
         firstDamage ??= { name: s.name, offset: check.offset, reason: check.reason };
+        const intact = check.intact;
+        if (intact !== undefined && intact.lastIndex >= next && intact.lastIndex > (partial?.lastIndex ?? 0)) {
+          partial = { segment: s, lastIndex: intact.lastIndex, clusterId: intact.clusterId, damage: `at byte offset ${check.offset}: ${check.reason}` };
+        }
         continue;
       }
       try {
@@ -500,6 +509,17 @@ class ArchiveChain {
       }
       if (firstDamage !== null) this.skippedDamaged.push(`${firstDamage.name} at byte ${firstDamage.offset}: ${firstDamage.reason}`);
       return this.continuing(s, copy, next);
+    }
+    if (partial !== null) {
+      // The entries before the damage are whole and checked: a target among them is reached
+      // without the damaged part (as PostgreSQL replays up to its target and never reads past
+      // it). Needing an entry past them is refused at the next call, naming a target that works.
+      const p = partial;
+      refuseOtherCluster(this.source.location, p.segment.name, p.clusterId, this.snapshot);
+      const copy = await fetchSegment(this.source, p.segment.name);
+      this.partlyRead.push(`the archived WAL segment ${p.segment.name} is damaged ${p.damage}; ` +
+        `its entries ${next}…${p.lastIndex} before the damage were read, and the replay stopped before needing more of it`);
+      return this.continuing(p.segment, copy, next, p.lastIndex);
     }
     const d = firstDamage;
     if (d === null) throw new Error("a segment was damaged or read");
@@ -515,12 +535,15 @@ class ArchiveChain {
    */
   private targetBefore(next: number): string {
     const prev = this.previous;
-    if (prev === null || prev.index !== next - 1 || prev.timestampMs === 0) return `a target before entry ${next}`;
+    // Nothing read yet: the snapshot ends at entry next − 1, and every target after the snapshot
+    // needs entry next to know where to stop; only an older snapshot reaches a target before it.
+    if (prev === null) return `a target before entry ${next} from an older snapshot (every target after this snapshot needs entry ${next} to know where to stop)`;
+    if (prev.index !== next - 1 || prev.timestampMs === 0) return `a target before entry ${next}`;
     return `a target before ${new Date(prev.timestampMs).toISOString()} (the time of entry ${prev.index}, the last one held)`;
   }
 
   /** A checked segment's entries from `next` on; where it overlaps what came before, it must agree. */
-  private async *continuing(s: ArchivedSegment, copy: LocalCopy, next: number): AsyncGenerator<Entry> {
+  private async *continuing(s: ArchivedSegment, copy: LocalCopy, next: number, throughIndex = s.range.lastIndex): AsyncGenerator<Entry> {
     const prev = this.previous;
     let last: Entry | null = null;
     try {
@@ -534,6 +557,9 @@ class ArchiveChain {
         if (e.index < next) continue;
         last = e;
         yield e;
+        // A damaged segment's records from the damage on are not checked: never read (their
+        // index fields included). Those before it run contiguously up to throughIndex.
+        if (e.index === throughIndex) break;
       }
     } finally {
       // Kept past this segment's bytes, to compare with the next segment's overlap.

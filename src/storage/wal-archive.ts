@@ -69,7 +69,15 @@ export type ArchiveScan =
 export type ArchiveCheck =
   /** clusterId: the cluster its header names; null for a segment archived before headers named one. */
   | { ok: true; entryCount: number; clusterId: string | null }
-  | { ok: false; offset: number; reason: string };
+  | {
+    ok: false; offset: number; reason: string;
+    /**
+     * Set by checkArchiveFile: the last entry of the records before the damage, each whole,
+     * checked and in order (the name's first index − 1 when none is), and the cluster the
+     * header names. A copy cut short still holds those entries intact.
+     */
+    intact?: { lastIndex: number; clusterId: string | null };
+  };
 
 const kindsByCode: Record<number, Entry["kind"] | undefined> = { 1: "normal", 2: "config", 3: "noop" };
 
@@ -291,29 +299,31 @@ export async function checkArchiveFile(name: string, path: string): Promise<Arch
   let sawHeader = false;
   let clusterId: string | null = null;
   let count = 0;
+  const damaged = (offset: number, reason: string): ArchiveCheck => ({ ok: false, offset, reason, intact: { lastIndex: expected - 1, clusterId } });
   for await (const r of fileRecords(path)) {
-    if (r.kind === "short") return { ok: false, offset: r.fileOffset, reason: "record cut short (an incomplete copy)" };
-    if (r.kind === "bad") return { ok: false, offset: r.fileOffset, reason: r.reason };
+    if (r.kind === "short") return damaged(r.fileOffset, "record cut short (an incomplete copy)");
+    if (r.kind === "bad") return damaged(r.fileOffset, r.reason);
     const { buf, view, at, end } = r;
-    if (recordCrcAt(buf, view, at, end) !== view.getUint32(at + 4, true)) return { ok: false, offset: r.fileOffset, reason: "checksum mismatch" };
+    if (recordCrcAt(buf, view, at, end) !== view.getUint32(at + 4, true)) return damaged(r.fileOffset, "checksum mismatch");
     if (!sawHeader) {
-      if (buf[at + 8] !== RecordType.header) return { ok: false, offset: 0, reason: "does not start with a WAL header" };
+      if (buf[at + 8] !== RecordType.header) return damaged(0, "does not start with a WAL header");
       clusterId = parseHeader(buf.subarray(at + recordHeaderBytes, end))?.clusterId ?? null;
       sawHeader = true;
       continue;
     }
     const p = at + recordHeaderBytes;
     if (buf[at + 8] !== RecordType.entry || end - p < entryHeaderBytes || kindsByCode[buf[p + 24] ?? 0] === undefined) {
-      return { ok: false, offset: r.fileOffset, reason: "malformed entry record" };
+      return damaged(r.fileOffset, "malformed entry record");
     }
     const index = readU64(view, p + 8);
-    if (index !== expected) return { ok: false, offset: r.fileOffset, reason: `holds entry ${index} where ${expected} was due` };
+    if (index !== expected) return damaged(r.fileOffset, `holds entry ${index} where ${expected} was due`);
     lastTerm = readU64(view, p);
     expected++;
     if ((++count & 0x7fff) === 0) Bun.gc(false);
   }
   if (!sawHeader) return { ok: false, offset: 0, reason: "empty file" };
-  if (expected - 1 !== range.lastIndex) return { ok: false, offset: 0, reason: `ends at entry ${expected - 1}, its name says ${range.lastIndex}` };
+  if (expected - 1 !== range.lastIndex) return damaged(0, `ends at entry ${expected - 1}, its name says ${range.lastIndex}`);
+  // Whole records that do not end as the name says: nothing in it is vouched for.
   if (lastTerm !== range.term) return { ok: false, offset: 0, reason: `its last entry is of term ${lastTerm}, its name says ${range.term}` };
   return { ok: true, entryCount: expected - range.firstIndex, clusterId };
 }

@@ -203,10 +203,11 @@ describe("wal-replay", () => {
     expect(e.hint).toContain("--wal-dir");
   });
 
-  test("an archive that starts after the snapshot is a gap", async () => {
+  test("an archive that starts after the snapshot is a gap; no target after this snapshot avoids it, and the refusal says so", async () => {
     const dataDir = nodeWithSnapshot(10);
     const e = await refusal(dataDir, () => replay(dataDir, archive([[15, 40]]), at(35)));
     expect(e.code).toBe("ARCHIVE_GAP");
+    expect(e.hint).toContain("a target before entry 11 from an older snapshot");
   });
 
   test("a damaged segment is refused with its file and byte offset, and nothing is changed", async () => {
@@ -220,6 +221,51 @@ describe("wal-replay", () => {
     expect(e.code).toBe("ARCHIVE_DAMAGED");
     expect(e.message).toContain(name);
     expect(e.message).toMatch(/byte offset \d+/);
+  });
+
+  /** Cut `name` in `dir` short, in the middle of the record after entry `lastWhole` (a copy interrupted there). */
+  function cutAfter(dir: string, name: string, first: number, lastWhole: number): void {
+    const whole: Entry[] = [];
+    for (let i = first; i <= lastWhole; i++) whole.push(entry(i));
+    const keptBytes = encodeArchiveSegment(whole).length + 5;
+    fs.truncateSync(join(dir, name), keptBytes);
+  }
+
+  test("a segment cut short (an interrupted copy) is replayed up to a target before the cut, and the warning names it", async () => {
+    const dataDir = nodeWithSnapshot(10);
+    const walDir = archive([[1, 20], [41, 60]]);
+    const name = writeSegment(walDir, 21, 40);
+    cutAfter(walDir, name, 21, 30);
+    const r = await replay(dataDir, walDir, at(25));
+    expect(walIndexes(dataDir)).toEqual(replayedThrough(11, 25));
+    expect(r.stoppedBefore?.index).toBe(26);
+    expect(r.warnings.join("\n")).toContain(`${name} is damaged at byte offset`);
+  });
+
+  test("a target past the cut of a damaged segment is refused with a target that works; taking it replays every entry before it", async () => {
+    const dataDir = nodeWithSnapshot(10);
+    const walDir = archive([[1, 20], [41, 60]]);
+    const name = writeSegment(walDir, 21, 40);
+    cutAfter(walDir, name, 21, 30);
+    const e = await refusal(dataDir, () => replay(dataDir, walDir, at(50)));
+    expect(e.code).toBe("ARCHIVE_DAMAGED");
+    expect(e.message).toContain(name);
+    // Entry 30, the last one whole, is stamped at 30.5 s: a target before it stops the replay there.
+    const before = new Date(t0 + 30_500).toISOString();
+    expect(e.hint).toContain(`a target before ${before} (the time of entry 30, the last one held)`);
+    await replay(dataDir, walDir, new Date(t0 + 30_499).toISOString());
+    expect(walIndexes(dataDir)).toEqual(replayedThrough(11, 29));
+  });
+
+  test("the segment right after the snapshot damaged further on: a target before its first entry replays nothing past the snapshot", async () => {
+    const dataDir = nodeWithSnapshot(20);
+    const walDir = archive([[1, 20]]);
+    const name = writeSegment(walDir, 21, 40);
+    cutAfter(walDir, name, 21, 30);
+    // Entry 20 (the snapshot's) is stamped at 20.5 s, entry 21 at 21.5 s.
+    await replay(dataDir, walDir, new Date(t0 + 21_000).toISOString());
+    expect(walIndexes(dataDir)).toEqual([21]);
+    expect(restoreCommands(dataDir, 20)).toEqual([{ op: "archived_through", index: 20 }]);
   });
 
   test("a target before the snapshot is refused", async () => {

@@ -20,6 +20,7 @@
 
 import * as fs from "node:fs";
 import { join } from "node:path";
+import { isDiskFullError } from "../io/index.ts";
 import type { Entry } from "../util/log-data.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/logger.ts";
@@ -286,6 +287,13 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     };
   } catch (e) {
     fs.rmSync(tmpDir, { recursive: true, force: true });
+    if (isDiskFullError(e) && !(e instanceof SvcError)) {
+      throw new SvcError("DISK_FULL", `wal-replay stopped: ${errorMessage(e)}`, {
+        hint: `free space on the file system of ${options.dataDir} (the new WAL is written in full beside raft/wal/, each segment wal.segment_size_mb, before it is moved in), ` +
+          "or lower wal.segment_size_mb in the configuration; then run wal-replay again",
+        cause: e,
+      });
+    }
     throw e;
   } finally {
     lock.release();

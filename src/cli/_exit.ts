@@ -1,5 +1,6 @@
 // Exit codes and the one place where an error becomes what the operator sees.
 
+import { DiskFullError, isDiskFullError } from "../io/index.ts";
 import { SvcError, errorMessage } from "../util/index.ts";
 
 export const ExitCode = {
@@ -67,6 +68,11 @@ export function reportError(e: unknown): number {
     return ExitCode.usage;
   }
   process.stderr.write(`svc: ${errorMessage(e)}\n`);
+  if (isDiskFullError(e)) {
+    // What ran out is said in the message; what to do is the same for every command.
+    const where = e instanceof DiskFullError ? `the file system holding ${e.path} (df -h ${e.path})` : "the file system it was writing to";
+    process.stderr.write(`  → free space on ${where}, then run the command again\n`);
+  }
   if (e instanceof Error && e.stack !== undefined && process.env.SVC_DEBUG === "1") process.stderr.write(`${e.stack}\n`);
   return ExitCode.failure;
 }

@@ -89,6 +89,17 @@ export async function callNode(base: string, method: "GET" | "POST", path: strin
   }
 }
 
+/** No connection to the node's admin port: a command that also works without one can say so (withHint). */
+export class NodeUnreachable extends CliExit {
+  constructor(readonly base: string, readonly why: string, readonly hint = unreachableHint(why)) {
+    super(ExitCode.failure, `cannot reach the node at ${base}: ${why}\n  → ${hint}`);
+  }
+
+  withHint(more: string): NodeUnreachable {
+    return new NodeUnreachable(this.base, this.why, `${this.hint}; ${more}`);
+  }
+}
+
 /** A NOT_LEADER answer naming the leader's admin address: callNode follows it. */
 class NotLeaderAnswer extends Error {
   constructor(readonly leaderAdmin: string, readonly exit: CliExit) {
@@ -109,7 +120,7 @@ async function callOnce(base: string, method: "GET" | "POST", path: string, body
   } catch (e) {
     if (e instanceof Error && e.name === "TimeoutError") throw new CliExit(ExitCode.failure, noAnswerMessage(base, method, path, timeoutMs));
     const why = e instanceof Error ? e.message : String(e);
-    throw new CliExit(ExitCode.failure, `cannot reach the node at ${base}: ${why}\n  → ${unreachableHint(why)}`);
+    throw new NodeUnreachable(base, why);
   }
   const text = await response.text();
   let parsed: unknown;

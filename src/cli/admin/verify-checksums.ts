@@ -7,7 +7,7 @@
 import { defineCommand } from "citty";
 import { verifyDataDir, type VerifyFinding } from "../../node/index.ts";
 import { dataPaths, giveToDataDirOwner, lockDataDirIfPresent } from "../../storage/index.ts";
-import { callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
+import { NodeUnreachable, callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
 import { defaultConfigPath, offlineDataDir } from "../_config.ts";
 import { CliExit, ExitCode } from "../_exit.ts";
 import { SvcError } from "../../util/index.ts";
@@ -39,7 +39,14 @@ export const verifyChecksumsCommand = defineCommand({
         if (lock !== null) giveToDataDirOwner(dataDir);
       }
     } else {
-      findings = ((await callNode(nodeUrl(args), "GET", "/admin/verify-checksums", undefined, 3_600_000)) as { findings: VerifyFinding[] }).findings;
+      try {
+        findings = ((await callNode(nodeUrl(args), "GET", "/admin/verify-checksums", undefined, 3_600_000)) as { findings: VerifyFinding[] }).findings;
+      } catch (e) {
+        // After a restore the node may not be started yet: that is checked on disk.
+        throw e instanceof NodeUnreachable
+          ? e.withHint("a stopped node is checked offline: `svc admin verify-checksums --offline` (data_dir of --config) or `--data-dir DIR`")
+          : e;
+      }
     }
     const ok = findings.every((f) => f.ok);
     if (args.json) printJson({ ok, findings });

@@ -19,7 +19,7 @@
 // The new WAL is written beside raft/wal/ and moved in only when complete.
 
 import * as fs from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { isDiskFullError } from "../io/index.ts";
 import type { Entry } from "../util/log-data.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
@@ -392,7 +392,7 @@ async function checkTargetAfterSnapshot(options: WalReplayOptions, segments: rea
       }
       if (stamped !== null && stamped.timestampMs > options.until.limitMs) {
         throw new SvcError("WAL_REPLAY_REFUSED", `the target ${iso(options.until.atMs)} is before the snapshot ${snapshot.dir}: its entry ${stamped.index} was written at ${iso(stamped.timestampMs)}`, {
-          hint: "restore from an older snapshot (one taken before the target), or choose a later target",
+          hint: olderSnapshotsHint(snapshot) ?? "restore from an older snapshot (one taken before the target), or choose a later target",
         });
       }
       return;
@@ -403,10 +403,23 @@ async function checkTargetAfterSnapshot(options: WalReplayOptions, segments: rea
   const createdMs = Date.parse(meta.createdAt);
   if (Number.isFinite(createdMs) && createdMs > options.until.limitMs) {
     throw new SvcError("WAL_REPLAY_REFUSED", `the target ${iso(options.until.atMs)} is before the snapshot ${snapshot.dir} was taken (${meta.createdAt}), and the archive does not show that the snapshot holds nothing after the target`, {
-      hint: "restore from a snapshot taken before the target, or choose a later target",
+      hint: olderSnapshotsHint(snapshot) ?? "restore from a snapshot taken before the target, or choose a later target",
     });
   }
   warnings.push(`the archive does not hold the snapshot's last entry ${meta.index}; the snapshot was taken at ${meta.createdAt}`);
+}
+
+/**
+ * A target before the newest snapshot when older ones were copied in beside it (SPEC §4.5 step 3
+ * with several): wal-replay replays onto the newest one only, so the way out is to move that
+ * one out. Null when no older snapshot is there.
+ */
+function olderSnapshotsHint(snapshot: SnapshotEntry): string | null {
+  const snapshotsDir = dirname(snapshot.dir);
+  const older = new SnapshotStore(snapshotsDir).list().filter((e) => e.index < snapshot.index && e.meta !== null).map((e) => e.name);
+  if (older.length === 0) return null;
+  return `${snapshotsDir} also holds ${older.length === 1 ? "an older snapshot" : "older snapshots"} (${older.join(", ")}); wal-replay replays onto the newest one there: ` +
+    `move ${snapshot.dir} out of it (and any other snapshot taken after the target) and run wal-replay again, or choose a later target`;
 }
 
 /**

@@ -275,6 +275,21 @@ describe("wal-replay", () => {
     expect(e.message).toContain("before the snapshot");
   });
 
+  test("a target before the newest of several snapshots copied in is refused naming the older ones and the snapshot to move out; moved out, the replay starts from the older one", async () => {
+    const dataDir = nodeWithSnapshot(30);
+    const older = nodeWithSnapshot(10);
+    const snapshots = dataPaths(dataDir).snapshotsDir;
+    fs.cpSync(join(dataPaths(older).snapshotsDir, snapshotDirName(1, 10)), join(snapshots, snapshotDirName(1, 10)), { recursive: true });
+    const walDir = archive([[1, 40]]);
+    const e = await refusal(dataDir, () => replay(dataDir, walDir, at(20)));
+    expect(e.message).toContain("before the snapshot");
+    const newest = join(snapshots, snapshotDirName(1, 30));
+    expect(e.hint).toContain(`${snapshots} also holds an older snapshot (${snapshotDirName(1, 10)}); wal-replay replays onto the newest one there: move ${newest} out of it`);
+    fs.renameSync(newest, join(tempDir(), "set-aside"));
+    await replay(dataDir, walDir, at(20));
+    expect(walIndexes(dataDir)).toEqual(replayedThrough(11, 20));
+  });
+
   test("a timestamp without a zone, or not a timestamp, is refused", async () => {
     const dataDir = nodeWithSnapshot(10);
     const walDir = archive([[1, 40]]);

@@ -69,6 +69,8 @@ export interface FullBackupResult {
 }
 
 const appliedWaitMs = 60_000;
+/** The least lease POST /admin/pause-writes takes (http/admin-app.ts). */
+const pauseLeaseMsMin = 1000;
 
 /**
  * What the archive is made of and where it goes, checked before writes are paused: the
@@ -97,8 +99,25 @@ function within(path: string, dir: string): boolean {
   return path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
 }
 
+/**
+ * Writes paused before a backup started, as cluster-info says: null when they were not;
+ * untilMs null for a pause with no end (pause-writes without --lease).
+ */
+export interface PauseBefore {
+  untilMs: number | null;
+}
+
+export function pauseBefore(info: Record<string, unknown>): PauseBefore | null {
+  if (info.writes_paused !== true) return null;
+  const untilMs = typeof info.writes_paused_until === "string" ? Date.parse(info.writes_paused_until) : Number.NaN;
+  return { untilMs: Number.isFinite(untilMs) ? untilMs : null };
+}
+
 export class FullBackup {
+  /** This run paused writes (or renewed a pause) and owes the cluster the pause it found. */
   private paused = false;
+  /** The pause found at the start (someone else's): put back at the end instead of resuming. */
+  private before: PauseBefore | null = null;
   private renewTimer: ReturnType<typeof setInterval> | null = null;
   private stagingDir: string | null = null;
   private localArchive: string | null = null;
@@ -114,14 +133,21 @@ export class FullBackup {
     let failure: unknown = null;
     try {
       const info = await api.clusterInfo();
-      o.progress("pausing writes");
+      // An operator's pause (SPEC §4.4 step 1 by hand, or maintenance) is left as it was found:
+      // one with no end needs no lease of ours, and is not resumed; one with an end gets it back.
+      this.before = pauseBefore(info);
       const pausedAt = performance.now();
-      const pauseIndex = await api.pauseWrites(o.leaseMs);
-      this.paused = true;
-      this.renewTimer = setInterval(() => {
-        api.pauseWrites(o.leaseMs).catch((e: unknown) => o.progress(`renewing the pause failed: ${errorMessage(e)}`));
-      }, Math.max(1000, Math.floor(o.leaseMs / 3)));
-      await this.waitApplied(pauseIndex);
+      if (this.before !== null && this.before.untilMs === null) {
+        o.progress("writes are already paused with no end (pause-writes): taking the snapshot under that pause, and leaving them paused");
+      } else {
+        o.progress("pausing writes");
+        const pauseIndex = await api.pauseWrites(o.leaseMs);
+        this.paused = true;
+        this.renewTimer = setInterval(() => {
+          api.pauseWrites(o.leaseMs).catch((e: unknown) => o.progress(`renewing the pause failed: ${errorMessage(e)}`));
+        }, Math.max(1000, Math.floor(o.leaseMs / 3)));
+        await this.waitApplied(pauseIndex);
+      }
       o.progress("taking a snapshot");
       // Counted beside the image while writes are paused: the rows the archive holds.
       const [image, counted] = await Promise.all([api.snapshotHere(), api.totalEntries().catch(() => notCounted)]);
@@ -223,7 +249,11 @@ export class FullBackup {
     const deadline = Date.now() + this.o.leaseMs;
     for (;;) {
       try {
-        await this.api.resumeWrites();
+        // The pause found at the start, with an end still to come, is put back with that end.
+        const leftMs = this.before?.untilMs === undefined || this.before.untilMs === null ? 0 : this.before.untilMs - Date.now();
+        // Never shorter than the least lease the admin API takes: never ended before its end.
+        if (leftMs > 0) await this.api.pauseWrites(Math.max(leftMs, pauseLeaseMsMin));
+        else await this.api.resumeWrites();
         this.paused = false;
         return;
       } catch (e) {

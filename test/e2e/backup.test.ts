@@ -407,6 +407,37 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     expect(occurrences(node.lastRunLog(), backupPauseResumed)).toBe(0);
   }, 120_000);
 
+  procTest("a full backup leaves writes as it found them: paused by the operator with no end, they stay paused with no end; paused under a longer lease, that lease is put back", async (env) => {
+    const node = await env.startSingleNode();
+    await execute(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"]);
+    await writeRows(node, 1, 20);
+    const etcDir = join(env.dir, "etc-svc");
+    fs.mkdirSync(etcDir, { recursive: true });
+    fs.copyFileSync(node.configPath, join(etcDir, "config.toml"));
+    const pause = async () => getJson<{ writes_paused: boolean; writes_paused_until?: string }>(`${node.adminUrl}/admin/cluster-info`);
+    // SPEC §4.4 step 1 by hand (or a maintenance pause) and then the one-command backup.
+    expect((await svc(["admin", "pause-writes", "--node", node.adminUrl])).exitCode).toBe(0);
+    await fullBackup(node, join(env.dir, "backups"), etcDir, ["--lease", "3s"]);
+    expect(await pause()).toEqual(expect.objectContaining({ writes_paused: true }));
+    expect((await pause()).writes_paused_until).toBeUndefined();
+    expect(await writesAccepted(node, 21)).toBe(false);
+    expect((await svc(["admin", "resume-writes", "--node", node.adminUrl])).exitCode).toBe(0);
+    expect(await writesAccepted(node, 21)).toBe(true);
+    // A pause with an end later than the backup's own lease: the same end afterwards.
+    expect((await svc(["admin", "pause-writes", "--lease", "600s", "--node", node.adminUrl])).exitCode).toBe(0);
+    const until = Date.parse((await pause()).writes_paused_until ?? "");
+    await fullBackup(node, join(env.dir, "backups"), etcDir, ["--lease", "3s"]);
+    const after = await pause();
+    expect(after.writes_paused).toBe(true);
+    expect(Math.abs(Date.parse(after.writes_paused_until ?? "") - until)).toBeLessThan(60_000);
+    expect(await writesAccepted(node, 22)).toBe(false);
+    // With nothing paused before it, the backup resumes what it paused.
+    expect((await svc(["admin", "resume-writes", "--node", node.adminUrl])).exitCode).toBe(0);
+    await fullBackup(node, join(env.dir, "backups"), etcDir, ["--lease", "3s"]);
+    expect((await pause()).writes_paused).toBe(false);
+    expect(await writesAccepted(node, 22)).toBe(true);
+  }, 120_000);
+
   procTest("cluster-info, and the metadata.json of a full and a snapshot backup, carry total_entries as stats counts it and the applied index it was counted at: what post-restore verification compares (SPEC §4.4, §4.5)", async (env) => {
     const { node, made } = await backedUpSingleNode(env);
     const extracted = join(env.dir, "extracted");

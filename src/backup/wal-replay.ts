@@ -242,7 +242,10 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     if (stoppedBefore === null) {
       warnings.push(`the archive ends at entry ${archiveLastIndex}${reachedMs > 0 ? ` (stamped ${iso(reachedMs)})` : ""}, before the target: everything archived was replayed`);
     }
-    warnings.push(...chain.partlyRead);
+    for (const p of chain.partlyRead) {
+      warnings.push(`the archived WAL segment ${p.name} is damaged ${p.damage}; its entries up to ${p.intactLastIndex} are whole, ` +
+        `and the replay stopped at entry ${lastIndex}, before the damage`);
+    }
     if (pause !== null) warnings.push(backupPauseResumedText(pause, pauseFromReplay ? "target" : "backup"));
 
     // Everything checked and written: move the new WAL in, say it is committed, drop the store.
@@ -478,7 +481,7 @@ class ArchiveChain {
   segmentsRead = 0;
   readonly skippedDamaged: string[] = [];
   /** Damaged segments whose entries before the damage were replayed (no intact one held them). */
-  readonly partlyRead: string[] = [];
+  readonly partlyRead: { name: string; damage: string; intactLastIndex: number }[] = [];
   private previous: Entry | null = null;
   /** The segment `previous` came from. */
   private previousSegment: string | null = null;
@@ -538,8 +541,7 @@ class ArchiveChain {
       const p = partial;
       refuseOtherCluster(this.source.location, p.segment.name, p.clusterId, this.snapshot);
       const copy = await fetchSegment(this.source, p.segment.name);
-      this.partlyRead.push(`the archived WAL segment ${p.segment.name} is damaged ${p.damage}; ` +
-        `its entries ${next}…${p.lastIndex} before the damage were read, and the replay stopped before needing more of it`);
+      this.partlyRead.push({ name: p.segment.name, damage: p.damage, intactLastIndex: p.lastIndex });
       return this.continuing(p.segment, copy, next, p.lastIndex);
     }
     const d = firstDamage;

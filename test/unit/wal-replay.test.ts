@@ -240,6 +240,7 @@ describe("wal-replay", () => {
     expect(walIndexes(dataDir)).toEqual(replayedThrough(11, 25));
     expect(r.stoppedBefore?.index).toBe(26);
     expect(r.warnings.join("\n")).toContain(`${name} is damaged at byte offset`);
+    expect(r.warnings.join("\n")).toContain("its entries up to 30 are whole, and the replay stopped at entry 25, before the damage");
   });
 
   test("a target past the cut of a damaged segment is refused with a target that works; taking it replays every entry before it", async () => {

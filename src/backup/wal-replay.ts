@@ -29,7 +29,7 @@ import {
   type SnapshotEntry,
 } from "../storage/index.ts";
 import { restoreMarkerPath, writeLogStart } from "../storage/restore-marker.ts";
-import { parseSnapshotDirName, readSnapshotMeta, snapshotDirName, snapshotMetaFile, snapshotStateFile } from "../storage/snapshots.ts";
+import { parseSnapshotDirName, readSnapshotMeta, snapshotDirName, snapshotHoldFile, snapshotMetaFile, snapshotStateFile } from "../storage/snapshots.ts";
 import { Store, backupPauseResumedText, decodeCommand, imageWritesPause, pauseSetBy, restoreEntry, type HeldPause } from "../store/index.ts";
 import type { ArchiveSource, ArchivedSegment, LocalCopy } from "./archive-source.ts";
 
@@ -265,6 +265,13 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
       warnings.push("raft/RESTORED (a full backup's mark) was consumed: the replayed log starts at the backup's snapshot");
     }
     Store.remove(paths.storePath);
+    // A hold that came with the copy (touch .hold, copy, rm .hold, as SPEC §4.4 step 3 is done by
+    // hand) pins no copy here: left, it would keep this snapshot past every cleanup (SPEC §8).
+    const hold = join(snapshot.dir, snapshotHoldFile);
+    if (fs.existsSync(hold)) {
+      fs.rmSync(hold, { force: true });
+      warnings.push(`removed ${hold}: it came with the copy of the snapshot, and would have kept it from every cleanup`);
+    }
     // A checkpoint record left from the history replaced vouches for nothing in the replayed one
     // (it named a store now removed, at an index the replayed log may not reach).
     fs.rmSync(join(paths.raftDir, "checkpoint"), { force: true });

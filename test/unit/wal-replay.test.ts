@@ -291,6 +291,15 @@ describe("wal-replay", () => {
     expect(walIndexes(dataDir)).toEqual(replayedThrough(11, 20));
   });
 
+  test("a snapshot copied in with the .hold it was copied under (SPEC §4.4 step 3 by hand) is released: held, no cleanup would ever remove it", async () => {
+    const dataDir = nodeWithSnapshot(10);
+    const hold = join(dataPaths(dataDir).snapshotsDir, snapshotDirName(1, 10), ".hold");
+    fs.writeFileSync(hold, "");
+    const r = await replay(dataDir, archive([[1, 40]]), at(20));
+    expect(fs.existsSync(hold)).toBe(false);
+    expect(r.warnings.join("\n")).toContain(`removed ${hold}`);
+  });
+
   test("a timestamp without a zone, or not a timestamp, is refused", async () => {
     const dataDir = nodeWithSnapshot(10);
     const walDir = archive([[1, 40]]);

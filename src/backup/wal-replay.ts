@@ -518,20 +518,24 @@ class ArchiveChain {
     }
     let firstDamage: { name: string; offset: number; reason: string } | null = null;
     // The damaged segment whose records before the damage hold `next` and reach furthest.
-    let partial: { segment: ArchivedSegment; lastIndex: number; clusterId: string | null; damage: string } | null = null;
+    // Its copy is kept: the bytes checked are the bytes read.
+    let partial: { segment: ArchivedSegment; copy: LocalCopy; lastIndex: number; clusterId: string | null; damage: string } | null = null;
     for (const s of holding) {
       const copy = await fetchSegment(this.source, s.name);
       this.segmentsRead++;
       const check = await checkArchiveFile(s.name, copy.path);
       if (!check.ok) {
-        copy.release();
         firstDamage ??= { name: s.name, offset: check.offset, reason: check.reason };
         const intact = check.intact;
         if (intact !== undefined && intact.lastIndex >= next && intact.lastIndex > (partial?.lastIndex ?? 0)) {
-          partial = { segment: s, lastIndex: intact.lastIndex, clusterId: intact.clusterId, damage: `at byte offset ${check.offset}: ${check.reason}` };
+          partial?.copy.release();
+          partial = { segment: s, copy, lastIndex: intact.lastIndex, clusterId: intact.clusterId, damage: `at byte offset ${check.offset}: ${check.reason}` };
+        } else {
+          copy.release();
         }
         continue;
       }
+      partial?.copy.release();
       try {
         refuseOtherCluster(this.source.location, s.name, check.clusterId, this.snapshot);
       } catch (e) {
@@ -546,10 +550,14 @@ class ArchiveChain {
       // without the damaged part (as PostgreSQL replays up to its target and never reads past
       // it). Needing an entry past them is refused at the next call, naming a target that works.
       const p = partial;
-      refuseOtherCluster(this.source.location, p.segment.name, p.clusterId, this.snapshot);
-      const copy = await fetchSegment(this.source, p.segment.name);
+      try {
+        refuseOtherCluster(this.source.location, p.segment.name, p.clusterId, this.snapshot);
+      } catch (e) {
+        p.copy.release();
+        throw e;
+      }
       this.partlyRead.push({ name: p.segment.name, damage: p.damage, intactLastIndex: p.lastIndex });
-      return this.continuing(p.segment, copy, next, p.lastIndex);
+      return this.continuing(p.segment, p.copy, next, p.lastIndex);
     }
     const d = firstDamage;
     if (d === null) throw new Error("a segment was damaged or read");

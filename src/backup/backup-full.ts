@@ -63,6 +63,8 @@ export interface FullBackupResult {
   files: number;
   snapshot: { index: number; term: number };
   pausedMs: number;
+  /** Writes were paused before the run, with no end, and are left paused (pausedMs: the image under that pause). */
+  leftPaused: boolean;
   removed: string[];
   offsite: string[];
   check: ArchiveCheck;
@@ -175,7 +177,7 @@ export class FullBackup {
         o.progress(`copying off-site to ${o.offsite}`);
         offsite.push(...(await copyOffsite(local, name, o.offsite, o.offsiteRetainMs, o.nowMs)));
       }
-      return { archive: dest.url === o.to && isObjectUrl(o.to) ? `${o.to.replace(/\/$/, "")}/${name}` : local, sizeBytes: written.sizeBytes, files: written.files, snapshot: { index: image.index, term: image.term }, pausedMs, removed, offsite, check };
+      return { archive: dest.url === o.to && isObjectUrl(o.to) ? `${o.to.replace(/\/$/, "")}/${name}` : local, sizeBytes: written.sizeBytes, files: written.files, snapshot: { index: image.index, term: image.term }, pausedMs, leftPaused: this.before !== null && this.before.untilMs === null, removed, offsite, check };
     } catch (e) {
       failure = e;
       throw e;

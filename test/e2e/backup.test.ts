@@ -56,7 +56,7 @@ function svc(args: readonly string[], env: Record<string, string> = {}) {
 async function fullBackup(node: NodeProcess, to: string, etcDir: string, extra: readonly string[] = [], env: Record<string, string> = {}) {
   const r = await svc(["admin", "backup", "full", "--config", node.configPath, "--to", to, "--etc-dir", etcDir, "--json", ...extra], env);
   if (r.exitCode !== 0) throw new Error(`backup full failed (${r.exitCode}): ${r.stdout}\n${r.stderr}`);
-  return JSON.parse(r.stdout) as { status: string; archive: string; snapshot: { index: number } };
+  return JSON.parse(r.stdout) as { status: string; archive: string; snapshot: { index: number }; leftPaused: boolean };
 }
 
 /** A single node with table t and rows 1..20, its configuration copied as /etc/svc would hold it, and a full backup of it. */
@@ -417,7 +417,7 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
     const pause = async () => getJson<{ writes_paused: boolean; writes_paused_until?: string }>(`${node.adminUrl}/admin/cluster-info`);
     // SPEC §4.4 step 1 by hand (or a maintenance pause) and then the one-command backup.
     expect((await svc(["admin", "pause-writes", "--node", node.adminUrl])).exitCode).toBe(0);
-    await fullBackup(node, join(env.dir, "backups"), etcDir, ["--lease", "3s"]);
+    expect((await fullBackup(node, join(env.dir, "backups"), etcDir, ["--lease", "3s"])).leftPaused).toBe(true);
     expect(await pause()).toEqual(expect.objectContaining({ writes_paused: true }));
     expect((await pause()).writes_paused_until).toBeUndefined();
     expect(await writesAccepted(node, 21)).toBe(false);

@@ -244,7 +244,7 @@ const fullCommand = defineCommand({
       const r = await writingTo(to, () => job.run());
       clearProgress(json);
       if (json) return printJson({ status: "ok", ...r, check: { ok: r.check.ok, files: r.check.files, problems: r.check.problems } });
-      process.stdout.write(`full backup ${r.archive}: ${mib(r.sizeBytes)}, ${r.files} files, snapshot ${r.snapshot.index} (term ${r.snapshot.term}), writes paused ${(r.pausedMs / 1000).toFixed(1)} s, verified` +
+      process.stdout.write(`full backup ${r.archive}: ${mib(r.sizeBytes)}, ${r.files} files, snapshot ${r.snapshot.index} (term ${r.snapshot.term}), ${r.leftPaused ? "writes were paused before it and are left paused" : `writes paused ${(r.pausedMs / 1000).toFixed(1)} s`}, verified` +
         `${r.removed.length > 0 ? `, removed ${r.removed.length} older` : ""}${r.offsite.length > 0 ? `, off-site copy in ${args.offsite}` : ""}\n`);
     } catch (e) {
       clearProgress(json);

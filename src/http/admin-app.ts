@@ -52,13 +52,6 @@ export function adminApp(node: SvcNode) {
     }
   }
 
-  /** NOT_LEADER for an action this node could run but that belongs to the leader (a snapshot). */
-  function requireLeader(): void {
-    if (node.status().role === "leader") return;
-    const e = node.notLeader();
-    throw new SvcError(e.code, e.message, { hint: `${e.hint ?? "send the request to the leader"}; or add ?local=true to take the snapshot on this node`, details: { ...e.details } });
-  }
-
   let routes: () => readonly RouteEntry[] = () => [];
   const app = new Elysia({ name: "svc-admin" })
     .use(fallbackRoutes(() => routes(), { port: "admin", otherAddress: () => listenAddressText(node.config.listen.client) }))
@@ -72,7 +65,7 @@ export function adminApp(node: SvcNode) {
       const wait = flagParam(query, "wait");
       const local = flagParam(query, "local");
       return atLeader(request, wait ? relayTimeoutMs.snapshotWaited : relayTimeoutMs.snapshotStarted, async () => {
-        if (!local) requireLeader();
+        if (!local) node.requireLeader("add ?local=true to take the snapshot on this node");
         const pending = node.takeSnapshot();
         if (!wait) {
           pending.catch(() => undefined);

@@ -388,22 +388,23 @@ export class NodeContext {
     }
   }
 
-  notLeader(leaderId: string | null): SvcError {
+  /** `orElse`: another way out, for an action a follower can also take on itself. */
+  notLeader(leaderId: string | null, orElse?: string): SvcError {
     const leader = leaderId === null ? undefined : this.memberAddresses().get(leaderId);
     // Leaderless past two election timeouts: no election is about to end here; this node reaches
     // no majority (as /health says), and the client had better try another node.
     const cutOff = leaderId === null && this.leaderGone();
     return new SvcError("NOT_LEADER", leaderId === null ? "no leader is known right now" : `this node is not the leader; ${leaderId} is`, {
-      hint: leaderId !== null ? "send the request to the leader"
+      hint: (leaderId !== null ? "send the request to the leader"
         : cutOff ? `this node has known no leader for ${(this.leaderlessMs() / 1000).toFixed(1)} s: it reaches no majority of the voters; send the request to another node`
-        : "retry shortly: an election is in progress",
+        : "retry shortly: an election is in progress") + (orElse === undefined ? "" : `; or ${orElse}`),
       details: { leaderId, leaderClient: leader?.client ?? null, leaderAdmin: leader?.admin ?? null },
     });
   }
 
-  requireLeader(): void {
+  requireLeader(orElse?: string): void {
     const status = this.core.status();
-    if (status.role !== "leader") throw this.notLeader(status.leaderId);
+    if (status.role !== "leader") throw this.notLeader(status.leaderId, orElse);
   }
 
   checkServing(): void {

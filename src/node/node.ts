@@ -487,9 +487,9 @@ export class SvcNode {
     return this.ctx.memberAddresses();
   }
 
-  /** NOT_LEADER for an action that belongs to the leader, naming it when known (NodeContext.notLeader). */
-  notLeader(): SvcError {
-    return this.ctx.notLeader(this.ctx.reportedLeaderId());
+  /** Throws NOT_LEADER (naming the leader when known) unless this node leads; `orElse`: another way out. */
+  requireLeader(orElse?: string): void {
+    this.ctx.requireLeader(orElse);
   }
 
   /** What gossip knows here: every member's state, facts and view (null: no gossip, as in the simulator). */

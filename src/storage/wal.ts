@@ -272,6 +272,7 @@ export class Wal {
     const first = entries[0];
     if (first === undefined) return;
     assert(first.index <= this.lastIndexValue + 1 || this.lastIndexValue === 0, "WAL append leaves no gap");
+    for (let i = 1; i < entries.length; i++) assert(entries[i]!.index === first.index + i, "WAL append entries are contiguous");
     this.rollIfFull(first.index);
     const segment = this.currentSegment();
     const rewrites = this.finalFromValue === null || first.index !== this.lastIndexValue + 1;
@@ -322,11 +323,7 @@ export class Wal {
     const buf = this.appendBufferOf(bytes);
     const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
     let offset = 0;
-    for (let i = from; i < to; i++) {
-      const entry = entries[i]!;
-      assert(entry.index === entries[0]!.index + i, "WAL append entries are contiguous");
-      offset = writeEntryRecord(buf, view, offset, RecordType.entry, entry);
-    }
+    for (let i = from; i < to; i++) offset = writeEntryRecord(buf, view, offset, RecordType.entry, entries[i]!);
     assert(offset === bytes, "WAL batch fills its buffer exactly");
     writeFullyAt(fd, buf, at);
     return { to, bytes };

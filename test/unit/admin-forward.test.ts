@@ -73,6 +73,9 @@ function follower(leaderAdmin: string, local: { snapshots: number } = { snapshot
   const fake = {
     config: { nodeId: "node2", raft: { electionTimeoutMs: 500 } },
     status: () => ({ role: "follower", leaderId: "node1" }),
+    requireLeader: () => {
+      throw notLeader();
+    },
     memberAddresses: () => new Map([["node1", { id: "node1", peer: "127.0.0.1:2", client: "127.0.0.1:1", admin: leaderAdmin }]]),
     setWritesPaused: () => Promise.reject(notLeader()),
     addMember: () => Promise.reject(notLeader()),

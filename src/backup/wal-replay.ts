@@ -243,8 +243,11 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
       warnings.push(`the archive ends at entry ${archiveLastIndex}${reachedMs > 0 ? ` (stamped ${iso(reachedMs)})` : ""}, before the target: everything archived was replayed`);
     }
     for (const p of chain.partlyRead) {
-      warnings.push(`the archived WAL segment ${p.name} is damaged ${p.damage}; its entries up to ${p.intactLastIndex} are whole, ` +
-        `and the replay stopped at entry ${lastIndex}, before the damage`);
+      // Past its whole entries the replay went on only through another segment that holds the
+      // entries after them (an overlap): it stopped before the damage only when it went no further.
+      const after = lastIndex <= p.intactLastIndex ? `and the replay stopped at entry ${lastIndex}, before the damage`
+        : `and the entries after ${p.intactLastIndex} were read from ${p.continuedIn ?? "another segment"}`;
+      warnings.push(`the archived WAL segment ${p.name} is damaged ${p.damage}; its entries up to ${p.intactLastIndex} are whole, ${after}`);
     }
     if (pause !== null) warnings.push(backupPauseResumedText(pause, pauseFromReplay ? "target" : "backup"));
 
@@ -488,7 +491,7 @@ class ArchiveChain {
   segmentsRead = 0;
   readonly skippedDamaged: string[] = [];
   /** Damaged segments whose entries before the damage were replayed (no intact one held them). */
-  readonly partlyRead: { name: string; damage: string; intactLastIndex: number }[] = [];
+  readonly partlyRead: { name: string; damage: string; intactLastIndex: number; continuedIn: string | null }[] = [];
   private previous: Entry | null = null;
   /** The segment `previous` came from. */
   private previousSegment: string | null = null;
@@ -543,6 +546,7 @@ class ArchiveChain {
         throw e;
       }
       if (firstDamage !== null) this.skippedDamaged.push(`${firstDamage.name} at byte ${firstDamage.offset}: ${firstDamage.reason}`);
+      this.noteContinuedIn(s.name, next);
       return this.continuing(s, copy, next);
     }
     if (partial !== null) {
@@ -556,7 +560,8 @@ class ArchiveChain {
         p.copy.release();
         throw e;
       }
-      this.partlyRead.push({ name: p.segment.name, damage: p.damage, intactLastIndex: p.lastIndex });
+      this.noteContinuedIn(p.segment.name, next);
+      this.partlyRead.push({ name: p.segment.name, damage: p.damage, intactLastIndex: p.lastIndex, continuedIn: null });
       return this.continuing(p.segment, p.copy, next, p.lastIndex);
     }
     const d = firstDamage;
@@ -565,6 +570,12 @@ class ArchiveChain {
       hint: `no other segment holds entry ${next}: find an intact copy of ${d.name}, or restore to ${this.targetBefore(next)}`,
       details: { file: d.name, offset: d.offset },
     });
+  }
+
+  /** `name` holds the entries from `next` on: the one read after a damaged segment whose whole entries end before `next`. */
+  private noteContinuedIn(name: string, next: number): void {
+    const p = this.partlyRead.at(-1);
+    if (p !== undefined && p.intactLastIndex === next - 1) p.continuedIn = name;
   }
 
   /**

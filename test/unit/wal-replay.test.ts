@@ -243,6 +243,20 @@ describe("wal-replay", () => {
     expect(r.warnings.join("\n")).toContain("its entries up to 30 are whole, and the replay stopped at entry 25, before the damage");
   });
 
+  test("a segment cut short with an intact one overlapping it past the cut: the replay goes on through that one, and the warning says so rather than that it stopped before the damage", async () => {
+    const dataDir = nodeWithSnapshot(10);
+    const walDir = archive([[1, 20], [31, 60]]);
+    const name = writeSegment(walDir, 21, 40);
+    cutAfter(walDir, name, 21, 30);
+    const r = await replay(dataDir, walDir, at(50));
+    expect(walIndexes(dataDir)).toEqual(replayedThrough(11, 50));
+    const warning = r.warnings.find((w) => w.includes(name)) ?? "";
+    expect(warning).toContain(`${name} is damaged at byte offset`);
+    expect(warning).toContain("its entries up to 30 are whole");
+    expect(warning).not.toContain("before the damage");
+    expect(warning).toContain(`the entries after 30 were read from ${archiveSegmentName({ firstIndex: 31, lastIndex: 60, term: 1 })}`);
+  });
+
   test("a target past the cut of a damaged segment is refused with a target that works; taking it replays every entry before it", async () => {
     const dataDir = nodeWithSnapshot(10);
     const walDir = archive([[1, 20], [41, 60]]);

@@ -521,48 +521,56 @@ class ArchiveChain {
     }
     let firstDamage: { name: string; offset: number; reason: string } | null = null;
     // The damaged segment whose records before the damage hold `next` and reach furthest.
-    // Its copy is kept: the bytes checked are the bytes read.
+    // Its copy is kept: the bytes checked are the bytes read. Released here on every way out
+    // (a fetch or check that throws included) unless handed to continuing(), which releases it.
     let partial: { segment: ArchivedSegment; copy: LocalCopy; lastIndex: number; clusterId: string | null; damage: string } | null = null;
-    for (const s of holding) {
-      const copy = await fetchSegment(this.source, s.name);
-      this.segmentsRead++;
-      const check = await checkArchiveFile(s.name, copy.path);
-      if (!check.ok) {
-        firstDamage ??= { name: s.name, offset: check.offset, reason: check.reason };
-        const intact = check.intact;
-        if (intact !== undefined && intact.lastIndex >= next && intact.lastIndex > (partial?.lastIndex ?? 0)) {
-          partial?.copy.release();
-          partial = { segment: s, copy, lastIndex: intact.lastIndex, clusterId: intact.clusterId, damage: `at byte offset ${check.offset}: ${check.reason}` };
-        } else {
+    try {
+      for (const s of holding) {
+        const copy = await fetchSegment(this.source, s.name);
+        this.segmentsRead++;
+        let check;
+        try {
+          check = await checkArchiveFile(s.name, copy.path);
+        } catch (e) {
           copy.release();
+          throw e;
         }
-        continue;
+        if (!check.ok) {
+          firstDamage ??= { name: s.name, offset: check.offset, reason: check.reason };
+          const intact = check.intact;
+          if (intact !== undefined && intact.lastIndex >= next && intact.lastIndex > (partial?.lastIndex ?? 0)) {
+            partial?.copy.release();
+            partial = { segment: s, copy, lastIndex: intact.lastIndex, clusterId: intact.clusterId, damage: `at byte offset ${check.offset}: ${check.reason}` };
+          } else {
+            copy.release();
+          }
+          continue;
+        }
+        partial?.copy.release();
+        partial = null;
+        try {
+          refuseOtherCluster(this.source.location, s.name, check.clusterId, this.snapshot);
+        } catch (e) {
+          copy.release();
+          throw e;
+        }
+        if (firstDamage !== null) this.skippedDamaged.push(`${firstDamage.name} at byte ${firstDamage.offset}: ${firstDamage.reason}`);
+        this.noteContinuedIn(s.name, next);
+        return this.continuing(s, copy, next);
       }
-      partial?.copy.release();
-      try {
-        refuseOtherCluster(this.source.location, s.name, check.clusterId, this.snapshot);
-      } catch (e) {
-        copy.release();
-        throw e;
-      }
-      if (firstDamage !== null) this.skippedDamaged.push(`${firstDamage.name} at byte ${firstDamage.offset}: ${firstDamage.reason}`);
-      this.noteContinuedIn(s.name, next);
-      return this.continuing(s, copy, next);
-    }
-    if (partial !== null) {
-      // The entries before the damage are whole and checked: a target among them is reached
-      // without the damaged part (as PostgreSQL replays up to its target and never reads past
-      // it). Needing an entry past them is refused at the next call, naming a target that works.
-      const p = partial;
-      try {
+      if (partial !== null) {
+        // The entries before the damage are whole and checked: a target among them is reached
+        // without the damaged part (as PostgreSQL replays up to its target and never reads past
+        // it). Needing an entry past them is refused at the next call, naming a target that works.
+        const p = partial;
         refuseOtherCluster(this.source.location, p.segment.name, p.clusterId, this.snapshot);
-      } catch (e) {
-        p.copy.release();
-        throw e;
+        this.noteContinuedIn(p.segment.name, next);
+        this.partlyRead.push({ name: p.segment.name, damage: p.damage, intactLastIndex: p.lastIndex, continuedIn: null });
+        partial = null;
+        return this.continuing(p.segment, p.copy, next, p.lastIndex);
       }
-      this.noteContinuedIn(p.segment.name, next);
-      this.partlyRead.push({ name: p.segment.name, damage: p.damage, intactLastIndex: p.lastIndex, continuedIn: null });
-      return this.continuing(p.segment, p.copy, next, p.lastIndex);
+    } finally {
+      partial?.copy.release();
     }
     const d = firstDamage;
     if (d === null) throw new Error("a segment was damaged or read");

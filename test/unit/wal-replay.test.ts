@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openArchiveSource, parseReplayTarget, replayWalArchive, type WalReplayReport } from "../../src/backup/index.ts";
+import { openArchiveSource, parseReplayTarget, replayWalArchive, type ArchiveSource, type WalReplayReport } from "../../src/backup/index.ts";
 import {
   Wal, archiveSegmentName, dataPaths, encodeArchiveSegment, readHardState, snapshotDirName, writeHardState, writeRemovedMark,
 } from "../../src/storage/index.ts";
@@ -255,6 +255,34 @@ describe("wal-replay", () => {
     expect(warning).toContain("its entries up to 30 are whole");
     expect(warning).not.toContain("before the damage");
     expect(warning).toContain(`the entries after 30 were read from ${archiveSegmentName({ firstIndex: 31, lastIndex: 60, term: 1 })}`);
+  });
+
+  test("a segment that cannot be fetched after a damaged one was kept for its whole entries is refused, and the kept copy is released (a download is not left behind)", async () => {
+    const dataDir = nodeWithSnapshot(10);
+    const walDir = archive([[1, 20], [21, 35]]);
+    const damaged = writeSegment(walDir, 21, 40);
+    cutAfter(walDir, damaged, 21, 30);
+    const unreachable = archiveSegmentName({ firstIndex: 21, lastIndex: 35, term: 1 });
+    // As an object store's copies: each fetch a download that must be released.
+    const dir = openArchiveSource(walDir);
+    const held = new Set<string>();
+    let fetches = 0;
+    const source: ArchiveSource = {
+      location: dir.location,
+      listArchive: () => dir.listArchive(),
+      readArchived: (name) => dir.readArchived(name),
+      async fetchArchived(name) {
+        if (name === unreachable) throw new Error("connection reset");
+        const copy = await dir.fetchArchived(name);
+        const id = `${name}#${++fetches}`;
+        held.add(id);
+        return { path: copy.path, release: () => held.delete(id) };
+      },
+    };
+    const e = await refusal(dataDir, () => replayWalArchive({ dataDir, source, until: parseReplayTarget(at(33)), segmentSizeBytes: 64 * 1024, logger: silentLogger }));
+    expect(e.code).toBe("ARCHIVE_UNREADABLE");
+    expect(e.message).toContain(unreachable);
+    expect([...held]).toEqual([]);
   });
 
   test("a target past the cut of a damaged segment is refused with a target that works; taking it replays every entry before it", async () => {

@@ -28,7 +28,7 @@ import {
   SnapshotStore, Wal, archiveFileEntries, giveToDataDirOwner, checkArchiveFile, dataPaths, ensureDir, fsyncDir, listSegments, lockDataDir, readSegment, removedMarkPath, removeReplayLeftovers, writeHardState,
   type SnapshotEntry,
 } from "../storage/index.ts";
-import { restoreMarkerPath, writeLogStart } from "../storage/restore-marker.ts";
+import { logStartFile, restoreMarkerPath, writeLogStart } from "../storage/restore-marker.ts";
 import { parseSnapshotDirName, readSnapshotMeta, snapshotDirName, snapshotHoldFile, snapshotMetaFile, snapshotStateFile } from "../storage/snapshots.ts";
 import { Store, backupPauseResumedText, decodeCommand, imageWritesPause, pauseSetBy, restoreEntry, type HeldPause } from "../store/index.ts";
 import type { ArchiveSource, ArchivedSegment, LocalCopy } from "./archive-source.ts";
@@ -140,6 +140,9 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     throw new SvcError("WAL_REPLAY_REFUSED", `${errorMessage(e)}`, { hint: "stop the node first (systemctl stop svc): wal-replay runs offline" });
   }
   const tmpDir = join(paths.raftDir, `wal.replay-${process.pid}`);
+  // Once the new WAL is being moved in: the steps that commit it, and how many of them are done.
+  let commitSteps: string[] = [];
+  let commitStepsDone = 0;
   // A replay killed before it finished left its new WAL here; the lock says none runs now.
   const leftovers = removeReplayLeftovers(paths.raftDir).map(({ path, pid }) =>
     `removed ${path}, left by a wal-replay that did not finish (process ${pid} is not running)`);
@@ -252,22 +255,36 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     if (pause !== null) warnings.push(backupPauseResumedText(pause, pauseFromReplay ? "target" : "backup"));
 
     // Everything checked and written: move the new WAL in, say it is committed, drop the store.
+    // From the move-in on, raft/ holds WAL entries and a second run refuses it: a failure here
+    // (the disk filling meanwhile) is reported with what was done and what is left.
+    const commit = restoreOwn.at(-1)?.index ?? lastIndex;
+    commitSteps = [
+      `move the new WAL (entries ${meta.index + 1}…${commit}) into ${paths.walDir}`,
+      `write ${paths.hardStatePath} (term ${restoreTerm}, entries committed through ${commit})`,
+      `write ${join(paths.raftDir, logStartFile)} (the log starts after the snapshot)`,
+      `remove ${paths.storePath} (rebuilt from the snapshot and the WAL at svc serve)`,
+      `tidy ${paths.raftDir} (its RESTORED mark, the snapshot's .hold, its checkpoint record)`,
+    ];
+    commitStepsDone = 0;
     ensureDir(paths.walDir);
     for (const s of listSegments(paths.walDir)) fs.rmSync(s.path, { force: true });
     for (const name of fs.readdirSync(tmpDir)) fs.renameSync(join(tmpDir, name), join(paths.walDir, name));
     fsyncDir(paths.walDir);
     fs.rmSync(tmpDir, { recursive: true, force: true });
-    const commit = restoreOwn.at(-1)?.index ?? lastIndex;
+    commitStepsDone++;
     writeHardState(paths.hardStatePath, { term: restoreTerm, vote: null, commit, clusterId: meta.clusterId });
+    commitStepsDone++;
     // This node's log starts over after the snapshot: no member holds the entries before it.
     writeLogStart(paths.raftDir, { index: meta.index, term: meta.term, reason: `wal-replay to ${iso(options.until.atMs)} from ${options.source.location}` });
+    commitStepsDone++;
+    Store.remove(paths.storePath);
+    commitStepsDone++;
     // A full backup's raft/ (SPEC §4.5 from a backup's snapshot) names its snapshot as the log's
     // start; the replayed log now starts there and goes further.
     if (fs.existsSync(restoreMarkerPath(paths.raftDir))) {
       fs.rmSync(restoreMarkerPath(paths.raftDir), { force: true });
       warnings.push("raft/RESTORED (a full backup's mark) was consumed: the replayed log starts at the backup's snapshot");
     }
-    Store.remove(paths.storePath);
     // A hold that came with the copy (touch .hold, copy, rm .hold, as SPEC §4.4 step 3 is done by
     // hand) pins no copy here: left, it would keep this snapshot past every cleanup (SPEC §8).
     const hold = join(snapshot.dir, snapshotHoldFile);
@@ -300,6 +317,16 @@ export async function replayWalArchive(options: WalReplayOptions): Promise<WalRe
     };
   } catch (e) {
     fs.rmSync(tmpDir, { recursive: true, force: true });
+    if (isDiskFullError(e) && !(e instanceof SvcError) && commitSteps.length > 0) {
+      const done = commitSteps.slice(0, commitStepsDone);
+      const [failed, ...left] = commitSteps.slice(commitStepsDone);
+      throw new SvcError("DISK_FULL", `wal-replay stopped after the new WAL was moved into ${paths.walDir}: ${errorMessage(e)}`, {
+        hint: `done: ${done.join("; ")}; failed: ${failed ?? "syncing the directory"}${left.length > 0 ? `; not done: ${left.join("; ")}` : ""}. ` +
+          `A second run refuses ${paths.raftDir} as it is now (it holds WAL entries): free space on the file system of ${options.dataDir}, ` +
+          `remove what this run wrote (\`rm -f ${paths.walDir}/* ${paths.hardStatePath}\`; the snapshot and the archive are unchanged), then run wal-replay again`,
+        cause: e,
+      });
+    }
     if (isDiskFullError(e) && !(e instanceof SvcError)) {
       throw new SvcError("DISK_FULL", `wal-replay stopped: ${errorMessage(e)}`, {
         hint: `free space on the file system of ${options.dataDir} (the new WAL is written in full beside raft/wal/, each segment wal.segment_size_mb, before it is moved in), ` +

@@ -50,6 +50,24 @@ function nodeWithSnapshot(dataDir: string, index: number): void {
   }));
 }
 
+/** Write `path` until the file system has no byte left. */
+function fillUp(path: string): void {
+  const fd = fs.openSync(path, "w");
+  try {
+    for (const chunk of [Buffer.alloc(64 * 1024), Buffer.alloc(1)]) {
+      for (;;) {
+        try {
+          fs.writeSync(fd, chunk);
+        } catch {
+          break;
+        }
+      }
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 function files(dir: string): string[] {
   return (fs.readdirSync(dir, { recursive: true }) as string[]).filter((n) => n !== "LOCK").sort();
 }
@@ -74,6 +92,38 @@ describe.skipIf(!canMount)("wal-replay on a full disk", () => {
     expect(refused.hint).toContain("wal.segment_size_mb");
     expect(files(dataDir)).toEqual(before);
     const done = await run(1 * MIB);
+    expect(done.lastIndex).toBe(15);
+  });
+
+  test("the disk filling after the new WAL was moved in: DISK_FULL says what was done and what is left, and the commands it gives make the next run succeed", async () => {
+    const dataDir = join(mountDir, "data");
+    nodeWithSnapshot(dataDir, 10);
+    const entries: Entry[] = [];
+    for (let i = 1; i <= 20; i++) entries.push(entry(i));
+    fs.writeFileSync(join(archiveDir, archiveSegmentName({ firstIndex: 1, lastIndex: 20, term: 1 })), encodeArchiveSegment(entries, "c-1"));
+    const filler = join(mountDir, "filler");
+    const run = (fill: boolean) => replayWalArchive({
+      dataDir, source: openArchiveSource(archiveDir), until: parseReplayTarget(new Date(t0 + 15_000).toISOString()), segmentSizeBytes: 1 * MIB, logger: silentLogger,
+      // Reported once the new WAL is written in full, before it is moved in: another writer fills the disk then.
+      onProgress: () => {
+        if (fill) fillUp(filler);
+      },
+    });
+    const e = await run(true).then(() => null, (x: unknown) => x);
+    expect(e).toBeInstanceOf(SvcError);
+    const failed = e as SvcError;
+    expect(failed.code).toBe("DISK_FULL");
+    const paths = dataPaths(dataDir);
+    expect(failed.message).toContain(`after the new WAL was moved into ${paths.walDir}`);
+    expect(failed.hint).toContain(`done: move the new WAL (entries 11…16) into ${paths.walDir}; failed: write ${paths.hardStatePath}`);
+    expect(failed.hint).toContain(`not done: write ${join(paths.raftDir, "LOG_START")}`);
+    expect(failed.hint).toContain("A second run refuses");
+    // The hint's commands, as an operator would run them: room made, what the run wrote removed, the same command again.
+    fs.rmSync(filler);
+    const command = /`(rm -f [^`]+)`/.exec(failed.hint ?? "")?.[1] ?? "";
+    expect(command).not.toBe("");
+    expect(Bun.spawnSync(["sh", "-c", command]).exitCode).toBe(0);
+    const done = await run(false);
     expect(done.lastIndex).toBe(15);
   });
 });

@@ -8,6 +8,7 @@ import * as fs from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { readSnapshotMeta, snapshotMetaFile, snapshotStateFile } from "../storage/snapshots.ts";
 import { encodeRestoreMarker, restoreMarkerFile } from "../storage/restore-marker.ts";
+import { pauseLeaseMsMin } from "../store/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { archiveDamaged, fullBackupName, metadataName, verifyArchive, writeArchive, type ArchiveCheck } from "./backup-archive.ts";
 import { applyRetention, openDestination } from "./backup-destination.ts";
@@ -71,8 +72,6 @@ export interface FullBackupResult {
 }
 
 const appliedWaitMs = 60_000;
-/** The least lease POST /admin/pause-writes takes (http/admin-app.ts). */
-const pauseLeaseMsMin = 1000;
 
 /**
  * What the archive is made of and where it goes, checked before writes are paused: the

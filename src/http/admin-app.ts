@@ -7,7 +7,7 @@ import { Elysia } from "elysia";
 import { METRICS_CONTENT_TYPE } from "../metrics/index.ts";
 import type { SvcNode } from "../node/index.ts";
 import { version, commit } from "../version.ts";
-import { checkReadStatement } from "../store/index.ts";
+import { checkReadStatement, pauseLeaseMsMax, pauseLeaseMsMin } from "../store/index.ts";
 import { SvcError } from "../util/errors.ts";
 import { checkParamCount, parseIdBody, parseJsonText, parseMemberBody, parseQueryBody, parseSetMemberBody, readBodyText, readJsonBody } from "./body.ts";
 import { answer, badRequest, errorResponse, json, queryResponse } from "./errors.ts";
@@ -183,10 +183,6 @@ export function adminApp(node: SvcNode) {
   routes = () => app.routes;
   return app;
 }
-
-/** A write pause's lease: one second to one day. */
-export const pauseLeaseMsMin = 1000;
-export const pauseLeaseMsMax = 86_400_000;
 
 /** A pause lease from the query string: whole milliseconds, pauseLeaseMsMin to pauseLeaseMsMax. */
 function pauseLeaseMs(text: string | null): number | undefined {

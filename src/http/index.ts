@@ -1,6 +1,6 @@
 export { clientApp } from "./client-app.ts";
 export { startingResponse } from "./health.ts";
-export { adminApp, pauseLeaseMsMax, pauseLeaseMsMin } from "./admin-app.ts";
+export { adminApp } from "./admin-app.ts";
 export { listen, type BoundServer } from "./server.ts";
 export { InFlightBytes } from "./in-flight.ts";
 export { requestBodyBytesMax } from "./body.ts";

@@ -143,3 +143,10 @@ export function decodeCommand(data: Uint8Array): Command | null {
 export function isRequestId(v: unknown): v is string {
   return typeof v === "string" && v.length > 0 && v.length <= requestIdLengthMax;
 }
+
+/**
+ * A pause_writes lease, as the admin API takes it: one second to one day. A pause put back
+ * with what is left of its lease gets no less than the least one (never ended before its end).
+ */
+export const pauseLeaseMsMin = 1000;
+export const pauseLeaseMsMax = 86_400_000;

@@ -1,6 +1,6 @@
 export { answerOf, requestBodyHash, requestIdReusedMessage, requestWindowMs, requestsRememberedMax, reusedFor, type RequestOutcome } from "./request-ids.ts";
 export { Store, type ApplyResult, type StatementResult, type QueryResult, type StoreStats, type StoreMeta, type CommitPolicy, type TableCount, commitDelayMs, totalRows, userTablesSql } from "./store.ts";
-export { encodeCommand, decodeCommand, isRequestId, requestIdLengthMax, type Command, type Statement, type SqlValue, type MemberAddress } from "./command.ts";
+export { encodeCommand, decodeCommand, isRequestId, pauseLeaseMsMax, pauseLeaseMsMin, requestIdLengthMax, type Command, type Statement, type SqlValue, type MemberAddress } from "./command.ts";
 export { checkWriteStatement, checkReadStatement, refuseReadInWrite, abbreviate, internalTablePrefix, type StatementShape } from "./_sql.ts";
 export { createSnapshotImage, sealReceivedImage, stageStoreImage, StoreCheckpointer, type CheckpointResult, type SnapshotImage } from "./snapshot-image.ts";
 export { backupPauseResumedText, imageWritesPause, pauseSetBy, restoreEntry, type HeldPause } from "./restore-start.ts";

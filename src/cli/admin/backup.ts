@@ -15,7 +15,7 @@ import {
 } from "../../backup/index.ts";
 import { secretPaths, type Config } from "../../config/index.ts";
 import { resolvedPath } from "../../util/index.ts";
-import { pauseLeaseMsMax } from "../../http/index.ts";
+import { pauseLeaseMsMax } from "../../store/index.ts";
 import { callNode, nodeUrlWith, printJson } from "../_client.ts";
 import { checkedLocation } from "../_location.ts";
 import { defaultConfigPath, loadConfigOrExit } from "../_config.ts";

@@ -2,7 +2,7 @@
 
 import { defineCommand } from "citty";
 import { parseDuration } from "../../backup/index.ts";
-import { pauseLeaseMsMax, pauseLeaseMsMin } from "../../http/index.ts";
+import { pauseLeaseMsMax, pauseLeaseMsMin } from "../../store/index.ts";
 import { callNode, nodeArgs, nodeUrl, printJson } from "../_client.ts";
 import { usageError } from "../_exit.ts";
 

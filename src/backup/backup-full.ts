@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { readSnapshotMeta, snapshotMetaFile, snapshotStateFile } from "../storage/snapshots.ts";
 import { encodeRestoreMarker, restoreMarkerFile } from "../storage/restore-marker.ts";
-import { pauseLeaseMsMin } from "../store/index.ts";
+import { pauseLeaseMsMax, pauseLeaseMsMin } from "../store/index.ts";
 import { SvcError, errorMessage } from "../util/errors.ts";
 import { archiveDamaged, fullBackupName, metadataName, verifyArchive, writeArchive, type ArchiveCheck } from "./backup-archive.ts";
 import { applyRetention, openDestination } from "./backup-destination.ts";
@@ -17,8 +17,11 @@ import { isObjectUrl } from "./s3.ts";
 /** What a backup needs of the node it runs beside (over its admin API). */
 export interface BackupNodeApi {
   clusterInfo(): Promise<Record<string, unknown>>;
-  /** Pause writes cluster-wide until now + leaseMs (renewed by calling it again); the pause's log index. */
-  pauseWrites(leaseMs: number): Promise<number>;
+  /**
+   * Pause writes cluster-wide until now + leaseMs (renewed by calling it again): the pause's log
+   * index, and the end the leader gave it, by the leader's clock (null when it did not say).
+   */
+  pauseWrites(leaseMs: number): Promise<{ index: number; untilMs: number | null }>;
   resumeWrites(): Promise<void>;
   /** This node's applied index. */
   appliedIndex(): Promise<number>;
@@ -120,6 +123,13 @@ export class FullBackup {
   /** The pause found at the start (someone else's): put back at the end instead of resuming. */
   private before: PauseBefore | null = null;
   private renewTimer: ReturnType<typeof setInterval> | null = null;
+  /**
+   * The leader's clock minus this host's, as the last pause's answer shows it: an operator's end
+   * (`before.untilMs`) is a time on the leader's clock. Taken as if the leader set the end when
+   * its answer arrived, the least offset the exchange allows: what is left of the operator's
+   * pause comes out too long by at most one round trip, never too short. 0 until an answer.
+   */
+  private leaderClockAheadMs = 0;
   private stagingDir: string | null = null;
   private localArchive: string | null = null;
   /** Checksums of the staged image files, from the image's meta.json. */
@@ -142,10 +152,15 @@ export class FullBackup {
         o.progress("writes are already paused with no end (pause-writes): taking the snapshot under that pause, and leaving them paused");
       } else {
         o.progress("pausing writes");
-        const pauseIndex = await api.pauseWrites(o.leaseMs);
+        const askedMs = this.leaseMs();
+        let pauseIndex = await this.pause(askedMs);
         this.paused = true;
+        // The first lease was reckoned by this host's clock; by the leader's, the operator's end
+        // may be later: paused again at once to reach it (for that one round trip, a run killed
+        // -9 would leave the operator's pause ending as much sooner as the leader's clock is behind).
+        if (this.leaseMs() > askedMs + pauseLeaseMsMin) pauseIndex = await this.pause(this.leaseMs());
         this.renewTimer = setInterval(() => {
-          api.pauseWrites(o.leaseMs).catch((e: unknown) => o.progress(`renewing the pause failed: ${errorMessage(e)}`));
+          this.pause(this.leaseMs()).catch((e: unknown) => o.progress(`renewing the pause failed: ${errorMessage(e)}`));
         }, Math.max(1000, Math.floor(o.leaseMs / 3)));
         await this.waitApplied(pauseIndex);
       }
@@ -196,6 +211,29 @@ export class FullBackup {
   /** Called on SIGINT/SIGTERM: resume writes and remove what this run left, before exiting. */
   async interrupt(): Promise<void> {
     await this.cleanUp();
+  }
+
+  /**
+   * The lease this run pauses under: its own, or what is left of an operator's pause found with
+   * a later end. Replacing that pause by a shorter lease would end it early should this run die
+   * without putting it back (killed -9).
+   */
+  private leaseMs(): number {
+    return Math.min(pauseLeaseMsMax, Math.max(this.o.leaseMs, this.operatorLeftMs()));
+  }
+
+  /** What is left of the pause found at the start, by the leader's clock: 0 for none, one with no end, or one whose end has passed. */
+  private operatorLeftMs(): number {
+    const untilMs = this.before?.untilMs;
+    if (untilMs === undefined || untilMs === null) return 0;
+    return Math.max(0, untilMs - (Date.now() + this.leaderClockAheadMs));
+  }
+
+  /** Pause writes for leaseMs; learn the leader's clock from the end it answers with. */
+  private async pause(leaseMs: number): Promise<number> {
+    const { index, untilMs } = await this.api.pauseWrites(leaseMs);
+    if (untilMs !== null && Number.isFinite(untilMs)) this.leaderClockAheadMs = untilMs - leaseMs - Date.now();
+    return index;
   }
 
   private async waitApplied(index: number): Promise<void> {
@@ -251,9 +289,11 @@ export class FullBackup {
     for (;;) {
       try {
         // The pause found at the start, with an end still to come, is put back with that end.
-        const leftMs = this.before?.untilMs === undefined || this.before.untilMs === null ? 0 : this.before.untilMs - Date.now();
+        // The admin API takes a lease, not an end: what is left is reckoned on the leader's clock
+        // (see leaderClockAheadMs), and comes out long rather than short by the round trip.
+        const leftMs = this.operatorLeftMs();
         // Never shorter than the least lease the admin API takes: never ended before its end.
-        if (leftMs > 0) await this.api.pauseWrites(Math.max(leftMs, pauseLeaseMsMin));
+        if (leftMs > 0) await this.pause(Math.min(pauseLeaseMsMax, Math.max(leftMs, pauseLeaseMsMin)));
         else await this.api.resumeWrites();
         this.paused = false;
         return;

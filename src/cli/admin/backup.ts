@@ -74,7 +74,10 @@ function setup(args: Common): { config: Config; configPath: string; base: string
       others = (info.members ?? []).filter((m) => m.id !== info.node_id && typeof m.admin === "string").map((m) => `${scheme}://${m.admin}`);
       return info;
     },
-    pauseWrites: async (leaseMs) => ((await callNode(base, "POST", `/admin/pause-writes?lease_ms=${leaseMs}`)) as { index: number }).index,
+    pauseWrites: async (leaseMs) => {
+      const r = (await callNode(base, "POST", `/admin/pause-writes?lease_ms=${leaseMs}`)) as { index: number; until?: string };
+      return { index: r.index, untilMs: r.until === undefined ? null : Date.parse(r.until) };
+    },
     resumeWrites: async () => {
       let first: unknown = null;
       for (const url of [base, ...others]) {

@@ -168,9 +168,9 @@ export class FullBackup {
       // Counted beside the image while writes are paused: the rows the archive holds.
       const [image, counted] = await Promise.all([api.snapshotHere(), api.totalEntries().catch(() => notCounted)]);
       this.stage(image.dir, { ...info, ...counted });
-      await this.resume();
+      const writes = await this.resume();
       const pausedMs = performance.now() - pausedAt;
-      o.progress("writes resumed; writing the archive");
+      o.progress(`${writes}; writing the archive`);
 
       const name = fullBackupName(o.nowMs);
       const local = isObjectUrl(o.to) ? join(o.dataDir, `.backup-${process.pid}-${name}`) : join(o.to, name);
@@ -280,10 +280,13 @@ export class FullBackup {
     fs.writeFileSync(join(staging, metadataName), `${JSON.stringify(info, null, 2)}\n`);
   }
 
-  private async resume(): Promise<void> {
+  /** Writes as this run leaves them: resumed, or the pause found at the start put back. What was done, for the progress line. */
+  private async resume(): Promise<string> {
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
     this.renewTimer = null;
-    if (!this.paused) return;
+    const foundUntilMs = this.before?.untilMs;
+    const asFound = "as they were before the backup";
+    if (!this.paused) return this.before !== null && foundUntilMs === null ? `writes left paused with no end, ${asFound}` : "writes resumed";
     // Tried until it goes through or the lease would have ended it anyway.
     const deadline = Date.now() + this.o.leaseMs;
     for (;;) {
@@ -296,7 +299,9 @@ export class FullBackup {
         if (leftMs > 0) await this.pause(Math.min(pauseLeaseMsMax, Math.max(leftMs, pauseLeaseMsMin)));
         else await this.api.resumeWrites();
         this.paused = false;
-        return;
+        if (foundUntilMs === undefined || foundUntilMs === null) return "writes resumed";
+        const end = new Date(foundUntilMs).toISOString();
+        return leftMs > 0 ? `writes left paused until ${end}, ${asFound}` : `writes resumed (the pause found before the backup ended at ${end})`;
       } catch (e) {
         if (Date.now() > deadline) {
           this.paused = false;

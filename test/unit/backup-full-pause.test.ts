@@ -25,6 +25,8 @@ class FakeNode implements BackupNodeApi {
   /** The pause: null when writes are not paused; untilMs null for a pause with no end. */
   pause: { untilMs: number | null } | null = null;
   readonly leases: number[] = [];
+  /** How long taking the image takes. */
+  imageTakesMs = 0;
   private readonly imageDir: string;
 
   constructor(private readonly skewMs: number) {
@@ -63,6 +65,7 @@ class FakeNode implements BackupNodeApi {
   }
 
   async snapshotHere(): Promise<{ dir: string; index: number; term: number }> {
+    await Bun.sleep(this.imageTakesMs);
     return { dir: this.imageDir, index: 5, term: 1 };
   }
 
@@ -104,4 +107,43 @@ describe("backup full under an operator's pause", () => {
       expect(after - operatorUntilMs).toBeLessThan(5_000);
     });
   }
+});
+
+describe("backup full's progress once the image is taken", () => {
+  const afterImage = (progress: string[]): string => progress.find((l) => l.endsWith("writing the archive")) ?? "";
+
+  test("with nothing paused before it: writes resumed", async () => {
+    const progress: string[] = [];
+    await runBackup(new FakeNode(0), progress);
+    expect(afterImage(progress)).toBe("writes resumed; writing the archive");
+  });
+
+  test("under an operator's pause with no end: writes left paused, not resumed", async () => {
+    const node = new FakeNode(0);
+    node.pause = { untilMs: null };
+    const progress: string[] = [];
+    await runBackup(node, progress);
+    expect(node.pause).toEqual({ untilMs: null });
+    expect(afterImage(progress)).toBe("writes left paused with no end, as they were before the backup; writing the archive");
+  });
+
+  test("under an operator's pause with an end to come: writes left paused until that end, not resumed", async () => {
+    const node = new FakeNode(0);
+    const operatorUntilMs = node.leaderNowMs() + 600_000;
+    node.pause = { untilMs: operatorUntilMs };
+    const progress: string[] = [];
+    await runBackup(node, progress);
+    expect(afterImage(progress)).toBe(`writes left paused until ${new Date(operatorUntilMs).toISOString()}, as they were before the backup; writing the archive`);
+  });
+
+  test("under an operator's pause whose end passed during the backup: writes resumed, naming that end", async () => {
+    const node = new FakeNode(0);
+    const operatorUntilMs = node.leaderNowMs() + 20;
+    node.pause = { untilMs: operatorUntilMs };
+    node.imageTakesMs = 200;
+    const progress: string[] = [];
+    await runBackup(node, progress);
+    expect(node.pause).toBeNull();
+    expect(afterImage(progress)).toBe(`writes resumed (the pause found before the backup ended at ${new Date(operatorUntilMs).toISOString()}); writing the archive`);
+  });
 });

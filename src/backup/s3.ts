@@ -5,6 +5,7 @@
 
 import { S3Client } from "bun";
 import { SvcError, errorMessage } from "../util/errors.ts";
+import { OBJECT_BUCKET_RULE, OBJECT_URL_PATTERN } from "../util/object-url.ts";
 
 export interface ObjectLocation {
   readonly bucket: string;
@@ -28,10 +29,10 @@ export function isObjectUrl(text: string): boolean {
 }
 
 export function parseObjectUrl(url: string): ObjectLocation {
-  const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:\/(.*))?$/.exec(url);
+  const m = OBJECT_URL_PATTERN.exec(url);
   if (m === null) {
     throw new SvcError("OBJECT_URL_INVALID", `cannot read ${JSON.stringify(url)} as an object-store location`, {
-      hint: "write s3://BUCKET/PREFIX (a bucket name of 3 to 63 lower-case letters, digits, dots and hyphens)",
+      hint: `write s3://BUCKET/PREFIX (${OBJECT_BUCKET_RULE})`,
     });
   }
   return { bucket: m[1] ?? "", prefix: (m[2] ?? "").replace(/\/+$/, "") };

@@ -3,14 +3,13 @@
 // S3://…, gs://…) is a mistake to refuse: taken as a directory, it becomes a local folder
 // named "s3:", and a backup meant to leave the host stays on it.
 
-/** The same bucket rule as the object store's client (backup/s3.ts). */
-const objectUrlPattern = /^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:\/.*)?$/;
+import { OBJECT_BUCKET_RULE, OBJECT_URL_PATTERN } from "../util/index.ts";
 
-const objectUrlForm = "write s3://bucket/prefix for an object store (a bucket name of 3 to 63 lower-case letters, digits, dots and hyphens)";
+const objectUrlForm = `write s3://bucket/prefix for an object store (${OBJECT_BUCKET_RULE})`;
 
 /** Why `text` is no directory or object-store location svc can use, or null when it is one. */
 export function locationProblem(text: string): string | null {
-  if (text.startsWith("s3://")) return objectUrlPattern.test(text) ? null : `cannot read ${JSON.stringify(text)} as an object-store location: ${objectUrlForm}`;
+  if (text.startsWith("s3://")) return OBJECT_URL_PATTERN.test(text) ? null : `cannot read ${JSON.stringify(text)} as an object-store location: ${objectUrlForm}`;
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(text);
   if (scheme === null) return null;
   return `${JSON.stringify(text)} starts with "${scheme[1]}:", which names no place svc reads or writes: ${objectUrlForm}, ` +

@@ -8,3 +8,4 @@ export { emptyMembership, encodeMembership, decodeMembership, type Entry, type E
 export { certificateDates, outsideValidity, type CertificateDates } from "./cert-validity.ts";
 export { pseudoFileSystemOf, pseudoFileSystemProblem, type PseudoFileSystem } from "./pseudo-fs.ts";
 export { resolvedPath } from "./resolved-path.ts";
+export { OBJECT_BUCKET_RULE, OBJECT_URL_PATTERN } from "./object-url.ts";

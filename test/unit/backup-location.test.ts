@@ -7,7 +7,8 @@ import { afterAll, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { parseConfig } from "../../src/config/index.ts";
+import { locationProblem, parseConfig } from "../../src/config/index.ts";
+import { parseObjectUrl } from "../../src/backup/index.ts";
 
 const REPO = resolve(import.meta.dir, "../..");
 const dir = fs.mkdtempSync(join(tmpdir(), "svc-backup-location-"));
@@ -58,5 +59,19 @@ test("[backup] dir and offsite must be an absolute directory or s3://BUCKET/PREF
   }
   for (const value of ["", "/var/backups/svc", "s3://bucket/full"]) {
     expect(parseConfig(`node_id = "node1"\ndata_dir = "/var/lib/svc"\n[backup]\ndir = "${value}"\n`, "config.toml").ok).toBe(true);
+  }
+});
+
+test("a location the configuration takes as an object store is one the object store's client parses, and no other", () => {
+  const urls = ["s3://bucket", "s3://bucket/", "s3://bucket/full/daily", "s3://a.b-c/x", "s3://abc", "s3://ab", "s3://B/x", "s3://-bucket/x", "s3://bucket-/x", `s3://${"a".repeat(63)}/x`, `s3://${"a".repeat(64)}/x`, "s3://bucket\n/x", "s3:///x"];
+  for (const url of urls) {
+    let parsed: boolean;
+    try {
+      parseObjectUrl(url);
+      parsed = true;
+    } catch {
+      parsed = false;
+    }
+    expect({ url, taken: locationProblem(url) === null }).toEqual({ url, taken: parsed });
   }
 });

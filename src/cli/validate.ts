@@ -1,6 +1,7 @@
 // `svc --config F --validate`: every problem with its line (this node's own member entry against
 // its [listen] ports too, which serve does not refuse; a mismatch NAT or a port mapping may
-// explain is a warning), exit 2; or a one-line summary, exit 0,
+// explain is a warning, and so is a [backup] location the backups would refuse), exit 2; or a
+// one-line summary, exit 0,
 // after a loud warning on stderr for each listener other machines reach without TLS or tokens,
 // one when max_memory_mb is below what the node needs (memory-budget.ts), and one for a
 // certificate that expires soon (_cert-dates.ts).
@@ -51,9 +52,10 @@ export async function validateCommandRun(path: string | undefined): Promise<void
     for (const problem of certDates.problems) process.stderr.write(`${path}: ${problem}\n`);
     throw new CliExit(ExitCode.usage, `${path}: ${certDates.problems.length} problem${certDates.problems.length === 1 ? "" : "s"}`);
   }
-  // What may be right behind NAT or a port mapping: said, not refused.
-  const selfEntryWarnings = loaded.ok ? (loaded.selfEntryWarnings ?? []) : [];
-  if (selfEntryWarnings.length > 0) process.stderr.write(`${formatProblems(selfEntryWarnings.map((w) => ({ ...w, keyPath: `WARNING: ${w.keyPath}` })), path)}\n`);
+  // What may be right behind NAT or a port mapping, and [backup] locations the node never reads
+  // (the backup commands refuse them): said, not refused.
+  const fileWarnings = loaded.ok ? [...(loaded.selfEntryWarnings ?? []), ...(loaded.warnings ?? [])] : [];
+  if (fileWarnings.length > 0) process.stderr.write(`${formatProblems(fileWarnings.map((w) => ({ ...w, keyPath: `WARNING: ${w.keyPath}` })), path)}\n`);
   for (const warning of securityWarnings(result.config)) process.stderr.write(`${path}: WARNING: UNPROTECTED LISTENER: ${warning}\n`);
   const memoryWarning = memoryFloorWarning(result.config.maxMemoryBytes);
   if (memoryWarning !== null) process.stderr.write(`${path}: WARNING: MEMORY: ${memoryWarning}\n`);

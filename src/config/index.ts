@@ -9,4 +9,4 @@ export { formatProblem, formatProblems, summarizeConfig } from "./format.ts";
 export { addressKey, isWildcardHost, parseAddress } from "./address.ts";
 export { isLoopbackHost, secretFileModeProblem, secretPaths, securityWarnings } from "./secrets.ts";
 export { GOSSIP_KEY_BYTES, GOSSIP_KEYS_MAX, newGossipKey, parseGossipKeys, readGossipKeyFile } from "./gossip-key.ts";
-export { locationProblem } from "./location.ts";
+export { backupLocationProblem, locationProblem } from "./location.ts";

@@ -10,7 +10,7 @@ import { checkListenPorts, checkMembers, checkRaftTimes, checkSelfInMembers } fr
 import { createLocator } from "./_locate.ts";
 import { readMembers } from "./_members.ts";
 import { checkSelfEntry } from "./_self-entry.ts";
-import { locationProblem } from "./location.ts";
+import { backupLocationProblem } from "./location.ts";
 import { Problems } from "./_problems.ts";
 import { processOwnerSpec, processUserText, userNameOf } from "../util/user.ts";
 import { statConfigPath } from "./_stat.ts";
@@ -126,12 +126,14 @@ export function parseConfig(text: string, sourceName: string): ConfigResult {
   const problems = new Problems(locate);
   // Problems and warnings --validate reports but serve does not refuse (see _self-entry.ts).
   const selfEntry = { problems: new Problems(locate), warnings: new Problems(locate) };
-  const config = readConfig(document, problems, selfEntry);
+  // What --validate warns about in keys the node itself never reads ([backup]).
+  const warnings = new Problems(locate);
+  const config = readConfig(document, problems, selfEntry, warnings);
   if (config === undefined || problems.count > 0) return { ok: false, problems: [...problems.list, ...selfEntry.problems.list] };
-  return { ok: true, config: deepFreeze(config), selfEntryProblems: selfEntry.problems.list, selfEntryWarnings: selfEntry.warnings.list };
+  return { ok: true, config: deepFreeze(config), selfEntryProblems: selfEntry.problems.list, selfEntryWarnings: selfEntry.warnings.list, warnings: warnings.list };
 }
 
-function readConfig(root: TomlTable, problems: Problems, selfEntry: { problems: Problems; warnings: Problems }): Config | undefined {
+function readConfig(root: TomlTable, problems: Problems, selfEntry: { problems: Problems; warnings: Problems }, warnings: Problems): Config | undefined {
   checkUnknownKeys(root, ROOT_FIELDS, [], problems);
   const nodeId = readString(root, "node_id", field(ROOT_FIELDS, "node_id", "string"), [], problems);
   if (nodeId !== undefined && !NODE_ID_PATTERN.test(nodeId)) {
@@ -186,8 +188,12 @@ function readConfig(root: TomlTable, problems: Problems, selfEntry: { problems: 
   const backupTable = readTable(root, "backup", backupSpec, problems) ?? {};
   const backupDir = readString(backupTable, "dir", field(backupSpec, "dir", "string"), ["backup"], problems);
   const backupOffsite = readString(backupTable, "offsite", field(backupSpec, "offsite", "string"), ["backup"], problems);
-  if (backupDir !== undefined) checkBackupLocation("dir", backupDir, problems);
-  if (backupOffsite !== undefined) checkBackupLocation("offsite", backupOffsite, problems);
+  // Only the backup commands read these, and they refuse a location that is none (cli/_location.ts):
+  // a warning here, so that a node whose file loaded before does not stop loading it.
+  for (const [key, value] of [["dir", backupDir], ["offsite", backupOffsite]] as const) {
+    const problem = value === undefined ? null : backupLocationProblem(value);
+    if (problem !== null) warnings.add(["backup", key], `${problem}; the node starts, and the backups refuse it until it is fixed`);
+  }
   const retainDays = readInt(backupTable, "retain_days", field(backupSpec, "retain_days", "int"), ["backup"], problems);
   const offsiteRetainDays = readInt(backupTable, "offsite_retain_days", field(backupSpec, "offsite_retain_days", "int"), ["backup"], problems);
 
@@ -218,19 +224,6 @@ function readConfig(root: TomlTable, problems: Problems, selfEntry: { problems: 
     limits: { queryTimeoutMs, adminQueryTimeoutMs, writeCheckTimeoutMs, clientRequestsPerSecond, clientConnectionsMax },
     backup: { dir: backupDir, offsite: backupOffsite, retainMs: retainDays * 86_400_000, offsiteRetainMs: offsiteRetainDays * 86_400_000 },
   };
-}
-
-/**
- * [backup] dir and offsite: empty (no timer backup), an absolute directory (the timers run in
- * no particular directory) or s3://BUCKET/PREFIX.
- */
-function checkBackupLocation(key: "dir" | "offsite", value: string, problems: Problems): void {
-  if (value === "") return;
-  const problem = locationProblem(value);
-  if (problem !== null) problems.add(["backup", key], problem);
-  else if (!value.startsWith("s3://") && !isAbsolute(value)) {
-    problems.add(["backup", key], `must be an absolute directory or s3://BUCKET/PREFIX, got ${JSON.stringify(value)}; a relative path would depend on the directory the backup runs in (write e.g. "/var/backups/svc")`);
-  }
 }
 
 /**

@@ -114,6 +114,11 @@ export type ConfigResult =
     readonly selfEntryProblems?: readonly ConfigProblem[];
     /** What may be right behind NAT or a port mapping: --validate prints it and exits 0. */
     readonly selfEntryWarnings?: readonly ConfigProblem[];
+    /**
+     * Keys the node never reads that hold what their commands will refuse ([backup] dir or
+     * offsite that is no location): --validate prints them and exits 0; serve starts.
+     */
+    readonly warnings?: readonly ConfigProblem[];
   }
   | { readonly ok: false; readonly problems: readonly ConfigProblem[] };
 

@@ -1,7 +1,9 @@
 // Where backups and archived WAL go is a directory or s3://BUCKET/PREFIX. A location that
 // starts like a URL but is not one svc reads (s3:/bucket with one slash, S3://…, gs://…) is a
 // mistake, refused before anything is written: taken as a directory, it made a local folder
-// named "s3:" and reported an off-site backup as done.
+// named "s3:" and reported an off-site backup as done. In [backup] of the configuration it is
+// refused by the backup commands that read it there, and only a warning to --validate: the node
+// never reads [backup], and it starts with the file it started with before.
 
 import { afterAll, expect, test } from "bun:test";
 import * as fs from "node:fs";
@@ -52,14 +54,44 @@ test("wal-replay, cleanup-wal-archive, backup verify and backup fetch refuse suc
   expect(svc(["admin", "backup", "fetch", "S3://bucket/offsite/latest.tar.gz", "--out", join(dir, "latest.tar.gz")]).code).toBe(2);
 });
 
-test("[backup] dir and offsite must be an absolute directory or s3://BUCKET/PREFIX", () => {
-  for (const [key, value] of [["dir", "s3:/bucket/full"], ["offsite", "S3://bucket/offsite"], ["dir", "backups"]]) {
+const badBackupLocations = [["dir", "s3:/bucket/full"], ["offsite", "S3://bucket/offsite"], ["dir", "backups"]] as const;
+
+test("a [backup] dir or offsite that is no absolute directory or s3://BUCKET/PREFIX is a warning, and the node's configuration still loads", () => {
+  for (const [key, value] of badBackupLocations) {
     const r = parseConfig(`node_id = "node1"\ndata_dir = "/var/lib/svc"\n[backup]\n${key} = "${value}"\n`, "config.toml");
-    expect({ key, value, ok: r.ok, keyPath: r.ok ? null : r.problems[0]?.keyPath }).toEqual({ key, value, ok: false, keyPath: `backup.${key}` });
+    expect({ key, value, ok: r.ok, warnings: r.ok ? (r.warnings ?? []).map((w) => w.keyPath) : null }).toEqual({ key, value, ok: true, warnings: [`backup.${key}`] });
   }
   for (const value of ["", "/var/backups/svc", "s3://bucket/full"]) {
-    expect(parseConfig(`node_id = "node1"\ndata_dir = "/var/lib/svc"\n[backup]\ndir = "${value}"\n`, "config.toml").ok).toBe(true);
+    const r = parseConfig(`node_id = "node1"\ndata_dir = "/var/lib/svc"\n[backup]\ndir = "${value}"\n`, "config.toml");
+    expect({ value, ok: r.ok, warnings: r.ok ? (r.warnings ?? []).length : null }).toEqual({ value, ok: true, warnings: 0 });
   }
+});
+
+/** The test's configuration with a [backup] table. */
+function withBackup(name: string, table: string): string {
+  const path = join(dir, "etc", name);
+  fs.writeFileSync(path, `${fs.readFileSync(config, "utf8")}[backup]\n${table}`);
+  return path;
+}
+
+test("--validate warns about such a [backup] location, naming its key, and passes the file", () => {
+  const path = withBackup("validate.toml", 'dir = "s3:/bucket/full"\n');
+  const r = Bun.spawnSync([process.execPath, join(REPO, "src/main.ts"), "--config", path, "--validate"], { cwd: dir, env: { ...process.env, NO_COLOR: "1" }, stdout: "pipe", stderr: "pipe" });
+  expect(r.exitCode).toBe(0);
+  expect(r.stderr.toString()).toContain("WARNING: backup.dir");
+  expect(r.stderr.toString()).toContain("s3://bucket/prefix");
+});
+
+test("the backup timers' commands refuse a [backup] location they read from the configuration that is none, exit 2, naming the key", () => {
+  const full = withBackup("full.toml", 'dir = "s3:/bucket/full"\n');
+  const relative = withBackup("relative.toml", 'dir = "backups"\n');
+  const from = withBackup("from.toml", `dir = "gs://bucket/full"\noffsite = "${join(dir, "off")}"\n`);
+  const offsite = withBackup("offsite.toml", `dir = "${join(dir, "bk")}"\noffsite = "S3://bucket/offsite"\n`);
+  for (const [path, command, key] of [[full, "full", "dir"], [full, "snapshot", "dir"], [relative, "full", "dir"], [from, "offsite", "dir"], [offsite, "offsite", "offsite"]] as const) {
+    const r = svc(["admin", "backup", command, "--config", path, "--if-leader"]);
+    expect({ path, command, code: r.code, said: r.stderr.includes(`[backup] ${key} in ${path}`) }).toEqual({ path, command, code: 2, said: true });
+  }
+  expect(fs.readdirSync(dir).sort()).toEqual(["etc"]);
 });
 
 test("a location the configuration takes as an object store is one the object store's client parses, and no other", () => {

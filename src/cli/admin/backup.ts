@@ -17,7 +17,7 @@ import { secretPaths, type Config } from "../../config/index.ts";
 import { resolvedPath } from "../../util/index.ts";
 import { pauseLeaseMsMax } from "../../store/index.ts";
 import { callNode, nodeUrlWith, printJson } from "../_client.ts";
-import { checkedLocation } from "../_location.ts";
+import { checkedBackupLocation, checkedLocation } from "../_location.ts";
 import { defaultConfigPath, loadConfigOrExit } from "../_config.ts";
 import { CliExit, ExitCode, usageError } from "../_exit.ts";
 import { totalEntriesOf } from "./cluster-info.ts";
@@ -210,7 +210,8 @@ const fullCommand = defineCommand({
       }
       throw usageError("no destination: pass --to DIR|s3://bucket/prefix or set dir in the [backup] table of the configuration");
     }
-    checkedLocation(to, "--to");
+    if (args.to !== undefined) checkedLocation(to, "--to");
+    else checkedBackupLocation(to, "dir", configPath);
     if (args.offsite !== undefined) checkedLocation(args.offsite, "--offsite");
     refuseDestinationInDataDir(to, config.dataDir);
     const retainMs = durationArg(args.retain, "retain", config.backup?.retainMs ?? null);
@@ -267,10 +268,11 @@ const snapshotCommand = defineCommand({
     to: { type: "string", description: "Directory or s3://bucket/prefix (default: [backup] dir)", valueHint: "DIR|URL" },
   },
   async run({ args }) {
-    const { config, api } = setup(args);
+    const { config, configPath, api } = setup(args);
     const to = args.to ?? config.backup?.dir ?? "";
     if (to === "") throw usageError("no destination: pass --to DIR|s3://bucket/prefix or set dir in the [backup] table of the configuration");
-    checkedLocation(to, "--to");
+    if (args.to !== undefined) checkedLocation(to, "--to");
+    else checkedBackupLocation(to, "dir", configPath);
     refuseDestinationInDataDir(to, config.dataDir);
     if (await skipUnlessLeader(args, api, "snapshot")) return;
     const json = args.json === true;
@@ -335,7 +337,7 @@ const offsiteCommand = defineCommand({
     if (args.to !== undefined) checkedLocation(args.to, "--to");
     const standalone = args.from !== undefined && args.to !== undefined && args["if-leader"] !== true && args.config === undefined &&
       !fs.existsSync(defaultConfigPath());
-    const { config, api } = standalone ? { config: null, api: null } : setup(args);
+    const { config, configPath, api } = standalone ? { config: null, configPath: "", api: null } : setup(args);
     const from = args.from ?? config?.backup?.dir ?? "";
     const to = args.to ?? config?.backup?.offsite ?? "";
     if (from === "" || to === "") {
@@ -346,6 +348,8 @@ const offsiteCommand = defineCommand({
       }
       throw usageError("pass --from and --to, or set dir and offsite in the [backup] table of the configuration");
     }
+    if (args.from === undefined) checkedBackupLocation(from, "dir", configPath);
+    if (args.to === undefined) checkedBackupLocation(to, "offsite", configPath);
     if (api !== null && (await skipUnlessLeader(args, api, "off-site"))) return;
     const retainMs = durationArg(args.retain, "retain", config?.backup?.offsiteRetainMs ?? null);
     const source = openDestination(from);

@@ -39,11 +39,7 @@ export function healthResponse(node: SvcNode): Response {
           "check that a majority of the other voters is up and reaches it (`svc admin cluster-status`). Only if every member was restored from the same snapshot " +
           "copied by hand (no raft/RESTORED) can none of them lead: then stop them all, run `svc admin init-cluster --bootstrap` on each, and start them"
         : noLeader && node.clusterId === ""
-          // No cluster has taken it in (a new member, or one whose first start waits): it has no
-          // voters to reach, and waits for a leader to add it.
-          ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node belongs to no cluster yet and waits for a leader to take it in: ` +
-            `add it from a member with \`svc admin add-node --id ${s.nodeId} --peer … --client … --admin …\` (its [listen] addresses), ` +
-            "check that the members in its [cluster] members are up and reach it, or, to start a new cluster, start one node with bootstrap = true"
+          ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: ${noClusterStateText(node)}`
           : noLeader
             ? `no leader for ${(leaderlessMs / 1000).toFixed(1)} s: this node reaches no majority of the voters (check the others with \`svc admin cluster-status\`)`
             : null;
@@ -66,4 +62,26 @@ export function healthResponse(node: SvcNode): Response {
     },
     healthy ? 200 : 503,
   );
+}
+
+/**
+ * A node that holds no cluster state: a new member, or a member whose raft/ was emptied (SPEC
+ * §4.5's point-in-time restore, §4.6's full state rebuild) while the node that leads is slow or
+ * down. With other members named in its file it waits for a leader among them to send it a
+ * snapshot; add-node would refuse a member, and a bootstrap would make a second cluster, so
+ * bootstrap = true is said only to a node whose file names no other member.
+ */
+function noClusterStateText(node: SvcNode): string {
+  const nodeId = node.config.nodeId;
+  const addNode = `\`svc admin add-node --id ${nodeId} --peer … --client … --admin …\` (its [listen] addresses)`;
+  const others = node.config.cluster.members.filter((m) => m.id !== nodeId);
+  if (others.length === 0) {
+    return "this node belongs to no cluster yet, and its [cluster] members name no other node: to start a new cluster with it, " +
+      `set bootstrap = true in its [cluster] and restart it; to join an existing cluster, add it from a member with ${addNode}`;
+  }
+  const names = others.map((m) => m.id).join(", ");
+  const scheme = node.config.tls == null ? "http" : "https";
+  return `this node holds no cluster state yet (a new member, or one whose raft/ was emptied) and waits for a leader among its [cluster] members (${names}) ` +
+    `to send it a snapshot: check that they are up and reach it (\`svc admin cluster-status --node ${scheme}://${others[0]?.admin.raw}\` on one of them); ` +
+    `a node not yet added is added from a member with ${addNode}`;
 }

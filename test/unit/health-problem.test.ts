@@ -1,14 +1,27 @@
 // What /health says when a node has heard no leader: the problem names the likely cause, and
-// a node that belongs to no cluster yet is not told to look for voters it does not have.
+// a node that belongs to no cluster yet is not told to look for voters it does not have. One
+// whose file names other members (a new member, or one whose raft/ was emptied for a restore or
+// a rebuild) is not told to bootstrap: that would make a second cluster.
 
 import { expect, test } from "bun:test";
 import { adminApp } from "../../src/http/index.ts";
+import type { Member } from "../../src/config/index.ts";
 import type { SvcNode } from "../../src/node/index.ts";
 
-/** A node that has heard no leader for 10 s, with the given cluster id and no other trouble. */
-function leaderless(clusterId: string): SvcNode {
+function member(id: string, n: number): Member {
+  const at = (port: number) => ({ host: `10.0.0.${n}`, port, raw: `10.0.0.${n}:${port}` });
+  return { id, peer: at(7879), client: at(7878), admin: at(9090) };
+}
+
+/** node4 alone in its [cluster] members. */
+const alone = [member("node4", 4)];
+/** node4 and the members of the cluster it belongs to. */
+const withOthers = [member("node1", 1), member("node2", 2), member("node3", 3), member("node4", 4)];
+
+/** A node that has heard no leader for 10 s, with the given cluster id and members, and no other trouble. */
+function leaderless(clusterId: string, members: readonly Member[] = alone): SvcNode {
   return {
-    config: { nodeId: "node4", raft: { electionTimeoutMs: 1000 } },
+    config: { nodeId: "node4", raft: { electionTimeoutMs: 1000 }, cluster: { bootstrap: false, members }, tls: null },
     clusterId,
     status: () => ({ recovery: clusterId === "" ? "requesting_snapshot" : "healthy", nodeId: "node4", role: "follower", leaderId: null, term: 0, commitIndex: 0, appliedIndex: 0, writesPaused: false }),
     leaderlessMs: () => 10_000,
@@ -27,11 +40,23 @@ async function problemOf(node: SvcNode): Promise<string> {
   return ((await r.json()) as { problem: string }).problem;
 }
 
-test("a node that belongs to no cluster yet says it waits to be added, and how, not that it reaches no majority", async () => {
+test("a node with no cluster state whose [cluster] members name no other node says how to start a cluster with it or add it, not that it reaches no majority", async () => {
   const problem = await problemOf(leaderless(""));
   expect(problem).toContain("no cluster yet");
   expect(problem).toContain("svc admin add-node --id node4");
   expect(problem).toContain("bootstrap = true");
+  expect(problem).not.toContain("majority");
+});
+
+test("a node with no cluster state whose [cluster] members name others waits for a leader among them to send a snapshot, and is not told to bootstrap", async () => {
+  const problem = await problemOf(leaderless("", withOthers));
+  expect(problem).toContain("no cluster state yet");
+  expect(problem).toContain("raft/ was emptied");
+  expect(problem).toContain("node1, node2, node3");
+  expect(problem).toContain("snapshot");
+  expect(problem).toContain("svc admin cluster-status --node http://10.0.0.1:9090");
+  expect(problem).toContain("svc admin add-node --id node4");
+  expect(problem).not.toContain("bootstrap");
   expect(problem).not.toContain("majority");
 });
 

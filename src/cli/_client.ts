@@ -2,7 +2,7 @@
 // {"error": {code, message, hint}} and are shown as such; an unreachable node says so. A
 // NOT_LEADER answer that names the leader's admin address is followed there, once.
 
-import type { Config } from "../config/index.ts";
+import { localDialAddress, type Config } from "../config/index.ts";
 import { givenConfigPath, loadConfigOrExit } from "./_config.ts";
 import { credentialHeaders, credentialTls, nodeCredentials, useCredentials } from "./_credentials.ts";
 import { CliExit, ExitCode, usageError } from "./_exit.ts";
@@ -33,11 +33,7 @@ export function nodeUrl(args: NodeArgs): string {
 export function nodeUrlWith(args: Omit<NodeArgs, "config">, config: Config | null): string {
   useCredentials(nodeCredentials(args, config));
   if (args.node !== undefined && args.node !== "") return adminBaseUrl(args.node);
-  if (config !== null) {
-    const admin = config.listen.admin;
-    const host = admin.host === "0.0.0.0" ? "127.0.0.1" : admin.host === "::" ? "::1" : admin.host;
-    return `${config.tls == null ? "http" : "https"}://${host.includes(":") ? `[${host}]` : host}:${admin.port}`;
-  }
+  if (config !== null) return `${config.tls == null ? "http" : "https"}://${localDialAddress(config.listen.admin)}`;
   return "http://127.0.0.1:9090";
 }
 

@@ -50,6 +50,15 @@ export function isWildcardHost(host: string): boolean {
   return host === "0.0.0.0" || host === "::" || host === "[::]";
 }
 
+/**
+ * Where a process on this host reaches a listener: its address as written, a wildcard host
+ * replaced by the loopback address of its family (0.0.0.0 → 127.0.0.1, :: → [::1]).
+ */
+export function localDialAddress(address: Address): string {
+  if (!isWildcardHost(address.host)) return address.raw;
+  return `${address.host === "0.0.0.0" ? "127.0.0.1" : "[::1]"}:${address.port}`;
+}
+
 /** The form used to compare addresses: hosts are case-insensitive. */
 export function addressKey(address: Address): string {
   return `${address.host.toLowerCase()}:${address.port}`;

@@ -11,7 +11,7 @@ import { checkReadStatement, pauseLeaseMsMax, pauseLeaseMsMin } from "../store/i
 import { SvcError } from "../util/errors.ts";
 import { checkParamCount, parseIdBody, parseJsonText, parseMemberBody, parseQueryBody, parseSetMemberBody, readBodyText, readJsonBody } from "./body.ts";
 import { answer, badRequest, errorResponse, json, queryResponse } from "./errors.ts";
-import { fallbackRoutes, listenAddressText, type RouteEntry } from "./fallback.ts";
+import { fallbackRoutes, ownPortAddress, type RouteEntry } from "./fallback.ts";
 import { queryParameters, routeQuery, type RouteQuery } from "./query-params.ts";
 import { forwardAdminToLeader, leaderAdminToForwardTo } from "./forward.ts";
 import { gossipStatusJson } from "./gossip-status.ts";
@@ -54,7 +54,7 @@ export function adminApp(node: SvcNode) {
 
   let routes: () => readonly RouteEntry[] = () => [];
   const app = new Elysia({ name: "svc-admin" })
-    .use(fallbackRoutes(() => routes(), { port: "admin", otherAddress: () => listenAddressText(node.config.listen.client) }))
+    .use(fallbackRoutes(() => routes(), { port: "admin", otherAddress: () => ownPortAddress(node, "client") }))
     .use(queryParameters("admin"))
     .get("/health", () => healthResponse(node))
     .get("/metrics", () => new Response(node.metrics.registry.render(), { headers: { "content-type": METRICS_CONTENT_TYPE } }))

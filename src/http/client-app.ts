@@ -9,7 +9,7 @@ import { isSvcError, SvcError } from "../util/errors.ts";
 import { jsonInt } from "../util/json64.ts";
 import { checkParamCount, parseExecuteBody, parseJsonText, parseQueryBody, parseRequestId, readBodyText } from "./body.ts";
 import { errorResponse, json, queryResponse } from "./errors.ts";
-import { fallbackRoutes, listenAddressText, type RouteEntry } from "./fallback.ts";
+import { fallbackRoutes, ownPortAddress, type RouteEntry } from "./fallback.ts";
 import { queryParameters } from "./query-params.ts";
 import { forwardedHeader, forwardToLeader, leaderToForwardTo } from "./forward.ts";
 import { watchLeaderMoved } from "./leader-watch.ts";
@@ -80,7 +80,7 @@ export function clientApp(node: SvcNode) {
 
   let routes: () => readonly RouteEntry[] = () => [];
   const app = new Elysia({ name: "svc-client" })
-    .use(fallbackRoutes(() => routes(), { port: "client", otherAddress: () => listenAddressText(node.config.listen.admin) }))
+    .use(fallbackRoutes(() => routes(), { port: "client", otherAddress: () => ownPortAddress(node, "admin") }))
     .use(queryParameters("client"))
     .get("/health", () => healthResponse(node))
     .post("/v1/execute", ({ request }) => hereOrAtLeader(request, "/v1/execute", async (body) => {

@@ -3,6 +3,8 @@
 // {"error": {"code", "message", ...}}, never an HTML page, a bare text or a stack trace.
 
 import { Elysia } from "elysia";
+import { localDialAddress } from "../config/index.ts";
+import type { SvcNode } from "../node/index.ts";
 import { SvcError } from "../util/errors.ts";
 import { errorResponse, type HttpErrorCode } from "./errors.ts";
 
@@ -27,9 +29,13 @@ export interface PortSide {
   readonly otherAddress: () => string;
 }
 
-/** host:port of a listen address, an IPv6 host in brackets. */
-export function listenAddressText(address: { readonly host: string; readonly port: number }): string {
-  return address.host.includes(":") && !address.host.startsWith("[") ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`;
+/**
+ * This node's address for `port` as the cluster knows it (its member entry, replicated or in its
+ * [cluster] members), else the address it listens on, a wildcard host as loopback (a listener on
+ * 0.0.0.0 is reached at no address of that name).
+ */
+export function ownPortAddress(node: SvcNode, port: PortSide["port"]): string {
+  return node.memberAddresses().get(node.config.nodeId)?.[port] ?? localDialAddress(node.config.listen[port]);
 }
 
 /** Whether a path is one the other port serves: a request sent to the wrong port. */
@@ -61,7 +67,7 @@ export function fallbackRoutes(routes: () => readonly RouteEntry[] = () => [], s
       if (side !== undefined && otherPortServes(side.port, path)) {
         const other = side.port === "client" ? "admin" : "client";
         return errorResponse(new SvcError("NOT_FOUND", `${path} is served on the ${other} port, not on this ${side.port} port`, {
-          hint: `send ${request.method} ${path} to this node's ${other} port, ${side.otherAddress()} (listen.${other} in its configuration)`,
+          hint: `send ${request.method} ${path} to this node's ${other} port, ${side.otherAddress()} (its ${other} address in [cluster] members, else listen.${other})`,
         }));
       }
       return errorResponse(new SvcError("NOT_FOUND", `no route for ${request.method} ${url.pathname}`, {

@@ -10,7 +10,9 @@ import { Elysia, t } from "elysia";
 import { adminApp, clientApp } from "../../src/http/index.ts";
 import { errorBody, errorResponse, isKnownErrorCode, statusByCode, statusFor } from "../../src/http/errors.ts";
 import { fallbackRoutes } from "../../src/http/fallback.ts";
+import { parseAddress } from "../../src/config/index.ts";
 import type { SvcNode } from "../../src/node/index.ts";
+import type { MemberAddress } from "../../src/store/index.ts";
 import { SvcError } from "../../src/util/errors.ts";
 
 const srcRoot = resolve(import.meta.dir, "../../src");
@@ -117,6 +119,16 @@ describe("error bodies through the apps", () => {
   const client = clientApp(node);
   const admin = adminApp(node);
 
+  /** A stand-in listening on the given addresses, with the given members' addresses (none: not in its [cluster] members). */
+  function listening(client: string, admin: string, members: Map<string, MemberAddress> = new Map()): SvcNode {
+    const address = (raw: string) => {
+      const parsed = parseAddress(raw);
+      if (!parsed.ok) throw new Error(parsed.message);
+      return parsed.address;
+    };
+    return { config: { nodeId: "n1", listen: { client: address(client), admin: address(admin) } }, memberAddresses: () => members } as unknown as SvcNode;
+  }
+
   async function errorOf(app: { handle: (r: Request) => Promise<Response> }, request: Request): Promise<{ status: number; error: Record<string, unknown> }> {
     const r = await app.handle(request);
     expect(r.headers.get("content-type")).toContain("application/json");
@@ -132,7 +144,7 @@ describe("error bodies through the apps", () => {
   });
 
   test("a route of the other port names that port and its address, so that a request sent to the wrong port says where to send it", async () => {
-    const addressed = { config: { nodeId: "n1", listen: { client: { host: "10.0.0.1", port: 7878 }, admin: { host: "10.0.0.1", port: 9090 } } } } as unknown as SvcNode;
+    const addressed = listening("10.0.0.1:7878", "10.0.0.1:9090");
     const snapshot = await errorOf(clientApp(addressed), new Request("http://localhost/admin/snapshot", { method: "POST" }));
     expect(snapshot).toMatchObject({ status: 404, error: { code: "NOT_FOUND" } });
     expect(snapshot.error.message).toContain("admin port");
@@ -145,6 +157,23 @@ describe("error bodies through the apps", () => {
     expect(execute.error.hint).toContain("10.0.0.1:7878");
     // A path neither port serves keeps the general answer.
     expect((await errorOf(clientApp(addressed), new Request("http://localhost/v2/nothing"))).error.hint).toContain("see the API");
+  });
+
+  test("the wrong port's hint names this node's address for the other port as the cluster knows it, not the wildcard it listens on", async () => {
+    const advertised = new Map([["n1", { id: "n1", peer: "db1.example:7879", client: "db1.example:7878", admin: "db1.example:9090" }]]);
+    const node = listening("0.0.0.0:7878", "[::]:9090", advertised);
+    const toAdmin = (await errorOf(clientApp(node), new Request("http://localhost/metrics"))).error.hint;
+    expect(toAdmin).toContain("db1.example:9090");
+    expect(toAdmin).not.toContain("[::]");
+    const toClient = (await errorOf(adminApp(node), new Request("http://localhost/v1/query", { method: "POST", body: "{}" }))).error.hint;
+    expect(toClient).toContain("db1.example:7878");
+    expect(toClient).not.toContain("0.0.0.0");
+  });
+
+  test("without an entry for this node, the wrong port's hint names its listen address with a wildcard host as loopback", async () => {
+    const node = listening("0.0.0.0:7878", "[::]:9090");
+    expect((await errorOf(clientApp(node), new Request("http://localhost/metrics"))).error.hint).toContain("[::1]:9090");
+    expect((await errorOf(adminApp(node), new Request("http://localhost/v1/query", { method: "POST", body: "{}" }))).error.hint).toContain("127.0.0.1:7878");
   });
 
   test("a route asked with the wrong method answers 405 METHOD_NOT_ALLOWED with Allow, on both ports", async () => {

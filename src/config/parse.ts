@@ -12,7 +12,7 @@ import { readMembers } from "./_members.ts";
 import { checkSelfEntry } from "./_self-entry.ts";
 import { backupLocationProblem } from "./location.ts";
 import { Problems } from "./_problems.ts";
-import { processOwnerSpec, processUserText, userNameOf } from "../util/user.ts";
+import { SERVICE_GROUP, SERVICE_USER, groupNameOf, processHasGroup, processUserName, processUserText, serviceGroupId, userNameOf } from "../util/user.ts";
 import { statConfigPath } from "./_stat.ts";
 import { checkUnknownKeys, readAddress, readBool, readInt, readString, readTable, type TomlTable } from "./_read.ts";
 import { readSecurity } from "./_security.ts";
@@ -42,8 +42,11 @@ export function loadConfigFile(path: string): ConfigResult {
 }
 
 /**
- * Why the file could not be read; for a permission refused, who svc runs as, the file's owner
- * and mode, and what lets it read the file (a unit running as svc with a file left 0600 root).
+ * Why the file could not be read; for a permission refused, who svc runs as, the file's owner,
+ * group and mode, and what lets it be read. The file is the service's (install.sh: 0640
+ * root:svc), and the caller may be an operator rather than the service: a file the service's
+ * group reads is not regrouped (to the caller's group, the service could no longer read it),
+ * the caller runs the command as the service's user or joins that group.
  */
 function unreadableText(path: string, e: unknown): string {
   if ((e as { code?: unknown }).code !== "EACCES") return errorMessage(e);
@@ -55,9 +58,16 @@ function unreadableText(path: string, e: unknown): string {
     return `svc runs as ${user}, and a directory on the way to ${path} does not let it through: see each one's owner and mode with \`namei -l ${path}\``;
   }
   const mode = (st.mode & 0o7777).toString(8).padStart(4, "0");
-  const group = processOwnerSpec().split(":")[1];
-  return `svc runs as ${user}, and the file has owner ${userNameOf(st.uid)}, mode ${mode}: let its group read it, ` +
-    `\`chgrp ${group} ${path} && chmod 640 ${path}\` (install.sh makes /etc/svc/config.toml 0640 root:svc), or run svc as the user the file is for`;
+  const says = `svc runs as ${user}, and the file has owner ${userNameOf(st.uid)}, group ${groupNameOf(st.gid)}, mode ${mode}`;
+  const caller = processUserName();
+  const asService = `run the command as the service's user (\`sudo -u ${SERVICE_USER} …\`), or add ${caller} to group ${SERVICE_GROUP} ` +
+    `(\`usermod -aG ${SERVICE_GROUP} ${caller}\`, then log in again)`;
+  const serviceGid = serviceGroupId();
+  if (st.gid === serviceGid && (st.mode & 0o040) !== 0 && !processHasGroup(st.gid)) {
+    return `${says}: the service's group ${SERVICE_GROUP} reads it, and ${caller} is not in that group: ${asService}`;
+  }
+  const regroup = `let the service's group read it, \`chgrp ${SERVICE_GROUP} ${path} && chmod 640 ${path}\` (install.sh makes /etc/svc/config.toml 0640 root:${SERVICE_GROUP})`;
+  return processHasGroup(serviceGid) ? `${says}: ${regroup}` : `${says}: ${regroup}; ${caller} is not in that group: then ${asService}`;
 }
 
 /** The file's bytes, read up to bytesMax (null past it); a pipe is read to its end like a file. */

@@ -14,6 +14,42 @@ function nameOf(database: "/etc/passwd" | "/etc/group", id: number): string | nu
   }
 }
 
+/** The id of group `name` in /etc/group, or null when it names none. */
+function groupIdOf(name: string): number | null {
+  try {
+    const entry = readFileSync("/etc/group", "utf8").split("\n").find((line) => line.split(":")[0] === name);
+    const gid = Number(entry?.split(":")[2] ?? "");
+    return entry === undefined || !Number.isInteger(gid) ? null : gid;
+  } catch {
+    return null;
+  }
+}
+
+/** The user and the group install.sh makes and runs the service as (SPEC §2.1: user and group svc). */
+export const SERVICE_USER = "svc";
+export const SERVICE_GROUP = "svc";
+
+/** The id of the service's group on this host, or null when there is none. */
+export function serviceGroupId(): number | null {
+  return groupIdOf(SERVICE_GROUP);
+}
+
+/** The name of group `gid`, or "gid N" when the group database does not name it. */
+export function groupNameOf(gid: number): string {
+  return nameOf("/etc/group", gid) ?? `gid ${gid}`;
+}
+
+/** Whether this process has group `gid`, as its own or a supplementary one. */
+export function processHasGroup(gid: number | null): boolean {
+  if (gid === null) return false;
+  return process.getegid?.() === gid || (process.getgroups?.() ?? []).includes(gid);
+}
+
+/** The name of this process's user ("uid N" when unnamed). */
+export function processUserName(): string {
+  return userNameOf(process.getuid?.() ?? -1);
+}
+
 /** The name of user `uid`, or "uid N" when the password database does not name it. */
 export function userNameOf(uid: number): string {
   return nameOf("/etc/passwd", uid) ?? `uid ${uid}`;

@@ -1,5 +1,7 @@
 // A configuration file the process may not read is refused saying who svc runs as, who owns
-// the file and with what mode, and what lets it be read: EACCES alone names no way out.
+// the file and with what mode, and what lets it be read: EACCES alone names no way out. The
+// way out is right for whoever runs it: an operator outside the service's group is not told
+// to give the file to their own group, which would keep the service from reading it.
 
 import { afterAll, expect, test } from "bun:test";
 import * as fs from "node:fs";
@@ -34,7 +36,54 @@ test.skipIf(!canRunAsNobody())("a file the service user may not read names that 
   expect(r.stderr).toContain("uid 65534");
   expect(r.stderr).toContain("mode 0600");
   expect(r.stderr).toContain("owner root");
-  expect(r.stderr).toContain(`chmod 640 ${path}`);
+  expect(r.stderr).toContain(`chgrp svc ${path} && chmod 640 ${path}`);
+  expect(r.stderr).not.toContain("chgrp nogroup");
+});
+
+/** The gid the service's group svc has in /etc/group as the commands below see it. */
+const svcGid = 4242;
+const groupFile = join(dir, "group");
+fs.writeFileSync(groupFile, `${fs.readFileSync("/etc/group", "utf8").split("\n").filter((l) => l !== "" && !l.startsWith("svc:")).join("\n")}\nsvc:x:${svcGid}:\n`, { mode: 0o644 });
+
+/** `--config path --validate` as nobody, with /etc/group naming the group svc (bound over it in a mount namespace of its own). */
+function validateAsNobodyWithSvcGroup(path: string): { exitCode: number; stderr: string } {
+  const r = Bun.spawnSync([
+    "unshare", "--mount", "--", "sh", "-c", 'mount --bind "$0" /etc/group && exec "$@"', groupFile,
+    "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", process.execPath, MAIN, "--config", path, "--validate",
+  ], { env: { ...process.env, NO_COLOR: "1" }, stdout: "pipe", stderr: "pipe" });
+  return { exitCode: r.exitCode ?? -1, stderr: r.stderr.toString() };
+}
+
+function canBindGroupFile(): boolean {
+  if (!canRunAsNobody()) return false;
+  const r = Bun.spawnSync(["unshare", "--mount", "--", "sh", "-c", 'mount --bind "$0" /etc/group && grep -q "^svc:x:$1:" /etc/group', groupFile, String(svcGid)], { stdout: "ignore", stderr: "ignore" });
+  return r.exitCode === 0;
+}
+
+test.skipIf(!canBindGroupFile())("a caller outside the service's group, on a file that group reads (0640 root:svc), is told to run as the service's user or join the group, not to regroup the file", () => {
+  const path = join(dir, "svc-group.toml");
+  fs.writeFileSync(path, 'node_id = "node1"\n', { mode: 0o640 });
+  fs.chmodSync(path, 0o640);
+  fs.chownSync(path, 0, svcGid);
+  const r = validateAsNobodyWithSvcGroup(path);
+  expect(r.exitCode).toBe(2);
+  expect(r.stderr).toContain("group svc, mode 0640");
+  expect(r.stderr).toContain("sudo -u svc");
+  expect(r.stderr).toContain("usermod -aG svc nobody");
+  expect(r.stderr).not.toContain("chgrp");
+});
+
+test.skipIf(!canBindGroupFile())("a file its group may read but that group is not the service's is given to the service's group, never to the caller's", () => {
+  const path = join(dir, "root-group.toml");
+  fs.writeFileSync(path, 'node_id = "node1"\n', { mode: 0o640 });
+  fs.chmodSync(path, 0o640);
+  fs.chownSync(path, 0, 0);
+  const r = validateAsNobodyWithSvcGroup(path);
+  expect(r.exitCode).toBe(2);
+  expect(r.stderr).toContain(`chgrp svc ${path} && chmod 640 ${path}`);
+  expect(r.stderr).not.toContain("chgrp nogroup");
+  // nobody is not in svc either: after the chgrp it still could not read the file itself.
+  expect(r.stderr).toContain("sudo -u svc");
 });
 
 test.skipIf(!canRunAsNobody())("a file behind a directory the service user may not enter says so", () => {

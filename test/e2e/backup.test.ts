@@ -59,14 +59,20 @@ async function fullBackup(node: NodeProcess, to: string, etcDir: string, extra: 
   return JSON.parse(r.stdout) as { status: string; archive: string; snapshot: { index: number }; leftPaused: boolean };
 }
 
-/** A single node with table t and rows 1..20, its configuration copied as /etc/svc would hold it, and a full backup of it. */
-async function backedUpSingleNode(env: ProcEnv): Promise<{ node: NodeProcess; made: Awaited<ReturnType<typeof fullBackup>> }> {
+/** A single node with table t and rows 1..20, and its configuration copied as /etc/svc would hold it. */
+async function singleNodeWithRows(env: ProcEnv): Promise<{ node: NodeProcess; etcDir: string }> {
   const node = await env.startSingleNode();
   await execute(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"]);
   await writeRows(node, 1, 20);
   const etcDir = join(env.dir, "etc-svc");
   fs.mkdirSync(etcDir, { recursive: true });
   fs.copyFileSync(node.configPath, join(etcDir, "config.toml"));
+  return { node, etcDir };
+}
+
+/** singleNodeWithRows, and a full backup of it. */
+async function backedUpSingleNode(env: ProcEnv): Promise<{ node: NodeProcess; made: Awaited<ReturnType<typeof fullBackup>> }> {
+  const { node, etcDir } = await singleNodeWithRows(env);
   return { node, made: await fullBackup(node, join(env.dir, "backups"), etcDir) };
 }
 
@@ -408,12 +414,7 @@ describe("backup and restore (SPEC §4.4, §4.5)", () => {
   }, 120_000);
 
   procTest("a full backup leaves writes as it found them: paused by the operator with no end, they stay paused with no end; paused under a longer lease, that lease is put back", async (env) => {
-    const node = await env.startSingleNode();
-    await execute(node.clientUrl, ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"]);
-    await writeRows(node, 1, 20);
-    const etcDir = join(env.dir, "etc-svc");
-    fs.mkdirSync(etcDir, { recursive: true });
-    fs.copyFileSync(node.configPath, join(etcDir, "config.toml"));
+    const { node, etcDir } = await singleNodeWithRows(env);
     const pause = async () => getJson<{ writes_paused: boolean; writes_paused_until?: string }>(`${node.adminUrl}/admin/cluster-info`);
     // SPEC §4.4 step 1 by hand (or a maintenance pause) and then the one-command backup.
     expect((await svc(["admin", "pause-writes", "--node", node.adminUrl])).exitCode).toBe(0);

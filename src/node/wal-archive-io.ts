@@ -51,7 +51,7 @@ export function fileWalArchiveIo(command: string, paths: DataPaths, wal: Wal, ru
   for (const name of fs.readdirSync(staging)) fs.rmSync(join(staging, name), { force: true });
   let running: Subprocess | null = null;
   return {
-    readRange: (from, to, bytesMax) => readWalRange(paths.walDir, from, to, bytesMax),
+    readRange: (from, to, bytesMax) => readWalRange(paths.walDir, from, to, bytesMax, wal.finalFrom()?.seq ?? null),
     async archive(entries: readonly Entry[], clusterId: string): Promise<ArchiveAttempt> {
       const first = entries[0];
       const last = entries.at(-1);

@@ -163,12 +163,15 @@ export type WalRangeRead =
 /**
  * Committed entries `from`…`to` (at most `bytesMax` of entry data, at least one entry) from
  * the WAL segments in `walDir`, in order. Records are taken as the WAL replays them: a later
- * record for an index replaces the earlier one and everything after it. Only committed
- * entries may be asked for, and committed entries are never rewritten, so the read stops at
- * the first segment that completes the range. A torn tail past the range (an append in
- * progress) is no concern: only the bytes before it are needed.
+ * record for an index replaces the earlier one and everything after it. Committed entries are
+ * never rewritten, but a segment may hold records of them that never were committed (a
+ * follower's, replaced by a new leader's), and the records that replaced them are written
+ * where the WAL then was: in a later segment, named after a later index. So the read goes on
+ * through segment `rewritesThroughSeq` (the one of the WAL's last rewrite, Wal.finalFrom: none
+ * comes after it) before it stops at a segment that completes the range. A torn tail past the
+ * range (an append in progress) is no concern: only the bytes before it are needed.
  */
-export async function readWalRange(walDir: string, from: number, to: number, bytesMax: number): Promise<WalRangeRead> {
+export async function readWalRange(walDir: string, from: number, to: number, bytesMax: number, rewritesThroughSeq: number | null): Promise<WalRangeRead> {
   assert(from >= 1 && to >= from, "a non-empty range is read");
   const segments = listSegments(walDir);
   let start = -1;
@@ -208,8 +211,9 @@ export async function readWalRange(walDir: string, from: number, to: number, byt
       bytes += e.data.length;
       if (bytes >= bytesMax && e.index < last) last = e.index;
     }
-    if (got.length === last - from + 1) return { ok: true, entries: got };
+    if (got.length === last - from + 1 && segment.seq >= (rewritesThroughSeq ?? 0)) return { ok: true, entries: got };
   }
+  if (got.length === last - from + 1) return { ok: true, entries: got };
   return {
     ok: false, firstHeld: segments[0]?.firstIndex ?? null,
     reason: `the WAL in ${walDir} holds entries ${from}…${from + got.length - 1} of ${from}…${last}`,

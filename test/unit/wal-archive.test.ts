@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  Wal, archiveSegmentName, dataPaths, encodeArchiveSegment, parseArchiveSegmentName, parseSegmentName, readWalRange, scanArchiveSegment,
+  Wal, archiveSegmentName, dataPaths, encodeArchiveSegment, listSegments, parseArchiveSegmentName, parseSegmentName, readWalRange, scanArchiveSegment,
 } from "../../src/storage/index.ts";
 import { archiveCommandFor, fileWalArchiveIo, redactEnvSecrets } from "../../src/node/index.ts";
 import type { Entry } from "../../src/raft/types.ts";
@@ -64,9 +64,9 @@ describe("reading a committed range out of a node's WAL", () => {
     for (let i = 1; i <= 100; i++) wal.append([entry(i)]);
     wal.sync();
     wal.close();
-    const all = await readWalRange(dir, 3, 90, 1 << 20);
+    const all = await readWalRange(dir, 3, 90, 1 << 20, null);
     expect(all.ok && all.entries.map((e) => e.index)).toEqual(Array.from({ length: 88 }, (_, i) => 3 + i));
-    const capped = await readWalRange(dir, 3, 90, 30);
+    const capped = await readWalRange(dir, 3, 90, 30, null);
     expect(capped.ok && capped.entries.length).toBeLessThan(88);
     expect(capped.ok && capped.entries[0]?.index).toBe(3);
   });
@@ -78,7 +78,22 @@ describe("reading a committed range out of a node's WAL", () => {
     wal.append([entry(8, 2, "new 8"), entry(9, 2, "new 9")]);
     wal.sync();
     wal.close();
-    const r = await readWalRange(dir, 5, 9, 1 << 20);
+    const r = await readWalRange(dir, 5, 9, 1 << 20, null);
+    expect(r.ok && r.entries.map((e) => `${e.index}:${e.term}`)).toEqual(["5:1", "6:1", "7:1", "8:2", "9:2"]);
+  });
+
+  test("takes a rewrite written after a segment roll over the stale records of an earlier segment (a follower's entries replaced by a new leader's)", async () => {
+    const dir = tempDir();
+    // Segments of ~512 bytes: entries 1…14 of term 1 fill the first ones; the rewrite from 8 on
+    // (term 2) goes into the current segment, named after a later index.
+    const { wal } = Wal.open(dir, { segmentSizeBytes: 512, logger: silentLogger });
+    for (let i = 1; i <= 14; i++) wal.append([entry(i)]);
+    expect(wal.segments().find((s) => s.firstIndex <= 8 && s.maxIndex >= 9)).toBeDefined();
+    wal.append([entry(8, 2, "new 8"), entry(9, 2, "new 9"), entry(10, 2, "new 10")]);
+    wal.sync();
+    expect(listSegments(dir).at(-1)!.firstIndex).toBeGreaterThan(8);
+    const r = await readWalRange(dir, 5, 9, 1 << 20, wal.finalFrom()?.seq ?? null);
+    wal.close();
     expect(r.ok && r.entries.map((e) => `${e.index}:${e.term}`)).toEqual(["5:1", "6:1", "7:1", "8:2", "9:2"]);
   });
 
@@ -89,7 +104,7 @@ describe("reading a committed range out of a node's WAL", () => {
     wal.append(range(50, 60));
     wal.sync();
     wal.close();
-    const r = await readWalRange(dir, 10, 55, 1 << 20);
+    const r = await readWalRange(dir, 10, 55, 1 << 20, null);
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.firstHeld).toBe(50);
   });

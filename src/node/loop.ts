@@ -234,7 +234,7 @@ export class EffectLoop {
     this.commitTimer?.cancel();
     this.commitTimer = null;
     this.priority?.close();
-    this.ctx.walArchiver?.stop();
+    // The WAL archiver outlives the loop: SvcNode.stop archives a last segment after it.
     this.tickTimer?.cancel();
     this.tickTimer = null;
     this.disk.stop();

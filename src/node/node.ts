@@ -552,14 +552,23 @@ export class SvcNode {
   private async stopOnce(): Promise<void> {
     const { ctx } = this;
     if (ctx.stopped) return;
-    // The loop goes on meanwhile: nothing new comes in once the client ports are closed.
-    await ctx.walArchiver?.archiveAtStop(archiveAtStopMsMax);
+    // Decided while still a member: it leads, or knows no leader (wal-archiver.ts).
+    const archiver = ctx.walArchiver;
+    const archiveLast = archiver?.archivesAtStop() ?? false;
     ctx.stopped = true;
     this.sql?.close();
     this.loop.stop();
     this.transfer.stop();
     ctx.io.network.close();
     this.loop.failPending(new SvcError("SHUTTING_DOWN", "the node is shutting down", { hint: "retry against another node" }));
+    // Out of the cluster now (the others elect a leader meanwhile), the last segment is archived
+    // from the WAL, which stays open until then.
+    if (archiveLast) {
+      await archiver?.archiveAtStop(archiveAtStopMsMax).catch((e: unknown) => {
+        ctx.logger.error("archiving the last WAL segment at stop failed; the next leader archives it", { error: errorMessage(e) });
+      });
+    }
+    archiver?.stop();
     await this.snapshots.settle();
     try {
       ctx.io.log.close();

@@ -47,7 +47,9 @@ export interface WalArchivePart {
   snapshot(): WalArchiveStatus;
   applied(entries: readonly Entry[]): void;
   tick(): void;
-  /** At a clean stop: archive what no other member will (wal-archiver.ts); bounded by timeoutMs. */
+  /** Whether this node archives at its clean stop (asked while it is a member); see wal-archiver.ts. */
+  archivesAtStop(): boolean;
+  /** At a clean stop, once the node left the cluster: archive what it applied past the archive; bounded by timeoutMs. */
   archiveAtStop(timeoutMs: number): Promise<void>;
   stop(): void;
 }

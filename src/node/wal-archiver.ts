@@ -34,7 +34,7 @@ export type { ArchiveAttempt, WalArchiveIo, WalArchiveStatus } from "./wal-archi
 
 const retryDelayMsMin = 1_000;
 /** How long a clean stop waits for its last segment to be archived (systemd gives a stop 90 s). */
-export const archiveAtStopMsMax = 30_000;
+export const archiveAtStopMsMax = 15_000;
 const retryDelayMsMax = 60_000;
 const markPrefix = new TextEncoder().encode('{"op":"archived_through"');
 
@@ -48,7 +48,7 @@ interface Pending {
 const nothingPending = (): Pending => ({ bytes: 0, oldestMs: null });
 
 /** How an archiving attempt ended: `through` the last index archived. */
-type Outcome = { kind: "archived"; through: number } | { kind: "failed" } | { kind: "nothing" };
+type Outcome = { kind: "archived"; through: number } | { kind: "failed"; why: string } | { kind: "nothing" };
 
 export class WalArchiver implements WalArchivePart {
   /** The attempt running now. */
@@ -129,12 +129,24 @@ export class WalArchiver implements WalArchivePart {
   }
 
   /**
-   * At a clean stop, once the client ports are closed: what this node applied past the archive
-   * is archived before it goes, when no other member will — it leads, or it knows no leader (the
-   * last one of a cluster being stopped, whose leader stepped down as the others stopped).
-   * PostgreSQL archives its last segment at shutdown the same way. Without it, SPEC §4.5's "stop
-   * all nodes, remove the Raft state" lost what was written in the last archive_timeout. Waits
-   * for an attempt under way first; bounded by `timeoutMs`, after which stop() ends the command.
+   * Whether this node archives at its clean stop what it applied past the archive: when no
+   * other member will — it leads, or it knows no leader (the last one of a cluster being
+   * stopped, whose leader stepped down as the others stopped). Asked while it is still a member.
+   */
+  archivesAtStop(): boolean {
+    const { ctx } = this;
+    if (this.stopped || ctx.fatalError !== null || ctx.recovery !== "healthy") return false;
+    const status = ctx.core.status();
+    return status.role === "leader" || status.leaderId === null;
+  }
+
+  /**
+   * At a clean stop, once the node has left the cluster (its ports and peer connections closed,
+   * its loop stopped: the others elect a leader meanwhile), what it applied past the archive is
+   * archived from its WAL. PostgreSQL archives its last segment at shutdown the same way.
+   * Without it, SPEC §4.5's "stop all nodes, remove the Raft state" lost what was written in the
+   * last archive_timeout. Waits for an attempt under way first; bounded by `timeoutMs`, after
+   * which stop() ends the command. Entries it cannot archive are logged, once.
    */
   async archiveAtStop(timeoutMs: number): Promise<void> {
     const { ctx } = this;
@@ -147,17 +159,14 @@ export class WalArchiver implements WalArchivePart {
       });
       return Promise.race([work, late]).finally(() => clearTimeout(timer));
     };
-    if (this.attempt !== null && (await within(this.attempt)) === "late") return this.leftAtStop("an archive_command run was still going");
+    const late = `archive_command did not finish within ${Math.round(timeoutMs / 1000)} s`;
+    if (this.attempt !== null && (await within(this.attempt)) === "late") return this.leftAtStop(late);
     let from = this.archivedThrough() + 1;
-    for (;;) {
-      if (this.stopped || ctx.fatalError !== null || ctx.recovery !== "healthy") return;
-      const status = ctx.core.status();
-      if (status.role !== "leader" && status.leaderId !== null) return;
-      const to = ctx.store.meta.appliedIndex;
-      if (to < from) return;
+    const to = ctx.store.meta.appliedIndex;
+    while (from <= to) {
       const outcome = await within(this.archiveRange(from, to, true));
-      if (outcome === "late") return this.leftAtStop(`archive_command did not finish within ${Math.round(timeoutMs / 1000)} s`);
-      if (outcome.kind === "failed") return this.leftAtStop("archive_command failed");
+      if (outcome === "late") return this.leftAtStop(late);
+      if (outcome.kind === "failed") return this.leftAtStop(outcome.why);
       if (outcome.kind === "nothing") return;
       from = outcome.through + 1;
     }
@@ -181,27 +190,35 @@ export class WalArchiver implements WalArchivePart {
     return this.pending.oldestMs !== null && this.ctx.clock.nowMs() - this.pending.oldestMs >= this.ctx.config.wal.archiveTimeoutMs;
   }
 
-  /** `atStop`: a range that holds nothing archive_timeout counts (noops, marks) is left. */
+  /**
+   * `atStop` (archiveAtStop): a gap is not stepped over (another member may hold what this WAL
+   * lacks, and the next leader decides), a failure is the caller's to report rather than one
+   * retried, and a range that holds nothing archive_timeout counts (noops, marks) is left.
+   */
   private async archiveRange(from: number, to: number, atStop: boolean): Promise<Outcome> {
     const { ctx } = this;
     const term = this.leaderTerm;
+    const fail = (why: string, stderr: string | null = null): Outcome => {
+      if (!atStop) this.failed(why, stderr);
+      return { kind: "failed", why };
+    };
     try {
       let read = await this.io.readRange(from, to, ctx.config.wal.segmentSizeBytes);
       let gapCause: string | null = null;
-      if (!read.ok && read.firstHeld !== null && read.firstHeld > from && read.firstHeld <= to) {
+      if (!atStop && !read.ok && read.firstHeld !== null && read.firstHeld > from && read.firstHeld <= to) {
         gapCause = this.noMemberHolds(from, read.firstHeld);
         if (gapCause !== null) read = await this.io.readRange(read.firstHeld, to, ctx.config.wal.segmentSizeBytes);
       }
       if (!read.ok) {
         // A member that received an image from the leader never held the entries before it: the
         // others keep them (nothing unarchived is removed), so one of them can archive them.
-        this.failed(`cannot read entries ${from}…${to} from this node's WAL: ${read.reason} ` +
-          "(it received a snapshot instead of them); move leadership to another member: svc admin transfer-leader --to <id>", null);
-        return { kind: "failed" };
+        return fail(`cannot read entries ${from}…${to} from this node's WAL: ${read.reason} (it received a snapshot instead of them)` +
+          (atStop ? "" : "; move leadership to another member: svc admin transfer-leader --to <id>"));
       }
       const first = read.entries[0];
       const last = read.entries.at(-1);
-      if (first === undefined || last === undefined || (atStop && !read.entries.some(countsTowardTimeout))) return { kind: "nothing" };
+      if (first === undefined || last === undefined) return { kind: "nothing" };
+      if (atStop && last.index >= to && !read.entries.some(countsTowardTimeout)) return { kind: "nothing" };
       if (first.index > from) {
         ctx.logger.warn(`WAL archiving goes on after entries ${from}…${first.index - 1}, which no member holds (${gapCause ?? "they are gone from every WAL"}): ` +
           `the archive has a gap there, so a point-in-time restore to a later time needs a snapshot at index ${first.index - 1} or later`, {
@@ -211,17 +228,15 @@ export class WalArchiver implements WalArchivePart {
       }
       // The header names the cluster: wal-replay refuses another cluster's segments in a location.
       const attempt = await this.io.archive(read.entries, ctx.clusterId);
-      if (this.stopped) return { kind: "failed" };
+      if (this.stopped) return { kind: "failed", why: "the node stopped" };
       if (!attempt.ok) {
         const how = attempt.timedOutAfterMs === undefined ? `exit ${attempt.exitCode ?? "by signal"}` : `did not finish within ${Math.round(attempt.timedOutAfterMs / 1000)} s and was killed`;
-        this.failed(`archive_command failed on ${attempt.name} (${how})`, attempt.stderr);
-        return { kind: "failed" };
+        return fail(`archive_command failed on ${attempt.name} (${how})`, attempt.stderr);
       }
       this.succeeded(attempt.name, last.index, last.index < to, term);
       return { kind: "archived", through: last.index };
     } catch (e) {
-      this.failed(`archiving entries ${from}…${to} failed: ${errorMessage(e)}`, null);
-      return { kind: "failed" };
+      return fail(`archiving entries ${from}…${to} failed: ${errorMessage(e)}`);
     }
   }
 
@@ -260,7 +275,9 @@ export class WalArchiver implements WalArchivePart {
     this.sinceCut = null;
     this.unknown = shortened;
     ctx.logger.info("archived a WAL segment", { segment: name, through: lastIndex });
-    if (term !== ctx.core.status().term || ctx.core.status().role !== "leader") return;
+    // A stopping node has left the cluster: it proposes nothing (the next leader archives from
+    // the last mark, the range again: an overlap).
+    if (this.closing || term !== ctx.core.status().term || ctx.core.status().role !== "leader") return;
     this.localThrough = Math.max(this.localThrough, lastIndex);
     // The mark is what lets members drop the segments and the next leader go on from here;
     // should it be lost (a leader change), the next leader archives the range again.

@@ -234,7 +234,8 @@ describe("WAL archiving on three nodes", () => {
   // last archived segment must reach the archive at the stop, as PostgreSQL archives its last
   // segment at shutdown, whether the leader stops first or last (by then no longer leading).
   clusterTest("a cluster stopped cleanly archives every acknowledged write, the leader stopped first or last, with archive_timeout far off", {
-    overrides: { wal: { archiveCommand: "cp %p ../archive/%f", archiveTimeoutMs: 3_600_000, segmentSizeBytes: 1024 * 1024 } },
+    // A node whose data directory holds no-archive cannot archive: the one stopping must.
+    overrides: { wal: { archiveCommand: "if [ -e no-archive ]; then exit 1; fi; cp %p ../archive/%f", archiveTimeoutMs: 3_600_000, segmentSizeBytes: 1024 * 1024 } },
   }, async (cluster) => {
     const arch = archiveDir(cluster);
     await cluster.start();
@@ -254,12 +255,16 @@ describe("WAL archiving on three nodes", () => {
     await waitFor(`${leader.nodeId} to step down`, async () => (await metric(leader.adminUrl, "tensor_chain_is_leader")) === 0, { deadlineMs: 20_000 });
     expect(await leader.stop()).toBe(0);
     expect(archivedKeys(await archivedEntries(arch)).size).toBe(20);
-    // The leader stopped first; the others, which elect one of them meanwhile, after it.
+    // The leader stopped first, while the others, which elect one of them meanwhile, cannot
+    // archive: what the archive holds once it has stopped, it archived.
     for (const n of cluster.nodes) n.spawn();
     for (const n of cluster.nodes) await cluster.waitHealthy(n, 60_000);
     await writeBatch("leader-first");
     const second = await cluster.waitLeader();
+    for (const n of cluster.others(second)) fs.writeFileSync(join(n.dataDir, "no-archive"), "");
     expect(await second.stop()).toBe(0);
+    const archivedByIt = archivedKeys(await archivedEntries(arch));
+    expect(ackedKeys(ledger).filter((k) => !archivedByIt.has(k))).toEqual([]);
     for (const n of cluster.others(second)) expect(await n.stop()).toBe(0);
     const entries = await archivedEntries(arch);
     expectGapFree(entries);

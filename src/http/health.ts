@@ -69,15 +69,18 @@ export function healthResponse(node: SvcNode): Response {
  * §4.5's point-in-time restore, §4.6's full state rebuild) while the node that leads is slow or
  * down. With other members named in its file it waits for a leader among them to send it a
  * snapshot; add-node would refuse a member, and a bootstrap would make a second cluster, so
- * bootstrap = true is said only to a node whose file names no other member.
+ * bootstrap = true is said only to a node whose file names no other member, and only after the
+ * wait for a leader that such a node (often a member added with add-node) most likely owes.
  */
 function noClusterStateText(node: SvcNode): string {
   const nodeId = node.config.nodeId;
   const addNode = `\`svc admin add-node --id ${nodeId} --peer … --client … --admin …\` (its [listen] addresses)`;
   const others = node.config.cluster.members.filter((m) => m.id !== nodeId);
   if (others.length === 0) {
-    return "this node belongs to no cluster yet, and its [cluster] members name no other node: to start a new cluster with it, " +
-      `set bootstrap = true in its [cluster] and restart it; to join an existing cluster, add it from a member with ${addNode}`;
+    return "this node holds no cluster state, and its [cluster] members name no other node: " +
+      "if it was a member of a cluster (added with add-node, or its raft/ emptied for a restore or a rebuild), it waits for that cluster's leader to send it a snapshot: " +
+      `check from a member with \`svc admin cluster-status\`; a node not yet added is added there with ${addNode}; ` +
+      "only to start a new cluster with this node, and only if no cluster it belongs to is running, set bootstrap = true in its [cluster] and restart it";
   }
   const names = others.map((m) => m.id).join(", ");
   const scheme = node.config.tls == null ? "http" : "https";

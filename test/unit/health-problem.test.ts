@@ -1,7 +1,8 @@
 // What /health says when a node has heard no leader: the problem names the likely cause, and
 // a node that belongs to no cluster yet is not told to look for voters it does not have. One
 // whose file names other members (a new member, or one whose raft/ was emptied for a restore or
-// a rebuild) is not told to bootstrap: that would make a second cluster.
+// a rebuild) is not told to bootstrap: that would make a second cluster. One whose file names
+// only itself, as a member added with add-node often has, hears the wait first and bootstrap last.
 
 import { expect, test } from "bun:test";
 import { adminApp } from "../../src/http/index.ts";
@@ -40,11 +41,21 @@ async function problemOf(node: SvcNode): Promise<string> {
   return ((await r.json()) as { problem: string }).problem;
 }
 
-test("a node with no cluster state whose [cluster] members name no other node says how to start a cluster with it or add it, not that it reaches no majority", async () => {
+test("a node with no cluster state whose [cluster] members name no other node is told first that as a member it waits for a snapshot, and to bootstrap only for a new cluster when none it belongs to runs", async () => {
   const problem = await problemOf(leaderless(""));
-  expect(problem).toContain("no cluster yet");
-  expect(problem).toContain("svc admin add-node --id node4");
-  expect(problem).toContain("bootstrap = true");
+  // Its file names only itself, as a member added with add-node often has: the wait for a
+  // snapshot and where to check come before any bootstrap, which would make a second cluster.
+  const wait = problem.indexOf("if it was a member of a cluster (added with add-node, or its raft/ emptied for a restore or a rebuild)");
+  const snapshot = problem.indexOf("waits for that cluster's leader to send it a snapshot");
+  const check = problem.indexOf("check from a member with `svc admin cluster-status`");
+  const addNode = problem.indexOf("a node not yet added is added there with `svc admin add-node --id node4");
+  const bootstrap = problem.indexOf("only to start a new cluster with this node, and only if no cluster it belongs to is running, set bootstrap = true");
+  for (const at of [wait, snapshot, check, addNode, bootstrap]) expect(at).toBeGreaterThanOrEqual(0);
+  expect(wait).toBeLessThan(snapshot);
+  expect(snapshot).toBeLessThan(check);
+  expect(check).toBeLessThan(addNode);
+  expect(addNode).toBeLessThan(bootstrap);
+  expect(problem.indexOf("bootstrap")).toBe(problem.lastIndexOf("bootstrap"));
   expect(problem).not.toContain("majority");
 });
 

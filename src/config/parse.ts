@@ -12,7 +12,7 @@ import { readMembers } from "./_members.ts";
 import { checkSelfEntry } from "./_self-entry.ts";
 import { backupLocationProblem } from "./location.ts";
 import { Problems } from "./_problems.ts";
-import { SERVICE_GROUP, SERVICE_USER, groupNameOf, processHasGroup, processUserName, processUserText, serviceGroupId, userNameOf } from "../util/user.ts";
+import { SERVICE_GROUP, SERVICE_USER, groupNameOf, processHasGroup, processOwnerSpec, processUserName, processUserText, serviceGroupId, userNameOf } from "../util/user.ts";
 import { statConfigPath } from "./_stat.ts";
 import { checkUnknownKeys, readAddress, readBool, readInt, readString, readTable, type TomlTable } from "./_read.ts";
 import { readSecurity } from "./_security.ts";
@@ -46,7 +46,9 @@ export function loadConfigFile(path: string): ConfigResult {
  * group and mode, and what lets it be read. The file is the service's (install.sh: 0640
  * root:svc), and the caller may be an operator rather than the service: a file the service's
  * group reads is not regrouped (to the caller's group, the service could no longer read it),
- * the caller runs the command as the service's user or joins that group.
+ * the caller runs the command as the service's user or joins that group. A host with no group
+ * svc did not run install.sh: svc runs there as a user of its own (a unit's User=), and the
+ * file is given to this process's group.
  */
 function unreadableText(path: string, e: unknown): string {
   if ((e as { code?: unknown }).code !== "EACCES") return errorMessage(e);
@@ -59,10 +61,14 @@ function unreadableText(path: string, e: unknown): string {
   }
   const mode = (st.mode & 0o7777).toString(8).padStart(4, "0");
   const says = `svc runs as ${user}, and the file has owner ${userNameOf(st.uid)}, group ${groupNameOf(st.gid)}, mode ${mode}`;
+  const serviceGid = serviceGroupId();
+  if (serviceGid === null) {
+    const group = processOwnerSpec().split(":")[1];
+    return `${says}: let its group read it, \`chgrp ${group} ${path} && chmod 640 ${path}\`, or run svc as the user the file is for`;
+  }
   const caller = processUserName();
   const asService = `run the command as the service's user (\`sudo -u ${SERVICE_USER} …\`), or add ${caller} to group ${SERVICE_GROUP} ` +
     `(\`usermod -aG ${SERVICE_GROUP} ${caller}\`, then log in again)`;
-  const serviceGid = serviceGroupId();
   if (st.gid === serviceGid && (st.mode & 0o040) !== 0 && !processHasGroup(st.gid)) {
     return `${says}: the service's group ${SERVICE_GROUP} reads it, and ${caller} is not in that group: ${asService}`;
   }

@@ -3,26 +3,25 @@
 
 import { readFileSync } from "node:fs";
 
-/** The name of `id` in /etc/passwd or /etc/group (os.userInfo() says "unknown" without USER set). */
-function nameOf(database: "/etc/passwd" | "/etc/group", id: number): string | null {
+/** The fields of each line of /etc/passwd or /etc/group (name:password:id:…); none when it cannot be read. */
+function entriesOf(database: "/etc/passwd" | "/etc/group"): string[][] {
   try {
-    const entry = readFileSync(database, "utf8").split("\n").find((line) => line.split(":")[2] === String(id));
-    const name = entry?.split(":")[0];
-    return name === undefined || name === "" ? null : name;
+    return readFileSync(database, "utf8").split("\n").map((line) => line.split(":"));
   } catch {
-    return null;
+    return [];
   }
 }
 
-/** The id of group `name` in /etc/group, or null when it names none. */
+/** The name of `id` in /etc/passwd or /etc/group (os.userInfo() says "unknown" without USER set). */
+function nameOf(database: "/etc/passwd" | "/etc/group", id: number): string | null {
+  const name = entriesOf(database).find((fields) => fields[2] === String(id))?.[0];
+  return name === undefined || name === "" ? null : name;
+}
+
+/** The id of group `name` in /etc/group, or null when it names none (or gives it no number). */
 function groupIdOf(name: string): number | null {
-  try {
-    const entry = readFileSync("/etc/group", "utf8").split("\n").find((line) => line.split(":")[0] === name);
-    const gid = Number(entry?.split(":")[2] ?? "");
-    return entry === undefined || !Number.isInteger(gid) ? null : gid;
-  } catch {
-    return null;
-  }
+  const id = entriesOf("/etc/group").find((fields) => fields[0] === name)?.[2];
+  return id === undefined || !/^\d+$/.test(id) ? null : Number(id);
 }
 
 /** The user and the group install.sh makes and runs the service as (SPEC §2.1: user and group svc). */

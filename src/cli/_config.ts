@@ -1,7 +1,8 @@
 // Loading the configuration for a command: a file given with --config, else the file the
 // environment variable SVC_CONFIG names, else the embedded default (one node on loopback, data
 // in ./svc-data). Problems end the command with exit 2 (serve: 1 when every one is a file of
-// [tls], [auth] or [gossip] as it is now, which a restart may find fixed).
+// [tls], [auth] or [gossip] as it is now, which a restart may find fixed); the warnings
+// --validate prints are handed to serve, which logs them.
 // Offline commands (init-cluster, wal-repair, wal-replay, verify-checksums --data-dir,
 // cleanup-snapshots) find their data directory the same way: --data-dir, else data_dir in
 // --config, else data_dir in the installed configuration, /etc/svc/config.toml (SVC_CONFIG names
@@ -10,7 +11,7 @@
 
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { defaultConfig, formatProblems, loadConfigFile, type Config } from "../config/index.ts";
+import { configWarnings, defaultConfig, formatProblem, formatProblems, loadConfigFile, type Config } from "../config/index.ts";
 import { CliExit, ExitCode, usageError } from "./_exit.ts";
 
 /** Where install.sh puts the configuration (SPEC §2.1). */
@@ -38,7 +39,17 @@ export function givenConfigPath(flag: string | undefined): { path: string; from:
  * [gossip] (missing, readable by others, not what it should hold) rather than the text.
  */
 export function loadConfigOrExit(path: string | undefined, from?: string, options: { secretsFilesExit?: number } = {}): Config {
-  if (path === undefined || path === "") return defaultConfig();
+  return loadConfigWithWarningsOrExit(path, from, options).config;
+}
+
+/**
+ * loadConfigOrExit, and the file's warnings (configWarnings) as lines naming the file, line and
+ * key, for serve to log: the node starts with them.
+ */
+export function loadConfigWithWarningsOrExit(
+  path: string | undefined, from?: string, options: { secretsFilesExit?: number } = {},
+): { config: Config; warnings: readonly string[] } {
+  if (path === undefined || path === "") return { config: defaultConfig(), warnings: [] };
   if (!existsSync(path)) {
     const fix = from === "SVC_CONFIG"
       ? `set SVC_CONFIG to the node's configuration file, or unset it; --config FILE also takes its place (install.sh writes ${installedConfigPath})`
@@ -46,7 +57,7 @@ export function loadConfigOrExit(path: string | undefined, from?: string, option
     throw new CliExit(ExitCode.usage, `no configuration file at ${path}${from === undefined ? "" : ` (${from})`}\n  → ${fix}`);
   }
   const result = loadConfigFile(path);
-  if (result.ok) return result.config;
+  if (result.ok) return { config: result.config, warnings: configWarnings(result).map((w) => formatProblem(w, path)) };
   const filesOnly = result.problems.every((p) => p.secretsFile === true);
   throw new CliExit(
     filesOnly ? (options.secretsFilesExit ?? ExitCode.usage) : ExitCode.usage,

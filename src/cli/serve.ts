@@ -10,7 +10,7 @@ import { sdNotify } from "../io/index.ts";
 import { summarizeConfig } from "../config/index.ts";
 import { SvcError, errorMessage } from "../util/index.ts";
 import { version, versionLine } from "../version.ts";
-import { loadConfigOrExit } from "./_config.ts";
+import { loadConfigWithWarningsOrExit } from "./_config.ts";
 import { CliExit, ExitCode, serveExitCode } from "./_exit.ts";
 import { startSecurity } from "./_security.ts";
 
@@ -22,10 +22,13 @@ export const serveCommand = defineCommand({
   async run({ args }) {
     // A certificate, key, tokens or gossip key file another unit or a rotation may still be
     // writing is not a wrong configuration: exit 1, restarted, as when its content is bad.
-    const config = loadConfigOrExit(args.config, undefined, { secretsFilesExit: ExitCode.failure });
+    const { config, warnings: configWarnings } = loadConfigWithWarningsOrExit(args.config, undefined, { secretsFilesExit: ExitCode.failure });
     const logger = createLogger();
     const log = logger.child("node");
     log.info(`${versionLine} starting`, { config: args.config ?? "(embedded default)", summary: summarizeConfig(config) });
+    // What --validate prints as warnings: the node starts with them, and a [backup] location
+    // the backups refuse would otherwise first be heard of when a backup exits 2.
+    for (const warning of configWarnings) log.warn(warning);
     const memoryWarning = memoryFloorWarning(config.maxMemoryBytes);
     if (memoryWarning !== null) log.warn(memoryWarning);
     const budget = memoryBudget(config.maxMemoryBytes);

@@ -6,7 +6,7 @@
 // one when max_memory_mb is below what the node needs (memory-budget.ts), and one for a
 // certificate that expires soon (_cert-dates.ts).
 
-import { formatProblems, loadConfigFile, securityWarnings, summarizeConfig } from "../config/index.ts";
+import { configWarnings, formatProblems, loadConfigFile, securityWarnings, summarizeConfig } from "../config/index.ts";
 import { TokenSet, loadTlsMaterial } from "../http/index.ts";
 import { PeerSecrets, memoryFloorWarning } from "../node/index.ts";
 import { SvcError, silentLogger } from "../util/index.ts";
@@ -54,7 +54,7 @@ export async function validateCommandRun(path: string | undefined): Promise<void
   }
   // What may be right behind NAT or a port mapping, and [backup] locations the node never reads
   // (the backup commands refuse them): said, not refused.
-  const fileWarnings = loaded.ok ? [...(loaded.selfEntryWarnings ?? []), ...(loaded.warnings ?? [])] : [];
+  const fileWarnings = loaded.ok ? configWarnings(loaded) : [];
   if (fileWarnings.length > 0) process.stderr.write(`${formatProblems(fileWarnings.map((w) => ({ ...w, keyPath: `WARNING: ${w.keyPath}` })), path)}\n`);
   for (const warning of securityWarnings(result.config)) process.stderr.write(`${path}: WARNING: UNPROTECTED LISTENER: ${warning}\n`);
   const memoryWarning = memoryFloorWarning(result.config.maxMemoryBytes);

@@ -1,6 +1,6 @@
 // How problems and a valid config are shown to an operator (svc --validate, svc serve).
 
-import type { Config, ConfigProblem } from "./types.ts";
+import type { Config, ConfigProblem, ConfigResult } from "./types.ts";
 
 /** `config.toml:12:3: cluster.members[1].peer: message`; parts that are unknown are left out. */
 export function formatProblem(problem: ConfigProblem, sourceName: string): string {
@@ -17,6 +17,15 @@ export function formatProblem(problem: ConfigProblem, sourceName: string): strin
 export function formatProblems(problems: readonly ConfigProblem[], sourceName: string): string {
   const sorted = [...problems].sort((a, b) => (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
   return sorted.map((p) => formatProblem(p, sourceName)).join("\n");
+}
+
+/**
+ * What a file that loads holds and the node starts with, but an operator should hear of: its own
+ * member entry that only NAT or a port mapping explains, and [backup] locations the backups will
+ * refuse. --validate prints them, serve logs them at start.
+ */
+export function configWarnings(result: ConfigResult & { ok: true }): readonly ConfigProblem[] {
+  return [...(result.selfEntryWarnings ?? []), ...(result.warnings ?? [])];
 }
 
 /** One line for a valid file. */

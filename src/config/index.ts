@@ -5,7 +5,7 @@ export { loadConfigFile, parseConfig } from "./parse.ts";
 export { defaultConfig } from "./defaults.ts";
 export { NODE_ID_PATTERN } from "./schema.ts";
 export { renderConfigToml } from "./render.ts";
-export { formatProblem, formatProblems, summarizeConfig } from "./format.ts";
+export { configWarnings, formatProblem, formatProblems, summarizeConfig } from "./format.ts";
 export { addressKey, isWildcardHost, localDialAddress, parseAddress } from "./address.ts";
 export { isLoopbackHost, secretFileModeProblem, secretPaths, securityWarnings } from "./secrets.ts";
 export { GOSSIP_KEY_BYTES, GOSSIP_KEYS_MAX, newGossipKey, parseGossipKeys, readGossipKeyFile } from "./gossip-key.ts";

@@ -275,10 +275,11 @@ export class WalArchiver implements WalArchivePart {
     this.sinceCut = null;
     this.unknown = shortened;
     ctx.logger.info("archived a WAL segment", { segment: name, through: lastIndex });
+    if (term !== ctx.core.status().term || ctx.core.status().role !== "leader") return;
+    this.localThrough = Math.max(this.localThrough, lastIndex);
     // A stopping node has left the cluster: it proposes nothing (the next leader archives from
     // the last mark, the range again: an overlap).
-    if (this.closing || term !== ctx.core.status().term || ctx.core.status().role !== "leader") return;
-    this.localThrough = Math.max(this.localThrough, lastIndex);
+    if (this.closing) return;
     // The mark is what lets members drop the segments and the next leader go on from here;
     // should it be lost (a leader change), the next leader archives the range again.
     this.propose(encodeCommand({ op: "archived_through", index: lastIndex }));

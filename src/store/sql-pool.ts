@@ -84,12 +84,20 @@ interface Slot {
   /** A write check given to a process not ready yet: its time left, counted from when it is. */
   leftMsAtReady: number | null;
   exited: boolean;
+  /**
+   * Killed by the pool (retire): it keeps its place among the slots until it has exited, so
+   * that its replacement does not start while it still holds its memory (a process killed for
+   * passing its cap, beside the one started for the next request, made twice the cap).
+   */
+  retired: boolean;
 }
 
 const statmPath = (pid: number): string => `/proc/${pid}/statm`;
 const pageBytes = 4096;
 const memoryWatchIntervalMs = 50;
 const respawnPauseMs = 1000;
+/** A killed process that has not exited by then (stuck in the kernel) gives up its place anyway. */
+const retiredExitWaitMs = 2000;
 /** An answer past this (as JSON) makes the pool look at its process's memory afterwards. */
 const largeAnswerBytes = 256 * 1024;
 /** A process started for a write check that has not said it is ready by then is given up. */
@@ -206,7 +214,7 @@ export class SqlProcessPool {
   }
 
   private spawn(): Slot {
-    const slot: Slot = { proc: null as unknown as Subprocess, generation: this.generation, job: null, timer: null, idleTimer: null, ready: false, leftMsAtReady: null, exited: false };
+    const slot: Slot = { proc: null as unknown as Subprocess, generation: this.generation, job: null, timer: null, idleTimer: null, ready: false, leftMsAtReady: null, exited: false, retired: false };
     const env: Record<string, string | undefined> = { ...process.env, [sqlProcessEnvKey]: "1" };
     if (this.options.cacheBytes !== undefined) env[sqlProcessCacheEnvKey] = String(Math.ceil(this.options.cacheBytes / 1024));
     // The process's garbage collector sizes its heap against what it is told the machine has:
@@ -287,7 +295,8 @@ export class SqlProcessPool {
     if (slot.idleTimer !== null) clearTimeout(slot.idleTimer);
     slot.idleTimer = null;
     const i = this.slots.indexOf(slot);
-    if (i >= 0) this.slots.splice(i, 1);
+    if (i < 0) return; // retired, and its place already given up (retiredExitWaitMs)
+    this.slots.splice(i, 1);
     const job = slot.job;
     this.finish(slot);
     if (job !== null) {
@@ -298,7 +307,10 @@ export class SqlProcessPool {
     if (this.closed) return;
     this.pump();
     // A process that dies by itself is replaced after a pause, never in a tight loop.
-    if (this.options.warm === true) setTimeout(() => this.replenish(), respawnPauseMs);
+    if (this.options.warm === true) {
+      if (slot.retired) this.replenish();
+      else setTimeout(() => this.replenish(), respawnPauseMs);
+    }
   }
 
   /** A warm pool starts processes up to its count (those of the current store file). */
@@ -330,14 +342,15 @@ export class SqlProcessPool {
     if (!this.slots.some((s) => s.job !== null)) this.stopMemoryWatch();
   }
 
+  /** Kill a slot's process; its place is given up when it has exited (onExit), and then refilled. */
   private retire(slot: Slot): void {
     if (slot.idleTimer !== null) clearTimeout(slot.idleTimer);
     slot.idleTimer = null;
-    const i = this.slots.indexOf(slot);
-    if (i >= 0) this.slots.splice(i, 1);
+    if (slot.retired) return;
     slot.exited = true;
+    slot.retired = true;
     slot.proc.kill("SIGKILL");
-    this.replenish();
+    setTimeout(() => this.onExit(slot), retiredExitWaitMs).unref();
   }
 
   private settle(job: Job, answer: () => void): void {

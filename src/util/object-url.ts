@@ -1,6 +1,6 @@
-// The one rule for an object-store location, s3://BUCKET/PREFIX: config/ holds a location in
-// the configuration or on a command line to it, backup/ parses one with it, and the two cannot
-// come to disagree about which text names a bucket.
+// The one rule for an object-store location, s3://BUCKET/PREFIX: config/ checks a location
+// from the configuration or a command line against it, backup/ parses one with it, so the two
+// cannot come to disagree about which text names a bucket.
 
 /** s3://, the bucket (group 1), then /PREFIX (group 2) or nothing. */
 export const OBJECT_URL_PATTERN = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:\/(.*))?$/;

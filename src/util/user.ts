@@ -39,8 +39,7 @@ export function groupNameOf(gid: number): string {
 }
 
 /** Whether this process has group `gid`, as its own or a supplementary one. */
-export function processHasGroup(gid: number | null): boolean {
-  if (gid === null) return false;
+export function processHasGroup(gid: number): boolean {
   return process.getegid?.() === gid || (process.getgroups?.() ?? []).includes(gid);
 }
 
